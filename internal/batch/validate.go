@@ -1,0 +1,121 @@
+package batch
+
+import (
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Limits are the per-topic and per-request rules a produced batch is checked
+// against (SPEC §2). The zero value checks framing, CRC and counts only.
+type Limits struct {
+	// MaxBytes is the topic's max.message.bytes: the largest batch, as
+	// received (compressed, with header), in bytes. 0 means no limit.
+	MaxBytes int
+	// AllowZstd is true for Produce v7+; older requests may not carry zstd.
+	AllowZstd bool
+	// CheckTimestamps enables the CreateTime window check below. It is off
+	// for LogAppendTime topics, whose timestamps the coordinator replaces.
+	CheckTimestamps bool
+	// MinTimestamp and MaxTimestamp bound, in ms since the epoch, the
+	// baseTimestamp and maxTimestamp a CreateTime batch may carry (now −
+	// message.timestamp.before.max.ms, now + message.timestamp.after.max.ms).
+	// −1 ("no timestamp") is always accepted.
+	MinTimestamp, MaxTimestamp int64
+}
+
+// NoTimestamp is the timestamp value meaning "none" (Kafka's NO_TIMESTAMP).
+const NoTimestamp = -1
+
+// WindowMs returns [now − beforeMs, now + afterMs] clamped to int64, the
+// timestamp window for Limits.
+func WindowMs(nowMs, beforeMs, afterMs int64) (lo, hi int64) {
+	lo, hi = math.MinInt64, math.MaxInt64
+	if beforeMs < nowMs-math.MinInt64 { // nowMs − beforeMs does not underflow
+		lo = nowMs - beforeMs
+	}
+	if afterMs < math.MaxInt64-nowMs {
+		hi = nowMs + afterMs
+	}
+	return lo, hi
+}
+
+// ValidateProduce checks the records of one Produce partition (Produce v3+)
+// as a broker does, without decompressing or copying: exactly one v2 batch,
+// a valid header, a matching CRC, and the topic limits in l (SPEC §2). It
+// returns the batch view on success, or the Kafka error to send for that
+// partition:
+//
+//   - MESSAGE_TOO_LARGE: larger than l.MaxBytes;
+//   - CORRUPT_MESSAGE: truncated, bad length or CRC mismatch;
+//   - INVALID_RECORD: not exactly one batch, magic ≠ 2, baseOffset ≠ 0,
+//     recordsCount ≠ lastOffsetDelta+1 or ≤ 0, a control batch, or a
+//     producer id without a sequence;
+//   - INVALID_REQUEST: a transactional batch (SPEC §2 decision);
+//   - UNSUPPORTED_COMPRESSION_TYPE: zstd before Produce v7, or an unknown codec;
+//   - INVALID_TIMESTAMP: the LogAppendTime bit set by the client, or a
+//     timestamp outside the window.
+func ValidateProduce(records []byte, l Limits) (Header, *kerr.Error) {
+	if l.MaxBytes > 0 && len(records) > l.MaxBytes {
+		return nil, kerr.MessageTooLarge
+	}
+	if len(records) == 0 {
+		return nil, kerr.InvalidRecord
+	}
+	if len(records) > offMagic && records[offMagic] != 2 {
+		return nil, kerr.InvalidRecord
+	}
+	h, n, err := Parse(records)
+	if err != nil {
+		return nil, kerr.CorruptMessage
+	}
+	if n != len(records) {
+		// Produce v3+ carries exactly one batch per partition.
+		return nil, kerr.InvalidRecord
+	}
+	if h.ComputeCRC() != h.CRC() {
+		return nil, kerr.CorruptMessage
+	}
+	return h, h.checkContent(l)
+}
+
+// checkContent applies the header rules after framing and CRC are known good.
+func (h Header) checkContent(l Limits) *kerr.Error {
+	if h.BaseOffset() != 0 {
+		return kerr.InvalidRecord
+	}
+	count := h.RecordsCount()
+	if count <= 0 || int64(h.LastOffsetDelta())+1 != int64(count) {
+		return kerr.InvalidRecord
+	}
+	attrs := h.Attributes()
+	if attrs&AttrControl != 0 {
+		return kerr.InvalidRecord
+	}
+	if attrs&AttrTransactional != 0 {
+		return kerr.InvalidRequest
+	}
+	if h.ProducerID() >= 0 && h.BaseSequence() < 0 {
+		return kerr.InvalidRecord
+	}
+	switch h.Codec() {
+	case CodecNone, CodecGzip, CodecSnappy, CodecLZ4:
+	case CodecZstd:
+		if !l.AllowZstd {
+			return kerr.UnsupportedCompressionType
+		}
+	default:
+		return kerr.UnsupportedCompressionType
+	}
+	if attrs&AttrLogAppendTime != 0 {
+		return kerr.InvalidTimestamp
+	}
+	if l.CheckTimestamps {
+		for _, ts := range [2]int64{h.BaseTimestamp(), h.MaxTimestamp()} {
+			if ts != NoTimestamp && (ts < l.MinTimestamp || ts > l.MaxTimestamp) {
+				return kerr.InvalidTimestamp
+			}
+		}
+	}
+	return nil
+}
