@@ -28,13 +28,11 @@ type Limits struct {
 const NoTimestamp = -1
 
 // WindowMs returns [now − beforeMs, now + afterMs] clamped to int64, the
-// timestamp window for Limits.
+// timestamp window for Limits. nowMs, beforeMs and afterMs are ≥ 0 (config
+// validation guarantees it), so only the upper bound can overflow.
 func WindowMs(nowMs, beforeMs, afterMs int64) (lo, hi int64) {
-	lo, hi = math.MinInt64, math.MaxInt64
-	if beforeMs < nowMs-math.MinInt64 { // nowMs − beforeMs does not underflow
-		lo = nowMs - beforeMs
-	}
-	if afterMs < math.MaxInt64-nowMs {
+	lo, hi = nowMs-beforeMs, math.MaxInt64
+	if afterMs <= math.MaxInt64-nowMs {
 		hi = nowMs + afterMs
 	}
 	return lo, hi
