@@ -1,0 +1,96 @@
+package coordinator
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// nopLog is a Log that keeps nothing: benchmarks of the decision path
+// without fsync.
+type nopLog struct{ next int64 }
+
+func (l *nopLog) Replay(context.Context, int64, func(int64, []byte) error) (int64, error) {
+	return l.next, nil
+}
+
+func (l *nopLog) Append(_ context.Context, b [][]byte) error {
+	l.next += int64(len(b))
+	return nil
+}
+
+func (l *nopLog) Close() error { return nil }
+
+// BenchmarkCommitFile measures one CommitFile of 100 idempotent batches
+// over 10 partitions through the shard driver, without fsync.
+func BenchmarkCommitFile(b *testing.B) {
+	c, err := Open(Config{NumShards: 1, OpenLog: func(int32) (Log, error) { return &nopLog{}, nil }, Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	top, err := c.CreateTopic(context.Background(), "t", 10, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seq := make([]int32, 10)
+	reqs := make([]*CommitFileRequest, b.N)
+	for i := range reqs {
+		var batches []CommitBatch
+		for j := range 100 {
+			p := int32(j % 10)
+			batches = append(batches, idem(top, p, int64(p), 0, seq[p], 5))
+			seq[p] += 5
+		}
+		reqs[i] = commitRequest(c, nextKey(), batches...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := c.CommitFile(context.Background(), 0, reqs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFindBatches looks up random offsets in a partition index of 1M
+// batches, 1 MiB per answer, and reports the index's memory per batch.
+func BenchmarkFindBatches(b *testing.B) {
+	const files, perFile = 1000, 1000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	tid := TopicID{1}
+	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+		b.Fatal(err)
+	}
+	p := st.partitions[TopicPartition{tid, 0}]
+	for f := range files {
+		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
+			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: make([]committedBatch, perFile)}}}}}
+		for i := range rec.Topics[0].Partitions[0].Batches {
+			base := p.hwm + int64(i)*10
+			rec.Topics[0].Partitions[0].Batches[i] = committedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384,
+				AssignedBaseOffset: base, AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f), ProducerID: -1}
+		}
+		if err := st.apply(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	p.visible, p.visHWM = true, p.hwm
+	heapPerBatch := float64(after.HeapAlloc-before.HeapAlloc) / (files * perFile)
+	r := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		res := st.findBatches(p, r.Int64N(p.hwm), 1<<20)
+		if res.Err != nil || len(res.Batches) == 0 {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(heapPerBatch, "heapB/batch")
+}

@@ -1,0 +1,405 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ErrInvalidCommit is returned (wrapped) by CommitFile for a request that
+// is malformed as a whole (bad shard, object key, format, size, owners or
+// too many batches); nothing was decided.
+var ErrInvalidCommit = errors.New("coordinator: invalid commit request")
+
+// Coordinator runs this node's coordinator shards (DESIGN §Coordinators):
+// each shard owns a metadata log and the state replayed from it, and
+// decides the commits of the partitions it owns. All methods are safe for
+// concurrent use.
+//
+// Goroutines: one driver per shard, started by Open and stopped by Close.
+// Locks: closeMu (held for reading while queueing a request) is never
+// held while taking a shard's mu; the catalog is an immutable snapshot
+// swapped atomically; pid.mu and createMu serialise their callers and are
+// taken before (never inside) a shard request.
+type Coordinator struct {
+	cfg    Config
+	logger *slog.Logger
+	shards []*shard
+	// lock holds Dir/LOCK while the embedded logs are open.
+	lock *os.File
+
+	// catalog is the published topic catalog (shard 0's records 104).
+	catalog atomic.Pointer[catalog]
+
+	closeMu sync.RWMutex
+	closed  bool // guarded by closeMu
+
+	// createMu serialises CreateTopic, so that a name is checked and
+	// claimed atomically.
+	createMu sync.Mutex
+
+	// pid hands out producer ids from the current block.
+	pid struct {
+		sync.Mutex
+		next, end int64 // [next, end) not yet handed out
+	}
+
+	// watch is the channel closed by the next commit that makes data
+	// visible.
+	watch struct {
+		sync.Mutex
+		ch chan struct{}
+	}
+}
+
+// Open validates cfg, opens (creating if needed) every shard's metadata log
+// and rebuilds each shard's state by replaying it — from the latest
+// snapshot, truncating a torn tail (docs/format/metadata-records.md) — then
+// starts the shard drivers. The embedded logs hold an exclusive lock on
+// Dir/LOCK until Close. Errors: a Config.Validate error; Dir in use by
+// another process; ErrCorrupt
+// (wrapped) for a log that is not merely torn; an error naming
+// diskless.metadata.topic.num.partitions when Dir was written with a
+// different number of shards; IO errors.
+func Open(cfg Config) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Coordinator{cfg: cfg, logger: cfg.Logger}
+	c.watch.ch = make(chan struct{})
+	fail := func(err error) (*Coordinator, error) {
+		for _, s := range c.shards {
+			s.log.Close()
+		}
+		if c.lock != nil {
+			c.lock.Close()
+		}
+		return nil, err
+	}
+	if cfg.OpenLog == nil {
+		var err error
+		if c.lock, err = lockDir(cfg.Dir); err != nil {
+			return nil, err
+		}
+		if err := checkShardDirs(cfg.Dir, cfg.NumShards); err != nil {
+			return fail(err)
+		}
+	}
+	for i := range cfg.NumShards {
+		var (
+			l   Log
+			err error
+		)
+		if cfg.OpenLog != nil {
+			l, err = cfg.OpenLog(i)
+		} else {
+			l, err = openFileLog(filepath.Join(cfg.Dir, "shard-"+strconv.Itoa(int(i))), cfg.Logger)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("coordinator: open shard %d: %w", i, err))
+		}
+		s := &shard{
+			c:    c,
+			id:   i,
+			log:  l,
+			reqs: make(chan *request, shardQueueDepth),
+			stop: make(chan struct{}),
+			done: make(chan struct{}),
+		}
+		c.shards = append(c.shards, s)
+		st, err := s.load(context.Background())
+		if err != nil {
+			return fail(err)
+		}
+		s.mu.st = st
+	}
+	c.publishCatalog(c.shards[0].mu.st)
+	if err := c.checkAssignment(); err != nil {
+		return fail(err)
+	}
+	for _, s := range c.shards {
+		go s.run()
+	}
+	return c, nil
+}
+
+// checkShardDirs refuses a Dir holding shards beyond numShards: partitions
+// are assigned by ShardFor(…, numShards), so changing it would lose them.
+func checkShardDirs(dir string, numShards int32) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "shard-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if i, err := strconv.Atoi(n); err == nil && i >= int(numShards) {
+			return fmt.Errorf("diskless.metadata.topic.num.partitions is %d but %s holds shard %d: the number of shards cannot change",
+				numShards, dir, i)
+		}
+	}
+	return nil
+}
+
+// checkAssignment verifies that every partition of every topic is held by
+// the shard ShardFor assigns it to.
+func (c *Coordinator) checkAssignment() error {
+	for _, t := range c.catalog.Load().sorted {
+		for p := range t.Partitions {
+			s := c.shards[c.ShardFor(t.ID, p)]
+			if s.mu.st.partitions[TopicPartition{t.ID, p}] == nil {
+				return fmt.Errorf("diskless.metadata.topic.num.partitions is %d but partition %d of topic %q is not in shard %d: was the number of shards changed?",
+					c.cfg.NumShards, p, t.Name, s.id)
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops the shard drivers, waits for them and closes the logs. A
+// group being written completes; queued requests and later calls fail with
+// ErrClosed. Close is idempotent.
+func (c *Coordinator) Close() error {
+	c.closeMu.Lock()
+	if c.closed {
+		c.closeMu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.closeMu.Unlock()
+	for _, s := range c.shards {
+		close(s.stop)
+	}
+	var errs []error
+	for _, s := range c.shards {
+		<-s.done
+		if err := s.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("coordinator: close shard %d: %w", s.id, err))
+		}
+	}
+	if c.lock != nil {
+		errs = append(errs, c.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ShardFor returns the shard, in [0, numShards), that owns a partition:
+//
+//	h     = FNV-1a 32-bit hash of the 16 topic id bytes
+//	shard = (h + partition) mod numShards    (in uint64 arithmetic)
+//
+// so a topic's partitions go round-robin over the shards from a start that
+// depends on the topic. Every sidecar computes the same answer; the result
+// is recorded with the partition (record 100). It returns 0 when
+// numShards < 1 or partition < 0.
+func ShardFor(id TopicID, partition int32, numShards int32) int32 {
+	if numShards < 1 || partition < 0 {
+		return 0
+	}
+	const (
+		offset32 = 2166136261
+		prime32  = 16777619
+	)
+	h := uint32(offset32)
+	for _, b := range id {
+		h ^= uint32(b)
+		h *= prime32
+	}
+	return int32((uint64(h) + uint64(partition)) % uint64(numShards))
+}
+
+// NumShards returns the number of coordinator shards.
+func (c *Coordinator) NumShards() int32 { return c.cfg.NumShards }
+
+// ShardFor returns the shard owning a partition: ShardFor(id, partition,
+// c.NumShards()).
+func (c *Coordinator) ShardFor(id TopicID, partition int32) int32 {
+	return ShardFor(id, partition, c.cfg.NumShards)
+}
+
+func (c *Coordinator) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+
+// Watch returns a channel closed by the next commit that makes new data
+// visible in any shard (fetch long-polls wait on it). Take the channel
+// before reading, then wait: a commit in between closes it.
+func (c *Coordinator) Watch() <-chan struct{} {
+	c.watch.Lock()
+	defer c.watch.Unlock()
+	return c.watch.ch
+}
+
+func (c *Coordinator) notify() {
+	c.watch.Lock()
+	close(c.watch.ch)
+	c.watch.ch = make(chan struct{})
+	c.watch.Unlock()
+}
+
+// CommitFile commits one uploaded file's batches that belong to shard
+// (SPEC §9 DisklessCommitFile). It returns one result per batch, in
+// request order: assigned offsets and the file's log-append time, or the
+// batch's error (UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
+// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD for a batch the produce path
+// should have refused), or a duplicate's original answer (SPEC §3).
+// Results are returned only once the accepted batches are durable in the
+// shard's metadata log. A repeated ObjectKey is answered as before
+// (batches no longer known get KAFKA_STORAGE_ERROR).
+//
+// The error return is set only when nothing was decided: ErrInvalidCommit,
+// ErrClosed, ctx's error when ctx was done before the shard took the
+// request, ErrShardFailed (with kerr.KafkaStorageError), or the log write's
+// error. req must not be modified until CommitFile returns.
+func (c *Coordinator) CommitFile(ctx context.Context, shard int32, req *CommitFileRequest) ([]CommitBatchResult, error) {
+	if err := c.validateCommit(shard, req); err != nil {
+		return nil, err
+	}
+	resp := c.shards[shard].do(&request{ctx: ctx, commit: req})
+	return resp.results, resp.err
+}
+
+func (c *Coordinator) validateCommit(shard int32, req *CommitFileRequest) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidCommit, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case shard < 0 || shard >= c.cfg.NumShards:
+		return bad("shard %d out of [0, %d)", shard, c.cfg.NumShards)
+	case req == nil:
+		return bad("nil request")
+	case req.ObjectKey == "" || len(req.ObjectKey) > MaxObjectKeyBytes:
+		return bad("object key of %d bytes", len(req.ObjectKey))
+	case req.ObjectFormat != ObjectFormatWriteAheadMultiSegment:
+		return bad("object format %d", req.ObjectFormat)
+	case req.FileSize < 0:
+		return bad("file size %d", req.FileSize)
+	case len(req.Batches) > MaxCommitBatches:
+		return bad("%d batches (limit %d)", len(req.Batches), MaxCommitBatches)
+	case len(req.OwnerIDs) > int(c.cfg.NumShards):
+		return bad("%d owners", len(req.OwnerIDs))
+	}
+	self := false
+	for i, id := range req.OwnerIDs {
+		if id < 0 || id >= c.cfg.NumShards || (i > 0 && id <= req.OwnerIDs[i-1]) {
+			return bad("owner ids %v are not ascending shard ids", req.OwnerIDs)
+		}
+		self = self || id == shard
+	}
+	if !self {
+		return bad("owner ids %v do not include shard %d", req.OwnerIDs, shard)
+	}
+	return nil
+}
+
+// FindBatches answers FindBatches for each request, in request order
+// (SPEC §4, §9): the batches from the one containing Offset, within
+// MaxBytes (the first batch always), with the partition's log start offset
+// and high watermark. Errors per result: UNKNOWN_TOPIC_OR_PARTITION;
+// OFFSET_OUT_OF_RANGE when Offset is below the log start offset or above
+// the high watermark; KAFKA_STORAGE_ERROR from a failed shard. Only
+// durable batches are returned; at the high watermark the list is empty.
+// It does not block on commits in progress; ctx is unused in process.
+func (c *Coordinator) FindBatches(ctx context.Context, reqs []FindBatchesRequest) []FindBatchesResult {
+	cat := c.catalog.Load()
+	out := make([]FindBatchesResult, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		s, p, err := c.lookup(cat, r.TopicID, r.Partition)
+		if err != nil {
+			out[i] = FindBatchesResult{Err: err, LogStartOffset: -1, HighWatermark: -1}
+			s.unlock()
+			continue
+		}
+		out[i] = s.mu.st.findBatches(p, r.Offset, r.MaxBytes)
+		s.unlock()
+	}
+	return out
+}
+
+// ListOffsets answers a ListOffsets lookup on one partition (SPEC §5):
+// ListOffsetsEarliest → Offset = log start offset; ListOffsetsLatest →
+// Offset = high watermark (Timestamp −1 for both);
+// ListOffsetsMaxTimestamp → Candidate = the earliest batch holding the
+// largest effective max timestamp (BatchCoordinate.MaxTimestamp); a
+// timestamp ≥ 0 → Candidate = the first batch, in offset order, whose
+// effective max timestamp is ≥ it. With a Candidate, Offset and Timestamp
+// are −1: the caller finds the record in the candidate batch. No match (or
+// an empty partition) → Offset −1, Timestamp −1, no Candidate. Errors:
+// UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION for other negative
+// timestamps, KAFKA_STORAGE_ERROR from a failed shard. Answers reflect
+// every commit acknowledged before the call.
+func (c *Coordinator) ListOffsets(ctx context.Context, tp TopicPartition, timestamp int64) ListOffsetsResult {
+	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
+	defer s.unlock()
+	if err != nil {
+		return ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+	}
+	return s.mu.st.listOffsets(p, timestamp)
+}
+
+// lookup finds a partition's shard and index and returns with the shard's
+// read lock held (release with s.unlock, also on error; s may be nil).
+func (c *Coordinator) lookup(cat *catalog, id TopicID, partition int32) (*shard, *partition, *kerr.Error) {
+	t := cat.byID[id]
+	if t == nil || partition < 0 || partition >= t.Partitions {
+		return nil, nil, kerr.UnknownTopicOrPartition
+	}
+	s := c.shards[c.ShardFor(id, partition)]
+	s.mu.RLock()
+	if s.mu.failed != nil {
+		return s, nil, kerr.KafkaStorageError
+	}
+	p := s.mu.st.partitions[TopicPartition{id, partition}]
+	if p == nil || !p.visible {
+		return s, nil, kerr.UnknownTopicOrPartition
+	}
+	return s, p, nil
+}
+
+func (s *shard) unlock() {
+	if s != nil {
+		s.mu.RUnlock()
+	}
+}
+
+// AllocateProducerID returns a producer id never handed out before, also
+// across restarts (InitProducerId, SPEC §3). Ids come from blocks of
+// producerIDBlockSize recorded durably on shard 0 (record 105); ids of a
+// block not used up before a restart are skipped. Errors: ErrClosed,
+// ctx's error, the log write's error.
+func (c *Coordinator) AllocateProducerID(ctx context.Context) (int64, error) {
+	c.pid.Lock()
+	defer c.pid.Unlock()
+	if c.pid.next < c.pid.end {
+		id := c.pid.next
+		c.pid.next++
+		return id, nil
+	}
+	var blk producerIDBlockRecord
+	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]record, error) {
+		blk = producerIDBlockRecord{NodeID: c.cfg.NodeID, FirstProducerID: st.nextProducerID, BlockSize: producerIDBlockSize}
+		if blk.FirstProducerID > (1<<63-1)-producerIDBlockSize {
+			return nil, errors.New("coordinator: producer ids exhausted")
+		}
+		return []record{&blk}, nil
+	}})
+	if resp.err != nil {
+		return -1, resp.err
+	}
+	c.pid.next, c.pid.end = blk.FirstProducerID+1, blk.FirstProducerID+int64(blk.BlockSize)
+	return blk.FirstProducerID, nil
+}

@@ -1,0 +1,555 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// Segment and snapshot file layout (docs/format/metadata-records.md).
+const (
+	segmentMagic      = "DSML"
+	snapshotMagic     = "DSMS"
+	fileFormatVersion = 1
+	// segmentHeaderSize: magic, format version uint32, base index int64.
+	segmentHeaderSize = 16
+	// snapshotHeaderSize: magic, format version uint32, index int64, data
+	// length uint64; a CRC-32C of header and data follows the data.
+	snapshotHeaderSize = 24
+	segmentSuffix      = ".log"
+	snapshotSuffix     = ".snapshot"
+	tmpSuffix          = ".tmp"
+	// maxRetainedAppendBuffer caps the frame buffer kept between appends.
+	maxRetainedAppendBuffer = 4 << 20
+)
+
+// ErrCorrupt is returned (wrapped) when the metadata log holds bytes that
+// cannot be a torn tail: a bad frame in a sealed segment, a bad segment
+// header, or a gap in record indexes. The log is left untouched.
+var ErrCorrupt = errors.New("coordinator: metadata log corrupt")
+
+// fileLog is the embedded metadata log: segment files of CRC-framed
+// records in one directory, appended with one write and one fsync per group
+// (docs/format/metadata-records.md). It implements SnapshotLog.
+type fileLog struct {
+	dir    string
+	logger *slog.Logger
+
+	// segs are the segments' base indexes, ascending; the last one is open
+	// as f.
+	segs []int64
+	f    *os.File
+	// size is the length of f up to the end of the last durable frame.
+	size int64
+	// next is the index of the next record appended.
+	next int64
+	// ready is set by a successful Replay; Append requires it.
+	ready bool
+	// broken is set when a failed append could not be undone: the file's
+	// content is unknown and every later call fails.
+	broken error
+	buf    []byte
+
+	// syncs counts fsyncs of segment data (tests check group commit).
+	syncs atomic.Int64
+	// syncHook, when set, runs before each data fsync; an error from it is
+	// treated as a failed fsync (fault injection in tests).
+	syncHook func() error
+}
+
+var _ SnapshotLog = (*fileLog)(nil)
+
+// openFileLog opens (creating if needed) the file log in dir. It does not
+// read the records: call Replay.
+func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
+	if err := mkdirSync(dir); err != nil {
+		return nil, err
+	}
+	l := &fileLog{dir: dir, logger: logger}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			// A snapshot whose write did not complete.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("coordinator: remove %s: %w", name, err)
+			}
+			continue
+		}
+		if base, ok := parseIndexName(name, segmentSuffix); ok {
+			l.segs = append(l.segs, base)
+		}
+	}
+	slices.Sort(l.segs)
+	if len(l.segs) == 0 {
+		if err := l.createSegment(0); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	last := l.segs[len(l.segs)-1]
+	f, err := os.OpenFile(l.segmentPath(last), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+	}
+	l.f = f
+	return l, nil
+}
+
+func parseIndexName(name, suffix string) (int64, bool) {
+	num, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(num) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+func (l *fileLog) segmentPath(base int64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%020d%s", base, segmentSuffix))
+}
+
+func (l *fileLog) snapshotPath(index int64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%020d%s", index, snapshotSuffix))
+}
+
+func segmentHeader(base int64) []byte {
+	h := make([]byte, segmentHeaderSize)
+	copy(h, segmentMagic)
+	binary.BigEndian.PutUint32(h[4:], fileFormatVersion)
+	binary.BigEndian.PutUint64(h[8:], uint64(base))
+	return h
+}
+
+// createSegment creates segment base, writes and fsyncs its header, fsyncs
+// the directory and makes it the open segment (closing the previous one).
+func (l *fileLog) createSegment(base int64) error {
+	path := l.segmentPath(base)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("coordinator: create segment: %w", err)
+	}
+	if err := writeHeaderSync(f, base); err != nil {
+		f.Close()
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if l.f != nil {
+		l.f.Close()
+	}
+	l.f = f
+	l.size = segmentHeaderSize
+	if len(l.segs) == 0 || l.segs[len(l.segs)-1] != base {
+		l.segs = append(l.segs, base)
+	}
+	return nil
+}
+
+func writeHeaderSync(f *os.File, base int64) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+	}
+	if _, err := f.WriteAt(segmentHeader(base), 0); err != nil {
+		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Replay implements Log.
+func (l *fileLog) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
+	if l.broken != nil {
+		return 0, l.broken
+	}
+	l.ready = false
+	if l.segs[0] > from {
+		return 0, fmt.Errorf("%w: %s: records [%d, %d) are missing (first segment starts at %d)",
+			ErrCorrupt, l.dir, from, l.segs[0], l.segs[0])
+	}
+	idx := int64(-1)
+	for i, base := range l.segs {
+		last := i == len(l.segs)-1
+		if !last && l.segs[i+1] <= from {
+			continue // wholly before from: superseded by a snapshot
+		}
+		if idx >= 0 && base != idx {
+			return 0, fmt.Errorf("%w: segment %s starts at record %d, previous segment ends at %d",
+				ErrCorrupt, l.segmentPath(base), base, idx)
+		}
+		var err error
+		if idx, err = l.replaySegment(ctx, base, last, from, fn); err != nil {
+			return 0, err
+		}
+	}
+	if idx < from {
+		return 0, fmt.Errorf("%w: %s ends at record %d, before the snapshot at %d", ErrCorrupt, l.dir, idx, from)
+	}
+	l.next = idx
+	l.ready = true
+	return idx, nil
+}
+
+// replaySegment reads segment base and returns the index after its last
+// record. In the last segment a bad frame starts a torn tail, truncated.
+func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from int64, fn func(int64, []byte) error) (int64, error) {
+	path := l.segmentPath(base)
+	f := l.f
+	if !last {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return 0, fmt.Errorf("coordinator: replay: %w", err)
+		}
+		defer f.Close()
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: replay: %w", err)
+	}
+	size := st.Size()
+	if last && size < segmentHeaderSize {
+		// Crashed right after creating the file: start it afresh.
+		l.logger.Warn("coordinator: re-initialising metadata log segment with a torn header",
+			"file", path, "bytes", size)
+		if err := writeHeaderSync(f, base); err != nil {
+			return 0, err
+		}
+		l.size = segmentHeaderSize
+		return base, nil
+	}
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return 0, fmt.Errorf("%w: %s: reading header: %v", ErrCorrupt, path, err)
+	}
+	if string(hdr[:4]) != segmentMagic || binary.BigEndian.Uint32(hdr[4:]) != fileFormatVersion ||
+		int64(binary.BigEndian.Uint64(hdr[8:])) != base {
+		return 0, fmt.Errorf("%w: %s: bad segment header %x", ErrCorrupt, path, hdr)
+	}
+	fr := newFrameReader(io.NewSectionReader(f, segmentHeaderSize, size-segmentHeaderSize), segmentHeaderSize, size)
+	idx := base
+	for {
+		if (idx-base)%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		body, err := fr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if !isFrameError(err) {
+				return 0, fmt.Errorf("coordinator: replay %s: %w", path, err)
+			}
+			if !last {
+				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v", ErrCorrupt, path, fr.off, idx, err)
+			}
+			if err := l.truncateTail(f, path, fr.off, size, err); err != nil {
+				return 0, err
+			}
+			size = fr.off
+			break
+		}
+		if idx >= from {
+			if err := fn(idx, body); err != nil {
+				return 0, fmt.Errorf("%s at byte %d (record %d): %w", path, fr.off-int64(len(body))-frameHeaderSize, idx, err)
+			}
+		}
+		idx++
+	}
+	if last {
+		l.size = size
+	}
+	return idx, nil
+}
+
+func (l *fileLog) truncateTail(f *os.File, path string, off, size int64, reason error) error {
+	if err := f.Truncate(off); err != nil {
+		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
+	}
+	l.logger.Warn("coordinator: truncated torn tail of metadata log",
+		"file", path, "offset", off, "dropped_bytes", size-off, "reason", reason.Error())
+	return nil
+}
+
+// Append implements Log: one write and one fsync for all bodies. On failure
+// the segment is truncated back to its size before the call.
+func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
+	if l.broken != nil {
+		return l.broken
+	}
+	if !l.ready {
+		return errors.New("coordinator: metadata log appended before replay")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	buf := l.buf[:0]
+	for _, b := range bodies {
+		if len(b) == 0 || len(b) > MaxRecordBytes {
+			return fmt.Errorf("coordinator: metadata record of %d bytes (limit %d)", len(b), MaxRecordBytes)
+		}
+		buf = appendFrame(buf, b)
+	}
+	if cap(buf) <= maxRetainedAppendBuffer {
+		l.buf = buf
+	} else {
+		l.buf = nil
+	}
+	_, err := l.f.WriteAt(buf, l.size)
+	if err == nil {
+		err = l.sync()
+	}
+	if err != nil {
+		l.undo()
+		return fmt.Errorf("coordinator: append to metadata log %s: %w", l.f.Name(), err)
+	}
+	l.size += int64(len(buf))
+	l.next += int64(len(bodies))
+	return nil
+}
+
+func (l *fileLog) sync() error {
+	if l.syncHook != nil {
+		if err := l.syncHook(); err != nil {
+			return err
+		}
+	}
+	l.syncs.Add(1)
+	return l.f.Sync()
+}
+
+// undo truncates the segment to its last durable size after a failed
+// append. If that fails the file's content is unknown: the log breaks.
+func (l *fileLog) undo() {
+	err := l.f.Truncate(l.size)
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		l.broken = fmt.Errorf("coordinator: metadata log %s unusable after a failed append: %w", l.f.Name(), err)
+		l.logger.Error("coordinator: metadata log unusable", "file", l.f.Name(), "err", err)
+	}
+}
+
+// LoadSnapshot implements SnapshotLog: the newest snapshot whose checksum
+// holds; a damaged one is skipped with a warning.
+func (l *fileLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
+	indexes, err := l.snapshotIndexes()
+	if err != nil {
+		return 0, nil, err
+	}
+	for i := len(indexes) - 1; i >= 0; i-- {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		path := l.snapshotPath(indexes[i])
+		data, err := readSnapshotFile(path, indexes[i])
+		if err != nil {
+			l.logger.Warn("coordinator: skipping unreadable snapshot", "file", path, "err", err)
+			continue
+		}
+		return indexes[i], data, nil
+	}
+	return 0, nil, nil
+}
+
+func (l *fileLog) snapshotIndexes() ([]int64, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: list snapshots: %w", err)
+	}
+	var out []int64
+	for _, e := range entries {
+		if idx, ok := parseIndexName(e.Name(), snapshotSuffix); ok {
+			out = append(out, idx)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func readSnapshotFile(path string, index int64) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < snapshotHeaderSize+4 {
+		return nil, errors.New("short snapshot file")
+	}
+	if string(b[:4]) != snapshotMagic || binary.BigEndian.Uint32(b[4:]) != fileFormatVersion {
+		return nil, fmt.Errorf("bad snapshot header %x", b[:8])
+	}
+	if got := int64(binary.BigEndian.Uint64(b[8:])); got != index {
+		return nil, fmt.Errorf("snapshot header index %d, file name %d", got, index)
+	}
+	n := binary.BigEndian.Uint64(b[16:])
+	if n != uint64(len(b)-snapshotHeaderSize-4) {
+		return nil, fmt.Errorf("snapshot data length %d, file holds %d", n, len(b)-snapshotHeaderSize-4)
+	}
+	end := len(b) - 4
+	if crc32.Checksum(b[:end], castagnoli) != binary.BigEndian.Uint32(b[end:]) {
+		return nil, errors.New("snapshot CRC mismatch")
+	}
+	return b[snapshotHeaderSize:end], nil
+}
+
+// SaveSnapshot implements SnapshotLog: it starts a new segment at index,
+// writes the snapshot atomically (temporary file, fsync, rename, directory
+// fsync), then deletes the segments and snapshots it supersedes.
+func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
+	if l.broken != nil {
+		return l.broken
+	}
+	if !l.ready || index != l.next {
+		return fmt.Errorf("coordinator: snapshot at record %d, log is at %d", index, l.next)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.segs[len(l.segs)-1] != index {
+		if err := l.createSegment(index); err != nil {
+			return err
+		}
+	}
+	path := l.snapshotPath(index)
+	b := make([]byte, snapshotHeaderSize, snapshotHeaderSize+len(data)+4)
+	copy(b, snapshotMagic)
+	binary.BigEndian.PutUint32(b[4:], fileFormatVersion)
+	binary.BigEndian.PutUint64(b[8:], uint64(index))
+	binary.BigEndian.PutUint64(b[16:], uint64(len(data)))
+	b = append(b, data...)
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	if err := writeFileSync(path, b); err != nil {
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	// The snapshot is durable: older segments and snapshots are garbage.
+	var keep []int64
+	removed := false
+	for _, base := range l.segs {
+		if base < index {
+			if err := os.Remove(l.segmentPath(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("coordinator: remove old segment: %w", err)
+			}
+			removed = true
+			continue
+		}
+		keep = append(keep, base)
+	}
+	l.segs = keep
+	snaps, err := l.snapshotIndexes()
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		if s < index {
+			if err := os.Remove(l.snapshotPath(s)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("coordinator: remove old snapshot: %w", err)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return syncDir(l.dir)
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("coordinator: write %s: %w", path, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("coordinator: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Close implements Log.
+func (l *fileLog) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	l.broken = errors.New("coordinator: metadata log closed")
+	return err
+}
+
+// mkdirSync creates dir (and missing parents) and fsyncs the parent of
+// every directory it created.
+func mkdirSync(dir string) error {
+	dir = filepath.Clean(dir)
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirSync(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	return syncDir(parent)
+}
+
+// syncDir fsyncs a directory so that entries created or removed in it are
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("coordinator: sync dir: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package coordinator
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// Frame layout (docs/format/metadata-records.md §Frame):
+//
+//	+0 length uint32  body bytes, 1 … MaxRecordBytes
+//	+4 crc    uint32  CRC-32C over the length bytes and the body
+//	+8 body
+const frameHeaderSize = 8
+
+// MaxRecordBytes is the largest metadata record body, in bytes (64 MiB). A
+// frame announcing more is treated as garbage, not a record.
+const MaxRecordBytes = 64 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Frame errors. A frame that fails with one of these at the tail of the
+// last segment is a torn write; elsewhere it is corruption.
+var (
+	// errFrameShort: the frame's header or body runs past the end of the data.
+	errFrameShort = errors.New("short frame")
+	// errFrameLength: the length field is 0 or above MaxRecordBytes.
+	errFrameLength = errors.New("invalid frame length")
+	// errFrameCRC: the CRC does not match.
+	errFrameCRC = errors.New("frame CRC mismatch")
+)
+
+// appendFrame appends body framed with its length and CRC.
+func appendFrame(dst, body []byte) []byte {
+	var hdr [frameHeaderSize]byte
+	binary.BigEndian.PutUint32(hdr[0:4], uint32(len(body)))
+	crc := crc32.Update(crc32.Checksum(hdr[0:4], castagnoli), castagnoli, body)
+	binary.BigEndian.PutUint32(hdr[4:8], crc)
+	dst = append(dst, hdr[:]...)
+	return append(dst, body...)
+}
+
+// frameLength validates a frame header and returns the body length.
+func frameLength(hdr []byte) (int, error) {
+	n := binary.BigEndian.Uint32(hdr[0:4])
+	if n == 0 || n > MaxRecordBytes {
+		return 0, fmt.Errorf("%w %d", errFrameLength, n)
+	}
+	return int(n), nil
+}
+
+func checkFrameCRC(hdr, body []byte) error {
+	want := binary.BigEndian.Uint32(hdr[4:8])
+	got := crc32.Update(crc32.Checksum(hdr[0:4], castagnoli), castagnoli, body)
+	if got != want {
+		return fmt.Errorf("%w: stored %#08x, computed %#08x", errFrameCRC, want, got)
+	}
+	return nil
+}
+
+// decodeFrame parses the frame at the start of b and returns its body
+// (aliasing b) and the frame's total size. Errors: errFrameShort,
+// errFrameLength, errFrameCRC (wrapped).
+func decodeFrame(b []byte) (body []byte, size int, err error) {
+	if len(b) < frameHeaderSize {
+		return nil, 0, errFrameShort
+	}
+	n, err := frameLength(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(b)-frameHeaderSize < n {
+		return nil, 0, errFrameShort
+	}
+	body = b[frameHeaderSize : frameHeaderSize+n]
+	if err := checkFrameCRC(b[:frameHeaderSize], body); err != nil {
+		return nil, 0, err
+	}
+	return body, frameHeaderSize + n, nil
+}
+
+// frameReader reads frames from a stream, reusing one body buffer.
+type frameReader struct {
+	r   *bufio.Reader
+	buf []byte
+	hdr [frameHeaderSize]byte
+	// off is the byte offset, in the stream, of the end of the last good
+	// frame.
+	off int64
+	// end is the offset where the data ends: a frame announcing more bytes
+	// than are left is short, without reading (or allocating) its body.
+	end int64
+}
+
+// newFrameReader reads frames from r, whose first byte is at offset off and
+// whose data ends at offset end.
+func newFrameReader(r io.Reader, off, end int64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 1<<20), off: off, end: end}
+}
+
+// next returns the next frame's body, valid until the next call. It returns
+// io.EOF at a clean end, and errFrameShort, errFrameLength or errFrameCRC
+// (wrapped) for a bad frame; fr.off is then the offset of that frame.
+func (fr *frameReader) next() ([]byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if err == io.ErrUnexpectedEOF {
+			return nil, errFrameShort
+		}
+		return nil, err
+	}
+	n, err := frameLength(fr.hdr[:])
+	if err != nil {
+		return nil, err
+	}
+	if fr.off+frameHeaderSize+int64(n) > fr.end {
+		return nil, errFrameShort
+	}
+	if cap(fr.buf) < n {
+		fr.buf = make([]byte, n)
+	}
+	body := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, errFrameShort
+		}
+		return nil, err
+	}
+	if err := checkFrameCRC(fr.hdr[:], body); err != nil {
+		return nil, err
+	}
+	fr.off += int64(frameHeaderSize + n)
+	return body, nil
+}
+
+// isFrameError reports whether err describes a bad frame (as opposed to an
+// IO error).
+func isFrameError(err error) bool {
+	return errors.Is(err, errFrameShort) || errors.Is(err, errFrameLength) || errors.Is(err, errFrameCRC)
+}

@@ -1,0 +1,182 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// readFixture commits, to partition 0, batches of 1, 4, 2 and 3 records
+// (offsets [0], [1,4], [5,6], [7,9]) of 100, 200, 300 and 400 bytes with
+// max timestamps 50, 30, 70, 70; partition 1 stays empty.
+func readFixture(t *testing.T) (*env, Topic) {
+	e := newEnv(t, 1)
+	top := e.createTopic("t", 2, nil)
+	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 1), 100), 50), withMaxTs(withSize(plain(top, 0, 4), 200), 30))
+	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 2), 300), 70))
+	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 3), 400), 70))
+	return e, top
+}
+
+func TestFindBatches(t *testing.T) {
+	e, top := readFixture(t)
+	cases := []struct {
+		name      string
+		partition int32
+		offset    int64
+		maxBytes  int32
+		want      []int64 // base offsets
+		err       *kerr.Error
+	}{
+		{"from start, unlimited", 0, 0, 1 << 30, []int64{0, 1, 5, 7}, nil},
+		{"offset inside a batch returns that batch", 0, 3, 1 << 30, []int64{1, 5, 7}, nil},
+		{"last offset of a batch", 0, 4, 1 << 30, []int64{1, 5, 7}, nil},
+		{"budget fits exactly", 0, 0, 600, []int64{0, 1, 5}, nil},
+		{"budget one byte short", 0, 0, 599, []int64{0, 1}, nil},
+		{"first batch always, even over budget", 0, 7, 10, []int64{7}, nil},
+		{"zero budget returns the first batch", 0, 1, 0, []int64{1}, nil},
+		{"negative budget returns the first batch", 0, 1, -1, []int64{1}, nil},
+		{"at high watermark: empty", 0, 10, 1000, nil, nil},
+		{"above high watermark", 0, 11, 1000, nil, kerr.OffsetOutOfRange},
+		{"negative offset", 0, -1, 1000, nil, kerr.OffsetOutOfRange},
+		{"empty partition at 0", 1, 0, 1000, nil, nil},
+		{"empty partition above", 1, 1, 1000, nil, kerr.OffsetOutOfRange},
+		{"unknown partition", 2, 0, 1000, nil, kerr.UnknownTopicOrPartition},
+	}
+	var reqs []FindBatchesRequest
+	for _, tc := range cases {
+		reqs = append(reqs, FindBatchesRequest{TopicID: top.ID, Partition: tc.partition, Offset: tc.offset, MaxBytes: tc.maxBytes})
+	}
+	// One call for all: results come back in request order.
+	results := e.c.FindBatches(context.Background(), reqs)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := results[i]
+			if r.Err != tc.err {
+				t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
+			}
+			var got []int64
+			for _, b := range r.Batches {
+				got = append(got, b.BaseOffset)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("batches %v, want %v", got, tc.want)
+			}
+			for j := range got {
+				if got[j] != tc.want[j] {
+					t.Fatalf("batches %v, want %v", got, tc.want)
+				}
+			}
+			switch {
+			case tc.err == kerr.UnknownTopicOrPartition:
+			case tc.partition == 0 && (r.LogStartOffset != 0 || r.HighWatermark != 10):
+				t.Fatalf("offsets %d/%d, want 0/10", r.LogStartOffset, r.HighWatermark)
+			case tc.partition == 1 && (r.LogStartOffset != 0 || r.HighWatermark != 0):
+				t.Fatalf("offsets %d/%d, want 0/0", r.LogStartOffset, r.HighWatermark)
+			}
+		})
+	}
+	// The coordinate carries what a fetch needs.
+	b := results[0].Batches[1]
+	if b.ByteOffset != 100 || b.ByteSize != 200 || b.LastOffset != 4 || b.FileSize != 300 ||
+		b.BatchMaxTimestamp != 30 || b.TimestampType != batch.TimestampCreateTime || b.ObjectKey == "" ||
+		b.ObjectKey != results[0].Batches[0].ObjectKey || b.ObjectKey == results[0].Batches[2].ObjectKey {
+		t.Fatalf("coordinate %+v", b)
+	}
+}
+
+func TestListOffsets(t *testing.T) {
+	e, top := readFixture(t)
+	cases := []struct {
+		name      string
+		partition int32
+		ts        int64
+		offset    int64 // expected Offset
+		candidate int64 // expected Candidate base offset, -1: none
+		err       *kerr.Error
+	}{
+		{"earliest", 0, ListOffsetsEarliest, 0, -1, nil},
+		{"latest", 0, ListOffsetsLatest, 10, -1, nil},
+		{"max timestamp: earliest batch holding it", 0, ListOffsetsMaxTimestamp, -1, 5, nil},
+		{"timestamp 0: first batch", 0, 0, -1, 0, nil},
+		{"timestamp equal to first max", 0, 50, -1, 0, nil},
+		{"first batch in offset order, not by time", 0, 31, -1, 0, nil},
+		{"timestamp between", 0, 51, -1, 5, nil},
+		{"timestamp equal to largest", 0, 70, -1, 5, nil},
+		{"no match", 0, 71, -1, -1, nil},
+		{"unsupported special value", 0, -4, -1, -1, kerr.UnsupportedVersion},
+		{"empty: earliest", 1, ListOffsetsEarliest, 0, -1, nil},
+		{"empty: latest", 1, ListOffsetsLatest, 0, -1, nil},
+		{"empty: timestamp", 1, 0, -1, -1, nil},
+		{"empty: max timestamp", 1, ListOffsetsMaxTimestamp, -1, -1, nil},
+		{"unknown partition", 5, 0, -1, -1, kerr.UnknownTopicOrPartition},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, tc.partition}, tc.ts)
+			if r.Err != tc.err {
+				t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
+			}
+			if r.Offset != tc.offset || r.Timestamp != -1 {
+				t.Fatalf("offset %d timestamp %d, want %d/-1", r.Offset, r.Timestamp, tc.offset)
+			}
+			switch {
+			case tc.candidate < 0 && r.Candidate != nil:
+				t.Fatalf("candidate %+v, want none", r.Candidate)
+			case tc.candidate >= 0 && (r.Candidate == nil || r.Candidate.BaseOffset != tc.candidate):
+				t.Fatalf("candidate %+v, want batch at %d", r.Candidate, tc.candidate)
+			}
+		})
+	}
+}
+
+func TestListOffsetsLogAppendTime(t *testing.T) {
+	e := newEnv(t, 1)
+	top := e.createTopic("t", 1, nil)
+	lat := func(n int32) CommitBatch {
+		b := withMaxTs(plain(top, 0, n), 1) // producer's timestamps are ignored
+		b.TimestampType = batch.TimestampLogAppendTime
+		return b
+	}
+	t0 := e.commit(nextKey(), lat(2))[0].LogAppendTime
+	e.clock.Advance(10_000_000)
+	t1 := e.commit(nextKey(), lat(1))[0].LogAppendTime
+	r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, t0+1)
+	if r.Candidate == nil || r.Candidate.BaseOffset != 2 || r.Candidate.MaxTimestamp() != t1 {
+		t.Fatalf("candidate %+v, want the batch at 2 appended at %d", r.Candidate, t1)
+	}
+	r = e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, ListOffsetsMaxTimestamp)
+	if r.Candidate == nil || r.Candidate.BaseOffset != 2 {
+		t.Fatalf("max timestamp candidate %+v", r.Candidate)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := newEnv(t, 2)
+	top := e.createTopic("t", 4, nil)
+	for p := range int32(4) {
+		w := e.c.Watch()
+		select {
+		case <-w:
+			t.Fatal("watch closed before a commit")
+		default:
+		}
+		e.commit(nextKey(), plain(top, p, 1))
+		select {
+		case <-w:
+		default:
+			t.Fatalf("watch not closed by a commit to partition %d", p)
+		}
+	}
+	// A commit that makes nothing visible leaves the watch open.
+	w := e.c.Watch()
+	e.commit(nextKey(), plain(Topic{ID: TopicID{1}}, 0, 1))
+	select {
+	case <-w:
+		t.Fatal("watch closed by a refused commit")
+	default:
+	}
+}

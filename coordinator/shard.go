@@ -1,0 +1,458 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Tuning of the shard driver.
+const (
+	// shardQueueDepth bounds the requests waiting for a shard's driver;
+	// callers block (until their ctx is done) when it is full.
+	shardQueueDepth = 1024
+	// maxGroupRequests bounds how many requests one group commit takes.
+	maxGroupRequests = 256
+	// recentCommitsPerShard is how many recent CommitFile answers a shard
+	// keeps to answer a repeated object key exactly as before.
+	recentCommitsPerShard = 4096
+)
+
+// ErrClosed is returned by calls made after (or cut short by) Close.
+var ErrClosed = errors.New("coordinator: closed")
+
+// ErrShardFailed is returned (wrapped, with kerr.KafkaStorageError) when a
+// shard could not rebuild its state after a failed log write; it stays
+// failed until the process restarts.
+var ErrShardFailed = errors.New("coordinator: shard failed")
+
+// shard is one coordinator shard: the deterministic state plus the driver
+// goroutine that owns the log. Only the driver mutates st (under mu);
+// readers hold mu for reading.
+type shard struct {
+	c   *Coordinator
+	id  int32
+	log Log
+
+	reqs chan *request
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the driver has exited
+
+	mu struct {
+		sync.RWMutex
+		// st is the state; nil only before the first replay.
+		st *state
+		// failed is set when st could not be rebuilt from the log.
+		failed error
+	}
+
+	// Driver-only fields.
+	recent recentCommits
+	// logNext is the index the next appended record gets.
+	logNext int64
+	// snapshotAt is the index of the last snapshot (0: none).
+	snapshotAt int64
+}
+
+// request is one unit of work for a shard driver: a file commit, or an
+// admin change built from the state (topic creation, producer-id blocks).
+type request struct {
+	ctx    context.Context
+	commit *CommitFileRequest
+	// build returns the records of an admin change, deciding against st;
+	// they are applied in order. An error refuses the change.
+	build func(st *state) ([]record, error)
+	done  chan response
+}
+
+type response struct {
+	results []CommitBatchResult
+	err     error
+}
+
+// submit queues r, blocking while the queue is full. Once submit returns
+// nil the driver answers r exactly once.
+func (s *shard) submit(r *request) error {
+	c := s.c
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+		return nil
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+}
+
+// do submits r and waits for its answer. After the driver took r the wait
+// is not cut short by ctx: the answer may already be durable.
+func (s *shard) do(r *request) response {
+	r.done = make(chan response, 1)
+	if err := s.submit(r); err != nil {
+		return response{err: err}
+	}
+	return <-r.done
+}
+
+// run is the driver loop: take a request, drain whatever else is queued
+// (group commit), process the group. It returns after stop is closed and
+// the queue is drained.
+func (s *shard) run() {
+	defer close(s.done)
+	group := make([]*request, 0, maxGroupRequests)
+	for {
+		select {
+		case <-s.stop:
+			s.drain()
+			return
+		case r := <-s.reqs:
+			group = append(group[:0], r)
+		fill:
+			for len(group) < maxGroupRequests {
+				select {
+				case r := <-s.reqs:
+					group = append(group, r)
+				default:
+					break fill
+				}
+			}
+			s.process(group)
+			clear(group)
+		}
+	}
+}
+
+// drain answers everything still queued with ErrClosed. No request can be
+// queued any more: Close set closed under closeMu before closing stop.
+func (s *shard) drain() {
+	for {
+		select {
+		case r := <-s.reqs:
+			r.done <- response{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+// pending is one request of a group and its decided answer.
+type pending struct {
+	r       *request
+	results []CommitBatchResult
+	err     error
+	// cache marks a new commit answer to remember once durable.
+	cache bool
+}
+
+// process decides a group, appends its records with one Append (one
+// fsync), publishes the new state and answers. A failed append answers
+// every request with the error and rebuilds the state from the log.
+func (s *shard) process(group []*request) {
+	ps := make([]pending, len(group))
+	var (
+		recs    []record
+		touched []*partition
+		catalog bool
+		failure error
+	)
+	cat := s.c.catalog.Load()
+	known := func(id TopicID, p int32) bool {
+		t := cat.byID[id]
+		return t != nil && p >= 0 && p < t.Partitions
+	}
+
+	s.mu.Lock()
+	st := s.mu.st
+	inGroup := make(map[string]int) // object key → index in ps, this group
+	for i, r := range group {
+		p := &ps[i]
+		p.r = r
+		if s.mu.failed != nil {
+			p.err = s.failedError()
+			continue
+		}
+		if failure != nil {
+			continue // answered below
+		}
+		if err := r.ctx.Err(); err != nil {
+			p.err = err
+			continue
+		}
+		if r.commit != nil {
+			s.decideCommit(st, p, inGroup, i, ps, known, &recs, &touched)
+			continue
+		}
+		built, err := r.build(st)
+		if err != nil {
+			p.err = err
+			continue
+		}
+		if err := s.applyAdmin(st, built, &recs, &touched, &catalog); err != nil {
+			// The state may be partly changed: treat as a failed write.
+			failure = err
+			continue
+		}
+	}
+	s.mu.Unlock()
+
+	if failure == nil && len(recs) > 0 {
+		bodies := make([][]byte, len(recs))
+		for i, rec := range recs {
+			bodies[i] = appendRecord(nil, rec)
+		}
+		if failure = s.log.Append(context.Background(), bodies); failure != nil {
+			s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
+				"shard", s.id, "records", len(bodies), "err", failure)
+		} else {
+			s.logNext += int64(len(bodies))
+		}
+	}
+	if failure != nil {
+		for i := range ps {
+			if ps[i].err == nil {
+				ps[i].results, ps[i].err = nil, fmt.Errorf("coordinator: shard %d: %w", s.id, failure)
+			}
+		}
+		s.rebuild()
+		s.answer(ps)
+		return
+	}
+
+	s.mu.Lock()
+	for _, p := range touched {
+		p.visible = true
+		p.visHWM = p.hwm
+		p.visLogStart = p.logStart
+	}
+	s.mu.Unlock()
+	if catalog && s.id == 0 {
+		s.c.publishCatalog(st)
+	}
+	for i := range ps {
+		if ps[i].cache {
+			s.recent.add(ps[i].r.commit, ps[i].results)
+		}
+	}
+	if len(touched) > 0 {
+		s.c.notify()
+	}
+	s.answer(ps)
+	s.maybeSnapshot()
+}
+
+// decideCommit decides one CommitFile of a group.
+func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i int, ps []pending,
+	known func(TopicID, int32) bool, recs *[]record, touched *[]*partition) {
+	req := p.r.commit
+	if j, ok := inGroup[req.ObjectKey]; ok && ps[j].err == nil && sameBatches(ps[j].r.commit, req) {
+		// The same file twice in one group: answer as the first.
+		p.results = cloneResults(ps[j].results)
+		return
+	}
+	if res, ok := s.recent.get(req); ok {
+		p.results = res
+		return
+	}
+	if fi, ok := st.fileByKey[req.ObjectKey]; ok {
+		p.results = st.replayCommit(req, fi)
+		return
+	}
+	results, rec := st.commitFile(req, s.c.nowMs(), known)
+	p.results, p.cache = results, true
+	inGroup[req.ObjectKey] = i
+	if rec == nil {
+		return
+	}
+	*recs = append(*recs, rec)
+	for _, ft := range rec.Topics {
+		for _, fp := range ft.Partitions {
+			*touched = append(*touched, st.partitions[TopicPartition{ft.TopicID, fp.Partition}])
+		}
+	}
+}
+
+// applyAdmin applies the records of an admin change. Builders check what
+// apply checks, so an error here is a builder bug; the state may then be
+// partly changed, and the caller rebuilds it.
+func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[]*partition, catalog *bool) error {
+	for _, rec := range built {
+		if err := st.apply(rec); err != nil {
+			return fmt.Errorf("coordinator: shard %d: built a record its state refuses: %w", s.id, err)
+		}
+		*recs = append(*recs, rec)
+		switch r := rec.(type) {
+		case *partitionCreatedRecord:
+			*touched = append(*touched, st.partitions[TopicPartition{r.TopicID, r.Partition}])
+		case *recordsDeletedRecord:
+			// Unlike new batches, which readers cannot see before they
+			// are published, a trim shows in the index at once: until
+			// the append returns, a FindBatches between the published
+			// and the new log start gets the batches from the new one.
+			// Only replay writes 103 today; an online DeleteRecords
+			// should apply it after its append.
+			*touched = append(*touched, st.partitions[TopicPartition{r.TopicID, r.Partition}])
+		case *topicConfigRecord, *topicDeletedRecord:
+			*catalog = true
+		}
+	}
+	return nil
+}
+
+// failedError is the error a failed shard answers with; s.mu must be held.
+func (s *shard) failedError() error {
+	return fmt.Errorf("%w %d: %w (%w)", ErrShardFailed, s.id, kerr.KafkaStorageError, s.mu.failed)
+}
+
+func (s *shard) answer(ps []pending) {
+	for i := range ps {
+		ps[i].r.done <- response{results: ps[i].results, err: ps[i].err}
+	}
+}
+
+// load replays the log (from its latest snapshot, if any) into a fresh
+// state, fully published.
+func (s *shard) load(ctx context.Context) (*state, error) {
+	st := newState(s.id, s.c.cfg.ProducerIDExpirationMs, s.c.logger)
+	from := int64(0)
+	if sl, ok := s.log.(SnapshotLog); ok {
+		idx, data, err := sl.LoadSnapshot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: shard %d: load snapshot: %w", s.id, err)
+		}
+		if data != nil {
+			if err := st.decodeSnapshot(data); err != nil {
+				return nil, fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w", s.id, idx, err)
+			}
+			from = idx
+		}
+	}
+	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
+		rec, err := decodeRecord(body)
+		if err != nil {
+			return err
+		}
+		return st.apply(rec)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: shard %d: replay: %w", s.id, err)
+	}
+	for _, p := range st.partitions {
+		p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
+	}
+	s.logNext = next
+	s.snapshotAt = from
+	return st, nil
+}
+
+// rebuild replaces the state with one replayed from the log after a failed
+// append, so memory never holds what is not durable. If that fails too,
+// the shard fails.
+func (s *shard) rebuild() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := s.load(ctx)
+	s.mu.Lock()
+	if err != nil {
+		s.mu.failed = err
+		s.mu.Unlock()
+		s.c.logger.Error("coordinator: shard failed: cannot rebuild state from the metadata log",
+			"shard", s.id, "err", err)
+		return
+	}
+	s.mu.st = st
+	s.mu.Unlock()
+	if s.id == 0 {
+		s.c.publishCatalog(st)
+	}
+	// Records of the failed append may have been durable after all.
+	s.c.notify()
+}
+
+// maybeSnapshot writes a snapshot once enough records were appended since
+// the last one.
+func (s *shard) maybeSnapshot() {
+	every := s.c.cfg.SnapshotIntervalRecords
+	sl, ok := s.log.(SnapshotLog)
+	if !ok || every < 0 || s.logNext-s.snapshotAt < every {
+		return
+	}
+	s.mu.RLock()
+	data := s.mu.st.appendSnapshot(nil)
+	s.mu.RUnlock()
+	if err := sl.SaveSnapshot(context.Background(), s.logNext, data); err != nil {
+		// The log is intact; only replay gets longer. Retry after another
+		// interval.
+		s.c.logger.Warn("coordinator: writing snapshot failed", "shard", s.id, "err", err)
+	}
+	s.snapshotAt = s.logNext
+}
+
+// recentCommits remembers the answers of recent CommitFile calls by object
+// key, FIFO-bounded, so a repeated key is answered exactly as before.
+type recentCommits struct {
+	byKey map[string]recentCommit
+	order []string // ring of keys, oldest at head
+	head  int
+}
+
+type recentCommit struct {
+	req     *CommitFileRequest
+	results []CommitBatchResult
+}
+
+func (rc *recentCommits) get(req *CommitFileRequest) ([]CommitBatchResult, bool) {
+	e, ok := rc.byKey[req.ObjectKey]
+	if !ok || !sameBatches(e.req, req) {
+		return nil, false
+	}
+	return cloneResults(e.results), true
+}
+
+func (rc *recentCommits) add(req *CommitFileRequest, results []CommitBatchResult) {
+	if rc.byKey == nil {
+		rc.byKey = make(map[string]recentCommit, recentCommitsPerShard)
+		rc.order = make([]string, 0, recentCommitsPerShard)
+	}
+	if _, ok := rc.byKey[req.ObjectKey]; ok {
+		return
+	}
+	if len(rc.order) < recentCommitsPerShard {
+		rc.order = append(rc.order, req.ObjectKey)
+	} else {
+		delete(rc.byKey, rc.order[rc.head])
+		rc.order[rc.head] = req.ObjectKey
+		rc.head = (rc.head + 1) % recentCommitsPerShard
+	}
+	// Keep only what identifies the batches, not the caller's request.
+	keep := &CommitFileRequest{ObjectKey: req.ObjectKey, Batches: make([]CommitBatch, len(req.Batches))}
+	for i, b := range req.Batches {
+		keep.Batches[i] = CommitBatch{TopicID: b.TopicID, Partition: b.Partition, ByteOffset: b.ByteOffset}
+	}
+	rc.byKey[req.ObjectKey] = recentCommit{req: keep, results: cloneResults(results)}
+}
+
+// sameBatches reports whether two commits of one key carry the same
+// batches (by partition and byte offset).
+func sameBatches(a, b *CommitFileRequest) bool {
+	if len(a.Batches) != len(b.Batches) {
+		return false
+	}
+	for i := range a.Batches {
+		x, y := &a.Batches[i], &b.Batches[i]
+		if x.TopicID != y.TopicID || x.Partition != y.Partition || x.ByteOffset != y.ByteOffset {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneResults(r []CommitBatchResult) []CommitBatchResult {
+	return append([]CommitBatchResult(nil), r...)
+}

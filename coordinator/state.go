@@ -1,0 +1,489 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+// state is one shard's state: a pure function of its metadata log
+// (DESIGN invariant 6). It does no IO and reads no clock: time comes in as
+// arguments and records. The shard driver calls apply for every record it
+// replays, and commitFile — which applies batch by batch with the same
+// helpers — for every file it decides online.
+//
+// Fields of partition named vis* are not state: they are what readers may
+// see, published by the driver once the records behind them are durable.
+type state struct {
+	shard int32
+	// expirationMs is producer.id.expiration.ms: decisions treat older
+	// producer state as absent, and sweeps drop it.
+	expirationMs int64
+	logger       *slog.Logger
+
+	partitions map[TopicPartition]*partition
+	// files is the file table: one entry per committed file, indexed by
+	// batchEntry.file; fileByKey maps object keys to it.
+	files     []fileEntry
+	fileByKey map[string]int32
+
+	// topics and topicNames are the topic catalog (records 104 and 101);
+	// only shard 0 holds entries.
+	topics     map[TopicID]*topicEntry
+	topicNames map[string]TopicID
+
+	// nextProducerID is the first producer id not yet handed out in a
+	// block (record 105).
+	nextProducerID int64
+	// lastAppendTime is the latest log-append time committed, ms; commit
+	// times never go below it.
+	lastAppendTime int64
+	// nextSweep is the log-append time, ms, at or after which the next
+	// commit drops expired producer state.
+	nextSweep int64
+}
+
+// producerSweepIntervalMs is how much log-append time passes between two
+// sweeps of expired producer state (a memory bound only: decisions already
+// treat expired state as absent).
+const producerSweepIntervalMs = 60_000
+
+// Limits on what a shard accepts (docs/format/metadata-records.md §Limits).
+const (
+	// MaxCommitBatches is the most batches one CommitFile may carry: each
+	// takes at most maxEncodedBatchBytes in record 102, which must stay
+	// below MaxRecordBytes.
+	MaxCommitBatches = 500_000
+	// MaxObjectKeyBytes is the longest object key accepted (S3's limit).
+	MaxObjectKeyBytes = 1024
+	// MaxPartitionsPerTopic bounds CreateTopic's partition count.
+	MaxPartitionsPerTopic = 100_000
+	// maxEncodedBatchBytes bounds one batch's share of record 102: the
+	// batch itself, and its partition's and topic's headers if alone.
+	maxEncodedBatchBytes = 100
+)
+
+// fileEntry is one committed file in the file table.
+type fileEntry struct {
+	key        string
+	size       int64
+	appendTime int64 // ms, the commit's log-append time
+	format     int8
+	// live is the number of this file's batches still in a partition
+	// index; 0 means the shard no longer references the file.
+	live int32
+}
+
+// topicEntry is one topic of the catalog.
+type topicEntry struct {
+	id         TopicID
+	name       string
+	partitions int32
+	configs    []topicConfigEntry // as recorded, sorted by name
+	config     topicconfig.Config
+}
+
+// partition is one partition's index: its batches in offset order, dense
+// from logStart (or from a batch containing it) to hwm.
+type partition struct {
+	tp        TopicPartition
+	topicName string
+	logStart  int64
+	hwm       int64
+	batches   []batchEntry
+	producers map[int64]*producerState
+
+	// Published view, see state.
+	visible     bool
+	visHWM      int64
+	visLogStart int64
+}
+
+// batchEntry is one batch in a partition index, kept compact (48 bytes):
+// the object key lives in the file table.
+type batchEntry struct {
+	baseOffset int64
+	// maxTimestamp is the producer's maxTimestamp, ms.
+	maxTimestamp int64
+	// prefixMaxTs is the largest effective max timestamp of this batch
+	// and all before it in the index: non-decreasing, so the first batch
+	// reaching a timestamp is found by binary search (SPEC §5).
+	prefixMaxTs     int64
+	file            int32
+	byteOffset      int32
+	byteSize        int32
+	lastOffsetDelta int32
+	tsType          int8
+}
+
+func (e *batchEntry) lastOffset() int64 { return e.baseOffset + int64(e.lastOffsetDelta) }
+
+// producerState is what SPEC §3 keeps per (partition, producerId).
+type producerState struct {
+	epoch int16
+	// lastWrite is the log-append time of the producer's last batch, ms.
+	lastWrite int64
+	// lastOffset is the last offset of its last batch.
+	lastOffset int64
+	// seqs are the last producerWindow batches, oldest first.
+	n    int8
+	head int8 // index of the oldest entry when n == producerWindow
+	seqs [producerWindow]seqEntry
+}
+
+// producerWindow is how many recent batches per producer are kept for
+// duplicate detection (Kafka's 5 in-flight requests).
+const producerWindow = 5
+
+type seqEntry struct {
+	baseSeq, lastSeq int32
+	baseOffset       int64
+	appendTime       int64
+}
+
+func (ps *producerState) newest() *seqEntry {
+	i := (int(ps.head) + int(ps.n) - 1) % producerWindow
+	return &ps.seqs[i]
+}
+
+func (ps *producerState) push(e seqEntry) {
+	if ps.n < producerWindow {
+		ps.seqs[(int(ps.head)+int(ps.n))%producerWindow] = e
+		ps.n++
+		return
+	}
+	ps.seqs[ps.head] = e
+	ps.head = (ps.head + 1) % producerWindow
+}
+
+func (ps *producerState) find(baseSeq, lastSeq int32) *seqEntry {
+	for i := int8(0); i < ps.n; i++ {
+		e := &ps.seqs[(int(ps.head)+int(i))%producerWindow]
+		if e.baseSeq == baseSeq && e.lastSeq == lastSeq {
+			return e
+		}
+	}
+	return nil
+}
+
+func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
+	return &state{
+		shard:        shard,
+		expirationMs: expirationMs,
+		logger:       logger,
+		partitions:   make(map[TopicPartition]*partition),
+		fileByKey:    make(map[string]int32),
+		topics:       make(map[TopicID]*topicEntry),
+		topicNames:   make(map[string]TopicID),
+	}
+}
+
+// errInconsistent is wrapped by apply when a record contradicts the state:
+// the log was not written by a correct coordinator.
+var errInconsistent = errors.New("record contradicts shard state")
+
+func inconsistent(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInconsistent, fmt.Sprintf(format, args...))
+}
+
+// apply applies one record. It checks the record against the state first
+// and mutates nothing if it returns an error.
+func (s *state) apply(rec record) error {
+	switch r := rec.(type) {
+	case *partitionCreatedRecord:
+		return s.applyPartitionCreated(r)
+	case *topicDeletedRecord:
+		s.applyTopicDeleted(r)
+		return nil
+	case *fileCommittedRecord:
+		return s.applyFileCommitted(r)
+	case *recordsDeletedRecord:
+		return s.applyRecordsDeleted(r)
+	case *topicConfigRecord:
+		return s.applyTopicConfig(r)
+	case *producerIDBlockRecord:
+		return s.applyProducerIDBlock(r)
+	default:
+		return inconsistent("unknown record type %T", rec)
+	}
+}
+
+func (s *state) applyPartitionCreated(r *partitionCreatedRecord) error {
+	tp := TopicPartition{r.TopicID, r.Partition}
+	if r.TopicID == (TopicID{}) || r.Partition < 0 {
+		return inconsistent("partition %s/%d is invalid", r.TopicID, r.Partition)
+	}
+	if _, ok := s.partitions[tp]; ok {
+		return inconsistent("partition %s/%d created twice", r.TopicID, r.Partition)
+	}
+	s.partitions[tp] = &partition{tp: tp, topicName: r.TopicName}
+	return nil
+}
+
+func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
+	if t, ok := s.topics[r.TopicID]; ok {
+		delete(s.topicNames, t.name)
+		delete(s.topics, r.TopicID)
+	}
+	for tp, p := range s.partitions {
+		if tp.TopicID != r.TopicID {
+			continue
+		}
+		for i := range p.batches {
+			s.files[p.batches[i].file].live--
+		}
+		delete(s.partitions, tp)
+	}
+}
+
+func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
+	if err := s.checkFileCommitted(r); err != nil {
+		return err
+	}
+	t := r.Topics[0].Partitions[0].Batches[0].LogAppendTimestamp
+	fi := s.addFile(r.ObjectKey, r.FileSize, r.ObjectFormat, t)
+	for i := range r.Topics {
+		ft := &r.Topics[i]
+		for j := range ft.Partitions {
+			fp := &ft.Partitions[j]
+			p := s.partitions[TopicPartition{ft.TopicID, fp.Partition}]
+			for k := range fp.Batches {
+				s.appendBatch(p, fi, &fp.Batches[k])
+			}
+		}
+	}
+	s.finishFile(t)
+	return nil
+}
+
+// checkFileCommitted validates record 102 against the state without
+// mutating it.
+func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
+	if r.ObjectKey == "" {
+		return inconsistent("file with empty object key")
+	}
+	if _, ok := s.fileByKey[r.ObjectKey]; ok {
+		return inconsistent("file %q committed twice", r.ObjectKey)
+	}
+	if len(s.files) >= math.MaxInt32 {
+		return inconsistent("file table full")
+	}
+	if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 || len(r.Topics[0].Partitions[0].Batches) == 0 {
+		return inconsistent("file %q commits no batch", r.ObjectKey)
+	}
+	t := r.Topics[0].Partitions[0].Batches[0].LogAppendTimestamp
+	next := make(map[TopicPartition]int64)
+	for i := range r.Topics {
+		ft := &r.Topics[i]
+		for j := range ft.Partitions {
+			fp := &ft.Partitions[j]
+			tp := TopicPartition{ft.TopicID, fp.Partition}
+			p := s.partitions[tp]
+			if p == nil {
+				return inconsistent("file %q commits to unknown partition %s/%d", r.ObjectKey, tp.TopicID, tp.Partition)
+			}
+			if _, dup := next[tp]; dup {
+				return inconsistent("file %q lists partition %s/%d twice", r.ObjectKey, tp.TopicID, tp.Partition)
+			}
+			hwm := p.hwm
+			for k := range fp.Batches {
+				b := &fp.Batches[k]
+				switch {
+				case b.AssignedBaseOffset != hwm:
+					return inconsistent("file %q assigns offset %d to %s/%d at high watermark %d",
+						r.ObjectKey, b.AssignedBaseOffset, tp.TopicID, tp.Partition, hwm)
+				case b.AssignedLastOffset < b.AssignedBaseOffset || b.AssignedLastOffset-b.AssignedBaseOffset > math.MaxInt32 ||
+					b.AssignedLastOffset == math.MaxInt64:
+					return inconsistent("file %q has offsets [%d, %d]", r.ObjectKey, b.AssignedBaseOffset, b.AssignedLastOffset)
+				case b.LogAppendTimestamp != t:
+					return inconsistent("file %q has two log-append times", r.ObjectKey)
+				case b.ByteSize < 1 || b.ByteOffset < 0:
+					return inconsistent("file %q has a batch at [%d, +%d)", r.ObjectKey, b.ByteOffset, b.ByteSize)
+				case b.TimestampType != batch.TimestampCreateTime && b.TimestampType != batch.TimestampLogAppendTime:
+					return inconsistent("file %q has timestamp type %d", r.ObjectKey, b.TimestampType)
+				}
+				hwm = b.AssignedLastOffset + 1
+			}
+			next[tp] = hwm
+		}
+	}
+	return nil
+}
+
+func (s *state) addFile(key string, size int64, format int8, appendTime int64) int32 {
+	fi := int32(len(s.files))
+	s.files = append(s.files, fileEntry{key: key, size: size, appendTime: appendTime, format: format})
+	s.fileByKey[key] = fi
+	return fi
+}
+
+// appendBatch adds one accepted batch to p's index and producer state.
+// Offsets and times must already be checked (checkFileCommitted, or the
+// decision that built b).
+func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
+	f := &s.files[fi]
+	f.live++
+	e := batchEntry{
+		baseOffset:      b.AssignedBaseOffset,
+		maxTimestamp:    b.BatchMaxTimestamp,
+		file:            fi,
+		byteOffset:      b.ByteOffset,
+		byteSize:        b.ByteSize,
+		lastOffsetDelta: int32(b.AssignedLastOffset - b.AssignedBaseOffset),
+		tsType:          b.TimestampType,
+	}
+	e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime)
+	if n := len(p.batches); n > 0 {
+		e.prefixMaxTs = max(e.prefixMaxTs, p.batches[n-1].prefixMaxTs)
+	}
+	p.batches = append(p.batches, e)
+	p.hwm = b.AssignedLastOffset + 1
+	if b.ProducerID >= 0 {
+		s.recordProducerBatch(p, b)
+	}
+}
+
+// recordProducerBatch updates the producer state with an accepted batch.
+// It depends only on the batch, so replay rebuilds the same state: a
+// batch that does not continue the stored sequence in the stored epoch
+// starts the state afresh (new, expired or fenced producer).
+func (s *state) recordProducerBatch(p *partition, b *committedBatch) {
+	if p.producers == nil {
+		p.producers = make(map[int64]*producerState)
+	}
+	ps := p.producers[b.ProducerID]
+	if ps == nil {
+		ps = new(producerState)
+		p.producers[b.ProducerID] = ps
+	} else if ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.newest().lastSeq, 1) {
+		*ps = producerState{}
+	}
+	ps.epoch = b.ProducerEpoch
+	ps.lastWrite = b.LogAppendTimestamp
+	ps.lastOffset = b.AssignedLastOffset
+	ps.push(seqEntry{
+		baseSeq:    b.BaseSequence,
+		lastSeq:    b.LastSequence,
+		baseOffset: b.AssignedBaseOffset,
+		appendTime: b.LogAppendTimestamp,
+	})
+}
+
+// finishFile ends a file commit at log-append time t.
+func (s *state) finishFile(t int64) {
+	s.lastAppendTime = max(s.lastAppendTime, t)
+	if t >= s.nextSweep {
+		s.sweepProducers(t)
+	}
+}
+
+// sweepProducers drops producer state idle for expirationMs at time now.
+func (s *state) sweepProducers(now int64) {
+	for _, p := range s.partitions {
+		for id, ps := range p.producers {
+			if s.expired(ps, now) {
+				delete(p.producers, id)
+			}
+		}
+	}
+	s.nextSweep = now + producerSweepIntervalMs
+}
+
+func (s *state) expired(ps *producerState, now int64) bool {
+	return now-ps.lastWrite >= s.expirationMs
+}
+
+func effectiveMaxTs(tsType int8, maxTs, appendTime int64) int64 {
+	if tsType == batch.TimestampLogAppendTime {
+		return appendTime
+	}
+	return maxTs
+}
+
+func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
+	tp := TopicPartition{r.TopicID, r.Partition}
+	p := s.partitions[tp]
+	if p == nil {
+		return inconsistent("records deleted from unknown partition %s/%d", tp.TopicID, tp.Partition)
+	}
+	if r.NewLogStartOffset > p.hwm {
+		return inconsistent("log start %d above high watermark %d of %s/%d", r.NewLogStartOffset, p.hwm, tp.TopicID, tp.Partition)
+	}
+	if r.NewLogStartOffset <= p.logStart {
+		return nil
+	}
+	p.logStart = r.NewLogStartOffset
+	k := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].lastOffset() >= p.logStart })
+	for i := range k {
+		s.files[p.batches[i].file].live--
+	}
+	p.batches = p.batches[k:]
+	for i := range p.batches {
+		e := &p.batches[i]
+		e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
+		if i > 0 {
+			e.prefixMaxTs = max(e.prefixMaxTs, p.batches[i-1].prefixMaxTs)
+		}
+	}
+	for id, ps := range p.producers {
+		if ps.lastOffset < p.logStart {
+			delete(p.producers, id)
+		}
+	}
+	return nil
+}
+
+func (s *state) applyTopicConfig(r *topicConfigRecord) error {
+	switch {
+	case r.TopicID == (TopicID{}):
+		return inconsistent("topic %q has the zero id", r.TopicName)
+	case s.topics[r.TopicID] != nil:
+		return inconsistent("topic id %s created twice", r.TopicID)
+	case validateTopicName(r.TopicName) != nil:
+		return inconsistent("invalid topic name %q", r.TopicName)
+	case r.NumPartitions < 1 || r.NumPartitions > MaxPartitionsPerTopic:
+		return inconsistent("topic %q has %d partitions", r.TopicName, r.NumPartitions)
+	}
+	if _, ok := s.topicNames[r.TopicName]; ok {
+		return inconsistent("topic %q created twice", r.TopicName)
+	}
+	raw := make(map[string]string, len(r.Configs))
+	for _, c := range r.Configs {
+		raw[c.Name] = c.Value
+	}
+	cfg, err := topicconfig.Parse(raw)
+	if err != nil {
+		// Accepted when written; a later version refuses it. Keep the topic
+		// serving with default values rather than refusing to start.
+		s.logger.Warn("coordinator: stored topic config no longer parses; using defaults",
+			"topic", r.TopicName, "err", err)
+		cfg = topicconfig.Defaults()
+		cfg.Raw = raw
+	}
+	s.topics[r.TopicID] = &topicEntry{
+		id:         r.TopicID,
+		name:       r.TopicName,
+		partitions: r.NumPartitions,
+		configs:    r.Configs,
+		config:     cfg,
+	}
+	s.topicNames[r.TopicName] = r.TopicID
+	return nil
+}
+
+// producerIDBlockSize is how many producer ids one record 105 hands out
+// (Kafka's ProducerIdManager block size).
+const producerIDBlockSize = 1000
+
+func (s *state) applyProducerIDBlock(r *producerIDBlockRecord) error {
+	if r.FirstProducerID != s.nextProducerID || r.BlockSize < 1 || r.FirstProducerID > math.MaxInt64-int64(r.BlockSize) {
+		return inconsistent("producer id block [%d, +%d) does not follow %d", r.FirstProducerID, r.BlockSize, s.nextProducerID)
+	}
+	s.nextProducerID += int64(r.BlockSize)
+	return nil
+}

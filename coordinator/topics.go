@@ -1,0 +1,219 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+// catalog is an immutable snapshot of the topic catalog, replaced whole
+// when shard 0 commits a catalog change.
+type catalog struct {
+	byID   map[TopicID]*Topic
+	byName map[string]*Topic
+	sorted []*Topic // by name
+}
+
+// publishCatalog publishes the catalog held by st (shard 0's state). Only
+// shard 0's driver (or Open, before drivers run) calls it.
+func (c *Coordinator) publishCatalog(st *state) {
+	cat := &catalog{
+		byID:   make(map[TopicID]*Topic, len(st.topics)),
+		byName: make(map[string]*Topic, len(st.topics)),
+		sorted: make([]*Topic, 0, len(st.topics)),
+	}
+	for _, te := range st.topics {
+		t := &Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config}
+		cat.byID[t.ID] = t
+		cat.byName[t.Name] = t
+		cat.sorted = append(cat.sorted, t)
+	}
+	slices.SortFunc(cat.sorted, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
+	c.catalog.Store(cat)
+}
+
+// copyTopic returns t with its own copy of Config.Raw, so callers cannot
+// change the catalog.
+func copyTopic(t *Topic) Topic {
+	out := *t
+	out.Config.Raw = maps.Clone(t.Config.Raw)
+	return out
+}
+
+// Topic returns the topic named name, if it exists.
+func (c *Coordinator) Topic(name string) (Topic, bool) {
+	t := c.catalog.Load().byName[name]
+	if t == nil {
+		return Topic{}, false
+	}
+	return copyTopic(t), true
+}
+
+// TopicByID returns the topic with id, if it exists.
+func (c *Coordinator) TopicByID(id TopicID) (Topic, bool) {
+	t := c.catalog.Load().byID[id]
+	if t == nil {
+		return Topic{}, false
+	}
+	return copyTopic(t), true
+}
+
+// Topics returns every topic, sorted by name.
+func (c *Coordinator) Topics() []Topic {
+	cat := c.catalog.Load()
+	out := make([]Topic, len(cat.sorted))
+	for i, t := range cat.sorted {
+		out[i] = copyTopic(t)
+	}
+	return out
+}
+
+// maxTopicNameLen is Kafka's limit on topic names.
+const maxTopicNameLen = 249
+
+// validateTopicName applies Kafka's topic name rules: 1 … 249 characters
+// of [a-zA-Z0-9._-], and not "." or "..".
+func validateTopicName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	if len(name) > maxTopicNameLen {
+		return fmt.Errorf("topic name is %d characters long, the limit is %d", len(name), maxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return fmt.Errorf("topic name %q contains %q; only [a-zA-Z0-9._-] are allowed", name, b)
+		}
+	}
+	return nil
+}
+
+// collisionName maps a topic name to the name its metrics would use: Kafka
+// refuses two topics that differ only in '.' versus '_'.
+func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// CreateTopic creates a topic with partitions partitions and the given
+// topic configs (SPEC §11) under a new random TopicID, and returns it once
+// it is durable. Errors: a *topicconfig.Error for an invalid config
+// (answer INVALID_CONFIG); *kerr.Error (wrapped, match with errors.Is or
+// errors.As) INVALID_TOPIC_EXCEPTION for a name breaking Kafka's rules or
+// colliding with an existing one in '.' versus '_', INVALID_PARTITIONS
+// for partitions outside [1, MaxPartitionsPerTopic], TOPIC_ALREADY_EXISTS;
+// otherwise ErrClosed, ctx's error or a storage failure.
+//
+// The partitions' records (100) are made durable on their shards first,
+// then the catalog record (104) on shard 0, which is the commit point:
+// after a failure in between the topic does not exist and its partition
+// records are ignored (docs/format/metadata-records.md).
+func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (Topic, error) {
+	if err := validateTopicName(name); err != nil {
+		return Topic{}, fmt.Errorf("coordinator: %w: %s", kerr.InvalidTopicException, err)
+	}
+	if partitions < 1 || partitions > MaxPartitionsPerTopic {
+		return Topic{}, fmt.Errorf("coordinator: %w: %d partitions, must be in [1, %d]",
+			kerr.InvalidPartitions, partitions, MaxPartitionsPerTopic)
+	}
+	cfg, err := topicconfig.Parse(configs)
+	if err != nil {
+		return Topic{}, err
+	}
+
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	cat := c.catalog.Load()
+	if _, ok := cat.byName[name]; ok {
+		return Topic{}, fmt.Errorf("coordinator: %w: %q", kerr.TopicAlreadyExists, name)
+	}
+	cn := collisionName(name)
+	for _, t := range cat.sorted {
+		if collisionName(t.Name) == cn {
+			return Topic{}, fmt.Errorf("coordinator: %w: topic %q collides with existing topic %q",
+				kerr.InvalidTopicException, name, t.Name)
+		}
+	}
+	id, err := newTopicID(cat)
+	if err != nil {
+		return Topic{}, err
+	}
+
+	// Partition records first, on every owning shard in parallel.
+	byShard := make(map[int32][]int32)
+	for p := range partitions {
+		s := c.ShardFor(id, p)
+		byShard[s] = append(byShard[s], p)
+	}
+	reqs := make(map[int32]*request, len(byShard))
+	for s, parts := range byShard {
+		r := &request{ctx: ctx, done: make(chan response, 1), build: func(st *state) ([]record, error) {
+			recs := make([]record, 0, len(parts))
+			for _, p := range parts {
+				if st.partitions[TopicPartition{id, p}] != nil {
+					return nil, fmt.Errorf("coordinator: partition %d of topic id %s exists already", p, id)
+				}
+				recs = append(recs, &partitionCreatedRecord{TopicID: id, TopicName: name, Partition: p})
+			}
+			return recs, nil
+		}}
+		if err := c.shards[s].submit(r); err != nil {
+			r.done <- response{err: err}
+		}
+		reqs[s] = r
+	}
+	var firstErr error
+	for _, r := range reqs {
+		if resp := <-r.done; resp.err != nil && firstErr == nil {
+			firstErr = resp.err
+		}
+	}
+	if firstErr != nil {
+		return Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, firstErr)
+	}
+
+	// The catalog record: the commit point.
+	rec := &topicConfigRecord{TopicID: id, TopicName: name, NumPartitions: partitions}
+	for _, n := range slices.Sorted(maps.Keys(cfg.Raw)) {
+		rec.Configs = append(rec.Configs, topicConfigEntry{Name: n, Value: cfg.Raw[n]})
+	}
+	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]record, error) {
+		if _, ok := st.topicNames[name]; ok {
+			return nil, fmt.Errorf("coordinator: %w: %q", kerr.TopicAlreadyExists, name)
+		}
+		if st.topics[id] != nil {
+			return nil, fmt.Errorf("coordinator: topic id %s exists already", id)
+		}
+		return []record{rec}, nil
+	}})
+	if resp.err != nil {
+		return Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, resp.err)
+	}
+	t, ok := c.TopicByID(id)
+	if !ok {
+		return Topic{}, fmt.Errorf("coordinator: create topic %q: not in the catalog after commit", name)
+	}
+	return t, nil
+}
+
+// newTopicID returns a random version-4 UUID that is not zero and not in
+// use.
+func newTopicID(cat *catalog) (TopicID, error) {
+	for {
+		var id TopicID
+		if _, err := rand.Read(id[:]); err != nil {
+			return id, fmt.Errorf("coordinator: topic id: %w", err)
+		}
+		id[6] = id[6]&0x0f | 0x40 // version 4
+		id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+		if _, used := cat.byID[id]; !used && id != (TopicID{}) {
+			return id, nil
+		}
+	}
+}
