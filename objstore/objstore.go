@@ -1,11 +1,20 @@
 // Package objstore is the object-store boundary: a small interface and its
-// backends — a local directory (the default), an in-memory store for tests,
-// and S3 (another issue). Every backend passes the conformance suite in
-// objstoretest.
+// backends — a local directory (Dir, the default, under data.dir), an
+// in-memory store for tests (Memory), and S3 (another issue). Every backend
+// passes the conformance suite in objstoretest.
 //
 // Objects are immutable: written once, whole, under a key that is never
 // reused (SPEC §7); read by byte range; deleted when no coordinator shard
 // references them. A Put is atomic: readers see the whole object or none.
+//
+// Keys are slash-separated paths that every backend accepts alike (see
+// ValidateKey), so a key that works against the local directory also works
+// against S3 and cannot escape a Dir's root.
+//
+// Consumers depend on the smaller interfaces they need, defined in their own
+// packages (upload.Putter, cache.RangeReader); Store is the union a backend
+// provides. Cross-cutting concerns (metrics, retries, fault injection) wrap
+// a Store rather than growing it.
 package objstore
 
 import (
@@ -17,6 +26,10 @@ import (
 // ErrNotExist is returned (wrapped) when the key names no object.
 var ErrNotExist = errors.New("objstore: object does not exist")
 
+// ErrInvalidKey is returned (wrapped) for a key that ValidateKey rejects.
+// Retrying with the same key fails the same way.
+var ErrInvalidKey = errors.New("objstore: invalid key")
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key          string
@@ -24,21 +37,29 @@ type ObjectInfo struct {
 	LastModified time.Time
 }
 
-// Store is what every backend implements. Consumers depend on the smaller
-// interfaces they need (upload: Put; cache: ReadAt; orphan scan: List and
-// Delete), which Store satisfies.
+// Store is what every backend implements. All methods are safe for
+// concurrent use, and all return an error wrapping ctx.Err() when ctx is
+// done before the operation completes. Keys are checked with ValidateKey;
+// an invalid key returns an error wrapping ErrInvalidKey.
 type Store interface {
 	// Put stores data under key, atomically: once Put returns nil the object
 	// is durable and complete; on error no object, or a previous complete
-	// one, is visible under key.
+	// one, is visible under key. Put does not retain data after it returns.
+	// Callers never overwrite a key (SPEC §7), so the outcome of putting an
+	// existing key is backend-specific (Dir and Memory replace it).
 	Put(ctx context.Context, key string, data []byte) error
 	// ReadAt reads len(p) bytes of the object starting at byte off, with
-	// io.ReaderAt semantics: n < len(p) only with an error, io.EOF when the
-	// object ends first. Errors: ErrNotExist (wrapped).
+	// io.ReaderAt semantics: n < len(p) only with an error, io.EOF (not
+	// wrapped) when the object ends first; n == len(p) at the very end of the
+	// object may come with nil or io.EOF. A negative off is an error.
+	// Errors: ErrNotExist (wrapped) if there is no object under key.
 	ReadAt(ctx context.Context, key string, p []byte, off int64) (n int, err error)
 	// Delete removes the object; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
-	// List calls fn for every object whose key starts with prefix, in
-	// lexical key order, stopping at fn's first error.
+	// List calls fn for every object whose key starts with prefix (any
+	// string; "" lists everything), in lexical byte order of keys, stopping
+	// at fn's first error, which List returns unwrapped. Objects put or
+	// deleted while List runs may or may not be reported. fn may call the
+	// store, e.g. to Delete the object it was given.
 	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
 }

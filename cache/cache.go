@@ -1,0 +1,429 @@
+// Package cache is the range-read block cache in front of the object store
+// (DESIGN.md, fetch step 3).
+//
+// Objects are immutable (SPEC §7), so a cached block never goes stale and
+// the cache needs no invalidation for correctness. Each object is cut into
+// fixed-size aligned blocks:
+//
+//	object  |<------------ B ------------>|<------------ B ------------>|<--- short --->|
+//	block   0                             1                             2          end of object
+//	bytes   [0, B)                        [B, 2B)                       [2B, size)
+//
+// A read is served from the blocks it overlaps. A missing block is loaded
+// whole with one ranged read of [i·B, (i+1)·B); the last block of an object
+// comes back short with io.EOF, and is cached with a mark that the object
+// ends there, so later reads past the end cost nothing.
+//
+// Loads are single-flight: concurrent misses on one block share one read,
+// and its error, if any, goes to every waiter and is not cached. A load runs
+// on a goroutine owned by the Cache, detached from the reader that started
+// it: a reader whose ctx is done returns at once, and the load goes on for
+// the others; it is cancelled only when no reader waits for it any more (or
+// at Close). A read spanning several blocks starts all their loads before
+// waiting for the first, so they proceed in parallel.
+//
+// The cache is bounded by the bytes of block data it holds, evicting the
+// least recently used block. Buffers of loads in flight are outside the
+// bound: at most one block per distinct missing block being read.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// RangeReader is what the cache needs from the object store:
+// objstore.Store satisfies it. ReadAt has io.ReaderAt semantics (n <
+// len(p) only with an error; io.EOF when the object ends first) and must
+// honour ctx.
+type RangeReader interface {
+	ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error)
+}
+
+// ErrClosed is returned (wrapped) by reads after, or cut short by, Close.
+var ErrClosed = errors.New("cache: closed")
+
+// errAbandoned cancels a load that no reader waits for any more.
+var errAbandoned = errors.New("cache: load abandoned by every reader")
+
+// Cache is a bounded, single-flight block cache over a RangeReader. It is
+// safe for concurrent use. Close releases it.
+type Cache struct {
+	blockSize int64
+	maxBytes  int64
+	r         RangeReader
+	stats     Stats
+	loaders   sync.WaitGroup // one per load goroutine; Add only under mu while open
+
+	// mu covers the block index, the LRU list, the loads in flight and
+	// their waiter counts. It is never held across a store read or a copy
+	// of block data.
+	mu struct {
+		sync.Mutex
+		blocks map[blockKey]*block
+		lru    block // sentinel: lru.next is the most recently used block
+		bytes  int64 // sum of len(data) over blocks
+		loads  map[blockKey]*load
+		closed bool
+	}
+}
+
+// blockKey names block index of object key.
+type blockKey struct {
+	key   string
+	index int64
+}
+
+// block is one cached block. data is immutable once the block is published;
+// readers copy from it without the lock, also after it is evicted.
+type block struct {
+	bk   blockKey
+	data []byte // len ≤ blockSize; < blockSize only for the object's last block
+	// eof is set when the object is known to end at the end of data. It
+	// can be learnt after publication (a full last block), hence atomic.
+	eof        atomic.Bool
+	prev, next *block // LRU links, guarded by Cache.mu
+}
+
+// load is one block read in flight.
+type load struct {
+	bk     blockKey
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when blk and err are set
+
+	waiters  int  // readers waiting or about to wait, guarded by Cache.mu
+	finished bool // guarded by Cache.mu
+	// endsHere is set when the next block turned out to be empty: the
+	// object ends with this block. Guarded by Cache.mu.
+	endsHere bool
+
+	blk *block // set before done is closed; empty data when the object ended before the block
+	err error
+}
+
+// New returns a cache over r. It fails if cfg is invalid (see
+// Config.Validate).
+func New(cfg Config, r RangeReader) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	c := &Cache{blockSize: cfg.BlockBytes, maxBytes: cfg.MaxBytes, r: r}
+	c.mu.blocks = make(map[blockKey]*block)
+	c.mu.loads = make(map[blockKey]*load)
+	c.mu.lru.next, c.mu.lru.prev = &c.mu.lru, &c.mu.lru
+	return c, nil
+}
+
+// Stats returns the cache's counters, updated live.
+func (c *Cache) Stats() *Stats { return &c.stats }
+
+// ref is one block a read needs: cached (blk) or being loaded (ld), in
+// which case the read holds one of ld's waiter counts until it waits or
+// releases it.
+type ref struct {
+	blk *block
+	ld  *load
+}
+
+// ReadAt reads len(p) bytes of object key at byte off into p, with the
+// semantics of objstore.Store.ReadAt: n < len(p) only with an error,
+// io.EOF (unwrapped) when the object ends first, errors of the store
+// wrapped (objstore.ErrNotExist among them), ctx's error if ctx is done
+// before the data arrives, ErrClosed after Close. A read of len(p) == 0
+// returns 0, nil without looking at the object.
+func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	switch {
+	case off < 0:
+		return 0, fmt.Errorf("cache: read %s: negative offset %d", key, off)
+	case len(p) == 0:
+		return 0, nil
+	case off > math.MaxInt64-int64(len(p)):
+		return 0, fmt.Errorf("cache: read %s: offset %d + %d bytes overflows", key, off, len(p))
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("cache: read %s: %w", key, err)
+	}
+	var buf [4]ref // reads of up to 4 blocks do not allocate
+	refs, err := c.acquire(ctx, key, off, int64(len(p)), buf[:0])
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range refs {
+		if err != nil || n == len(p) {
+			// Done early (error, or the object ended): give up our
+			// interest in the loads we will not wait for.
+			if refs[i].ld != nil {
+				c.release(refs[i].ld)
+			}
+			continue
+		}
+		b := refs[i].blk
+		if b == nil {
+			if b, err = c.wait(ctx, refs[i].ld); err != nil {
+				err = fmt.Errorf("cache: read %s: %w", key, err)
+				continue
+			}
+		}
+		inner := off + int64(n) - b.bk.index*c.blockSize
+		if inner >= int64(len(b.data)) { // the object ended before this byte
+			err = io.EOF
+			continue
+		}
+		n += copy(p[n:], b.data[inner:])
+		if n < len(p) && (b.eof.Load() || int64(len(b.data)) < c.blockSize) {
+			err = io.EOF
+		}
+	}
+	if err == nil && n < len(p) {
+		panic(fmt.Sprintf("cache: read %s at %d: %d of %d bytes served without error", key, off, n, len(p)))
+	}
+	return n, err
+}
+
+// acquire appends to refs, in order, every block overlapping
+// [off, off+length) up to the object's end if known: cached blocks (marked
+// used) or loads, started if need be, with a waiter count taken.
+func (c *Cache) acquire(ctx context.Context, key string, off, length int64, refs []ref) ([]ref, error) {
+	first, last := off/c.blockSize, (off+length-1)/c.blockSize
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, fmt.Errorf("cache: read %s: %w", key, ErrClosed)
+	}
+	for i := first; i <= last; i++ {
+		bk := blockKey{key, i}
+		if b := c.mu.blocks[bk]; b != nil {
+			c.stats.Hits.Add(1)
+			c.unlinkLocked(b)
+			c.pushFrontLocked(b)
+			refs = append(refs, ref{blk: b})
+			if b.eof.Load() {
+				break // blocks beyond the object's end are not worth a GET
+			}
+			continue
+		}
+		c.stats.Misses.Add(1)
+		l := c.mu.loads[bk]
+		if l == nil {
+			l = c.startLoadLocked(ctx, bk)
+		} else {
+			c.stats.Coalesced.Add(1)
+		}
+		l.waiters++
+		refs = append(refs, ref{ld: l})
+	}
+	return refs, nil
+}
+
+// startLoadLocked starts loading bk on a new goroutine. The load's context
+// keeps the values of the reader's ctx (for tracing) but not its
+// cancellation; see release.
+func (c *Cache) startLoadLocked(ctx context.Context, bk blockKey) *load {
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l := &load{bk: bk, cancel: cancel, done: make(chan struct{})}
+	c.mu.loads[bk] = l
+	c.loaders.Add(1)
+	go c.load(lctx, l)
+	return l
+}
+
+// load reads one block from the store and publishes the outcome.
+func (c *Cache) load(ctx context.Context, l *load) {
+	defer c.loaders.Done()
+	defer l.cancel(nil)
+	buf := make([]byte, c.blockSize)
+	c.stats.StoreReads.Add(1)
+	n, err := c.r.ReadAt(ctx, l.bk.key, buf, l.bk.index*c.blockSize)
+	if n >= 0 && n <= len(buf) {
+		c.stats.StoreReadBytes.Add(int64(n))
+	}
+	var b *block
+	switch {
+	case n < 0 || n > len(buf):
+		err = fmt.Errorf("store returned %d bytes for a %d-byte read (err %v)", n, len(buf), err)
+	case err == nil && n < len(buf):
+		err = fmt.Errorf("store returned %d of %d bytes without an error, breaking io.ReaderAt", n, len(buf))
+	case err == nil:
+		b = &block{bk: l.bk, data: buf}
+	case errors.Is(err, io.EOF):
+		// The object ends in (or before) this block.
+		err = nil
+		data := buf[:n]
+		if n < len(buf) {
+			data = slices.Clone(data) // do not pin a partly unused buffer
+		}
+		b = &block{bk: l.bk, data: data}
+		b.eof.Store(true)
+	}
+	if err != nil {
+		if errors.Is(context.Cause(ctx), ErrClosed) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		err = fmt.Errorf("load block %d [%d, %d): %w", l.bk.index, l.bk.index*c.blockSize, (l.bk.index+1)*c.blockSize, err)
+	}
+	c.finish(l, b, err)
+}
+
+// finish publishes a load's outcome to its waiters and, on success, caches
+// the block.
+func (c *Cache) finish(l *load, b *block, err error) {
+	c.mu.Lock()
+	if c.mu.loads[l.bk] == l {
+		delete(c.mu.loads, l.bk)
+	}
+	l.finished = true
+	if err == nil && !c.mu.closed {
+		if l.endsHere {
+			b.eof.Store(true)
+		}
+		b = c.insertLocked(b)
+	}
+	l.blk, l.err = b, err
+	c.mu.Unlock()
+	close(l.done)
+}
+
+// wait waits for l's outcome or for ctx to be done, and gives up the
+// caller's waiter count.
+func (c *Cache) wait(ctx context.Context, l *load) (*block, error) {
+	select {
+	case <-l.done:
+		return l.blk, l.err
+	case <-ctx.Done():
+		c.release(l)
+		return nil, ctx.Err()
+	}
+}
+
+// release gives up one waiter count of l without waiting. When no reader
+// waits any more and the load is still running, nobody wants the block:
+// the load is cancelled and forgotten, so the next reader starts afresh
+// rather than joining a cancelled load.
+func (c *Cache) release(l *load) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.waiters--
+	if l.waiters > 0 || l.finished {
+		return
+	}
+	if c.mu.loads[l.bk] == l {
+		delete(c.mu.loads, l.bk)
+	}
+	l.cancel(errAbandoned)
+}
+
+// Put caches object key, just uploaded by this sidecar, so that its first
+// readers need no GET (DESIGN.md, fetch step 3). data must be the whole
+// object. Put copies data, block by block (about 0.5 ms per 8 MiB at the
+// memcpy speed of SPEC §13): the caller keeps its buffer, and each block
+// can be evicted on its own. Blocks already cached are kept. Put after
+// Close does nothing.
+func (c *Cache) Put(key string, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	// Copy outside the lock: readers must not wait for the copy.
+	blocks := make([]*block, 0, (int64(len(data))+c.blockSize-1)/c.blockSize)
+	for i := int64(0); i*c.blockSize < int64(len(data)); i++ {
+		start := i * c.blockSize
+		end := min(start+c.blockSize, int64(len(data)))
+		b := &block{bk: blockKey{key, i}, data: slices.Clone(data[start:end])}
+		b.eof.Store(end == int64(len(data)))
+		blocks = append(blocks, b)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return
+	}
+	for _, b := range blocks {
+		c.insertLocked(b)
+	}
+}
+
+// insertLocked caches b as the most recently used block, evicting least
+// recently used ones to stay within maxBytes, and returns the block now
+// cached under b's key (b, or one cached before). An empty b (the object
+// ended exactly at the previous block) is not cached; it marks the
+// previous block as the object's last.
+func (c *Cache) insertLocked(b *block) *block {
+	if len(b.data) == 0 {
+		prev := blockKey{b.bk.key, b.bk.index - 1}
+		if pb := c.mu.blocks[prev]; pb != nil {
+			pb.eof.Store(true)
+		} else if pl := c.mu.loads[prev]; pl != nil {
+			pl.endsHere = true // loaded in parallel, e.g. by the same spanning read
+		}
+		return b
+	}
+	if old := c.mu.blocks[b.bk]; old != nil {
+		if b.eof.Load() {
+			old.eof.Store(true)
+		}
+		return old
+	}
+	c.mu.blocks[b.bk] = b
+	c.pushFrontLocked(b)
+	c.mu.bytes += int64(len(b.data))
+	for c.mu.bytes > c.maxBytes {
+		victim := c.mu.lru.prev
+		if victim == b {
+			panic("cache: a single block exceeds the cache size") // Validate ensures MaxBytes ≥ BlockBytes
+		}
+		c.removeLocked(victim)
+		c.stats.Evictions.Add(1)
+	}
+	// Set once, after eviction: observers never see the bound exceeded.
+	c.stats.BytesCached.Store(c.mu.bytes)
+	return b
+}
+
+func (c *Cache) removeLocked(b *block) {
+	c.unlinkLocked(b)
+	delete(c.mu.blocks, b.bk)
+	c.mu.bytes -= int64(len(b.data))
+}
+
+func (c *Cache) pushFrontLocked(b *block) {
+	head := &c.mu.lru
+	b.prev, b.next = head, head.next
+	head.next.prev = b
+	head.next = b
+}
+
+func (c *Cache) unlinkLocked(b *block) {
+	b.prev.next = b.next
+	b.next.prev = b.prev
+	b.prev, b.next = nil, nil
+}
+
+// Close cancels the loads in flight, waits for their goroutines to return
+// and drops every cached block. Reads waiting on a cancelled load fail with
+// ErrClosed; later reads fail with ErrClosed; later Puts do nothing. Close
+// is idempotent and always returns nil.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if !c.mu.closed {
+		c.mu.closed = true
+		for _, l := range c.mu.loads {
+			l.cancel(ErrClosed)
+		}
+		for b := c.mu.lru.next; b != &c.mu.lru; {
+			next := b.next
+			c.removeLocked(b)
+			b = next
+		}
+		c.stats.BytesCached.Store(0)
+	}
+	c.mu.Unlock()
+	c.loaders.Wait()
+	return nil
+}

@@ -1,0 +1,66 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Defaults for Config's zero fields, and limits.
+const (
+	// DefaultBlockBytes is 4 MiB. A miss costs one GET of a whole block, so
+	// the block size trades GETs per MiB served against over-read and miss
+	// latency. WAL objects are at most 8 MiB at the default
+	// diskless.append.buffer.max.bytes (SPEC §11), and every partition in an
+	// object is read by its own consumers, so blocks of 4 MiB load a full
+	// object in two GETs; a miss takes ~20 ms to first byte plus ~45 ms at
+	// ~93 MB/s per connection (SPEC §13), against ~190 ms for Inkless's
+	// 16 MiB blocks; and the default cache holds 64 blocks, fine-grained
+	// enough for LRU to keep the hot tail.
+	DefaultBlockBytes = 4 << 20
+	// DefaultMaxBytes is 256 MiB: about 8 s of one sidecar's peak ingest at
+	// the default sealing (8 MiB per 250 ms, SPEC §11), enough for consumers
+	// that keep up with the tail, and small enough for a default that works
+	// on any machine. Lagging consumers need more; size it to the memory
+	// you can give.
+	DefaultMaxBytes = 256 << 20
+	// MaxBlockBytes bounds BlockBytes: a block is one allocation and one
+	// GET; larger blocks only add latency.
+	MaxBlockBytes = 1 << 30
+)
+
+// Config configures a Cache. A zero field takes its default; New validates
+// the result.
+type Config struct {
+	// BlockBytes is the block size in bytes, in [1, MaxBlockBytes]. Block i
+	// of an object covers bytes [i·BlockBytes, (i+1)·BlockBytes); a miss
+	// reads one whole block with one ranged read. Key
+	// diskless.cache.block.bytes; default DefaultBlockBytes.
+	BlockBytes int64
+	// MaxBytes bounds the bytes of cached block data, ≥ BlockBytes. Key
+	// diskless.cache.max.bytes; default DefaultMaxBytes.
+	MaxBytes int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.BlockBytes == 0 {
+		c.BlockBytes = DefaultBlockBytes
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = max(DefaultMaxBytes, c.BlockBytes)
+	}
+	return c
+}
+
+// Validate reports every invalid field of c (zero fields count as their
+// defaults), each error naming the configuration key.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.BlockBytes < 1 || c.BlockBytes > MaxBlockBytes {
+		errs = append(errs, fmt.Errorf("diskless.cache.block.bytes %d: must be in [1, %d]", c.BlockBytes, MaxBlockBytes))
+	}
+	if c.MaxBytes < c.BlockBytes {
+		errs = append(errs, fmt.Errorf("diskless.cache.max.bytes %d: must be at least diskless.cache.block.bytes (%d)", c.MaxBytes, c.BlockBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,25 @@
+package cache
+
+import "sync/atomic"
+
+// Stats counts a Cache's work since New. The fields are updated atomically
+// and may be read at any time; a later issue exports them as OpenTelemetry
+// metrics (DESIGN.md, Observability). Hits and misses count blocks: a read
+// spanning three blocks makes three lookups.
+type Stats struct {
+	// Hits counts block lookups served from the cache.
+	Hits atomic.Int64
+	// Misses counts block lookups that found no cached block; each either
+	// started a load or joined one in flight.
+	Misses atomic.Int64
+	// Coalesced counts misses that joined a load already in flight.
+	Coalesced atomic.Int64
+	// Evictions counts blocks evicted to stay within Config.MaxBytes.
+	Evictions atomic.Int64
+	// BytesCached is the bytes of block data currently cached (a gauge).
+	BytesCached atomic.Int64
+	// StoreReads counts ranged reads issued to the RangeReader.
+	StoreReads atomic.Int64
+	// StoreReadBytes counts the bytes those reads returned.
+	StoreReadBytes atomic.Int64
+}

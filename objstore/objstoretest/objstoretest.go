@@ -1,0 +1,469 @@
+// Package objstoretest is the conformance suite every objstore.Store backend
+// must pass (Dir, Memory, and S3 against a real S3-compatible server): one
+// definition of the contract, so that code tested against the in-memory fake
+// behaves the same in production.
+//
+// The suite pins only what callers rely on (objstore.Store's documentation):
+// atomic, durable Put; io.ReaderAt semantics for ranged reads; ErrNotExist;
+// idempotent Delete; ordered, prefix-filtered List; key validation;
+// cancellation; safety under concurrency. It does not rely on overwriting a
+// key, which callers never do (SPEC §7).
+package objstoretest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/objstore"
+)
+
+// Run runs the suite as subtests of t. newStore returns an empty store for
+// one subtest; it may register cleanups with t. Subtests do not run in
+// parallel with each other, so a backend with shared state (a bucket) may
+// hand every subtest the same empty store if it empties it in a cleanup.
+func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s objstore.Store)
+	}{
+		{"PutRead", testPutRead},
+		{"ReadRanges", testReadRanges},
+		{"ReadMissing", testReadMissing},
+		{"EmptyObject", testEmptyObject},
+		{"LargeObject", testLargeObject},
+		{"BuffersNotRetained", testBuffersNotRetained},
+		{"Delete", testDelete},
+		{"List", testList},
+		{"ListStopsAtFnError", testListStopsAtFnError},
+		{"ListDeleteDuringList", testListDeleteDuringList},
+		{"InvalidKeys", testInvalidKeys},
+		{"ContextCancelled", testContextCancelled},
+		{"Concurrent", testConcurrent},
+		{"PutIsAtomic", testPutIsAtomic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+// payload returns n deterministic pseudo-random bytes.
+func payload(seed uint64, n int) []byte {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8(s).Read(b) // never fails
+	return b
+}
+
+func mustPut(t *testing.T, s objstore.Store, key string, data []byte) {
+	t.Helper()
+	if err := s.Put(t.Context(), key, data); err != nil {
+		t.Fatalf("Put(%q, %d bytes): %v", key, len(data), err)
+	}
+}
+
+// readAll reads the whole object with one ReadAt of size+1 bytes.
+func readAll(t *testing.T, s objstore.Store, key string, size int) []byte {
+	t.Helper()
+	p := make([]byte, size+1)
+	n, err := s.ReadAt(t.Context(), key, p, 0)
+	if err != io.EOF || n != size {
+		t.Fatalf("ReadAt(%q, %d bytes at 0) = %d, %v; want %d, io.EOF", key, len(p), n, err, size)
+	}
+	return p[:n]
+}
+
+func listAll(t *testing.T, s objstore.Store, prefix string) []objstore.ObjectInfo {
+	t.Helper()
+	var out []objstore.ObjectInfo
+	if err := s.List(t.Context(), prefix, func(oi objstore.ObjectInfo) error {
+		out = append(out, oi)
+		return nil
+	}); err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	return out
+}
+
+func testPutRead(t *testing.T, s objstore.Store) {
+	data := payload(1, 1000)
+	mustPut(t, s, "obj/a", data)
+	if got := readAll(t, s, "obj/a", len(data)); !bytes.Equal(got, data) {
+		t.Fatal("object read back differs from what was put")
+	}
+	// An exact-size read at the end may return nil or io.EOF.
+	p := make([]byte, len(data))
+	n, err := s.ReadAt(t.Context(), "obj/a", p, 0)
+	if n != len(data) || (err != nil && err != io.EOF) {
+		t.Fatalf("exact-size ReadAt = %d, %v; want %d, nil or io.EOF", n, err, len(data))
+	}
+	if !bytes.Equal(p, data) {
+		t.Fatal("exact-size read differs")
+	}
+}
+
+func testReadRanges(t *testing.T, s objstore.Store) {
+	const size = 4096
+	data := payload(2, size)
+	mustPut(t, s, "ranges", data)
+	tests := []struct {
+		name    string
+		off     int64
+		len     int
+		wantN   int
+		wantEOF bool // else nil, except that n == len at the end may be io.EOF
+	}{
+		{"first byte", 0, 1, 1, false},
+		{"head", 0, 100, 100, false},
+		{"middle", 1000, 1234, 1234, false},
+		{"tail exact", size - 100, 100, 100, false},
+		{"last byte", size - 1, 1, 1, false},
+		{"past end, short", size - 10, 100, 10, true},
+		{"at end", size, 10, 0, true},
+		{"beyond end", size + 1000, 10, 0, true},
+		{"zero length", 100, 0, 0, false},
+		{"zero length at end", size, 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := make([]byte, tt.len)
+			n, err := s.ReadAt(t.Context(), "ranges", p, tt.off)
+			if n != tt.wantN {
+				t.Fatalf("n = %d, want %d (err %v)", n, tt.wantN, err)
+			}
+			switch {
+			case tt.wantEOF && err != io.EOF:
+				t.Fatalf("err = %v, want io.EOF (unwrapped)", err)
+			case !tt.wantEOF && err != nil && !(err == io.EOF && n == tt.len && tt.off+int64(n) == size):
+				t.Fatalf("err = %v, want nil", err)
+			}
+			if want := data[min(tt.off, size):][:n]; !bytes.Equal(p[:n], want) {
+				t.Fatalf("bytes at %d differ", tt.off)
+			}
+		})
+	}
+	t.Run("negative offset", func(t *testing.T) {
+		n, err := s.ReadAt(t.Context(), "ranges", make([]byte, 1), -1)
+		if err == nil || n != 0 {
+			t.Fatalf("ReadAt at -1 = %d, %v; want 0 and an error", n, err)
+		}
+	})
+}
+
+func testReadMissing(t *testing.T, s objstore.Store) {
+	mustPut(t, s, "present/x", []byte("x"))
+	for _, key := range []string{"absent", "present/y", "present/x/below", "present"} {
+		n, err := s.ReadAt(t.Context(), key, make([]byte, 10), 0)
+		if n != 0 || !errors.Is(err, objstore.ErrNotExist) {
+			t.Errorf("ReadAt(%q) = %d, %v; want 0, ErrNotExist", key, n, err)
+		}
+	}
+}
+
+func testEmptyObject(t *testing.T, s objstore.Store) {
+	mustPut(t, s, "empty", nil)
+	n, err := s.ReadAt(t.Context(), "empty", make([]byte, 1), 0)
+	if n != 0 || err != io.EOF {
+		t.Fatalf("ReadAt(empty) = %d, %v; want 0, io.EOF", n, err)
+	}
+	got := listAll(t, s, "empty")
+	if len(got) != 1 || got[0].Key != "empty" || got[0].Size != 0 {
+		t.Fatalf("List(empty) = %+v; want one object of size 0", got)
+	}
+}
+
+func testLargeObject(t *testing.T, s objstore.Store) {
+	const size = 20 << 20
+	data := payload(3, size)
+	mustPut(t, s, "large/obj", data)
+	if got := readAll(t, s, "large/obj", size); !bytes.Equal(got, data) {
+		t.Fatal("large object read back differs")
+	}
+	for _, r := range []struct{ off, n int }{{0, 1 << 20}, {size/2 - 3, 5 << 20}, {size - 7, 7}} {
+		p := make([]byte, r.n)
+		if n, err := s.ReadAt(t.Context(), "large/obj", p, int64(r.off)); n != r.n || (err != nil && err != io.EOF) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v", r.n, r.off, n, err)
+		}
+		if !bytes.Equal(p, data[r.off:r.off+r.n]) {
+			t.Fatalf("range [%d, %d) differs", r.off, r.off+r.n)
+		}
+	}
+	if got := listAll(t, s, "large/"); len(got) != 1 || got[0].Size != size {
+		t.Fatalf("List(large/) = %+v; want one object of %d bytes", got, size)
+	}
+}
+
+func testBuffersNotRetained(t *testing.T, s objstore.Store) {
+	data := payload(4, 100)
+	orig := slices.Clone(data)
+	mustPut(t, s, "owned", data)
+	clear(data) // the caller may reuse its buffer once Put returns
+	got := readAll(t, s, "owned", len(orig))
+	if !bytes.Equal(got, orig) {
+		t.Fatal("object changed when the caller reused the buffer given to Put")
+	}
+	clear(got)
+	if again := readAll(t, s, "owned", len(orig)); !bytes.Equal(again, orig) {
+		t.Fatal("object changed when the caller modified a buffer filled by ReadAt")
+	}
+}
+
+func testDelete(t *testing.T, s objstore.Store) {
+	mustPut(t, s, "del/a", []byte("a"))
+	mustPut(t, s, "del/b", []byte("b"))
+	ctx := t.Context()
+	if err := s.Delete(ctx, "del/a"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := s.ReadAt(ctx, "del/a", make([]byte, 1), 0); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("ReadAt after Delete: %v; want ErrNotExist", err)
+	}
+	if err := s.Delete(ctx, "del/a"); err != nil {
+		t.Fatalf("second Delete: %v; want nil (idempotent)", err)
+	}
+	if err := s.Delete(ctx, "never/existed"); err != nil {
+		t.Fatalf("Delete of a never-existing key: %v; want nil", err)
+	}
+	if got := listAll(t, s, "del/"); len(got) != 1 || got[0].Key != "del/b" {
+		t.Fatalf("List after Delete = %+v; want only del/b", got)
+	}
+	if got := readAll(t, s, "del/b", 1); string(got) != "b" {
+		t.Fatal("Delete affected another object")
+	}
+}
+
+func testList(t *testing.T, s objstore.Store) {
+	// Keys chosen so that lexical key order differs from a naive directory
+	// walk ('.' < '/' < '0'), plus keys outside the prefixes and bytes
+	// beyond ASCII.
+	objects := map[string]int{
+		"p/a.b":        1,
+		"p/a/x":        22,
+		"p/a/y/z":      3,
+		"p/a0":         44,
+		"p/b":          5,
+		"p/ü-ünicode":  6,
+		"p/with space": 7,
+		"pz":           8,
+		"q/z":          9,
+	}
+	keys := make([]string, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
+	}
+	rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	start := time.Now()
+	for _, k := range keys {
+		mustPut(t, s, k, payload(5, objects[k]))
+	}
+	slices.Sort(keys)
+	tests := []struct {
+		prefix string
+		want   []string
+	}{
+		{"", keys},
+		{"p", keys[:len(keys)-1]},
+		{"p/", []string{"p/a.b", "p/a/x", "p/a/y/z", "p/a0", "p/b", "p/with space", "p/ü-ünicode"}},
+		{"p/a", []string{"p/a.b", "p/a/x", "p/a/y/z", "p/a0"}},
+		{"p/a/", []string{"p/a/x", "p/a/y/z"}},
+		{"p/a/x", []string{"p/a/x"}},
+		{"q/z", []string{"q/z"}},
+		{"q/z/", nil},
+		{"nothing", nil},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("prefix=%q", tt.prefix), func(t *testing.T) {
+			got := listAll(t, s, tt.prefix)
+			gotKeys := make([]string, len(got))
+			for i, oi := range got {
+				gotKeys[i] = oi.Key
+				if oi.Size != int64(objects[oi.Key]) {
+					t.Errorf("%s: Size = %d, want %d", oi.Key, oi.Size, objects[oi.Key])
+				}
+				// Allow for coarse clocks (S3 has 1 s resolution) and skew.
+				if oi.LastModified.Before(start.Add(-time.Minute)) || oi.LastModified.After(time.Now().Add(time.Minute)) {
+					t.Errorf("%s: LastModified = %v, want about %v", oi.Key, oi.LastModified, start)
+				}
+			}
+			if !slices.Equal(gotKeys, tt.want) {
+				t.Errorf("keys = %q\nwant   %q", gotKeys, tt.want)
+			}
+		})
+	}
+}
+
+func testListStopsAtFnError(t *testing.T, s objstore.Store) {
+	for _, k := range []string{"s/1", "s/2", "s/3"} {
+		mustPut(t, s, k, []byte(k))
+	}
+	errStop := errors.New("stop here")
+	calls := 0
+	err := s.List(t.Context(), "s/", func(oi objstore.ObjectInfo) error {
+		calls++
+		if oi.Key == "s/2" {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) || calls != 2 {
+		t.Fatalf("List = %v after %d calls; want fn's error after 2 calls", err, calls)
+	}
+}
+
+func testListDeleteDuringList(t *testing.T, s objstore.Store) {
+	// The orphan scan deletes objects from inside List's callback.
+	for i := range 20 {
+		mustPut(t, s, fmt.Sprintf("scan/%02d", i), []byte{byte(i)})
+	}
+	n := 0
+	if err := s.List(t.Context(), "scan/", func(oi objstore.ObjectInfo) error {
+		n++
+		return s.Delete(t.Context(), oi.Key)
+	}); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if n != 20 {
+		t.Fatalf("List visited %d objects, want 20", n)
+	}
+	if got := listAll(t, s, "scan/"); len(got) != 0 {
+		t.Fatalf("%d objects left after deleting all", len(got))
+	}
+}
+
+func testInvalidKeys(t *testing.T, s objstore.Store) {
+	ctx := t.Context()
+	for _, key := range []string{"", "/abs", "trailing/", "a//b", "..", "../escape", "a/../../escape",
+		"a/./b", ".", "nul\x00byte", `back\slash`, string(make([]byte, objstore.MaxKeyBytes+1))} {
+		if err := s.Put(ctx, key, []byte("x")); !errors.Is(err, objstore.ErrInvalidKey) {
+			t.Errorf("Put(%q) = %v; want ErrInvalidKey", key, err)
+		}
+		if _, err := s.ReadAt(ctx, key, make([]byte, 1), 0); !errors.Is(err, objstore.ErrInvalidKey) {
+			t.Errorf("ReadAt(%q) = %v; want ErrInvalidKey", key, err)
+		}
+		if err := s.Delete(ctx, key); !errors.Is(err, objstore.ErrInvalidKey) {
+			t.Errorf("Delete(%q) = %v; want ErrInvalidKey", key, err)
+		}
+	}
+	if got := listAll(t, s, ""); len(got) != 0 {
+		t.Fatalf("invalid Puts stored objects: %+v", got)
+	}
+}
+
+func testContextCancelled(t *testing.T, s objstore.Store) {
+	mustPut(t, s, "ctx/present", []byte("x"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Put(ctx, "ctx/new", []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Put = %v; want context.Canceled", err)
+	}
+	if n, err := s.ReadAt(ctx, "ctx/present", make([]byte, 1), 0); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadAt = %d, %v; want 0, context.Canceled", n, err)
+	}
+	if err := s.Delete(ctx, "ctx/present"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Delete = %v; want context.Canceled", err)
+	}
+	if err := s.List(ctx, "", func(objstore.ObjectInfo) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("List = %v; want context.Canceled", err)
+	}
+	// The cancelled Put left nothing and the cancelled Delete deleted nothing.
+	if got := listAll(t, s, "ctx/"); len(got) != 1 || got[0].Key != "ctx/present" {
+		t.Fatalf("after cancelled calls List = %+v; want only ctx/present", got)
+	}
+}
+
+func testConcurrent(t *testing.T, s objstore.Store) {
+	const (
+		writers = 8
+		perW    = 8
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perW*2)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perW {
+				key := fmt.Sprintf("conc/%d/%d", w, i)
+				data := payload(uint64(w*100+i), 1000+w*i)
+				if err := s.Put(context.Background(), key, data); err != nil {
+					errs <- err
+					return
+				}
+				// Read back our object and another writer's, which may or
+				// may not exist yet but is never partial.
+				for _, k := range []string{key, fmt.Sprintf("conc/%d/%d", (w+1)%writers, i)} {
+					p := make([]byte, 5000)
+					n, err := s.ReadAt(context.Background(), k, p, 0)
+					if errors.Is(err, objstore.ErrNotExist) && k != key {
+						continue
+					}
+					if err != io.EOF {
+						errs <- fmt.Errorf("ReadAt(%s) = %d, %v", k, n, err)
+						continue
+					}
+					var ww, ii int
+					fmt.Sscanf(k, "conc/%d/%d", &ww, &ii)
+					if !bytes.Equal(p[:n], payload(uint64(ww*100+ii), 1000+ww*ii)) {
+						errs <- fmt.Errorf("ReadAt(%s): wrong bytes", k)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := listAll(t, s, "conc/"); len(got) != writers*perW {
+		t.Fatalf("List found %d objects, want %d", len(got), writers*perW)
+	}
+}
+
+// testPutIsAtomic reads an object while it is being put: every read sees
+// ErrNotExist or the whole object, never a prefix of it.
+func testPutIsAtomic(t *testing.T, s objstore.Store) {
+	const size = 4 << 20
+	for round := range 3 {
+		key := fmt.Sprintf("atomic/%d", round)
+		data := payload(uint64(round), size)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			defer close(done)
+			if err := s.Put(context.Background(), key, data); err != nil {
+				t.Errorf("Put: %v", err)
+			}
+		})
+		for range 2 {
+			wg.Go(func() {
+				p := make([]byte, size+1)
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					n, err := s.ReadAt(context.Background(), key, p, 0)
+					if errors.Is(err, objstore.ErrNotExist) {
+						continue
+					}
+					if err != io.EOF || n != size || !bytes.Equal(p[:n], data) {
+						t.Errorf("ReadAt during Put = %d, %v; want the whole object or ErrNotExist", n, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
