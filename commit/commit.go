@@ -1,0 +1,215 @@
+// Package commit commits an uploaded WAL object to the coordinator shards
+// that own its partitions (DESIGN §Produce step 6, SPEC §9
+// DisklessCommitFile) and maps their answers back to the object's batches.
+//
+// An object whose batches belong to several shards is committed to each of
+// them, concurrently, with OwnerIDs naming all of them. A shard call that
+// fails as a whole is retried with backoff: CommitFile is idempotent by
+// object key, so a retry after an ambiguous failure returns the original
+// answer instead of committing twice.
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+// Shards is the coordinator surface commit needs: which shard owns a
+// partition, and CommitFile on one shard. The in-process coordinator
+// implements it; a remote client (coordinator RPCs) will too.
+type Shards interface {
+	ShardFor(id coordinator.TopicID, partition int32) int32
+	CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error)
+}
+
+// Config tunes retries of whole-shard commit failures.
+type Config struct {
+	// NodeID is this sidecar's node.id, recorded as UploaderBrokerId.
+	NodeID int32
+	// MaxAttempts bounds the CommitFile calls per shard and object
+	// (diskless.commit.max.attempts, default 5).
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff bound the full-jitter exponential
+	// backoff between attempts (defaults 50 ms and 2 s).
+	InitialBackoff, MaxBackoff time.Duration
+	// Logger receives retry and failure events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxAttempts    = 5
+	DefaultInitialBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff     = 2 * time.Second
+)
+
+// Validate reports the first invalid field, naming its config key.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("diskless.commit.max.attempts must be ≥ 1, got %d", c.MaxAttempts)
+	case c.InitialBackoff <= 0 || c.MaxBackoff < c.InitialBackoff:
+		return fmt.Errorf("commit backoff must satisfy 0 < initial (%v) ≤ max (%v)", c.InitialBackoff, c.MaxBackoff)
+	}
+	return nil
+}
+
+// Committer commits objects to shards. It is safe for concurrent use but is
+// called by one goroutine (the produce committer) so that objects commit in
+// seal order.
+type Committer struct {
+	cfg    Config
+	shards Shards
+	sleep  func(ctx context.Context, d time.Duration) error
+}
+
+// New returns a Committer; zero Config fields take their defaults.
+func New(cfg Config, shards Shards) (*Committer, error) {
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff = DefaultInitialBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Committer{cfg: cfg, shards: shards, sleep: sleepCtx}, nil
+}
+
+// Commit commits the batches of the object stored under objectKey (size in
+// bytes) and returns one result per batch, in the order given. Batches whose
+// shard could not be reached after MaxAttempts, or before ctx ended, get
+// KAFKA_STORAGE_ERROR, which producers retry (SPEC §2).
+func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, batches []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+	results := make([]coordinator.CommitBatchResult, len(batches))
+	byShard := c.split(batches)
+	owners := make([]int32, 0, len(byShard))
+	for s := range byShard {
+		owners = append(owners, s)
+	}
+	slices.Sort(owners)
+
+	commitShard := func(shard int32) {
+		idx := byShard[shard]
+		req := &coordinator.CommitFileRequest{
+			ObjectKey:        objectKey,
+			ObjectFormat:     coordinator.ObjectFormatWriteAheadMultiSegment,
+			FileSize:         size,
+			UploaderBrokerID: c.cfg.NodeID,
+			OwnerIDs:         owners,
+			Batches:          make([]coordinator.CommitBatch, len(idx)),
+		}
+		for i, bi := range idx {
+			req.Batches[i] = batches[bi]
+		}
+		rs, err := c.commitWithRetry(ctx, shard, req)
+		for i, bi := range idx {
+			if err != nil {
+				results[bi].Err = kerr.KafkaStorageError
+			} else {
+				results[bi] = rs[i]
+			}
+		}
+	}
+	if len(owners) == 1 {
+		commitShard(owners[0])
+		return results
+	}
+	var wg sync.WaitGroup
+	for _, s := range owners {
+		wg.Go(func() { commitShard(s) })
+	}
+	wg.Wait()
+	return results
+}
+
+// split groups batch indexes by owning shard, keeping object order.
+func (c *Committer) split(batches []coordinator.CommitBatch) map[int32][]int {
+	byShard := make(map[int32][]int)
+	for i := range batches {
+		s := c.shards.ShardFor(batches[i].TopicID, batches[i].Partition)
+		byShard[s] = append(byShard[s], i)
+	}
+	return byShard
+}
+
+func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+	backoff := c.cfg.InitialBackoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		var rs []coordinator.CommitBatchResult
+		rs, err = c.shards.CommitFile(ctx, shard, req)
+		if err == nil {
+			if len(rs) != len(req.Batches) {
+				return nil, fmt.Errorf("commit: shard %d answered %d results for %d batches", shard, len(rs), len(req.Batches))
+			}
+			return rs, nil
+		}
+		if !retriable(ctx, err) || attempt >= c.cfg.MaxAttempts {
+			break
+		}
+		c.cfg.Logger.Warn("commit to coordinator shard failed; retrying",
+			slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey),
+			slog.Int("attempt", attempt), slog.Any("err", err))
+		// Full jitter: sleep uniformly in [0, backoff).
+		if serr := c.sleep(ctx, rand.N(backoff)); serr != nil {
+			break
+		}
+		backoff = min(2*backoff, c.cfg.MaxBackoff)
+	}
+	c.cfg.Logger.Error("commit to coordinator shard failed; answering KAFKA_STORAGE_ERROR",
+		slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey), slog.Any("err", err))
+	return nil, err
+}
+
+// retriable classifies a whole-shard CommitFile failure.
+func retriable(ctx context.Context, err error) bool {
+	switch {
+	case ctx.Err() != nil:
+		// Our caller gave up (shutdown): stop now.
+		return false
+	case errors.Is(err, coordinator.ErrClosed):
+		// The shard is shutting down in this process; it will not answer.
+		return false
+	case errors.Is(err, coordinator.ErrInvalidCommit):
+		// The request itself is malformed (a bug on our side); the same
+		// request will be refused again.
+		return false
+	case errors.Is(err, coordinator.ErrShardFailed):
+		// The shard could not rebuild its state from its log and stays
+		// failed until the process restarts.
+		return false
+	default:
+		// Storage errors and timeouts may be transient. CommitFile is
+		// idempotent by object key, so retrying is always safe.
+		return true
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

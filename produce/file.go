@@ -1,0 +1,113 @@
+package produce
+
+import (
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/wal"
+)
+
+// pendingEntry is one validated batch on its way into a file: where it goes
+// in the object (wal.Entry) and the header fields its commit needs, read
+// once here so the pipeline never parses a header again.
+type pendingEntry struct {
+	wal.Entry
+	commit coordinator.CommitBatch
+}
+
+func newPendingEntry(id coordinator.TopicID, partition int32, h batch.Header, tsType int8) pendingEntry {
+	return pendingEntry{
+		Entry: wal.Entry{TopicID: id, Partition: partition, Batch: h},
+		commit: coordinator.CommitBatch{
+			TopicID:           id,
+			Partition:         partition,
+			Magic:             h.Magic(),
+			ByteSize:          int32(len(h)),
+			LastOffsetDelta:   h.LastOffsetDelta(),
+			BatchMaxTimestamp: h.MaxTimestamp(),
+			TimestampType:     tsType,
+			ProducerID:        h.ProducerID(),
+			ProducerEpoch:     h.ProducerEpoch(),
+			BaseSequence:      h.BaseSequence(),
+			LastSequence:      h.LastSequence(),
+		},
+	}
+}
+
+// file is the active file while it fills, then a sealed file moving through
+// the pipeline. Entries keep arrival order across all connections.
+type file struct {
+	seq     uint64
+	entries []pendingEntry
+	size    int   // record-batch bytes in entries
+	memory  int64 // bytes acquired from Handler.memory for this file
+	timer   *time.Timer
+
+	// Set by the upload worker before uploaded is closed.
+	object    []byte
+	key       string
+	locs      []wal.Location
+	uploadErr error
+	uploaded  chan struct{}
+
+	// Set by the committer before done is closed; read-only afterwards.
+	results []coordinator.CommitBatchResult
+	done    chan struct{}
+}
+
+// append adds one request's entries to the active file, creating it (and
+// its age timer) if needed, and seals it when it reaches BufferMaxBytes. It
+// returns the file and the index of the first entry. memory is the amount
+// the caller acquired, released when the file is answered.
+func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.closed {
+		return nil, 0, ErrClosed
+	}
+	f := h.mu.active
+	if f == nil {
+		h.mu.seq++
+		f = &file{
+			seq:      h.mu.seq,
+			uploaded: make(chan struct{}),
+			done:     make(chan struct{}),
+		}
+		seq := f.seq
+		f.timer = time.AfterFunc(h.cfg.CommitInterval, func() { h.sealByAge(seq) })
+		h.mu.active = f
+	}
+	first := len(f.entries)
+	f.entries = append(f.entries, entries...)
+	for i := range entries {
+		f.size += len(entries[i].Batch)
+	}
+	f.memory += memory
+	if f.size >= h.cfg.BufferMaxBytes {
+		h.sealLocked()
+	}
+	return f, first, nil
+}
+
+// sealByAge seals the active file if it is still the one whose timer fired.
+func (h *Handler) sealByAge(seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.mu.active; f != nil && f.seq == seq {
+		h.sealLocked()
+	}
+}
+
+// sealLocked hands the active file to the pipeline. Sending to both queues
+// under mu keeps the commit order equal to the seal order.
+func (h *Handler) sealLocked() {
+	f := h.mu.active
+	if f == nil {
+		return
+	}
+	h.mu.active = nil
+	f.timer.Stop()
+	h.toCommit <- f
+	h.toUpload <- f
+}

@@ -1,0 +1,106 @@
+package produce
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/wal"
+)
+
+// uploadLoop packs and uploads sealed files until toUpload is closed. Files
+// may finish out of order; the committer restores seal order.
+func (h *Handler) uploadLoop() {
+	var packer wal.Packer
+	for f := range h.toUpload {
+		f.locs = make([]wal.Location, len(f.entries))
+		walEntries := make([]wal.Entry, len(f.entries))
+		for i := range f.entries {
+			walEntries[i] = f.entries[i].Entry
+		}
+		f.object = packer.Pack(make([]byte, 0, f.size), walEntries, f.locs)
+		f.key, f.uploadErr = h.uploader.Upload(h.pipeCtx, f.object)
+		if f.uploadErr == nil && h.cache != nil {
+			h.cache.Put(f.key, f.object)
+		}
+		close(f.uploaded)
+	}
+}
+
+// commitLoop commits uploaded files in seal order, so that one producer's
+// batches keep their order across files (DESIGN §Produce step 6), and
+// answers their requests.
+func (h *Handler) commitLoop() {
+	for f := range h.toCommit {
+		<-f.uploaded
+		h.commit(f)
+		// Drop the references to request buffers and the object before
+		// the waiters read the results; the memory is free again.
+		f.object, f.entries, f.locs = nil, nil, nil
+		h.memory.Release(f.memory)
+		close(f.done)
+	}
+}
+
+// commit fills f.results: the coordinators' answers, or KAFKA_STORAGE_ERROR
+// (retriable) for every batch when the upload failed (SPEC §2).
+func (h *Handler) commit(f *file) {
+	if f.uploadErr != nil {
+		h.cfg.Logger.Error("upload failed; failing the file's batches with KAFKA_STORAGE_ERROR",
+			slog.Uint64("file", f.seq), slog.Int("bytes", f.size), slog.Int("batches", len(f.entries)),
+			slog.Any("err", f.uploadErr))
+		f.results = failed(len(f.entries), kerr.KafkaStorageError)
+		return
+	}
+	batches := make([]coordinator.CommitBatch, len(f.entries))
+	for i := range f.entries {
+		b := f.entries[i].commit
+		b.ByteOffset = f.locs[i].ByteOffset
+		batches[i] = b
+	}
+	f.results = h.committer.Commit(h.pipeCtx, f.key, int64(len(f.object)), batches)
+	if len(f.results) != len(batches) {
+		panic("produce: committer returned a result count different from the batch count")
+	}
+}
+
+func failed(n int, err *kerr.Error) []coordinator.CommitBatchResult {
+	rs := make([]coordinator.CommitBatchResult, n)
+	for i := range rs {
+		rs[i].Err = err
+	}
+	return rs
+}
+
+// Close seals the active file, lets every sealed file finish (upload,
+// commit, answer) and stops the pipeline goroutines. Requests that arrive
+// after Close get NOT_LEADER_OR_FOLLOWER, which clients retry. If ctx ends
+// first, uploads and commits in flight are cancelled, their requests are
+// answered with KAFKA_STORAGE_ERROR, and Close returns ctx's error after
+// the goroutines are gone.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.mu.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	h.mu.closed = true
+	h.sealLocked()
+	close(h.toUpload)
+	close(h.toCommit)
+	h.mu.Unlock()
+
+	drained := make(chan struct{})
+	go func() { h.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+		h.pipeCancel()
+		return nil
+	case <-ctx.Done():
+		h.pipeCancel()
+		<-drained
+		return ctx.Err()
+	}
+}
