@@ -1,0 +1,153 @@
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeShards owns partition p of every topic in shard p % n, records every
+// CommitFile call, and fails the first failures[shard] calls of a shard
+// with failWith.
+type fakeShards struct {
+	n        int32
+	failWith error
+	mu       sync.Mutex
+	failures map[int32]int
+	calls    []coordinator.CommitFileRequest
+	shardOf  []int32 // shard of each call
+}
+
+func (f *fakeShards) ShardFor(_ coordinator.TopicID, p int32) int32 { return p % f.n }
+
+func (f *fakeShards) CommitFile(_ context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, *req)
+	f.shardOf = append(f.shardOf, shard)
+	if f.failures[shard] > 0 {
+		f.failures[shard]--
+		return nil, f.failWith
+	}
+	rs := make([]coordinator.CommitBatchResult, len(req.Batches))
+	for i, b := range req.Batches {
+		// Encode the shard and position so the test can check the mapping.
+		rs[i].BaseOffset = int64(shard)*1000 + int64(b.ByteOffset)
+	}
+	return rs, nil
+}
+
+func newCommitter(t *testing.T, shards Shards) *Committer {
+	t.Helper()
+	c, err := New(Config{NodeID: 7, MaxAttempts: 3}, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sleep = func(context.Context, time.Duration) error { return nil }
+	return c
+}
+
+func batches(partitions ...int32) []coordinator.CommitBatch {
+	bs := make([]coordinator.CommitBatch, len(partitions))
+	for i, p := range partitions {
+		bs[i] = coordinator.CommitBatch{Partition: p, ByteOffset: int32(i * 10), ByteSize: 10}
+	}
+	return bs
+}
+
+func TestCommitSplitsByShardAndMapsBack(t *testing.T) {
+	f := &fakeShards{n: 3}
+	c := newCommitter(t, f)
+	in := batches(0, 1, 2, 3, 4, 0)
+	rs := c.Commit(context.Background(), "wal/abc", 60, in)
+	if len(f.calls) != 3 {
+		t.Fatalf("%d CommitFile calls, want one per shard (3)", len(f.calls))
+	}
+	for i, call := range f.calls {
+		if !slices.Equal(call.OwnerIDs, []int32{0, 1, 2}) || call.ObjectKey != "wal/abc" || call.FileSize != 60 ||
+			call.UploaderBrokerID != 7 || call.ObjectFormat != coordinator.ObjectFormatWriteAheadMultiSegment {
+			t.Fatalf("call %d: %+v", i, call)
+		}
+		for _, b := range call.Batches {
+			if b.Partition%3 != f.shardOf[i] {
+				t.Fatalf("batch of partition %d sent to shard %d", b.Partition, f.shardOf[i])
+			}
+		}
+	}
+	for i, r := range rs {
+		want := int64(in[i].Partition%3)*1000 + int64(in[i].ByteOffset)
+		if r.Err != nil || r.BaseOffset != want {
+			t.Fatalf("result %d = %+v, want base %d", i, r, want)
+		}
+	}
+}
+
+func TestCommitRetries(t *testing.T) {
+	cases := []struct {
+		name      string
+		failWith  error
+		failures  int
+		wantCalls int
+		wantErr   *kerr.Error
+	}{
+		{"transient then ok", fmt.Errorf("log fsync: %w", kerr.KafkaStorageError), 2, 3, nil},
+		{"gives up after max attempts", errors.New("disk on fire"), 5, 3, kerr.KafkaStorageError},
+		{"invalid commit is not retried", fmt.Errorf("bad: %w", coordinator.ErrInvalidCommit), 5, 1, kerr.KafkaStorageError},
+		{"failed shard is not retried", coordinator.ErrShardFailed, 5, 1, kerr.KafkaStorageError},
+		{"closed is not retried", coordinator.ErrClosed, 5, 1, kerr.KafkaStorageError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeShards{n: 1, failWith: tc.failWith, failures: map[int32]int{0: tc.failures}}
+			rs := newCommitter(t, f).Commit(context.Background(), "k", 20, batches(0, 0))
+			if len(f.calls) != tc.wantCalls {
+				t.Fatalf("%d calls, want %d", len(f.calls), tc.wantCalls)
+			}
+			for _, r := range rs {
+				if r.Err != tc.wantErr {
+					t.Fatalf("result error %v, want %v", r.Err, tc.wantErr)
+				}
+			}
+		})
+	}
+}
+
+// TestCommitPartialShardFailure: one shard failing fails only its batches.
+func TestCommitPartialShardFailure(t *testing.T) {
+	f := &fakeShards{n: 2, failWith: errors.New("down"), failures: map[int32]int{1: 100}}
+	rs := newCommitter(t, f).Commit(context.Background(), "k", 40, batches(0, 1, 2, 3))
+	for i, r := range rs {
+		wantErr := i%2 == 1
+		if (r.Err != nil) != wantErr {
+			t.Fatalf("batch %d (partition %d): err %v", i, i, r.Err)
+		}
+	}
+}
+
+func TestCommitStopsWhenContextDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := &fakeShards{n: 1, failWith: context.Canceled, failures: map[int32]int{0: 100}}
+	rs := newCommitter(t, f).Commit(ctx, "k", 10, batches(0))
+	if len(f.calls) != 1 || rs[0].Err != kerr.KafkaStorageError {
+		t.Fatalf("%d calls, result %+v", len(f.calls), rs[0])
+	}
+}
+
+func TestConfigValidateNamesKey(t *testing.T) {
+	if _, err := New(Config{MaxAttempts: -1}, &fakeShards{n: 1}); err == nil || !strings.Contains(err.Error(), "diskless.commit.max.attempts") {
+		t.Fatalf("error %v does not name diskless.commit.max.attempts", err)
+	}
+}

@@ -1,0 +1,389 @@
+package produce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeCatalog knows two topics: "ct" (CreateTime, 3 partitions) and "lat"
+// (LogAppendTime, 1 partition, max.message.bytes 4000).
+type fakeCatalog struct{ topics map[string]coordinator.Topic }
+
+func newCatalog() *fakeCatalog {
+	ct := topicconfig.Defaults()
+	lat, _ := topicconfig.Parse(map[string]string{"message.timestamp.type": "LogAppendTime", "max.message.bytes": "4000"})
+	return &fakeCatalog{topics: map[string]coordinator.Topic{
+		"ct":  {ID: coordinator.TopicID{1}, Name: "ct", Partitions: 3, Config: ct},
+		"lat": {ID: coordinator.TopicID{2}, Name: "lat", Partitions: 1, Config: lat},
+	}}
+}
+
+func (c *fakeCatalog) Topic(name string) (coordinator.Topic, bool) {
+	t, ok := c.topics[name]
+	return t, ok
+}
+
+func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+	for _, t := range c.topics {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return coordinator.Topic{}, false
+}
+
+// fakeUploader stores objects in memory. block, when set, is called with the
+// upload's sequence number (1-based) before it completes; fail makes it
+// return an error.
+type fakeUploader struct {
+	mu      sync.Mutex
+	n       int
+	objects map[string][]byte
+	block   func(n int)
+	fail    error
+}
+
+func (u *fakeUploader) Upload(ctx context.Context, data []byte) (string, error) {
+	u.mu.Lock()
+	u.n++
+	n, block, fail := u.n, u.block, u.fail
+	u.mu.Unlock()
+	if block != nil {
+		block(n)
+	}
+	if fail != nil {
+		return "", fail
+	}
+	key := fmt.Sprintf("wal/%04d", n)
+	u.mu.Lock()
+	if u.objects == nil {
+		u.objects = map[string][]byte{}
+	}
+	u.objects[key] = data
+	u.mu.Unlock()
+	return key, nil
+}
+
+// fakeCommitter assigns offsets per partition like a coordinator would,
+// one append time per commit, and records the order of object keys.
+type fakeCommitter struct {
+	mu    sync.Mutex
+	hwm   map[coordinator.TopicPartition]int64
+	order []string
+	got   map[string][]coordinator.CommitBatch
+}
+
+func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hwm == nil {
+		c.hwm, c.got = map[coordinator.TopicPartition]int64{}, map[string][]coordinator.CommitBatch{}
+	}
+	c.order = append(c.order, key)
+	c.got[key] = bs
+	rs := make([]coordinator.CommitBatchResult, len(bs))
+	for i, b := range bs {
+		tp := coordinator.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
+		rs[i] = coordinator.CommitBatchResult{BaseOffset: c.hwm[tp], LogAppendTime: 4242, LogStartOffset: 0}
+		c.hwm[tp] += int64(b.LastOffsetDelta) + 1
+	}
+	return rs
+}
+
+type fakeCache struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (c *fakeCache) Put(key string, _ []byte) { c.mu.Lock(); c.keys = append(c.keys, key); c.mu.Unlock() }
+
+type rig struct {
+	h     *Handler
+	up    *fakeUploader
+	cm    *fakeCommitter
+	cache *fakeCache
+}
+
+func newRig(t *testing.T, cfg Config) *rig {
+	t.Helper()
+	r := &rig{up: &fakeUploader{}, cm: &fakeCommitter{}, cache: &fakeCache{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h, err := New(cfg, newCatalog(), r.up, r.cm, r.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.h = h
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return r
+}
+
+type part struct {
+	partition int32
+	records   []byte
+}
+
+func request(version int16, acks int16, topic string, parts ...part) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, acks, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p.partition, p.records
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func good(n int) []byte {
+	return batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("v", n)...)
+}
+
+func codes(resp *kmsg.ProduceResponse) []int16 {
+	var cs []int16
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			cs = append(cs, p.ErrorCode)
+		}
+	}
+	return cs
+}
+
+func TestProduceAnswersEachPartition(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	corrupt := good(2)
+	corrupt[len(corrupt)-1] ^= 1
+	req := request(9, -1, "ct", part{0, good(3)}, part{1, corrupt}, part{7, good(1)}, part{2, good(2)})
+	unknown := kmsg.NewProduceRequestTopic()
+	unknown.Topic = "nope"
+	unknown.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: good(1)}}
+	req.Topics = append(req.Topics, unknown)
+
+	resp := r.h.Produce(context.Background(), req)()
+	want := []int16{0, kerr.CorruptMessage.Code, kerr.UnknownTopicOrPartition.Code, 0, kerr.UnknownTopicOrPartition.Code}
+	if got := codes(resp); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("codes %v, want %v", got, want)
+	}
+	ps := resp.Topics[0].Partitions
+	if ps[0].BaseOffset != 0 || ps[3].BaseOffset != 0 || ps[0].LogAppendTime != -1 || ps[1].BaseOffset != -1 {
+		t.Fatalf("partitions: %+v", ps)
+	}
+	if len(r.cm.order) != 1 || len(r.cm.got[r.cm.order[0]]) != 2 {
+		t.Fatalf("commits %v: want one file with the two valid batches", r.cm.order)
+	}
+	if len(r.cache.keys) != 1 || r.cache.keys[0] != r.cm.order[0] {
+		t.Fatalf("uploaded object not offered to the cache: %v", r.cache.keys)
+	}
+	// The committed coordinates point at the batches in the object.
+	obj := r.up.objects[r.cm.order[0]]
+	for _, b := range r.cm.got[r.cm.order[0]] {
+		h, _, err := batch.Parse(obj[b.ByteOffset : b.ByteOffset+b.ByteSize])
+		if err != nil || h.ComputeCRC() != h.CRC() || int32(h.Len()) != b.ByteSize {
+			t.Fatalf("batch at %d: %v", b.ByteOffset, err)
+		}
+	}
+}
+
+func TestProduceRequestLevelErrors(t *testing.T) {
+	txn := request(9, -1, "ct", part{0, good(1)})
+	id := "txn"
+	txn.TransactionID = &id
+	cases := []struct {
+		name string
+		req  *kmsg.ProduceRequest
+		want *kerr.Error
+	}{
+		{"acks 2", request(9, 2, "ct", part{0, good(1)}), kerr.InvalidRequiredAcks},
+		{"transactional", txn, kerr.InvalidRequest},
+		{"v2 message format", request(2, -1, "ct", part{0, good(1)}), kerr.UnsupportedForMessageFormat},
+		{"zstd before v7", request(6, -1, "ct", part{0, batchtest.Make(batchtest.Options{Codec: batch.CodecZstd, BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, BaseSequence: -1}, batchtest.Values("z", 1)...)}), kerr.UnsupportedCompressionType},
+		{"too large for the topic", request(9, -1, "lat", part{0, batchtest.Make(batchtest.Plain(1), batchtest.Record{Value: make([]byte, 5000)})}), kerr.MessageTooLarge},
+	}
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := r.h.Produce(context.Background(), c.req)()
+			for _, code := range codes(resp) {
+				if code != c.want.Code {
+					t.Fatalf("code %d, want %s", code, c.want)
+				}
+			}
+		})
+	}
+	if len(r.cm.order) != 0 {
+		t.Fatalf("refused requests were committed: %v", r.cm.order)
+	}
+}
+
+func TestProduceByTopicID(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	req := request(13, -1, "", part{0, good(1)})
+	req.Topics[0].TopicID = coordinator.TopicID{2}
+	unknown := kmsg.NewProduceRequestTopic()
+	unknown.TopicID = coordinator.TopicID{9}
+	unknown.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: good(1)}}
+	req.Topics = append(req.Topics, unknown)
+	resp := r.h.Produce(context.Background(), req)()
+	if got := codes(resp); got[0] != 0 || got[1] != kerr.UnknownTopicID.Code {
+		t.Fatalf("codes %v", got)
+	}
+	if resp.Topics[0].TopicID != req.Topics[0].TopicID {
+		t.Fatal("response does not echo the topic id")
+	}
+	// LogAppendTime topics report the commit's append time.
+	if p := resp.Topics[0].Partitions[0]; p.LogAppendTime != 4242 {
+		t.Fatalf("log append time %d, want the commit's 4242", p.LogAppendTime)
+	}
+}
+
+func TestAcksZeroStoresWithoutAnswer(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	if resp := r.h.Produce(context.Background(), request(9, 0, "ct", part{0, good(1)}))(); resp != nil {
+		t.Fatalf("acks=0 got a response: %+v", resp)
+	}
+	if len(r.cm.order) != 1 {
+		t.Fatalf("acks=0 batch not committed: %v", r.cm.order)
+	}
+}
+
+// TestSealBySizeAndAge: a file is sealed as soon as it reaches
+// BufferMaxBytes, and otherwise exactly CommitInterval after its first
+// batch.
+func TestSealBySizeAndAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Second, BufferMaxBytes: 1000, MaxPendingBytes: 1 << 20})
+		start := time.Now()
+		// Small: waits for the age seal.
+		wait := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))
+		wait()
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("small file sealed after %v, want the commit interval (1s)", d)
+		}
+		// Large: sealed at once.
+		start = time.Now()
+		big := batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Record{Value: make([]byte, 2000)})
+		r.h.Produce(context.Background(), request(9, -1, "ct", part{1, big}))()
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("full file sealed after %v, want at once", d)
+		}
+		if len(r.cm.order) != 2 {
+			t.Fatalf("%d files committed, want 2", len(r.cm.order))
+		}
+	})
+}
+
+// TestCommitOrderIsSealOrder: a later file whose upload finishes first still
+// commits after the earlier one (DESIGN §Produce step 6).
+func TestCommitOrderIsSealOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Millisecond, UploadConcurrency: 2})
+		r.up.block = func(n int) {
+			if n == 1 {
+				time.Sleep(time.Second) // the first file uploads slowly
+			}
+		}
+		w1 := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))
+		time.Sleep(10 * time.Millisecond) // first file sealed and uploading
+		w2 := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))
+		p2 := w2().Topics[0].Partitions[0]
+		p1 := w1().Topics[0].Partitions[0]
+		if p1.BaseOffset != 0 || p2.BaseOffset != 1 {
+			t.Fatalf("offsets %d then %d: commit order must follow seal order", p1.BaseOffset, p2.BaseOffset)
+		}
+		if r.cm.order[0] != "wal/0001" {
+			t.Fatalf("commit order %v", r.cm.order)
+		}
+	})
+}
+
+// TestMemoryBound: with the pipeline full, a request waits, up to its
+// timeout, then gets REQUEST_TIMED_OUT and nothing of it is stored; when
+// memory frees up, requests proceed.
+func TestMemoryBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		r := newRig(t, Config{CommitInterval: time.Millisecond, BufferMaxBytes: 100, MaxPendingBytes: 300})
+		r.up.block = func(n int) {
+			if n == 1 {
+				<-release
+			}
+		}
+		first := batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Record{Value: make([]byte, 200)})
+		w1 := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, first}))
+		second := request(9, -1, "ct", part{1, first})
+		second.TimeoutMillis = 500
+		start := time.Now()
+		resp := r.h.Produce(context.Background(), second)()
+		if c := codes(resp)[0]; c != kerr.RequestTimedOut.Code || time.Since(start) != 500*time.Millisecond {
+			t.Fatalf("second request: code %d after %v, want REQUEST_TIMED_OUT after its 500ms timeout", c, time.Since(start))
+		}
+		close(release)
+		if c := codes(w1())[0]; c != 0 {
+			t.Fatalf("first request: code %d", c)
+		}
+		if c := codes(r.h.Produce(context.Background(), request(9, -1, "ct", part{1, first}))())[0]; c != 0 {
+			t.Fatalf("after memory was freed: code %d", c)
+		}
+	})
+}
+
+func TestUploadFailureFailsTheFile(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	r.up.fail = errors.New("bucket gone")
+	resp := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}))()
+	for _, c := range codes(resp) {
+		if c != kerr.KafkaStorageError.Code {
+			t.Fatalf("code %d, want KAFKA_STORAGE_ERROR", c)
+		}
+	}
+	if len(r.cm.order) != 0 {
+		t.Fatal("a file that failed to upload was committed")
+	}
+}
+
+// TestCloseDrains: Close finishes the active file and its answers; later
+// requests are turned away with a retriable error.
+func TestCloseDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Hour})
+		wait := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(2)}))
+		if err := r.h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c := codes(wait())[0]; c != 0 {
+			t.Fatalf("request in flight at Close: code %d", c)
+		}
+		if c := codes(r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))())[0]; c != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("request after Close: code %d, want NOT_LEADER_OR_FOLLOWER", c)
+		}
+		if err := r.h.Close(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("second Close: %v", err)
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	_, err := New(Config{BufferMaxBytes: 100, MaxPendingBytes: 10}, newCatalog(), &fakeUploader{}, &fakeCommitter{}, nil)
+	if err == nil {
+		t.Fatal("max pending below buffer size accepted")
+	}
+}
