@@ -111,7 +111,11 @@ type fakeCache struct {
 	keys []string
 }
 
-func (c *fakeCache) Put(key string, _ []byte) { c.mu.Lock(); c.keys = append(c.keys, key); c.mu.Unlock() }
+func (c *fakeCache) Put(key string, _ []byte) {
+	c.mu.Lock()
+	c.keys = append(c.keys, key)
+	c.mu.Unlock()
+}
 
 type rig struct {
 	h     *Handler

@@ -1,0 +1,319 @@
+package fetch
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// Shared empty values for response fields where Kafka sends an empty value
+// rather than null. Zero-length, so sharing them is safe.
+var (
+	// noRecords is the records of a partition without data.
+	noRecords = []byte{}
+	// noAborted is the aborted transactions of a read_committed fetch:
+	// there are no transactions.
+	noAborted = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+)
+
+// Fetch answers req, a Fetch v4–16 request, with exactly one response of
+// the same version (SPEC §4), whatever happens: errors are per partition,
+// and the top-level error is only FETCH_SESSION_ID_NOT_FOUND, for an
+// incremental fetch-session request (v7+, SessionEpoch ∉ {0, −1}).
+//
+// Response topics and partitions mirror the request's, in order; v13+
+// topics carry their topic id. Per partition errors:
+//
+//   - UNKNOWN_TOPIC_ID (v13+) or UNKNOWN_TOPIC_OR_PARTITION: unknown topic,
+//     or a partition it does not have;
+//   - FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+): CurrentLeaderEpoch
+//     below / above [Config.LeaderEpoch] (−1: not checked);
+//   - OFFSET_OUT_OF_RANGE: fetch offset below the log start offset or above
+//     the high watermark, with both filled in;
+//   - KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE, UNSUPPORTED_COMPRESSION_TYPE
+//     (zstd before v10): the partition's first batch cannot be served (see
+//     the package comment for a bad batch later on);
+//   - UNSUPPORTED_VERSION: a version outside [FetchMinVersion,
+//     FetchMaxVersion], which the server does not advertise.
+//
+// Errors found before the index is consulted, and coordinator errors other
+// than OFFSET_OUT_OF_RANGE, carry offsets −1, as Kafka sends them; every
+// other entry carries the partition's high_watermark, last_stable_offset
+// (= high watermark) and log_start_offset, also when the byte budget left
+// it empty.
+//
+// Budgets (KIP-74): max_bytes, capped by [Config.MaxBytes], is shared by
+// the partitions in request order, partition_max_bytes bounds each, and the
+// first batch of the response is returned even if larger than both.
+//
+// Fetch returns at once if min_bytes are available, any partition has an
+// error, or max_wait_ms is 0; otherwise it waits (see the package comment)
+// for at most min(max_wait_ms, [Config.MaxWait]). If ctx ends first it
+// answers at once with the offsets known and no records.
+func (h *Handler) Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = req.Version
+	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+		// An incremental fetch names a session, and this server never
+		// creates one (every response has SessionID 0). Kafka answers an
+		// unknown session this way, with no topics; clients then fall
+		// back to full fetches.
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp
+	}
+	op := h.resolve(req, resp)
+	op.poll(ctx)
+	op.read(ctx)
+	return resp
+}
+
+// fetchOp is the state of one Fetch; it lives for the call only.
+type fetchOp struct {
+	h   *Handler
+	req *kmsg.FetchRequest
+	// maxBytes is the request's max_bytes, capped by Config.MaxBytes.
+	maxBytes int32
+	// parts are the partitions that passed resolve, in request order, and
+	// finds their FindBatches requests, index for index.
+	parts []fetchPart
+	finds []coordinator.FindBatchesRequest
+	// cancelled is set when ctx ended while waiting: answer without reading.
+	cancelled bool
+}
+
+// fetchPart is one partition of a fetchOp.
+type fetchPart struct {
+	out      *kmsg.FetchResponseTopicPartition // its response entry
+	topic    string                            // for logs
+	maxBytes int32                             // partition_max_bytes
+	// sel are the batches chosen by the last look, within the budgets,
+	// and size their total size in bytes.
+	sel  []coordinator.BatchCoordinate
+	size int64
+	// buf receives sel's bytes; cut is the index of the first batch whose
+	// read failed (len(sel) if none), and readErr that failure.
+	buf     []byte
+	cut     int
+	readErr error
+}
+
+// resolve builds the response skeleton, fills in the errors that do not
+// depend on the index (version, topic, partition, leader epoch) and returns
+// the fetchOp for the partitions that remain.
+func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fetchOp {
+	total := 0
+	for i := range req.Topics {
+		total += len(req.Topics[i].Partitions)
+	}
+	op := &fetchOp{
+		h:        h,
+		req:      req,
+		maxBytes: min(req.MaxBytes, h.cfg.MaxBytes),
+		parts:    make([]fetchPart, 0, total),
+		finds:    make([]coordinator.FindBatchesRequest, 0, total),
+	}
+	supported := req.Version >= FetchMinVersion && req.Version <= FetchMaxVersion
+	byID := req.Version >= 13
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		out := &resp.Topics[i]
+		out.Default()
+		out.Topic, out.TopicID = rt.Topic, rt.TopicID
+		var (
+			t       coordinator.Topic
+			ok      bool
+			missing = kerr.UnknownTopicOrPartition
+		)
+		if byID {
+			t, ok = h.coord.TopicByID(rt.TopicID)
+			missing = kerr.UnknownTopicID
+		} else {
+			t, ok = h.coord.Topic(rt.Topic)
+		}
+		out.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			o := &out.Partitions[j]
+			o.Default()
+			o.Partition = rp.Partition
+			o.RecordBatches = noRecords
+			var errc *kerr.Error
+			switch {
+			case !supported:
+				errc = kerr.UnsupportedVersion
+			case !ok:
+				errc = missing
+			case !partitionExists(&t, rp.Partition):
+				errc = kerr.UnknownTopicOrPartition
+			case req.Version >= 9:
+				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			}
+			if errc != nil {
+				setPartitionError(o, errc)
+				continue
+			}
+			if req.IsolationLevel == 1 {
+				// read_committed: Kafka sends a list (empty here); null
+				// is for read_uncommitted.
+				o.AbortedTransactions = noAborted
+			}
+			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes})
+			op.finds = append(op.finds, coordinator.FindBatchesRequest{
+				TopicID:   t.ID,
+				Partition: rp.Partition,
+				Offset:    rp.FetchOffset,
+				MaxBytes:  min(rp.PartitionMaxBytes, op.maxBytes),
+			})
+		}
+	}
+	return op
+}
+
+// setPartitionError marks o as failed with errc and unknown offsets, as
+// Kafka does for a partition it could not read.
+func setPartitionError(o *kmsg.FetchResponseTopicPartition, errc *kerr.Error) {
+	o.ErrorCode = errc.Code
+	o.HighWatermark, o.LastStableOffset, o.LogStartOffset = -1, -1, -1
+}
+
+// poll looks at the index until the request can be answered: min_bytes
+// found, a partition error, max_wait passed, or ctx done (SPEC §4).
+func (op *fetchOp) poll(ctx context.Context) {
+	if len(op.parts) == 0 {
+		return
+	}
+	minBytes := int64(op.req.MinBytes)
+	wait := min(time.Duration(max(op.req.MaxWaitMillis, 0))*time.Millisecond, op.h.cfg.MaxWait)
+
+	// The watch is taken before each look: a commit during the look
+	// closes it, and the next look sees that commit.
+	watch := op.h.coord.Watch()
+	found, failed := op.look(ctx)
+	if failed || found >= minBytes || wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for expired := false; !expired; {
+		select {
+		case <-watch:
+		case <-timer.C:
+			expired = true // one last look, as Kafka does when the wait ends
+		case <-ctx.Done():
+			op.cancelled = true
+			return
+		}
+		watch = op.h.coord.Watch()
+		found, failed = op.look(ctx)
+		if failed || found >= minBytes {
+			return
+		}
+	}
+}
+
+// look asks the coordinator for every partition's batches, applies the
+// budgets and fills in each partition's offsets and error. It returns the
+// bytes chosen and whether any partition has an error.
+func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
+	results := op.h.coord.FindBatches(ctx, op.finds)
+	if len(results) != len(op.finds) {
+		op.h.log.Error("fetch: coordinator broke the FindBatches contract",
+			"requests", len(op.finds), "results", len(results))
+		for i := range op.parts {
+			op.parts[i].sel, op.parts[i].size = nil, 0
+			setPartitionError(op.parts[i].out, kerr.UnknownServerError)
+		}
+		return 0, true
+	}
+	b := newBudget(op.maxBytes)
+	for i := range op.parts {
+		p, r, o := &op.parts[i], &results[i], op.parts[i].out
+		p.sel, p.size = nil, 0
+		if r.Err != nil {
+			setPartitionError(o, r.Err)
+			if r.Err.Code == kerr.OffsetOutOfRange.Code {
+				o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+			}
+			failed = true
+			continue
+		}
+		o.ErrorCode = 0
+		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		n, size := b.take(r.Batches, p.maxBytes)
+		if n == 0 && len(r.Batches) > 0 && r.Batches[0].ByteSize < batch.HeaderSize {
+			op.h.log.Warn("fetch: coordinate too small for a batch",
+				"topic", p.topic, "partition", o.Partition, "offset", r.Batches[0].BaseOffset,
+				"object", r.Batches[0].ObjectKey, "size", r.Batches[0].ByteSize)
+			o.ErrorCode = kerr.CorruptMessage.Code
+			failed = true
+			continue
+		}
+		p.sel, p.size = r.Batches[:n], size
+		found += size
+	}
+	return found, failed
+}
+
+// read reads the chosen batches into one exactly sized buffer per
+// partition, rewrites their headers and sets each partition's records, or
+// its error if its first batch cannot be served.
+func (op *fetchOp) read(ctx context.Context) {
+	if op.cancelled || ctx.Err() != nil {
+		return // every entry already has noRecords
+	}
+	nspans := 0
+	for i := range op.parts {
+		nspans += countSpans(op.parts[i].sel)
+	}
+	if nspans == 0 {
+		return
+	}
+	spans := make([]span, 0, nspans)
+	for i := range op.parts {
+		p := &op.parts[i]
+		p.cut = len(p.sel)
+		if len(p.sel) == 0 {
+			continue
+		}
+		p.buf = make([]byte, p.size)
+		spans = appendSpans(spans, i, p.sel, p.buf)
+	}
+	op.h.readSpans(ctx, spans)
+	for i := range spans {
+		s := &spans[i]
+		if p := &op.parts[s.part]; s.err != nil && s.batch < p.cut {
+			p.cut, p.readErr = s.batch, s.err
+		}
+	}
+
+	allowZstd := op.req.Version >= 10
+	for i := range op.parts {
+		p := &op.parts[i]
+		if len(p.sel) == 0 {
+			continue
+		}
+		n, size, errc := stamp(p.buf, p.sel[:p.cut], op.h.cfg.LeaderEpoch, allowZstd)
+		if n < len(p.sel) {
+			c := &p.sel[n]
+			if errc == nil {
+				errc = kerr.KafkaStorageError
+				op.h.log.Warn("fetch: read failed", "topic", p.topic, "partition", p.out.Partition,
+					"offset", c.BaseOffset, "err", p.readErr)
+			} else if errc != kerr.UnsupportedCompressionType {
+				op.h.log.Warn("fetch: corrupt batch", "topic", p.topic, "partition", p.out.Partition,
+					"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize)
+			}
+			if n == 0 {
+				p.out.ErrorCode = errc.Code
+				continue
+			}
+		}
+		p.out.RecordBatches = p.buf[:size:size]
+	}
+}

@@ -1,0 +1,148 @@
+package fetch
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+// listOffsetsEarliestLocal is ListOffsets' −4 (v8+, KIP-405): the first
+// offset on the broker's local disk. A diskless log has no local/remote
+// split, so it is the log start offset, as on a Kafka broker without tiered
+// storage.
+const listOffsetsEarliestLocal int64 = -4
+
+// ListOffsets answers req, a ListOffsets v1–8 request, with exactly one
+// response of the same version (SPEC §5). Topics and partitions mirror the
+// request's, in order. Per partition, by Timestamp:
+//
+//   - −2 earliest (and −4 earliest local, v8+): the log start offset;
+//   - −1 latest: the high watermark;
+//   - −3 max timestamp (v7+): the earliest record holding the largest
+//     timestamp, with that timestamp;
+//   - ≥ 0: the first record at or above the log start offset whose
+//     timestamp is ≥ Timestamp, with its timestamp (on LogAppendTime
+//     batches, the batch's append time); −1/−1 if there is none.
+//
+// LeaderEpoch (v4+) is [Config.LeaderEpoch] when an offset is found, else
+// −1. read_committed answers as read_uncommitted (no transactions).
+// Errors, per partition: INVALID_REQUEST (the partition is named more than
+// once, at every occurrence), UNKNOWN_TOPIC_OR_PARTITION,
+// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v4+, as in Fetch),
+// UNSUPPORTED_VERSION (another negative Timestamp, or one the version does
+// not have), KAFKA_STORAGE_ERROR or CORRUPT_MESSAGE (the batch holding the
+// answer cannot be read).
+func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	resp := kmsg.NewPtrListOffsetsResponse()
+	resp.Version = req.Version
+	supported := req.Version >= ListOffsetsMinVersion && req.Version <= ListOffsetsMaxVersion
+	dups := duplicates(req)
+	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		out := &resp.Topics[i]
+		out.Default()
+		out.Topic = rt.Topic
+		t, ok := h.coord.Topic(rt.Topic)
+		out.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			o := &out.Partitions[j]
+			o.Default()
+			o.Partition = rp.Partition
+			var errc *kerr.Error
+			switch {
+			case !supported:
+				errc = kerr.UnsupportedVersion
+			case dups[topicPartitionName{rt.Topic, rp.Partition}]:
+				errc = kerr.InvalidRequest
+			case !ok || !partitionExists(&t, rp.Partition):
+				errc = kerr.UnknownTopicOrPartition
+			case req.Version >= 4:
+				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			}
+			if errc == nil {
+				errc = h.listOffset(ctx, &t, req.Version, rp, o)
+			}
+			if errc != nil {
+				o.ErrorCode = errc.Code
+				o.Offset, o.Timestamp, o.LeaderEpoch = -1, -1, -1
+			}
+		}
+	}
+	return resp
+}
+
+// topicPartitionName names a partition as ListOffsets does, by topic name.
+type topicPartitionName struct {
+	topic     string
+	partition int32
+}
+
+// duplicates returns the partitions req names more than once, which Kafka
+// answers with INVALID_REQUEST at every occurrence; nil if there are none.
+func duplicates(req *kmsg.ListOffsetsRequest) map[topicPartitionName]bool {
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	seen := make(map[topicPartitionName]bool, n)
+	var dups map[topicPartitionName]bool
+	for i := range req.Topics {
+		for _, p := range req.Topics[i].Partitions {
+			k := topicPartitionName{req.Topics[i].Topic, p.Partition}
+			if seen[k] {
+				if dups == nil {
+					dups = map[topicPartitionName]bool{}
+				}
+				dups[k] = true
+			}
+			seen[k] = true
+		}
+	}
+	return dups
+}
+
+// listOffset answers one partition into o, or returns its error.
+func (h *Handler) listOffset(ctx context.Context, t *coordinator.Topic, version int16,
+	rp *kmsg.ListOffsetsRequestTopicPartition, o *kmsg.ListOffsetsResponseTopicPartition,
+) *kerr.Error {
+	ts := rp.Timestamp
+	switch {
+	case ts >= 0, ts == coordinator.ListOffsetsLatest, ts == coordinator.ListOffsetsEarliest:
+	case ts == coordinator.ListOffsetsMaxTimestamp && version >= 7:
+	case ts == listOffsetsEarliestLocal && version >= 8:
+		ts = coordinator.ListOffsetsEarliest
+	default:
+		return kerr.UnsupportedVersion
+	}
+	tp := coordinator.TopicPartition{TopicID: t.ID, Partition: rp.Partition}
+	res := h.coord.ListOffsets(ctx, tp, ts)
+	if res.Err != nil {
+		return res.Err
+	}
+	at := hit{res.Offset, res.Timestamp}
+	if res.Candidate != nil {
+		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, hwm: res.HighWatermark}
+		var errc *kerr.Error
+		if ts == coordinator.ListOffsetsMaxTimestamp {
+			at, errc = l.maxTimestamp(ctx, *res.Candidate)
+		} else {
+			at, errc = l.atOrAfter(ctx, *res.Candidate, ts)
+		}
+		if errc != nil {
+			return errc
+		}
+	}
+	o.Offset, o.Timestamp = at.offset, at.timestamp
+	if at.offset >= 0 {
+		o.LeaderEpoch = h.cfg.LeaderEpoch
+	}
+	return nil
+}

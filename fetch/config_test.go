@@ -1,0 +1,38 @@
+package fetch
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		field string // named in the error; "" for valid
+	}{
+		{name: "zero value", cfg: Config{}},
+		{name: "all set", cfg: Config{LeaderEpoch: 4, MaxWait: time.Second, MaxBytes: 1 << 20, ReadConcurrency: 2}},
+		{name: "negative leader epoch", cfg: Config{LeaderEpoch: -1}, field: "LeaderEpoch"},
+		{name: "negative max wait", cfg: Config{MaxWait: -time.Second}, field: "MaxWait"},
+		{name: "negative max bytes", cfg: Config{MaxBytes: -1}, field: "MaxBytes"},
+		{name: "negative read concurrency", cfg: Config{ReadConcurrency: -1}, field: "ReadConcurrency"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if (err != nil) != (tc.field != "") || (err != nil && !strings.Contains(err.Error(), tc.field)) {
+				t.Errorf("Validate() = %v, want an error naming %q", err, tc.field)
+			}
+			if _, nerr := New(tc.cfg, newFakeCoord(), newFakeStore()); (nerr != nil) != (err != nil) {
+				t.Errorf("New error %v, Validate error %v", nerr, err)
+			}
+		})
+	}
+	if _, err := New(Config{}, nil, newFakeStore()); err == nil {
+		t.Error("New accepted a nil Coordinator")
+	}
+	if _, err := New(Config{}, newFakeCoord(), nil); err == nil {
+		t.Error("New accepted a nil ObjectReader")
+	}
+}

@@ -1,0 +1,53 @@
+// Package fetch serves Kafka Fetch (API key 1, v4–16) and ListOffsets (API
+// key 2, v1–8) for diskless topics (SPEC §4, §5; DESIGN §Fetch step by step).
+//
+// A Fetch runs in four steps, all inside the call, with no goroutine that
+// outlives it:
+//
+//  1. Resolve: topics by name (v≤12) or id (v13+), partition bounds and the
+//     client's CurrentLeaderEpoch are checked once; a partition that fails
+//     gets its error and takes no further part.
+//  2. Look: one [Coordinator.FindBatches] call for all remaining
+//     partitions, each asked from its fetch offset for up to
+//     min(partition_max_bytes, max_bytes) bytes of batches. The byte
+//     budgets are then applied in request order (see [Handler.Fetch]).
+//  3. Wait: if fewer than min_bytes were found, no partition has an error
+//     and the request allows waiting, wait for [Coordinator.Watch] (then look
+//     again), max_wait_ms (capped by [Config.MaxWait]; then look a last
+//     time) or the context, whichever is first. The Watch channel is taken
+//     before each look, so a commit that lands during a look is not missed.
+//  4. Read and rewrite: each partition's batches are read with one
+//     allocation, sized exactly, straight into the partition's response
+//     buffer. Batches that are adjacent in the same object are coalesced
+//     into one [ObjectReader.ReadAt]; reads of a request run concurrently,
+//     up to [Config.ReadConcurrency]. Each batch is then checked against its
+//     coordinate (well-formed, magic 2, the expected size and offset span)
+//     and its header rewritten in place (SPEC §1): baseOffset and
+//     partitionLeaderEpoch, outside the CRC; on LogAppendTime batches the
+//     timestamp-type bit and maxTimestamp, inside it, after which the CRC
+//     is recomputed (the stored CRC is verified first, so a corrupt batch is
+//     never given a valid checksum). Records are never decoded.
+//
+// A partition whose bytes cannot be served is cut at its first bad batch:
+// the good batches before it are returned, and if there are none the
+// partition carries the error — KAFKA_STORAGE_ERROR for a failed read,
+// CORRUPT_MESSAGE for bytes that do not match the coordinate, and
+// UNSUPPORTED_COMPRESSION_TYPE for a zstd batch before Fetch v10. The client
+// then advances through the good data and meets the error when the bad batch
+// is first in line. Other partitions are not affected, and the connection
+// is never dropped.
+//
+// Fetch sessions (KIP-227) are not kept: every response has SessionID 0,
+// which tells clients to send full fetches from then on. A full fetch
+// (SessionEpoch 0 or −1, whatever the SessionID) is served; an incremental
+// one (any other epoch) refers to a session that cannot exist here and gets
+// the top-level error FETCH_SESSION_ID_NOT_FOUND, as a Kafka broker answers
+// for an evicted session. There are no transactions, so read_committed reads
+// what read_uncommitted reads and last_stable_offset = high watermark.
+//
+// ListOffsets answers earliest and latest from the coordinator's index, and
+// timestamp lookups from the candidate batch the coordinator names, whose
+// records are decoded with franz-go (kgo.ProcessFetchPartition, which also
+// decompresses). On LogAppendTime batches every record has the batch's
+// append time, so no read is needed.
+package fetch

@@ -1,0 +1,419 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// fakeCoord is an in-process coordinator over an in-memory batch index,
+// with the FindBatches and ListOffsets semantics of SPEC §9.
+type fakeCoord struct {
+	// onFind, if set, runs at the start of every FindBatches call: the
+	// test's way to change the index between calls of one request.
+	onFind func()
+
+	mu struct {
+		sync.Mutex
+		byName map[string]*fakeTopic
+		byID   map[coordinator.TopicID]*fakeTopic
+		watch  chan struct{} // closed and replaced at each commit
+		// deaf makes Watch return a channel that never closes, as if
+		// commits were not signalled.
+		deaf bool
+	}
+}
+
+type fakeTopic struct {
+	topic coordinator.Topic
+	parts []*fakePart
+}
+
+type fakePart struct {
+	logStart, hwm int64
+	batches       []coordinator.BatchCoordinate // offset order, dense
+}
+
+var _ Coordinator = (*fakeCoord)(nil)
+
+func newFakeCoord() *fakeCoord {
+	c := &fakeCoord{}
+	c.mu.byName = map[string]*fakeTopic{}
+	c.mu.byID = map[coordinator.TopicID]*fakeTopic{}
+	c.mu.watch = make(chan struct{})
+	return c
+}
+
+func (c *fakeCoord) createTopic(name string, partitions int32) coordinator.TopicID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var id coordinator.TopicID
+	copy(id[:], fmt.Sprintf("%-16s", name))
+	t := &fakeTopic{topic: coordinator.Topic{ID: id, Name: name, Partitions: partitions}}
+	for range partitions {
+		t.parts = append(t.parts, &fakePart{})
+	}
+	c.mu.byName[name] = t
+	c.mu.byID[id] = t
+	return id
+}
+
+func (c *fakeCoord) part(tp coordinator.TopicPartition) *fakePart {
+	t, ok := c.mu.byID[tp.TopicID]
+	if !ok || tp.Partition < 0 || tp.Partition >= int32(len(t.parts)) {
+		return nil
+	}
+	return t.parts[tp.Partition]
+}
+
+// add appends already located batches to a partition and wakes watchers.
+func (c *fakeCoord) add(topic string, partition int32, bs ...coordinator.BatchCoordinate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.mu.byName[topic].parts[partition]
+	p.batches = append(p.batches, bs...)
+	p.hwm = bs[len(bs)-1].LastOffset + 1
+	close(c.mu.watch)
+	c.mu.watch = make(chan struct{})
+}
+
+// setLogStart moves a partition's log start offset, dropping batches that
+// end below it.
+func (c *fakeCoord) setLogStart(topic string, partition int32, off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.mu.byName[topic].parts[partition]
+	p.logStart = off
+	p.batches = slices.DeleteFunc(p.batches, func(b coordinator.BatchCoordinate) bool { return b.LastOffset < off })
+}
+
+func (c *fakeCoord) Topic(name string) (coordinator.Topic, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.mu.byName[name]
+	if !ok {
+		return coordinator.Topic{}, false
+	}
+	return t.topic, true
+}
+
+func (c *fakeCoord) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.mu.byID[id]
+	if !ok {
+		return coordinator.Topic{}, false
+	}
+	return t.topic, true
+}
+
+func (c *fakeCoord) Watch() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.deaf {
+		return make(chan struct{})
+	}
+	return c.mu.watch
+}
+
+func (c *fakeCoord) FindBatches(_ context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult {
+	if c.onFind != nil {
+		c.onFind()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]coordinator.FindBatchesResult, len(reqs))
+	for i, r := range reqs {
+		p := c.part(coordinator.TopicPartition{TopicID: r.TopicID, Partition: r.Partition})
+		if p == nil {
+			out[i].Err = kerr.UnknownTopicOrPartition
+			continue
+		}
+		res := &out[i]
+		res.LogStartOffset, res.HighWatermark = p.logStart, p.hwm
+		if r.Offset < p.logStart || r.Offset > p.hwm {
+			res.Err = kerr.OffsetOutOfRange
+			continue
+		}
+		first := sort.Search(len(p.batches), func(j int) bool { return p.batches[j].LastOffset >= r.Offset })
+		end, size := first, int64(0)
+		for end < len(p.batches) {
+			sz := int64(p.batches[end].ByteSize)
+			if end > first && size+sz > int64(r.MaxBytes) {
+				break
+			}
+			size += sz
+			end++
+		}
+		// A subslice of the index, as a real coordinator may hand out
+		// immutable state: the caller must not write to it.
+		res.Batches = p.batches[first:end:end]
+	}
+	return out
+}
+
+func (c *fakeCoord) ListOffsets(_ context.Context, tp coordinator.TopicPartition, ts int64) coordinator.ListOffsetsResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.part(tp)
+	if p == nil {
+		return coordinator.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition}
+	}
+	res := coordinator.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, Offset: -1, Timestamp: -1}
+	switch {
+	case ts == coordinator.ListOffsetsEarliest:
+		res.Offset = p.logStart
+	case ts == coordinator.ListOffsetsLatest:
+		res.Offset = p.hwm
+	case ts == coordinator.ListOffsetsMaxTimestamp:
+		for i := range p.batches {
+			b := &p.batches[i]
+			if res.Candidate == nil || b.MaxTimestamp() > res.Candidate.MaxTimestamp() {
+				res.Candidate = b
+			}
+		}
+	case ts >= 0:
+		for i := range p.batches {
+			if b := &p.batches[i]; b.MaxTimestamp() >= ts {
+				res.Candidate = b
+				break
+			}
+		}
+	default:
+		res.Err = kerr.UnsupportedVersion
+	}
+	if res.Candidate != nil {
+		cand := *res.Candidate
+		res.Candidate = &cand
+	}
+	return res
+}
+
+// fakeStore is an in-memory ObjectReader that counts reads and fails the
+// keys it is told to.
+type fakeStore struct {
+	mu struct {
+		sync.Mutex
+		objects map[string][]byte
+		fail    map[string]error
+		reads   int
+	}
+}
+
+var _ ObjectReader = (*fakeStore)(nil)
+
+// errNoObject stands for objstore.ErrNotExist.
+var errNoObject = errors.New("fake store: object does not exist")
+
+func newFakeStore() *fakeStore {
+	s := &fakeStore{}
+	s.mu.objects = map[string][]byte{}
+	s.mu.fail = map[string]error{}
+	return s
+}
+
+func (s *fakeStore) put(key string, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.objects[key] = b
+}
+
+func (s *fakeStore) failKey(key string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.fail[key] = err
+}
+
+func (s *fakeStore) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.reads
+}
+
+func (s *fakeStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.reads++
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := s.mu.fail[key]; err != nil {
+		return 0, err
+	}
+	obj, ok := s.mu.objects[key]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", key, errNoObject)
+	}
+	if off < 0 || off > int64(len(obj)) {
+		return 0, errors.New("fake store: offset out of range")
+	}
+	n := copy(p, obj[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// env is one handler over a fake coordinator and store.
+type env struct {
+	tb    testing.TB
+	coord *fakeCoord
+	store *fakeStore
+	h     *Handler
+	files int
+}
+
+func newEnv(tb testing.TB, cfg Config) *env {
+	tb.Helper()
+	e := &env{tb: tb, coord: newFakeCoord(), store: newFakeStore()}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger
+	}
+	h, err := New(cfg, e.coord, e.store)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.h = h
+	return e
+}
+
+// fileBatch is one batch of a file to commit.
+type fileBatch struct {
+	topic     string
+	partition int32
+	bytes     []byte
+}
+
+// commitOpts are how a file's batches are committed.
+type commitOpts struct {
+	logAppendTime int64 // ≠ 0: the topic is LogAppendTime, with this time
+}
+
+// commitFile writes one WAL object holding bs back to back (SPEC §7) and
+// commits it: offsets assigned per partition from the high watermark.
+func (e *env) commitFile(o commitOpts, bs ...fileBatch) []coordinator.BatchCoordinate {
+	e.tb.Helper()
+	e.files++
+	key := fmt.Sprintf("wal/%04d", e.files)
+	var obj []byte
+	var coords []coordinator.BatchCoordinate
+	for _, fb := range bs {
+		h, n, err := batch.Parse(fb.bytes)
+		if err != nil || n != len(fb.bytes) {
+			e.tb.Fatalf("commitFile: not one batch: %v", err)
+		}
+		c := coordinator.BatchCoordinate{
+			ObjectKey:         key,
+			ByteOffset:        int64(len(obj)),
+			ByteSize:          int32(n),
+			BatchMaxTimestamp: h.MaxTimestamp(),
+			TimestampType:     batch.TimestampCreateTime,
+		}
+		if o.logAppendTime != 0 {
+			c.TimestampType = batch.TimestampLogAppendTime
+			c.LogAppendTime = o.logAppendTime
+		}
+		obj = append(obj, fb.bytes...)
+		coords = append(coords, c)
+	}
+	e.store.put(key, obj)
+	for i, fb := range bs {
+		c := &coords[i]
+		c.FileSize = int64(len(obj))
+		e.coord.mu.Lock()
+		p := e.coord.mu.byName[fb.topic].parts[fb.partition]
+		e.coord.mu.Unlock()
+		c.BaseOffset = p.hwm
+		c.LastOffset = p.hwm + int64(batch.Header(fb.bytes).LastOffsetDelta())
+		e.coord.add(fb.topic, fb.partition, *c)
+	}
+	return coords
+}
+
+// commit commits one file with batches for one partition.
+func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]byte) []coordinator.BatchCoordinate {
+	e.tb.Helper()
+	fbs := make([]fileBatch, len(batches))
+	for i, b := range batches {
+		fbs[i] = fileBatch{topic, partition, b}
+	}
+	return e.commitFile(o, fbs...)
+}
+
+// makeBatch builds a real record batch as a producer sends it: base offset
+// 0, one record per timestamp in tss (ms), values of valueSize bytes,
+// compressed with codec (batch.Codec*), CRC-32C set.
+func makeBatch(tb testing.TB, codec int8, valueSize int, tss ...int64) []byte {
+	tb.Helper()
+	var raw []byte
+	maxTS := int64(-1)
+	for i, ts := range tss {
+		r := kmsg.Record{
+			TimestampDelta64: ts - tss[0],
+			OffsetDelta:      int32(i),
+			Key:              fmt.Appendf(nil, "k%d", i),
+			Value:            bytes.Repeat([]byte{byte('a' + i%26)}, valueSize),
+		}
+		body := r.AppendTo(nil)
+		r.Length = int32(len(body) - 1) // Length 0 took one varint byte
+		raw = r.AppendTo(raw)
+		maxTS = max(maxTS, ts)
+	}
+	if codec != batch.CodecNone {
+		comp, err := kgo.DefaultCompressor(map[int8]kgo.CompressionCodec{
+			batch.CodecGzip:   kgo.GzipCompression(),
+			batch.CodecSnappy: kgo.SnappyCompression(),
+			batch.CodecLZ4:    kgo.Lz4Compression(),
+			batch.CodecZstd:   kgo.ZstdCompression(),
+		}[codec])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var buf bytes.Buffer
+		out, got := comp.Compress(&buf, raw)
+		if int8(got) != codec {
+			tb.Fatalf("compressed with codec %d, want %d", got, codec)
+		}
+		raw = slices.Clone(out)
+	}
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           int16(codec),
+		LastOffsetDelta:      int32(len(tss) - 1),
+		FirstTimestamp:       tss[0],
+		MaxTimestamp:         maxTS,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(tss)),
+		Records:              raw,
+	}
+	b := rb.AppendTo(nil)
+	rb.Length = int32(len(b) - 12)
+	b = rb.AppendTo(b[:0])
+	batch.Header(b).UpdateCRC()
+	return b
+}
+
+// tsRange returns n timestamps from ts on, step ms apart.
+func tsRange(ts int64, n int, step int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = ts + int64(i)*step
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package fetch
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+// Versions served; the server advertises these in ApiVersions (SPEC §6).
+// Fetch v4 is the first with record batches v2; ListOffsets v0 (old-style
+// offset arrays) is not served.
+const (
+	FetchMinVersion       int16 = 4
+	FetchMaxVersion       int16 = 16
+	ListOffsetsMinVersion int16 = 1
+	ListOffsetsMaxVersion int16 = 8
+)
+
+// Coordinator is what fetch needs from the coordinator shards: topic
+// lookups, the batch index and the commit signal (SPEC §9).
+type Coordinator interface {
+	// Topic returns the topic named name, if it exists.
+	Topic(name string) (coordinator.Topic, bool)
+	// TopicByID returns the topic with id, if it exists.
+	TopicByID(id coordinator.TopicID) (coordinator.Topic, bool)
+	// FindBatches answers each request, in order: one result per request.
+	FindBatches(ctx context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult
+	// ListOffsets resolves a ListOffsets timestamp (≥ 0, or one of the
+	// coordinator.ListOffsets* values) on one partition, from up-to-date
+	// state.
+	ListOffsets(ctx context.Context, tp coordinator.TopicPartition, timestamp int64) coordinator.ListOffsetsResult
+	// Watch returns a channel that is closed at the next commit that makes
+	// data visible. Take it before looking at the index, then wait on it.
+	Watch() <-chan struct{}
+}
+
+// ObjectReader reads byte ranges of objects; the block cache implements it.
+// Semantics are io.ReaderAt's: n < len(p) only with an error, and n =
+// len(p) may come with io.EOF.
+type ObjectReader interface {
+	ReadAt(ctx context.Context, key string, p []byte, off int64) (n int, err error)
+}
+
+// Handler serves Fetch and ListOffsets. It holds no per-request state and
+// is safe for concurrent use.
+type Handler struct {
+	cfg   Config
+	coord Coordinator
+	r     ObjectReader
+	log   *slog.Logger
+	// decomp decompresses batches for ListOffsets' timestamp lookups; it
+	// is safe for concurrent use (pooled per codec).
+	decomp kgo.Decompressor
+}
+
+// New returns a Handler over c and r. Errors: an invalid cfg (naming the
+// field), or a nil dependency.
+func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c == nil || r == nil {
+		return nil, errNilDependency
+	}
+	cfg = cfg.withDefaults()
+	return &Handler{
+		cfg:    cfg,
+		coord:  c,
+		r:      r,
+		log:    cfg.Logger,
+		decomp: kgo.DefaultDecompressor(),
+	}, nil
+}
+
+// checkLeaderEpoch checks a request's CurrentLeaderEpoch (KIP-320) against
+// the fixed epoch every partition has: −1 means "not given", a larger
+// epoch is one this sidecar does not know yet, a smaller one is fenced.
+func (h *Handler) checkLeaderEpoch(current int32) *kerr.Error {
+	switch {
+	case current == -1 || current == h.cfg.LeaderEpoch:
+		return nil
+	case current > h.cfg.LeaderEpoch:
+		return kerr.UnknownLeaderEpoch
+	default:
+		return kerr.FencedLeaderEpoch
+	}
+}
+
+// partitionExists reports whether p is a partition of t.
+func partitionExists(t *coordinator.Topic, p int32) bool {
+	return p >= 0 && p < t.Partitions
+}
