@@ -128,7 +128,7 @@ type partitionRef struct {
 
 // Produce validates req, appends its valid batches to the active file and
 // returns a function that blocks until every partition has its answer
-// (SPEC §2). It must be called in request order per connection; it blocks
+// (SPEC §2), or returns nil early once ctx (the connection's) is done. It must be called in request order per connection; it blocks
 // only while waiting for memory (up to the request's timeout). For acks=0
 // the returned function returns nil: no response is sent, but the batches
 // are stored all the same.
@@ -222,7 +222,13 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		return answered(req, resp)
 	}
 	return func() *kmsg.ProduceResponse {
-		<-f.done
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			// The connection is gone (or the server stopped hard): there
+			// is no one to answer. The file still completes on its own.
+			return nil
+		}
 		for _, r := range refs {
 			res := &f.results[first+r.entry]
 			if res.Err != nil {

@@ -1,0 +1,15 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleListOffsets delegates to the Fetcher (SPEC §5).
+func (s *Server) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
+	if resp := s.fetcher.ListOffsets(ctx, req); resp != nil {
+		return resp
+	}
+	return nil
+}

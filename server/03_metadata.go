@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+// ACL operation codes (Kafka's AclOperation) used in authorized-operation
+// bitfields.
+const (
+	aclRead            = 3
+	aclWrite           = 4
+	aclCreate          = 5
+	aclDelete          = 6
+	aclAlter           = 7
+	aclDescribe        = 8
+	aclClusterAction   = 9
+	aclDescribeConfigs = 10
+	aclAlterConfigs    = 11
+	aclIdempotentWrite = 12
+)
+
+// Without an authorizer Kafka reports every operation a resource type
+// supports as authorized (KIP-430); so does the sidecar, which has none.
+const (
+	topicAuthorizedOps = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete |
+		1<<aclAlter | 1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
+	clusterAuthorizedOps = 1<<aclCreate | 1<<aclAlter | 1<<aclDescribe | 1<<aclClusterAction |
+		1<<aclDescribeConfigs | 1<<aclAlterConfigs | 1<<aclIdempotentWrite
+)
+
+// handleMetadata answers Metadata (SPEC §6). The one broker is this sidecar
+// (advertised host and port, no rack) and also the controller; every
+// partition is led by it with leader epoch 0, and it is the only replica and
+// in-sync replica.
+//
+// Topics: a null list (v1+) or an empty one (v0) means all topics; an empty
+// one (v1+) none. Each requested name is answered once, in request order.
+// An unknown name is auto-created with NumPartitions and default configs
+// when auto.create.topics.enable is set and, from v4, the request allows it;
+// the creation is synchronous, so the new topic is returned with NONE.
+// Otherwise: UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an
+// illegal name. Topics requested by id (v10+) that do not exist get
+// UNKNOWN_TOPIC_ID.
+func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	host, port := s.advertised()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
+	resp.ControllerID = s.cfg.NodeID
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAuthorizedOps
+	}
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range s.catalog.Topics() {
+			resp.Topics = append(resp.Topics, s.metadataTopic(req, t))
+		}
+		return resp
+	}
+
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	seenNames := make(map[string]bool, len(req.Topics))
+	seenIDs := make(map[coordinator.TopicID]bool)
+	for _, rt := range req.Topics {
+		id := coordinator.TopicID(rt.TopicID)
+		switch {
+		case rt.Topic != nil:
+			name := *rt.Topic
+			if seenNames[name] {
+				continue
+			}
+			seenNames[name] = true
+			resp.Topics = append(resp.Topics, s.metadataByName(ctx, req, name, autoCreate))
+		case id != coordinator.TopicID{}:
+			if seenIDs[id] {
+				continue
+			}
+			seenIDs[id] = true
+			if t, ok := s.catalog.TopicByID(id); ok {
+				resp.Topics = append(resp.Topics, s.metadataTopic(req, t))
+				continue
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+			mt.TopicID = rt.TopicID
+			resp.Topics = append(resp.Topics, mt)
+		default:
+			// Neither a name nor an id: Kafka skips such entries.
+		}
+	}
+	return resp
+}
+
+// metadataByName answers one topic requested by name, creating it if
+// allowed.
+func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, name string, autoCreate bool) kmsg.MetadataResponseTopic {
+	if t, ok := s.catalog.Topic(name); ok {
+		return s.metadataTopic(req, t)
+	}
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(name)
+	if msg := checkTopicName(name); msg != "" {
+		mt.ErrorCode = kerr.InvalidTopicException.Code
+		return mt
+	}
+	if !autoCreate {
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return mt
+	}
+	t, err := s.catalog.CreateTopic(ctx, name, s.cfg.NumPartitions, nil)
+	if hasCode(err, kerr.TopicAlreadyExists) {
+		// Lost a race with another creation of the same topic: that is
+		// success for an auto-create.
+		var ok bool
+		if t, ok = s.catalog.Topic(name); ok {
+			err = nil
+		}
+	}
+	if err != nil {
+		code, _ := s.createErrorCode(name, err)
+		if code == kerr.UnknownServerError.Code || code == kerr.RequestTimedOut.Code || code == kerr.TopicAlreadyExists.Code {
+			// Transient as far as the client is concerned: it retries
+			// Metadata on LEADER_NOT_AVAILABLE, as after Kafka's
+			// asynchronous auto-creation.
+			code = kerr.LeaderNotAvailable.Code
+		}
+		mt.ErrorCode = code
+		return mt
+	}
+	s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions, "topic_id", t.ID.String())
+	return s.metadataTopic(req, t)
+}
+
+// metadataTopic describes an existing topic.
+func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t coordinator.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.TopicID = t.ID
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = topicAuthorizedOps
+	}
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, max(t.Partitions, 0))
+	node := []int32{s.cfg.NodeID}
+	for i := range mt.Partitions {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(i)
+		p.Leader = s.cfg.NodeID
+		p.LeaderEpoch = 0
+		p.Replicas = node
+		p.ISR = node
+		p.OfflineReplicas = []int32{}
+		mt.Partitions[i] = p
+	}
+	return mt
+}

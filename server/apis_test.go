@@ -1,0 +1,156 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestApiVersionsAgreesWithDispatcher checks that the advertised table and
+// the dispatcher agree: every advertised key has a route and every route is
+// advertised; every advertised version is one kmsg can encode and is
+// answered over TCP with a response of that key and version; the version
+// just outside the range closes the connection.
+func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
+	ts := startServer(t, nil)
+	for key := int16(0); key < 200; key++ {
+		_, routed := routeFor(key)
+		_, _, advertised := versionRange(key)
+		if routed != advertised {
+			t.Errorf("key %d (%s): routed %v, advertised %v", key, kmsg.NameForKey(key), routed, advertised)
+		}
+	}
+	for i, a := range supportedAPIs {
+		if i > 0 && supportedAPIs[i-1].ApiKey >= a.ApiKey {
+			t.Errorf("supportedAPIs not sorted by key at %d", a.ApiKey)
+		}
+		if a.MinVersion > a.MaxVersion || a.MaxVersion > kmsg.RequestForKey(a.ApiKey).MaxVersion() {
+			t.Errorf("%s: range %d–%d outside kmsg's 0–%d", kmsg.NameForKey(a.ApiKey),
+				a.MinVersion, a.MaxVersion, kmsg.RequestForKey(a.ApiKey).MaxVersion())
+		}
+	}
+
+	c := dialRaw(t, ts.Addr())
+	for _, a := range supportedAPIs {
+		for v := a.MinVersion; v <= a.MaxVersion; v++ {
+			req := kmsg.RequestForKey(a.ApiKey)
+			req.SetVersion(v)
+			if p, ok := req.(*kmsg.ProduceRequest); ok {
+				p.Acks = -1
+			}
+			resp := c.roundTrip(req)
+			if resp.Key() != a.ApiKey || resp.GetVersion() != v {
+				t.Errorf("%s v%d answered with %s v%d", kmsg.NameForKey(a.ApiKey), v, kmsg.NameForKey(resp.Key()), resp.GetVersion())
+			}
+		}
+	}
+
+	for _, a := range supportedAPIs {
+		if a.ApiKey == apiVersionsKey {
+			continue // tested in TestApiVersionsUnknownVersion
+		}
+		for _, v := range []int16{a.MinVersion - 1, a.MaxVersion + 1} {
+			if v < 0 || v > kmsg.RequestForKey(a.ApiKey).MaxVersion() {
+				continue
+			}
+			c := dialRaw(t, ts.Addr())
+			req := kmsg.RequestForKey(a.ApiKey)
+			req.SetVersion(v)
+			c.send(req)
+			c.expectClosed()
+		}
+	}
+	checkServing(t, ts.Addr())
+}
+
+// TestApiVersionsUnknownVersion checks the KIP-511 answer to an ApiVersions
+// request of a version the server does not know: header v0, a v0 body with
+// UNSUPPORTED_VERSION listing ApiVersions' own range, and the connection
+// stays open.
+func TestApiVersionsUnknownVersion(t *testing.T) {
+	ts := startServer(t, nil)
+	_, hi, _ := versionRange(apiVersionsKey)
+	want := []byte{
+		0, 35, // error code UNSUPPORTED_VERSION
+		0, 0, 0, 1, // one api key
+		0, 18, 0, 0, byte(hi >> 8), byte(hi), // ApiVersions 0–hi
+	}
+	for _, tc := range []struct {
+		name  string
+		frame func(corr int32) []byte
+	}{
+		{"v5 from kmsg", func(corr int32) []byte {
+			req := kmsg.NewPtrApiVersionsRequest()
+			req.Version = 5
+			req.ClientSoftwareName, req.ClientSoftwareVersion = "x", "1"
+			return kmsg.NewRequestFormatter().AppendRequest(nil, req, corr)
+		}},
+		{"v300 with a garbage body", func(corr int32) []byte {
+			body := []byte{0, 18, 1, 44, 0, 0, 0, 0, 0xff, 0xfe, 1, 2, 3}
+			binary.BigEndian.PutUint32(body[4:], uint32(corr))
+			return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+		}},
+		{"negative version", func(corr int32) []byte {
+			body := []byte{0, 18, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff}
+			binary.BigEndian.PutUint32(body[4:], uint32(corr))
+			return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, ts.Addr())
+			c.write(tc.frame(42))
+			frame, err := c.readFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if corr := int32(binary.BigEndian.Uint32(frame)); corr != 42 {
+				t.Fatalf("correlation id %d, want 42", corr)
+			}
+			if !bytes.Equal(frame[4:], want) {
+				t.Fatalf("body % x, want % x", frame[4:], want)
+			}
+			// The client retries at the advertised max on the same connection.
+			resp := c.roundTrip(apiVersionsReq()).(*kmsg.ApiVersionsResponse)
+			if resp.ErrorCode != 0 {
+				t.Fatalf("retry: %v", kerr.ErrorForCode(resp.ErrorCode))
+			}
+		})
+	}
+}
+
+// TestApiVersionsResponseHeaderV0 checks that a flexible ApiVersions request
+// gets a response header without the tagged-field byte (SPEC §6), while
+// other flexible requests get one.
+func TestApiVersionsResponseHeaderV0(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialRaw(t, ts.Addr())
+	corr := c.send(apiVersionsReq())
+	frame, err := c.readFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int32(binary.BigEndian.Uint32(frame)); got != corr {
+		t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 3
+	if err := resp.ReadFrom(frame[4:]); err != nil {
+		t.Fatalf("body right after the correlation id does not decode: %v", err)
+	}
+	if len(resp.ApiKeys) != len(supportedAPIs) {
+		t.Fatalf("%d api keys, want %d", len(resp.ApiKeys), len(supportedAPIs))
+	}
+	for i, k := range resp.ApiKeys {
+		w := supportedAPIs[i]
+		if k.ApiKey != w.ApiKey || k.MinVersion != w.MinVersion || k.MaxVersion != w.MaxVersion {
+			t.Errorf("api key %d: got %+v, want %+v", i, k, w)
+		}
+	}
+
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	c.roundTrip(md) // recv checks the tag byte of header v1
+}

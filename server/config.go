@@ -1,0 +1,107 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	// DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default,
+	// 100 MiB.
+	DefaultMaxRequestBytes int32 = 104857600
+	// DefaultMaxInflightPerConn bounds the requests read but not yet answered
+	// on one connection. 32 is well above what clients pipeline (kgo and the
+	// Java client default to 5 in-flight produce requests per broker, plus a
+	// fetch and some metadata) while bounding a connection's memory to 32
+	// requests.
+	DefaultMaxInflightPerConn = 32
+	// DefaultNumPartitions is Kafka's num.partitions default.
+	DefaultNumPartitions int32 = 1
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Addr is the host:port to listen on (from `listeners`). Port 0 picks a
+	// free port; Addr() then returns it. An empty host listens on all
+	// interfaces.
+	Addr string
+	// AdvertisedHost is the host clients are told to connect to in Metadata
+	// (from `advertised.listeners`). "" means Addr's host; if that is empty
+	// or unspecified (0.0.0.0, ::), the machine's hostname, as Kafka does.
+	AdvertisedHost string
+	// AdvertisedPort is the port advertised in Metadata, 0–65535; 0 means the
+	// bound port.
+	AdvertisedPort int32
+	// NodeID is this sidecar's node.id, ≥ 0: the broker id, controller id
+	// and the leader, replica and ISR of every partition in Metadata.
+	NodeID int32
+	// ClusterID is the cluster id reported in Metadata (v2+); required.
+	ClusterID string
+	// AutoCreateTopics is auto.create.topics.enable: Metadata creates
+	// unknown topics when the request allows it (v4+) or always (v0–3).
+	AutoCreateTopics bool
+	// NumPartitions is num.partitions, the partition count of auto-created
+	// topics and of CreateTopics requests that ask for −1; ≥ 1, default 1.
+	NumPartitions int32
+	// MaxRequestBytes is socket.request.max.bytes, the largest request frame
+	// accepted, in bytes (size prefix excluded); default 104857600. A larger
+	// frame closes its connection.
+	MaxRequestBytes int32
+	// MaxInflightPerConn bounds the requests read but not yet answered on one
+	// connection; default 32. When it is reached the reader waits.
+	MaxInflightPerConn int
+	// Logger receives the server's logs; connection-scoped records carry
+	// "remote" and "client_id" attributes. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.NumPartitions == 0 {
+		c.NumPartitions = DefaultNumPartitions
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxInflightPerConn == 0 {
+		c.MaxInflightPerConn = DefaultMaxInflightPerConn
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming the Kafka config key it
+// comes from. Zero values are valid (they take defaults).
+func (c Config) Validate() error {
+	_, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("server: listeners: invalid address %q: %w", c.Addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("server: listeners: invalid port %q in %q", port, c.Addr)
+	}
+	if c.AdvertisedPort < 0 || c.AdvertisedPort > 65535 {
+		return fmt.Errorf("server: advertised.listeners: port %d out of range 0–65535", c.AdvertisedPort)
+	}
+	if c.NodeID < 0 {
+		return fmt.Errorf("server: node.id must be ≥ 0, got %d", c.NodeID)
+	}
+	if c.ClusterID == "" {
+		return fmt.Errorf("server: cluster id must not be empty")
+	}
+	if c.NumPartitions < 0 {
+		return fmt.Errorf("server: num.partitions must be ≥ 1, got %d", c.NumPartitions)
+	}
+	if c.MaxRequestBytes < 0 {
+		return fmt.Errorf("server: socket.request.max.bytes must be > 0, got %d", c.MaxRequestBytes)
+	}
+	if c.MaxInflightPerConn < 0 {
+		return fmt.Errorf("server: max in-flight requests per connection must be > 0, got %d", c.MaxInflightPerConn)
+	}
+	return nil
+}

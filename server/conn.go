@@ -1,0 +1,384 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// readBufferSize is the connection's read buffer: large enough that small
+// requests take one read syscall.
+const readBufferSize = 64 << 10
+
+// keepWriteBuffer is the largest response buffer kept for reuse between
+// responses; bigger ones (large fetches) are left to the garbage collector.
+const keepWriteBuffer = 1 << 20
+
+// conn is one client connection: a reader goroutine that decodes requests
+// and a writer goroutine that answers them in order.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+
+	// cancel cancels the connection's context; set before the goroutines
+	// start.
+	cancel context.CancelFunc
+
+	// queue carries requests from the reader to the writer in request
+	// order. inflight holds one token per request read and not yet answered
+	// (acquired by the reader before it reads a request, released by the
+	// writer); queue has the same capacity, so sends on it never block.
+	queue    chan *pending
+	inflight chan struct{}
+
+	// stopRead is closed by Shutdown: the reader stops reading requests.
+	stopRead     chan struct{}
+	stopReadOnce sync.Once
+
+	failed    atomic.Bool
+	closeOnce sync.Once
+
+	// log is the connection-scoped logger; the reader replaces it when the
+	// client id changes.
+	log atomic.Pointer[slog.Logger]
+}
+
+// pending is one request read and not yet answered.
+type pending struct {
+	key           int16
+	version       int16
+	correlationID int32
+	// flexibleHeader selects response header v1.
+	flexibleHeader bool
+	// noResponse is set for acks=0 produce: nothing is written.
+	noResponse bool
+
+	// wait, for inline routes, blocks until the response is ready.
+	wait func() kmsg.Response
+	// done, for async routes, is closed once resp (or panicked) is set.
+	done     chan struct{}
+	resp     kmsg.Response
+	panicked bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	n := s.cfg.MaxInflightPerConn
+	c := &conn{
+		s:        s,
+		nc:       nc,
+		remote:   nc.RemoteAddr().String(),
+		queue:    make(chan *pending, n),
+		inflight: make(chan struct{}, n),
+		stopRead: make(chan struct{}),
+	}
+	c.log.Store(s.log.With("remote", c.remote))
+	return c
+}
+
+// stopReading makes the reader stop before its next request (Shutdown): a
+// read in progress is interrupted with a past deadline.
+func (c *conn) stopReading() {
+	c.stopReadOnce.Do(func() {
+		close(c.stopRead)
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func (c *conn) stopping() bool {
+	select {
+	case <-c.stopRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// fail closes the connection and cancels its context; the writer then only
+// waits for the requests still in flight, writing nothing. Idempotent.
+func (c *conn) fail() {
+	c.failed.Store(true)
+	c.closeOnce.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
+		_ = c.nc.Close()
+	})
+}
+
+// readLoop reads, decodes and dispatches requests until the connection fails
+// or Shutdown stops it; it then closes the queue so the writer can finish.
+func (c *conn) readLoop(ctx context.Context) {
+	defer c.s.conns.Done()
+	defer close(c.queue)
+	c.log.Load().Debug("connection opened")
+	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	var ident clientIdent
+	for {
+		select {
+		case c.inflight <- struct{}{}:
+		case <-c.stopRead:
+			return
+		case <-ctx.Done():
+			return
+		}
+		if c.stopping() {
+			<-c.inflight
+			return
+		}
+		frame, err := readFrame(br, c.s.cfg.MaxRequestBytes)
+		if err != nil {
+			<-c.inflight
+			c.readFailed(err)
+			return
+		}
+		p, err := c.decode(ctx, frame, &ident)
+		if err != nil {
+			<-c.inflight
+			c.log.Load().Info("closing connection: bad request", "err", err)
+			c.fail()
+			return
+		}
+		c.queue <- p
+	}
+}
+
+// readFailed logs why reading stopped and closes the connection unless the
+// stop was Shutdown's.
+func (c *conn) readFailed(err error) {
+	switch {
+	case c.stopping():
+		return // Shutdown: the writer drains, then closes.
+	case c.failed.Load() || errors.Is(err, net.ErrClosed):
+		// Closed by us (writer failure, hard stop).
+	case errors.Is(err, io.EOF):
+		c.log.Load().Debug("connection closed by client")
+	case errors.Is(err, errFrame):
+		c.log.Load().Info("closing connection: bad frame", "err", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Load().Debug("closing connection: read deadline", "err", err)
+	default:
+		c.log.Load().Debug("closing connection: read failed", "err", err)
+	}
+	c.fail()
+}
+
+// decode parses one request frame and dispatches it, returning what the
+// writer must wait for. Errors mean the connection must close. A panic while
+// decoding or dispatching is recovered and returned as an error (logged at
+// error with its stack).
+func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p *pending, err error) {
+	h := parseFixedHeader(frame)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Load().Error("panic handling request", "api", kmsg.NameForKey(h.key),
+				"version", h.version, "panic", r, "stack", string(debug.Stack()))
+			p, err = nil, fmt.Errorf("panic handling %s v%d: %v", kmsg.NameForKey(h.key), h.version, r)
+		}
+	}()
+
+	lo, hi, known := versionRange(h.key)
+	if h.key == apiVersionsKey && (h.version < lo || h.version > hi) {
+		// The body's format is unknown: answer without reading it.
+		return c.ready(h, false, apiVersionsUnsupported()), nil
+	}
+	if !known {
+		return nil, fmt.Errorf("%w: unknown api key %d", errFrame, h.key)
+	}
+	if h.version < lo || h.version > hi {
+		return nil, fmt.Errorf("%w: %s v%d not supported (v%d–v%d)", errFrame, kmsg.NameForKey(h.key), h.version, lo, hi)
+	}
+	rt, _ := routeFor(h.key)
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	id, body, err := parseHeaderRest(frame, req.IsFlexible())
+	if err != nil {
+		return nil, err
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d body: %v", errFrame, kmsg.NameForKey(h.key), h.version, err)
+	}
+	if identify(ident, id, req) {
+		c.log.Store(ident.logger(c.s.log, c.remote))
+	}
+
+	// ApiVersions' response header is always v0 (SPEC §6).
+	flexHeader := req.IsFlexible() && h.key != apiVersionsKey
+	p = &pending{key: h.key, version: h.version, correlationID: h.correlationID, flexibleHeader: flexHeader}
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		p.noResponse = true
+	}
+	if rt.inline != nil {
+		p.wait = rt.inline(c.s, ctx, req)
+		return p, nil
+	}
+	p.done = make(chan struct{})
+	go c.runAsync(ctx, rt, req, p)
+	return p, nil
+}
+
+// clientIdent is what the client says about itself; it scopes the
+// connection's log records.
+type clientIdent struct {
+	clientID string
+	// software is ApiVersions v3+'s client software name/version (KIP-511).
+	software string
+}
+
+// identify updates ident from a request's header and body and reports
+// whether it changed.
+func identify(ident *clientIdent, clientID *string, req kmsg.Request) bool {
+	changed := false
+	if clientID != nil && *clientID != ident.clientID {
+		ident.clientID, changed = *clientID, true
+	}
+	if av, ok := req.(*kmsg.ApiVersionsRequest); ok && av.Version >= 3 {
+		if sw := av.ClientSoftwareName + "/" + av.ClientSoftwareVersion; sw != ident.software {
+			ident.software, changed = sw, true
+		}
+	}
+	return changed
+}
+
+func (ident *clientIdent) logger(base *slog.Logger, remote string) *slog.Logger {
+	attrs := []any{"remote", remote}
+	if ident.clientID != "" {
+		attrs = append(attrs, "client_id", ident.clientID)
+	}
+	if ident.software != "" {
+		attrs = append(attrs, "client_software", ident.software)
+	}
+	return base.With(attrs...)
+}
+
+// ready returns a pending whose response is already known.
+func (c *conn) ready(h header, flexibleHeader bool, resp kmsg.Response) *pending {
+	p := &pending{key: h.key, version: resp.GetVersion(), correlationID: h.correlationID,
+		flexibleHeader: flexibleHeader, done: make(chan struct{}), resp: resp}
+	close(p.done)
+	return p
+}
+
+// runAsync runs an async handler, recovering a panic into p.panicked.
+func (c *conn) runAsync(ctx context.Context, rt route, req kmsg.Request, p *pending) {
+	defer close(p.done)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Load().Error("panic handling request", "api", kmsg.NameForKey(p.key),
+				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			p.resp, p.panicked = nil, true
+		}
+	}()
+	p.resp = rt.async(c.s, ctx, req)
+}
+
+// await waits for p's response; ok is false if its handler panicked.
+func (c *conn) await(p *pending) (resp kmsg.Response, ok bool) {
+	if p.wait == nil {
+		<-p.done
+		return p.resp, !p.panicked
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Load().Error("panic awaiting response", "api", kmsg.NameForKey(p.key),
+				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			resp, ok = nil, false
+		}
+	}()
+	return p.wait(), true
+}
+
+// writeLoop answers queued requests in order. After the connection failed it
+// keeps waiting for every queued request (joining their handlers) without
+// writing. When the queue is closed and drained it closes the connection.
+func (c *conn) writeLoop(ctx context.Context) {
+	defer c.s.conns.Done()
+	defer c.s.removeConn(c)
+	defer func() {
+		c.fail()
+		c.log.Load().Debug("connection closed")
+	}()
+	var buf []byte
+	for p := range c.queue {
+		resp, ok := c.await(p)
+		<-c.inflight
+		if c.failed.Load() || ctx.Err() != nil {
+			// The connection failed or the server is stopping hard:
+			// only join the remaining handlers.
+			continue
+		}
+		if !ok {
+			c.fail()
+			continue
+		}
+		if p.noResponse {
+			continue
+		}
+		if resp == nil {
+			c.log.Load().Error("closing connection: handler returned no response",
+				"api", kmsg.NameForKey(p.key), "version", p.version)
+			c.fail()
+			continue
+		}
+		var err error
+		buf, err = c.encode(buf[:0], p, resp)
+		if err != nil {
+			c.log.Load().Error("closing connection: cannot encode response",
+				"api", kmsg.NameForKey(p.key), "version", p.version, "err", err)
+			c.fail()
+			continue
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			if !c.failed.Load() && ctx.Err() == nil {
+				c.log.Load().Debug("closing connection: write failed", "err", err)
+			}
+			c.fail()
+			continue
+		}
+		if cap(buf) > keepWriteBuffer {
+			buf = nil
+		}
+	}
+}
+
+// encode appends p's response frame to dst. The response is forced to the
+// request's version; a response of another API key is a broken handler.
+func (c *conn) encode(dst []byte, p *pending, resp kmsg.Response) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Load().Error("panic encoding response", "api", kmsg.NameForKey(p.key),
+				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			out, err = dst, fmt.Errorf("panic encoding: %v", r)
+		}
+	}()
+	if resp.Key() != p.key {
+		return dst, fmt.Errorf("handler for %s returned a %s response", kmsg.NameForKey(p.key), kmsg.NameForKey(resp.Key()))
+	}
+	resp.SetVersion(p.version)
+	return appendResponse(dst, p.correlationID, p.flexibleHeader, resp)
+}
+
+// apiVersionsUnsupported is the answer to an ApiVersions request of a version
+// this server does not know: a v0 body with UNSUPPORTED_VERSION listing
+// ApiVersions' own range, so the client retries with a version both know
+// (KIP-511; SPEC §6).
+func apiVersionsUnsupported() *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	lo, hi, _ := versionRange(apiVersionsKey)
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: apiVersionsKey, MinVersion: lo, MaxVersion: hi}}
+	return resp
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+)
+
+// Producer handles Produce requests (the produce package).
+type Producer interface {
+	// Produce takes one decoded Produce request. It is called on the
+	// connection's reader goroutine, in request order, so that appends keep
+	// the connection's order; it must return quickly (validate and buffer,
+	// not wait for the commit).
+	//
+	// The returned func blocks until the response is ready and returns it,
+	// with the request's version, topics and partitions; it returns nil for
+	// acks=0 (nothing is sent). The server calls it exactly once, from the
+	// connection's writer goroutine. Once ctx is done (the connection failed,
+	// or the server is stopping hard) it must return promptly; its result is
+	// then discarded. A nil func is treated as a func returning nil.
+	Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
+}
+
+// Fetcher handles Fetch and ListOffsets requests (the fetch package). Both are
+// called on a goroutine of their own, concurrently with other requests of the
+// same connection; the server puts the responses back in request order.
+type Fetcher interface {
+	// Fetch answers one Fetch request (SPEC §4); it may long-poll up to the
+	// request's max wait. It returns promptly once ctx is done. A nil
+	// response closes the connection.
+	Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse
+	// ListOffsets answers one ListOffsets request (SPEC §5). A nil response
+	// closes the connection.
+	ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+}
+
+// Catalog is the topic catalog and producer-id allocator (the coordinators).
+type Catalog interface {
+	// Topic returns the topic named name, if it exists.
+	Topic(name string) (coordinator.Topic, bool)
+	// TopicByID returns the topic with id id, if it exists.
+	TopicByID(id coordinator.TopicID) (coordinator.Topic, bool)
+	// Topics returns every topic, sorted by name.
+	Topics() []coordinator.Topic
+	// CreateTopic creates a topic with partitions partitions (≥ 1) and the
+	// given configs (name → value, as the client sent them) and returns it
+	// once the creation is durable. Errors: *topicconfig.Error (answered
+	// INVALID_CONFIG with its message); a *kerr.Error, possibly wrapped
+	// (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, …),
+	// answered with that code; anything else is answered
+	// UNKNOWN_SERVER_ERROR (or REQUEST_TIMED_OUT for a context error).
+	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (coordinator.Topic, error)
+	// AllocateProducerID returns a producer id never handed out before by
+	// any sidecar (SPEC §3). A *kerr.Error is answered with its code, any
+	// other error with COORDINATOR_LOAD_IN_PROGRESS (retriable).
+	AllocateProducerID(ctx context.Context) (int64, error)
+}

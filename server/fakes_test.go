@@ -1,0 +1,216 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+// fakeCatalog is an in-memory Catalog. The hooks, when set, replace or
+// precede the default behaviour.
+type fakeCatalog struct {
+	mu     sync.Mutex
+	topics map[string]coordinator.Topic
+	nextID atomic.Int64
+
+	// maxPartitions refuses larger topics with INVALID_PARTITIONS (0: 1000),
+	// as a real catalog bounds what one request may create.
+	maxPartitions int32
+	// createHook, if set, runs first; a non-nil error is returned as is.
+	createHook func(name string) error
+	// topicsHook, if set, runs at the start of Topics.
+	topicsHook func()
+	// allocHook, if set, replaces AllocateProducerID.
+	allocHook func() (int64, error)
+}
+
+var _ Catalog = (*fakeCatalog)(nil)
+
+func newFakeCatalog() *fakeCatalog {
+	c := &fakeCatalog{topics: make(map[string]coordinator.Topic)}
+	c.nextID.Store(1000)
+	return c
+}
+
+func (c *fakeCatalog) Topic(name string) (coordinator.Topic, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[name]
+	return t, ok
+}
+
+func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.topics {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return coordinator.Topic{}, false
+}
+
+func (c *fakeCatalog) Topics() []coordinator.Topic {
+	if c.topicsHook != nil {
+		c.topicsHook()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]coordinator.Topic, 0, len(c.topics))
+	for _, t := range c.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (c *fakeCatalog) CreateTopic(_ context.Context, name string, partitions int32, configs map[string]string) (coordinator.Topic, error) {
+	if c.createHook != nil {
+		if err := c.createHook(name); err != nil {
+			return coordinator.Topic{}, err
+		}
+	}
+	limit := c.maxPartitions
+	if limit == 0 {
+		limit = 1000
+	}
+	if partitions < 1 || partitions > limit {
+		return coordinator.Topic{}, kerr.InvalidPartitions
+	}
+	cfg, err := topicconfig.Parse(configs)
+	if err != nil {
+		return coordinator.Topic{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.topics[name]; ok {
+		return coordinator.Topic{}, kerr.TopicAlreadyExists
+	}
+	t := coordinator.Topic{Name: name, Partitions: partitions, Config: cfg}
+	_, _ = rand.Read(t.ID[:])
+	c.topics[name] = t
+	return t, nil
+}
+
+func (c *fakeCatalog) AllocateProducerID(context.Context) (int64, error) {
+	if c.allocHook != nil {
+		return c.allocHook()
+	}
+	return c.nextID.Add(1), nil
+}
+
+// fakeProducer answers every partition with NONE and increasing offsets,
+// unless produceHook is set.
+type fakeProducer struct {
+	offset      atomic.Int64
+	produceHook func(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
+}
+
+var _ Producer = (*fakeProducer)(nil)
+
+func (p *fakeProducer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
+	if p.produceHook != nil {
+		return p.produceHook(ctx, req)
+	}
+	resp := p.answer(req)
+	return func() *kmsg.ProduceResponse { return resp }
+}
+
+// answer builds a successful response for req (nil for acks=0).
+func (p *fakeProducer) answer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	if req.Acks == 0 {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = pt.Partition
+			rp.BaseOffset = p.offset.Add(1) - 1
+			rp.LogStartOffset = 0
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// fakeFetcher answers with empty responses unless a hook is set.
+type fakeFetcher struct {
+	fetchHook       func(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse
+	listOffsetsHook func(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+}
+
+var _ Fetcher = (*fakeFetcher)(nil)
+
+func (f *fakeFetcher) Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	if f.fetchHook != nil {
+		return f.fetchHook(ctx, req)
+	}
+	return req.ResponseKind().(*kmsg.FetchResponse)
+}
+
+func (f *fakeFetcher) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	if f.listOffsetsHook != nil {
+		return f.listOffsetsHook(ctx, req)
+	}
+	return req.ResponseKind().(*kmsg.ListOffsetsResponse)
+}
+
+// logSink collects a test server's logs and counts error records (a
+// recovered panic or a broken handler contract).
+type logSink struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	errors atomic.Int64
+}
+
+func (l *logSink) logger() *slog.Logger {
+	return slog.New(&countingHandler{Handler: slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelDebug}), sink: l})
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+type lockedWriter struct{ l *logSink }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	return w.l.buf.Write(p)
+}
+
+type countingHandler struct {
+	slog.Handler
+	sink *logSink
+}
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.sink.errors.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithAttrs(as), sink: h.sink}
+}
+
+func (h *countingHandler) WithGroup(name string) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithGroup(name), sink: h.sink}
+}

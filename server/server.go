@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Server is the Kafka TCP listener. Create it with New, bind with Listen,
+// run Serve, and stop with Shutdown or by canceling Serve's context.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	producer Producer
+	fetcher  Fetcher
+	catalog  Catalog
+
+	// conns counts the connection goroutines (reader and writer of each
+	// connection). Add happens only under mu while !mu.closing, so Wait
+	// after closing is set never races with an Add.
+	conns sync.WaitGroup
+
+	// mu guards the listener, the set of live connections and the
+	// lifecycle flags.
+	mu struct {
+		sync.Mutex
+		ln net.Listener
+		// advHost and advPort are what Metadata advertises; set by Listen.
+		advHost string
+		advPort int32
+		serving bool
+		// closing is set by Shutdown or a hard stop: no connection is
+		// accepted any more.
+		closing bool
+		// conns are the live connections, removed by their writer.
+		conns map[*conn]struct{}
+	}
+}
+
+// New returns a Server for cfg (defaults applied, then validated) that hands
+// Produce to p, Fetch and ListOffsets to f, and answers Metadata,
+// CreateTopics and InitProducerId from cat. It does not bind; see Listen.
+func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if p == nil || f == nil || cat == nil {
+		return nil, errors.New("server: New needs a Producer, a Fetcher and a Catalog")
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat}
+	s.mu.conns = make(map[*conn]struct{})
+	return s, nil
+}
+
+// Listen binds Config.Addr. After it returns, Addr is the bound address and
+// Metadata advertises AdvertisedHost:AdvertisedPort with the defaults
+// resolved. Calling it twice is an error.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln != nil {
+		return errors.New("server: already listening")
+	}
+	if s.mu.closing {
+		return errors.New("server: shut down")
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
+	}
+	host, _, _ := net.SplitHostPort(s.cfg.Addr)
+	advHost := s.cfg.AdvertisedHost
+	if advHost == "" {
+		advHost = host
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			if hn, err := os.Hostname(); err == nil && hn != "" {
+				advHost = hn
+			}
+		}
+	}
+	advPort := s.cfg.AdvertisedPort
+	if advPort == 0 {
+		_, p, _ := net.SplitHostPort(ln.Addr().String())
+		n, _ := strconv.Atoi(p)
+		advPort = int32(n)
+	}
+	s.mu.ln, s.mu.advHost, s.mu.advPort = ln, advHost, advPort
+	return nil
+}
+
+// Addr returns the bound address, or nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln == nil {
+		return nil
+	}
+	return s.mu.ln.Addr()
+}
+
+// advertised returns the host and port Metadata advertises.
+func (s *Server) advertised() (string, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.advHost, s.mu.advPort
+}
+
+// Serve accepts connections until ctx is done or Shutdown is called, then
+// returns once every connection goroutine is gone. It calls Listen first if
+// that has not been done. Canceling ctx is a hard stop: connections are
+// closed and handlers' contexts canceled at once; Shutdown is the graceful
+// way. It returns nil when stopped either way, an error if it could not
+// listen or was called twice.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	needListen := s.mu.ln == nil && !s.mu.closing
+	s.mu.Unlock()
+	if needListen {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	if s.mu.serving {
+		s.mu.Unlock()
+		return errors.New("server: Serve called twice")
+	}
+	s.mu.serving = true
+	ln, closing := s.mu.ln, s.mu.closing
+	s.mu.Unlock()
+	if closing {
+		return nil
+	}
+	stopWatch := context.AfterFunc(ctx, s.hardStop)
+	defer stopWatch()
+
+	s.log.Debug("kafka listener serving", "addr", ln.Addr().String())
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			// Accept errors other than a closed listener are transient
+			// (EMFILE, ECONNABORTED, …): back off as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(ctx, nc)
+	}
+	s.conns.Wait()
+	return nil
+}
+
+// startConn registers nc and starts its reader and writer, unless the server
+// is closing, in which case nc is closed at once.
+func (s *Server) startConn(ctx context.Context, nc net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closing {
+		_ = nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.mu.conns[c] = struct{}{}
+	s.conns.Add(2)
+	cctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	go c.readLoop(cctx)
+	go c.writeLoop(cctx)
+}
+
+// removeConn forgets c; called by its writer when it is done.
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closing
+}
+
+// hardStop closes the listener and every connection and cancels their
+// contexts; it is idempotent.
+func (s *Server) hardStop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.closing = true
+	if s.mu.ln != nil {
+		_ = s.mu.ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.fail()
+	}
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections and
+// reading requests, lets every request already read be answered (a produce
+// waits for its file to commit, so the caller must keep the produce pipeline
+// draining concurrently; a fetch finishes its long-poll), then closes the
+// connections. It returns nil once every connection goroutine is gone. If
+// ctx is done first, it stops hard (closes connections, cancels handlers'
+// contexts), still waits for the goroutines, and returns ctx.Err().
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.closing = true
+	if s.mu.ln != nil {
+		_ = s.mu.ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+
+	idle := make(chan struct{})
+	go func() {
+		s.conns.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		s.log.Warn("graceful shutdown timed out; closing connections", "err", ctx.Err())
+		s.hardStop()
+		<-idle
+		return ctx.Err()
+	}
+}

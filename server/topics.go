@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+// maxTopicNameLen is Kafka's limit on topic names.
+const maxTopicNameLen = 249
+
+// checkTopicName returns why name is not a legal Kafka topic name, or "" if
+// it is: 1–249 characters from [a-zA-Z0-9._-], and neither "." nor "..".
+// Such names are answered INVALID_TOPIC_EXCEPTION.
+func checkTopicName(name string) string {
+	switch {
+	case name == "":
+		return "topic name must not be empty"
+	case name == "." || name == "..":
+		return fmt.Sprintf("topic name %q is not allowed", name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Sprintf("topic name is %d characters long; at most %d are allowed", len(name), maxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return fmt.Sprintf("topic name %q holds %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, b)
+		}
+	}
+	return ""
+}
+
+// createErrorCode maps an error of Catalog.CreateTopic to the code and
+// message a broker would answer (SPEC §12). Unexpected errors are logged and
+// answered UNKNOWN_SERVER_ERROR with kerr's generic message, so internal
+// details (object-store paths, …) stay in the sidecar's log.
+func (s *Server) createErrorCode(name string, err error) (int16, string) {
+	var cfgErr *topicconfig.Error
+	var kErr *kerr.Error
+	switch {
+	case errors.As(err, &cfgErr):
+		return kerr.InvalidConfig.Code, cfgErr.Error()
+	case errors.As(err, &kErr):
+		return kErr.Code, err.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code, "topic creation did not finish in time"
+	default:
+		s.log.Warn("topic creation failed", "topic", name, "err", err)
+		return kerr.UnknownServerError.Code, kerr.UnknownServerError.Description
+	}
+}
+
+// hasCode reports whether err is, or wraps, a *kerr.Error with want's code.
+func hasCode(err error, want *kerr.Error) bool {
+	var kErr *kerr.Error
+	return errors.As(err, &kErr) && kErr.Code == want.Code
+}
+
+// Config sources of DescribeConfigs/CreateTopics (Kafka's ConfigSource).
+const (
+	configSourceDynamicTopic int8 = 1
+	configSourceDefault      int8 = 5
+)
+
+// topicConfigEntries lists a topic's configs as CreateTopics v5+ returns
+// them: every config the sidecar acts on (SPEC §11) with its effective value,
+// plus every other config set on the topic; sorted by name. Explicitly set
+// ones have source DYNAMIC_TOPIC_CONFIG, the others DEFAULT_CONFIG.
+func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopicConfig {
+	defaults := map[string]string{
+		topicconfig.MaxMessageBytes:      strconv.FormatInt(int64(cfg.MaxMessageBytes), 10),
+		topicconfig.TimestampType:        topicconfig.TimestampTypeCreate,
+		topicconfig.TimestampBeforeMaxMs: strconv.FormatInt(cfg.TimestampBeforeMaxMs, 10),
+		topicconfig.TimestampAfterMaxMs:  strconv.FormatInt(cfg.TimestampAfterMaxMs, 10),
+		topicconfig.RetentionMs:          strconv.FormatInt(cfg.RetentionMs, 10),
+		topicconfig.RetentionBytes:       strconv.FormatInt(cfg.RetentionBytes, 10),
+		topicconfig.CleanupPolicy:        "delete",
+		topicconfig.CompressionType:      "producer",
+	}
+	if cfg.LogAppendTime {
+		defaults[topicconfig.TimestampType] = topicconfig.TimestampTypeLogAppend
+	}
+	names := make([]string, 0, len(defaults)+len(cfg.Raw))
+	for n := range defaults {
+		if _, set := cfg.Raw[n]; !set {
+			names = append(names, n)
+		}
+	}
+	for n := range cfg.Raw {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(names))
+	for _, n := range names {
+		e := kmsg.NewCreateTopicsResponseTopicConfig()
+		e.Name = n
+		if v, set := cfg.Raw[n]; set {
+			e.Value, e.Source = kmsg.StringPtr(v), configSourceDynamicTopic
+		} else {
+			e.Value, e.Source = kmsg.StringPtr(defaults[n]), configSourceDefault
+		}
+		out = append(out, e)
+	}
+	return out
+}
