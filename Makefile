@@ -1,0 +1,35 @@
+# Diskless Sidecar. `make run` starts the sidecar on the embedded default
+# (local-directory store under ./data, embedded coordinators, port 9092);
+# `make test` runs every test, the integration tests included.
+GO      ?= go
+ARGS    ?=
+PKGS    := ./...
+
+.PHONY: run build test test-short bench bench-ci lint fuzz clean
+
+run:
+	$(GO) run ./cmd/sidecar $(ARGS)
+
+build:
+	$(GO) build -o bin/sidecar ./cmd/sidecar
+
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# Unit tests only: skips the tests that start sidecar processes.
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
+
+# Every benchmark once, so they keep compiling and running (CI).
+bench-ci:
+	$(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin

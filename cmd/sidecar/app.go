@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/commit"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/produce"
+	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/upload"
+)
+
+// app is one running sidecar: every component, wired, and what it takes to
+// stop them in order.
+type app struct {
+	log     *slog.Logger
+	dir     *dataDir
+	coord   *coordinator.Coordinator
+	cache   *cache.Cache
+	produce *produce.Handler
+	server  *server.Server
+	served  chan error // Serve's result
+}
+
+// start opens data.dir and every component, binds the listener and starts
+// serving. On error everything opened so far is closed again.
+func start(cfg Config, log *slog.Logger) (a *app, err error) {
+	a = &app{log: log, served: make(chan error, 1)}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+
+	if a.dir, err = openDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	closers = append(closers, a.dir.close)
+
+	store, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the object store: %w", err)
+	}
+
+	a.coord, err = coordinator.Open(coordinator.Config{
+		Dir:                    filepath.Join(cfg.DataDir, "coordinator"),
+		NumShards:              cfg.MetadataShards,
+		NodeID:                 cfg.NodeID,
+		ProducerIDExpirationMs: cfg.ProducerIDExpiration.Milliseconds(),
+		Logger:                 log.With(slog.String("component", "coordinator")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the coordinator: %w", err)
+	}
+	closers = append(closers, func() { a.coord.Close() })
+
+	if a.cache, err = cache.New(cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes}, store); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { a.cache.Close() })
+
+	uploader, err := upload.New(upload.Config{
+		Prefix:         cfg.ObjectKeyPrefix,
+		MaxAttempts:    cfg.UploadMaxAttempts,
+		InitialBackoff: cfg.UploadBackoff,
+		MaxBackoff:     cfg.UploadBackoffMax,
+		AttemptTimeout: cfg.UploadAttemptTimeout,
+	}, store, upload.WithLogger(log.With(slog.String("component", "upload"))))
+	if err != nil {
+		return nil, err
+	}
+	committer, err := commit.New(commit.Config{
+		NodeID:      cfg.NodeID,
+		MaxAttempts: cfg.CommitMaxAttempts,
+		Logger:      log.With(slog.String("component", "commit")),
+	}, a.coord)
+	if err != nil {
+		return nil, err
+	}
+	a.produce, err = produce.New(produce.Config{
+		BufferMaxBytes:    cfg.AppendBufferMaxBytes,
+		CommitInterval:    cfg.AppendCommitInterval,
+		MaxPendingBytes:   cfg.AppendMaxPendingBytes,
+		UploadConcurrency: cfg.UploadInflightFiles,
+		Logger:            log.With(slog.String("component", "produce")),
+	}, a.coord, uploader, committer, a.cache)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { a.produce.Close(context.Background()) })
+
+	fetcher, err := fetch.New(fetch.Config{
+		MaxWait:  cfg.FetchMaxWait,
+		MaxBytes: cfg.FetchMaxBytes,
+		Logger:   log.With(slog.String("component", "fetch")),
+	}, a.coord, a.cache)
+	if err != nil {
+		return nil, err
+	}
+
+	adv := cfg.Advertised
+	a.server, err = server.New(server.Config{
+		Addr:             net.JoinHostPort(cfg.Listener.Host, fmt.Sprint(cfg.Listener.Port)),
+		AdvertisedHost:   adv.Host,
+		AdvertisedPort:   int32(adv.Port),
+		NodeID:           cfg.NodeID,
+		ClusterID:        a.dir.clusterID,
+		AutoCreateTopics: cfg.AutoCreateTopics,
+		NumPartitions:    cfg.NumPartitions,
+		MaxRequestBytes:  cfg.SocketRequestMaxBytes,
+		Logger:           log.With(slog.String("component", "server")),
+	}, a.produce, fetcher, a.coord)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.server.Listen(); err != nil {
+		return nil, &ConfigError{Key: "listeners", Value: cfg.Listener.String(), Err: err}
+	}
+	go func() { a.served <- a.server.Serve(context.Background()) }()
+	log.Info("kafka listener started",
+		slog.String("addr", a.server.Addr().String()),
+		slog.String("data.dir", cfg.DataDir),
+		slog.String("cluster.id", a.dir.clusterID),
+		slog.Int("node.id", int(cfg.NodeID)))
+	return a, nil
+}
+
+// shutdown stops in dependency order: the listener stops reading and waits
+// for the answers of requests already read (which need the produce pipeline
+// to finish their files); then the produce pipeline drains; then the cache
+// and the coordinator close. Everything must finish within timeout.
+func (a *app) shutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	// The server waits for produce answers; the pipeline keeps sealing
+	// files by age meanwhile, so the two drain together.
+	if err := a.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: %w", err))
+	}
+	if err := <-a.served; err != nil {
+		errs = append(errs, fmt.Errorf("serve: %w", err))
+	}
+	if err := a.produce.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("produce: %w", err))
+	}
+	a.cache.Close()
+	if err := a.coord.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("coordinator: %w", err))
+	}
+	a.dir.close()
+	return errors.Join(errs...)
+}

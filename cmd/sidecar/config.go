@@ -1,0 +1,285 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/magiconair/properties"
+)
+
+// Config is the sidecar's configuration: Kafka-style dotted keys (SPEC §11,
+// DESIGN §Configuration) read from a properties file and overridden by
+// --set key=value. Every key has a default that works on one machine.
+type Config struct {
+	Listener   Listener
+	Advertised Listener
+	NodeID     int32
+	DataDir    string
+
+	AutoCreateTopics      bool
+	NumPartitions         int32
+	SocketRequestMaxBytes int32
+
+	AppendBufferMaxBytes  int
+	AppendCommitInterval  time.Duration
+	AppendMaxPendingBytes int64
+	UploadInflightFiles   int
+
+	ObjectKeyPrefix      string
+	UploadMaxAttempts    int
+	UploadBackoff        time.Duration
+	UploadBackoffMax     time.Duration
+	UploadAttemptTimeout time.Duration
+	CommitMaxAttempts    int
+
+	CacheBlockBytes int64
+	CacheMaxBytes   int64
+
+	FetchMaxWait  time.Duration
+	FetchMaxBytes int32
+
+	MetadataShards       int32
+	ProducerIDExpiration time.Duration
+
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+	LogFormat       string
+}
+
+// Listener is one PLAINTEXT://host:port endpoint.
+type Listener struct {
+	Host string
+	Port int
+}
+
+func (l Listener) String() string {
+	return "PLAINTEXT://" + net.JoinHostPort(l.Host, strconv.Itoa(l.Port))
+}
+
+// option is one configuration key: its default, documentation, and how a
+// value is checked and stored. The table below is the only place a key is
+// defined; the README's table is checked against it by a test.
+type option struct {
+	key string
+	def string
+	doc string
+	set func(c *Config, v string) error
+}
+
+func intOption[T ~int | ~int32 | ~int64](key, def, doc string, lo, hi int64, field func(*Config) *T) option {
+	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("must be in [%d, %d]", lo, hi)
+		}
+		*field(c) = T(n)
+		return nil
+	}}
+}
+
+func msOption(key, def, doc string, lo, hi int64, field func(*Config) *time.Duration) option {
+	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer number of milliseconds")
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("must be in [%d, %d] ms", lo, hi)
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
+	}}
+}
+
+func boolOption(key, def, doc string, field func(*Config) *bool) option {
+	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			*field(c) = true
+		case "false":
+			*field(c) = false
+		default:
+			return fmt.Errorf("must be true or false")
+		}
+		return nil
+	}}
+}
+
+const (
+	maxInt32     = math.MaxInt32
+	maxBufferCap = 1 << 30 // keeps a WAL object far below its 2 GiB format limit
+)
+
+var options = []option{
+	{key: "listeners", def: "PLAINTEXT://127.0.0.1:9092",
+		doc: "The Kafka listener, PLAINTEXT://host:port (one listener; port 0 picks a free port).",
+		set: func(c *Config, v string) (err error) { c.Listener, err = parseListener(v); return err }},
+	{key: "advertised.listeners", def: "",
+		doc: "The address clients are told to connect to; empty means the listener's. Required when listeners binds a wildcard host.",
+		set: func(c *Config, v string) (err error) {
+			if strings.TrimSpace(v) == "" {
+				c.Advertised = Listener{}
+				return nil
+			}
+			c.Advertised, err = parseListener(v)
+			return err
+		}},
+	intOption("node.id", "0", "This sidecar's node id, reported as the broker id in Metadata.", 0, maxInt32, func(c *Config) *int32 { return &c.NodeID }),
+	{key: "data.dir", def: "./data", doc: "Directory for the coordinator logs and, with the local store, the objects.",
+		set: func(c *Config, v string) error {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			c.DataDir = v
+			return nil
+		}},
+	boolOption("auto.create.topics.enable", "true", "Create unknown topics named in Metadata requests.", func(c *Config) *bool { return &c.AutoCreateTopics }),
+	intOption("num.partitions", "1", "Partitions of auto-created topics and of CreateTopics with num_partitions -1.", 1, 100000, func(c *Config) *int32 { return &c.NumPartitions }),
+	intOption("socket.request.max.bytes", "104857600", "Largest request frame accepted, bytes; a larger frame closes its connection.", 1024, maxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+	intOption("diskless.append.buffer.max.bytes", "8388608", "Seal the active file at this size, bytes.", 1, maxBufferCap, func(c *Config) *int { return &c.AppendBufferMaxBytes }),
+	msOption("diskless.append.commit.interval.ms", "250", "Seal the active file this long after its first batch, ms.", 1, 60000, func(c *Config) *time.Duration { return &c.AppendCommitInterval }),
+	intOption("diskless.append.max.pending.bytes", "268435456", "Record-batch bytes buffered, uploading or committing at once; past it produce requests wait.", 1, math.MaxInt64, func(c *Config) *int64 { return &c.AppendMaxPendingBytes }),
+	intOption("diskless.upload.max.inflight.files", "4", "Sealed files uploaded concurrently (they still commit in seal order).", 1, 1024, func(c *Config) *int { return &c.UploadInflightFiles }),
+	{key: "diskless.object.key.prefix", def: "wal", doc: "Prefix of every WAL object key, <prefix>/<random id>.",
+		set: func(c *Config, v string) error { c.ObjectKeyPrefix = v; return nil }},
+	intOption("diskless.upload.max.attempts", "8", "Attempts per object upload before its batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.UploadMaxAttempts }),
+	msOption("diskless.upload.retry.backoff.ms", "100", "Backoff ceiling after the first failed upload attempt, doubled per attempt (full jitter), ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoff }),
+	msOption("diskless.upload.retry.backoff.max.ms", "1000", "Largest backoff ceiling between upload attempts, ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoffMax }),
+	msOption("diskless.upload.attempt.timeout.ms", "10000", "Timeout of one upload attempt, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadAttemptTimeout }),
+	intOption("diskless.commit.max.attempts", "5", "Attempts per coordinator shard commit before the batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.CommitMaxAttempts }),
+	intOption("diskless.cache.block.bytes", "4194304", "Size of one cache block (aligned range of an object), bytes.", 4096, 1<<30, func(c *Config) *int64 { return &c.CacheBlockBytes }),
+	intOption("diskless.cache.max.bytes", "268435456", "Bytes of object data kept in the block cache.", 0, math.MaxInt64, func(c *Config) *int64 { return &c.CacheMaxBytes }),
+	msOption("diskless.fetch.max.wait.ms", "30000", "Upper bound on a fetch's long-poll, whatever max_wait_ms the client asks, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.FetchMaxWait }),
+	intOption("fetch.max.bytes", "57671680", "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
+	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards. Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),
+	msOption("producer.id.expiration.ms", "86400000", "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
+		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},
+	{key: "log.format", def: "text", doc: "text or json.",
+		set: func(c *Config, v string) error {
+			switch v {
+			case "text", "json":
+				c.LogFormat = v
+				return nil
+			}
+			return fmt.Errorf("must be text or json")
+		}},
+}
+
+func parseListener(v string) (Listener, error) {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, ",") {
+		return Listener{}, fmt.Errorf("only one listener is supported")
+	}
+	rest, ok := strings.CutPrefix(v, "PLAINTEXT://")
+	if !ok {
+		return Listener{}, fmt.Errorf("must be PLAINTEXT://host:port (other security protocols are not supported)")
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return Listener{}, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return Listener{}, fmt.Errorf("bad port %q", port)
+	}
+	return Listener{Host: host, Port: p}, nil
+}
+
+// ConfigError names the key whose value was refused.
+type ConfigError struct {
+	Key, Value string
+	Err        error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" && e.Err == nil {
+		return fmt.Sprintf("unknown config key %q", e.Key)
+	}
+	return fmt.Sprintf("config key %s: invalid value %q: %v", e.Key, e.Value, e.Err)
+}
+
+// LoadConfig builds a Config from the defaults, then the properties file at
+// path (if not ""), then each "key=value" in sets, in order. Unknown keys
+// and bad values are errors naming the key (*ConfigError).
+func LoadConfig(path string, sets []string) (Config, error) {
+	byKey := make(map[string]*option, len(options))
+	for i := range options {
+		byKey[options[i].key] = &options[i]
+	}
+	var c Config
+	for _, o := range options {
+		if err := o.set(&c, o.def); err != nil {
+			panic(fmt.Sprintf("default of %s does not parse: %v", o.key, err))
+		}
+	}
+	apply := func(k, v string) error {
+		o, ok := byKey[k]
+		if !ok {
+			return &ConfigError{Key: k}
+		}
+		if err := o.set(&c, v); err != nil {
+			return &ConfigError{Key: k, Value: v, Err: err}
+		}
+		return nil
+	}
+	if path != "" {
+		l := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
+		p, err := l.LoadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("reading config file: %w", err)
+		}
+		keys := p.Keys()
+		sort.Strings(keys)
+		for _, k := range keys {
+			v, _ := p.Get(k)
+			if err := apply(k, v); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return Config{}, fmt.Errorf("--set %q: want key=value", s)
+		}
+		if err := apply(strings.TrimSpace(k), v); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, c.check()
+}
+
+// check enforces rules between keys.
+func (c *Config) check() error {
+	if c.Advertised == (Listener{}) {
+		switch c.Listener.Host {
+		case "", "0.0.0.0", "::":
+			return &ConfigError{Key: "advertised.listeners", Value: "",
+				Err: fmt.Errorf("must be set when listeners binds the wildcard address %q", c.Listener.Host)}
+		}
+	}
+	if c.AppendMaxPendingBytes < int64(c.AppendBufferMaxBytes) {
+		return &ConfigError{Key: "diskless.append.max.pending.bytes", Value: strconv.FormatInt(c.AppendMaxPendingBytes, 10),
+			Err: fmt.Errorf("must be ≥ diskless.append.buffer.max.bytes (%d)", c.AppendBufferMaxBytes)}
+	}
+	return nil
+}
+
+// printConfigDocs writes every key with its default and meaning.
+func printConfigDocs(w *os.File) {
+	for _, o := range options {
+		fmt.Fprintf(w, "  %s (default %q)\n      %s\n", o.key, o.def, o.doc)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/server"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listener != (Listener{Host: "127.0.0.1", Port: 9092}) || c.NodeID != 0 || c.DataDir != "./data" ||
+		!c.AutoCreateTopics || c.NumPartitions != 1 || c.AppendBufferMaxBytes != 8388608 ||
+		c.AppendCommitInterval != 250*time.Millisecond || c.AppendMaxPendingBytes != 256<<20 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestLoadConfigFileThenSet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sidecar.properties")
+	body := "# comment\nnode.id = 3\ndiskless.append.commit.interval.ms=100\nlisteners: PLAINTEXT://0.0.0.0:9093\nadvertised.listeners=PLAINTEXT://kafka-1.example:9093\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path, []string{"node.id=4", "auto.create.topics.enable=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 4 || c.AppendCommitInterval != 100*time.Millisecond || c.AutoCreateTopics ||
+		c.Listener.Port != 9093 || c.Advertised.Host != "kafka-1.example" {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+		key  string
+	}{
+		{"unknown key", []string{"no.such.key=1"}, "no.such.key"},
+		{"not a number", []string{"node.id=abc"}, "node.id"},
+		{"negative", []string{"num.partitions=0"}, "num.partitions"},
+		{"bad bool", []string{"auto.create.topics.enable=yes"}, "auto.create.topics.enable"},
+		{"bad listener", []string{"listeners=SSL://127.0.0.1:9093"}, "listeners"},
+		{"two listeners", []string{"listeners=PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners"},
+		{"wildcard without advertised", []string{"listeners=PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"},
+		{"pending below buffer", []string{"diskless.append.max.pending.bytes=10"}, "diskless.append.max.pending.bytes"},
+		{"bad log level", []string{"log.level=loud"}, "log.level"},
+		{"huge buffer", []string{"diskless.append.buffer.max.bytes=4294967296"}, "diskless.append.buffer.max.bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadConfig("", c.sets)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != c.key || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("error %v, want one naming %s", err, c.key)
+			}
+		})
+	}
+	if _, err := LoadConfig("", []string{"node.id"}); err == nil {
+		t.Fatal("--set without = accepted")
+	}
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.properties"), nil); err == nil {
+		t.Fatal("missing config file accepted")
+	}
+}
+
+// TestReadmeListsEveryKey keeps the README's configuration table true: one
+// row per key, with its default.
+func TestReadmeListsEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range options {
+		row := "| `" + o.key + "` | `" + o.def + "` |"
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README.md has no row starting %s", row)
+		}
+	}
+}
+
+// TestAdvertisedVersionsMatchHandlers: the server advertises exactly the
+// Fetch and ListOffsets versions the fetch handler implements.
+func TestAdvertisedVersionsMatchHandlers(t *testing.T) {
+	want := map[int16][2]int16{
+		1: {fetch.FetchMinVersion, fetch.FetchMaxVersion},
+		2: {fetch.ListOffsetsMinVersion, fetch.ListOffsetsMaxVersion},
+	}
+	for _, a := range server.SupportedAPIs() {
+		if w, ok := want[a.ApiKey]; ok {
+			if a.MinVersion != w[0] || a.MaxVersion != w[1] {
+				t.Errorf("API %d advertised %d–%d, handler implements %d–%d", a.ApiKey, a.MinVersion, a.MaxVersion, w[0], w[1])
+			}
+			delete(want, a.ApiKey)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not advertised: %v", want)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package e2e
+
+// raceEnabled builds the sidecar under test with -race too.
+const raceEnabled = true
