@@ -1,6 +1,9 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // Log is one shard's metadata log: an append-only sequence of record
 // bodies numbered from 0 (the record index), durable once Append returns.
@@ -38,4 +41,17 @@ type SnapshotLog interface {
 	// index must be the log's next index. Once it returns nil, records
 	// before index may be discarded.
 	SaveSnapshot(ctx context.Context, index int64, data []byte) error
+}
+
+// OpenFileLog opens (creating if needed) the embedded file log in dir, the
+// backend Open uses for each shard when Config.OpenLog is nil
+// (docs/format/metadata-records.md). It is exported so that wrappers —
+// metrics, fault injection, benchmarks counting fsyncs — can be built around
+// it and passed back through Config.OpenLog. Each successful Append is one
+// write and one fsync.
+func OpenFileLog(dir string, logger *slog.Logger) (SnapshotLog, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return openFileLog(dir, logger)
 }

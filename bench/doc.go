@@ -1,0 +1,24 @@
+// Package bench holds the benchmarks of the sidecar's hot paths, each run
+// beside its floor in the same `go test -bench` output so that a ratio can
+// be read off one run, and (in bench/load) a load tool that drives a
+// running sidecar with franz-go clients. Figures, with the command, commit
+// and machine that produced them, are recorded in bench/RESULTS.md.
+//
+//	make bench                                        # every benchmark
+//	go test -run '^$' -bench Packing -benchmem ./bench # one family
+//
+// The families:
+//
+//   - BenchmarkPacking: validate produced batches (header checks and
+//     CRC-32C) and lay them out as a WRITE_AHEAD_MULTI_SEGMENT object, for
+//     1, 100 and 1000 partitions per file and 1 KiB, 16 KiB and 1 MiB
+//     batches; floors: copying the same bytes, CRC-32C of them, and both.
+//   - BenchmarkCommit: a coordinator shard deciding files of 1000 batches
+//     over 1, 100 and 1000 partitions (idempotent producers, offsets, index
+//     entries), with a no-op log (in memory) and with the embedded durable
+//     log; reports batches/s, allocs per batch and fsyncs per commit.
+//   - BenchmarkFetch: planning a fetch over an index of 1M batches and
+//     rewriting the headers of the batches returned, through the real
+//     coordinator, fetch handler and block cache; floor: copying the bytes
+//     served. BenchmarkCacheHit: a read served from the block cache.
+package bench

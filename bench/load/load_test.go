@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// smallConfig is a light load for tests: a couple of seconds, few clients,
+// a paced rate so that the race detector's slowdown does not matter.
+func smallConfig() Config {
+	cfg := defaultConfig()
+	cfg.Partitions = 3
+	cfg.Producers = 2
+	cfg.Consumers = 2
+	cfg.RecordSize = 200
+	cfg.Codec = "zstd"
+	cfg.Linger = time.Millisecond
+	cfg.Warmup = 300 * time.Millisecond
+	cfg.Duration = 2 * time.Second
+	cfg.Drain = 5 * time.Second
+	cfg.Rate = 2000
+	cfg.ProgressInterval = 500 * time.Millisecond
+	return cfg
+}
+
+func startTestKfake(t *testing.T) Target {
+	t.Helper()
+	c, target, err := startKfake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return target
+}
+
+// metricsServer serves the sidecar's store counters in the Prometheus text
+// format, each scrape showing more work done than the one before: 3
+// objects of 8 MiB and 1 ranged GET per 64 MiB fetched per scrape.
+func metricsServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := float64(scrapes.Add(1))
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP diskless_upload_objects_total Objects uploaded.\n# TYPE diskless_upload_objects_total counter\n")
+		fmt.Fprintf(w, "diskless_upload_objects_total{otel_scope_name=\"upload\"} %g\n", 3*n)
+		fmt.Fprintf(w, "# TYPE diskless_upload_bytes_total counter\ndiskless_upload_bytes_total %g\n", 3*8*(1<<20)*n)
+		fmt.Fprintf(w, "# TYPE diskless_cache_store_reads_total counter\ndiskless_cache_store_reads_total %g\n", n)
+		fmt.Fprintf(w, "# TYPE diskless_fetch_bytes_total counter\ndiskless_fetch_bytes_total %g\n", 64*(1<<20)*n)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestRunKfake runs the tool's core against an in-process kfake and checks
+// that every figure is there and sane.
+func TestRunKfake(t *testing.T) {
+	target := startTestKfake(t)
+	target.MetricsURL = metricsServer(t).URL
+	cfg := smallConfig()
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+
+	res, err := run(t.Context(), cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("progress:\n%s", progress.String())
+	var report bytes.Buffer
+	writeReport(&report, cfg, []Result{res})
+	t.Logf("report:%s", report.String())
+
+	if res.Interrupted {
+		t.Error("interrupted")
+	}
+	if res.WindowSeconds < cfg.Duration.Seconds() || res.WindowSeconds > cfg.Duration.Seconds()+1 {
+		t.Errorf("window %.2fs, want about %v", res.WindowSeconds, cfg.Duration)
+	}
+	// Paced at 2000 records/s: allow a wide margin for a slow machine.
+	if r := res.Produced.RecordsPerSec; r < 1000 || r > 2400 {
+		t.Errorf("produced %.0f records/s, want about %.0f", r, cfg.Rate)
+	}
+	if want := res.Produced.RecordsPerSec * float64(cfg.RecordSize) / 1e6; !near(res.Produced.MBPerSec, want) {
+		t.Errorf("produced %.3f MB/s, want %.3f", res.Produced.MBPerSec, want)
+	}
+	if res.Consumed == nil || res.Consumed.RecordsPerSec < 1000 {
+		t.Errorf("consumed %+v, want about %.0f records/s", res.Consumed, cfg.Rate)
+	}
+	checkLatency(t, "produce", res.ProduceLatency)
+	if res.E2ELatency == nil {
+		t.Fatal("no end-to-end latency")
+	}
+	checkLatency(t, "e2e", *res.E2ELatency)
+	if res.ErrorCount != 0 || res.Unacked != 0 || res.Unconsumed != 0 || res.Foreign != 0 {
+		t.Errorf("errors %v (%d), unacked %d, unconsumed %d, foreign %d; want none",
+			res.Errors, res.ErrorCount, res.Unacked, res.Unconsumed, res.Foreign)
+	}
+	// Two scrapes, one before the window and one after the drain: the
+	// deltas are one step of metricsServer.
+	s := res.Store
+	if s.NA != "" || s.ObjectsPerGiB == nil || s.GetsPerGiB == nil || s.AvgObjectMiB == nil {
+		t.Fatalf("store figures %+v", s)
+	}
+	if *s.ObjectsPerGiB != 128 || *s.AvgObjectMiB != 8 || *s.GetsPerGiB != 16 {
+		t.Errorf("objects/GiB %v, mean object %v MiB, GETs/GiB %v; want 128, 8, 16",
+			*s.ObjectsPerGiB, *s.AvgObjectMiB, *s.GetsPerGiB)
+	}
+	if lines := strings.Count(progress.String(), "\n"); lines < 4 {
+		t.Errorf("%d progress lines, want one per 500ms", lines)
+	}
+	for _, want := range []string{"produced records/s", "produce p999", "e2e p99", "GETs per GiB fetched"} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func checkLatency(t *testing.T, name string, l Latency) {
+	t.Helper()
+	if l.Count == 0 || l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.P999Ms < l.P99Ms || l.MaxMs < l.P999Ms {
+		t.Errorf("%s latency %+v: want ordered non-zero percentiles", name, l)
+	}
+	if l.P99Ms > 10_000 {
+		t.Errorf("%s p99 %.0fms: a paced load on kfake should answer in far less", name, l.P99Ms)
+	}
+}
+
+func near(a, b float64) bool { return a > b*0.999-1e-9 && a < b*1.001+1e-9 }
+
+// TestRunInterrupted cancels a run in its window: it returns the figures so
+// far, marked, without error.
+func TestRunInterrupted(t *testing.T) {
+	target := startTestKfake(t)
+	cfg := smallConfig()
+	cfg.Duration = time.Minute
+	ctx, cancel := context.WithTimeout(t.Context(), cfg.Warmup+time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := run(ctx, cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("interrupted run took %v", elapsed)
+	}
+	if !res.Interrupted || res.WindowSeconds <= 0 || res.WindowSeconds > 2 || res.Produced.Records == 0 {
+		t.Errorf("interrupted %t, window %.2fs, produced %d; want a short marked window with records",
+			res.Interrupted, res.WindowSeconds, res.Produced.Records)
+	}
+	if res.ErrorCount != 0 {
+		t.Errorf("errors %v: the tool's own cancellation is not an error", res.Errors)
+	}
+	if res.Store.NA != "kfake has no object store" {
+		t.Errorf("store n/a %q", res.Store.NA)
+	}
+}
+
+// TestRunSetupErrors: a target that cannot be driven is an error, at once.
+func TestRunSetupErrors(t *testing.T) {
+	cfg := smallConfig()
+	// A port that was just free: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	_, err = run(t.Context(), cfg, Target{Name: "sidecar", Brokers: []string{closed}})
+	if err == nil || !strings.Contains(err.Error(), "no broker reachable") {
+		t.Errorf("unreachable broker: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("unreachable broker reported after %v", d)
+	}
+	bad := cfg
+	bad.Codec = "brotli"
+	if _, err := run(t.Context(), bad, Target{Name: "x", Brokers: []string{closed}}); err == nil {
+		t.Error("bad config accepted")
+	}
+}
+
+// TestStoreNA: an unreachable metrics endpoint makes the store figures n/a
+// with the reason; the load itself goes on.
+func TestStoreNA(t *testing.T) {
+	target := startTestKfake(t)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/metrics"
+	srv.Close()
+	target.MetricsURL = url
+	cfg := smallConfig()
+	cfg.Duration = 500 * time.Millisecond
+	cfg.Consumers = 0
+	res, err := run(t.Context(), cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Produced.Records == 0 || res.Consumed != nil || res.E2ELatency != nil {
+		t.Errorf("produced %d, consumed %v, e2e %v: want records and no consumer figures",
+			res.Produced.Records, res.Consumed, res.E2ELatency)
+	}
+	if res.Store.ObjectsPerGiB != nil || !strings.Contains(res.Store.NA, "connection refused") {
+		t.Errorf("store %+v: want n/a naming the refused connection", res.Store)
+	}
+}
+
+func TestStoreDelta(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after counters
+		objects, gets float64 // -1: n/a
+		na            string
+	}{
+		{
+			name:    "all there",
+			before:  counters{metricUploadObjects: 10, metricUploadBytes: 1 << 30, metricStoreReads: 5, metricFetchBytes: 0},
+			after:   counters{metricUploadObjects: 138, metricUploadBytes: 2 << 30, metricStoreReads: 9, metricFetchBytes: 2 << 30},
+			objects: 128, gets: 2,
+		},
+		{
+			name:    "nothing fetched",
+			before:  counters{metricUploadObjects: 0, metricUploadBytes: 0, metricStoreReads: 0, metricFetchBytes: 7},
+			after:   counters{metricUploadObjects: 1, metricUploadBytes: 1 << 29, metricStoreReads: 0, metricFetchBytes: 7},
+			objects: 2, gets: -1, na: "nothing fetched",
+		},
+		{
+			name:    "counter missing",
+			before:  counters{metricUploadObjects: 0, metricUploadBytes: 0},
+			after:   counters{metricUploadObjects: 1, metricUploadBytes: 1 << 30},
+			objects: 1, gets: -1, na: "not exposed",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := storeDelta(tt.before, tt.after)
+			check := func(what string, got *float64, want float64) {
+				switch {
+				case want < 0 && got != nil:
+					t.Errorf("%s = %v, want n/a", what, *got)
+				case want >= 0 && (got == nil || *got != want):
+					t.Errorf("%s = %v, want %v", what, got, want)
+				}
+			}
+			check("objects/GiB", s.ObjectsPerGiB, tt.objects)
+			check("GETs/GiB", s.GetsPerGiB, tt.gets)
+			if !strings.Contains(s.NA, tt.na) || (tt.na == "") != (s.NA == "") {
+				t.Errorf("NA %q, want %q", s.NA, tt.na)
+			}
+		})
+	}
+}
+
+func TestParseCounters(t *testing.T) {
+	// Series of one family are summed; a family named without _total is
+	// found; other metrics are ignored.
+	text := `# TYPE diskless_upload_objects_total counter
+diskless_upload_objects_total{shard="0"} 3
+diskless_upload_objects_total{shard="1"} 4
+# TYPE diskless_fetch_bytes untyped
+diskless_fetch_bytes 1e+06
+# TYPE go_goroutines gauge
+go_goroutines 12
+`
+	c, err := parseCounters(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := counters{metricUploadObjects: 7, metricFetchBytes: 1e6}
+	if len(c) != len(want) || c[metricUploadObjects] != 7 || c[metricFetchBytes] != 1e6 {
+		t.Errorf("counters %v, want %v", c, want)
+	}
+	if _, err := parseCounters(strings.NewReader("not { metrics")); err == nil {
+		t.Error("garbage parsed")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"no partitions", func(c *Config) { c.Partitions = 0 }, false},
+		{"no producers", func(c *Config) { c.Producers = 0 }, false},
+		{"no consumers", func(c *Config) { c.Consumers = 0 }, true},
+		{"record too small for the header", func(c *Config) { c.RecordSize = headerSize - 1 }, false},
+		{"record at the header", func(c *Config) { c.RecordSize = headerSize }, true},
+		{"record too large", func(c *Config) { c.RecordSize = maxRecordSize + 1 }, false},
+		{"unknown codec", func(c *Config) { c.Codec = "brotli" }, false},
+		{"every codec", func(c *Config) { c.Codec = "lz4" }, true},
+		{"zero duration", func(c *Config) { c.Duration = 0 }, false},
+		{"negative rate", func(c *Config) { c.Rate = -1 }, false},
+		{"acks 1 idempotent", func(c *Config) { c.Acks = "1" }, false},
+		{"acks 1 not idempotent", func(c *Config) { c.Acks = "1"; c.Idempotent = false }, true},
+		{"bad acks", func(c *Config) { c.Acks = "2"; c.Idempotent = false }, false},
+		{"inflight idempotent", func(c *Config) { c.MaxInflight = 3 }, false},
+		{"inflight not idempotent", func(c *Config) { c.MaxInflight = 3; c.Idempotent = false }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			tt.edit(&cfg)
+			if err := cfg.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate() = %v, want ok %t", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	cfg, o, err := parseFlags([]string{"-brokers", "a:1, b:2", "-kfake", "-partitions", "16", "-codec", "zstd", "-linger", "10ms", "-rate", "5000"}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := splitBrokers(o.brokers); len(got) != 2 || got[1] != "b:2" || !o.kfake {
+		t.Errorf("brokers %q, kfake %t", got, o.kfake)
+	}
+	if cfg.Partitions != 16 || cfg.Codec != "zstd" || cfg.Linger != 10*time.Millisecond || cfg.Rate != 5000 || cfg.Producers != 4 {
+		t.Errorf("config %+v", cfg)
+	}
+	if _, _, err := parseFlags([]string{"-codec", "brotli"}, &stderr); err == nil {
+		t.Error("bad codec accepted")
+	}
+	stderr.Reset()
+	if code := mainCode([]string{"-help"}, &stderr, &stderr); code != exitOK || !strings.Contains(stderr.String(), "-record-size") {
+		t.Errorf("-help: exit %d, output %q", code, stderr.String())
+	}
+	if code := mainCode([]string{"-partitions", "0"}, &stderr, &stderr); code != exitUsage {
+		t.Errorf("-partitions 0: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestPayload(t *testing.T) {
+	v := make([]byte, 64)
+	fillHex(v[headerSize:], rand.NewPCG(1, 2))
+	putHeader(v, 123456789, 42)
+	if sent, ours := readHeader(v, 42); !ours || sent != 123456789 {
+		t.Errorf("readHeader = %d, %t", sent, ours)
+	}
+	if _, ours := readHeader(v, 43); ours {
+		t.Error("another run's record taken as ours")
+	}
+	if _, ours := readHeader(v[:headerSize-1], 42); ours {
+		t.Error("short record taken as ours")
+	}
+	for _, c := range v[headerSize:] {
+		if !strings.ContainsRune(hexDigits, rune(c)) {
+			t.Fatalf("filler byte %q is not a hex digit", c)
+		}
+	}
+}
+
+// TestJSON checks that -json's document round-trips and keeps n/a figures
+// out rather than writing NaN.
+func TestJSON(t *testing.T) {
+	var b bytes.Buffer
+	res := Result{Target: "kfake", Store: Store{NA: "kfake has no object store"}}
+	if err := writeJSON(&b, defaultConfig(), []Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	var back jsonReport
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != 1 || back.Results[0].Store.NA != res.Store.NA || back.Config.Partitions != 8 {
+		t.Errorf("round trip: %+v", back)
+	}
+}

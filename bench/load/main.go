@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitSetup       = 1   // a target could not be driven (unreachable, topic not created)
+	exitUsage       = 2   // bad flags
+	exitInterrupted = 130 // SIGINT/SIGTERM: the report so far was printed
+)
+
+func main() {
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the flags that are not part of Config.
+type options struct {
+	brokers    string
+	kfake      bool
+	onlyKfake  bool
+	metricsURL string
+	json       bool
+	quiet      bool
+}
+
+// parseFlags parses args into a Config and the other options.
+func parseFlags(args []string, stderr io.Writer) (Config, options, error) {
+	cfg := defaultConfig()
+	var o options
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run ./bench/load [flags]
+
+Drives a running sidecar (and, with -kfake, franz-go's in-memory kfake with
+the same client settings) with kgo producers and consumers, prints progress
+every second, then throughput, produce and end-to-end latency, and the
+sidecar's objects per GiB uploaded and GETs per GiB fetched.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.brokers, "brokers", "127.0.0.1:9092", "the sidecar's seed brokers, comma-separated host:port")
+	fs.BoolVar(&o.kfake, "kfake", false, "also run the identical load against an in-process kfake cluster (1 broker on 127.0.0.1) and print both results side by side with ratios")
+	fs.BoolVar(&o.onlyKfake, "only-kfake", false, "run against the in-process kfake only (no sidecar needed)")
+	fs.StringVar(&cfg.Topic, "topic", "", "topic to produce to and consume from; empty: a fresh load-<time>-<rand> topic per run; an existing topic is consumed from its end offsets")
+	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions of the created topic")
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "number of kgo producer clients, each with its own goroutine and connection")
+	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "number of kgo consumer clients (partitions dealt round-robin, ConsumePartitions, no groups); 0 consumes nothing")
+	fs.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, fmt.Sprintf("record value size in bytes (%d to %d; the first 16 carry the send time and run id); no key", minRecordSize, maxRecordSize))
+	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "producer batch compression: none, gzip, snappy, lz4 or zstd (with a codec, values are random hex text, ~2:1 for gzip/zstd)")
+	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "kgo.ProducerLinger: how long a partition's batch waits for more records")
+	fs.StringVar(&cfg.Acks, "acks", cfg.Acks, "produce acks: all, 1 or 0 (1 and 0 need -idempotent=false)")
+	fs.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "idempotent produce (kgo's default; up to 5 requests in flight per broker)")
+	fs.IntVar(&cfg.MaxInflight, "max-inflight", 0, "produce requests in flight per broker and producer with -idempotent=false; 0: kgo's default (1)")
+	fs.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", 0, "records a producer client buffers before Produce blocks; 0: kgo's default (50000)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the measured window")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window, excluded from the figures")
+	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after the window, how long producers may flush and consumers catch up")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on records/s over all producers; 0: as fast as possible (closed loop: produce latency then includes waiting in the client's full buffer)")
+	fs.StringVar(&o.metricsURL, "metrics-url", "http://127.0.0.1:9644/metrics", "the sidecar's Prometheus endpoint (config key http.listener), scraped before and after the window for the store figures; empty: skip")
+	fs.BoolVar(&o.json, "json", false, "after the text report, print the settings and results as JSON (for bench/RESULTS.md)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		return cfg, o, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	cfg.Partitions = int32(*partitions)
+	if int(cfg.Partitions) != *partitions {
+		return cfg, o, fmt.Errorf("partitions %d: too many", *partitions)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, o, err
+	}
+	return cfg, o, nil
+}
+
+// mainCode runs the tool with args and returns the exit code.
+func mainCode(args []string, stdout, stderr io.Writer) int {
+	cfg, o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "load: %v\n", err)
+		return exitUsage
+	}
+	if !o.quiet {
+		cfg.Progress = stdout
+	}
+
+	// The first SIGINT or SIGTERM stops the load and prints the report so
+	// far; restoring the default handling then lets a second one kill.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+
+	if cfg.Topic == "" {
+		// One name for every target, so that reports line up.
+		cfg.Topic = newTopicName()
+	}
+	var targets []Target
+	if !o.onlyKfake {
+		targets = append(targets, Target{Name: "sidecar", Brokers: splitBrokers(o.brokers), MetricsURL: o.metricsURL, NoMetrics: "-metrics-url is empty"})
+	}
+	var results []Result
+	for _, t := range targets {
+		fmt.Fprintf(stdout, "%s: %s, topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)
+		r, err := run(ctx, cfg, t)
+		if err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+		results = append(results, r)
+	}
+	if (o.kfake || o.onlyKfake) && ctx.Err() == nil {
+		c, t, err := startKfake()
+		if err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+		fmt.Fprintf(stdout, "%s: %s (in process), topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)
+		r, err := run(ctx, cfg, t)
+		c.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+		results = append(results, r)
+	}
+
+	writeReport(stdout, cfg, results)
+	if o.json {
+		if err := writeJSON(stdout, cfg, results); err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	return exitOK
+}
+
+// splitBrokers splits a comma-separated broker list, dropping blanks.
+func splitBrokers(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}

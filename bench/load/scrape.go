@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The sidecar's counters that the store figures come from, as exposed on
+// its Prometheus endpoint (config key http.listener).
+const (
+	metricUploadObjects = "diskless_upload_objects_total"    // objects uploaded
+	metricUploadBytes   = "diskless_upload_bytes_total"      // bytes uploaded
+	metricStoreReads    = "diskless_cache_store_reads_total" // ranged GETs issued to the object store
+	metricFetchBytes    = "diskless_fetch_bytes_total"       // record bytes served to consumers
+)
+
+var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes}
+
+// scrapeTimeout bounds one scrape; the endpoint answers from memory.
+const scrapeTimeout = 5 * time.Second
+
+const gib = 1 << 30
+
+// counters is one scrape: each wanted counter's value summed over its
+// series (label sets). A counter the endpoint does not expose is absent.
+type counters map[string]float64
+
+// scrape reads url in the Prometheus text format and returns the counters
+// of storeMetrics found there.
+func scrape(ctx context.Context, url string) (counters, error) {
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	// Ask for the plain text format: an exporter that also speaks
+	// OpenMetrics or protobuf would otherwise pick its own.
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+	}
+	return parseCounters(resp.Body)
+}
+
+// parseCounters parses the Prometheus text format and sums the samples of
+// each of storeMetrics. A family may be named with or without the _total
+// suffix (text-format exporters differ), and counter, untyped and gauge
+// samples are all taken.
+func parseCounters(r io.Reader) (counters, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	out := make(counters)
+	for _, name := range storeMetrics {
+		for _, fname := range []string{name, trimTotal(name)} {
+			f, ok := fams[fname]
+			if !ok {
+				continue
+			}
+			out[name] = sumFamily(f)
+			break
+		}
+	}
+	return out, nil
+}
+
+func trimTotal(name string) string { return strings.TrimSuffix(name, "_total") }
+
+func sumFamily(f *dto.MetricFamily) float64 {
+	var sum float64
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			sum += m.GetUntyped().GetValue()
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// Store is what the sidecar's object store did during the measured window
+// (from a scrape at the window's start to one after the drain), and the
+// cost figures derived from it. A figure that cannot be had is nil, and NA
+// says why.
+type Store struct {
+	ObjectsUploaded *float64 `json:"objects_uploaded,omitempty"`
+	BytesUploaded   *float64 `json:"bytes_uploaded,omitempty"`
+	StoreReads      *float64 `json:"store_reads,omitempty"`
+	FetchBytes      *float64 `json:"fetch_bytes,omitempty"`
+	// ObjectsPerGiB is objects uploaded per GiB uploaded (the sidecar's
+	// bytes: record batches as produced, after client compression, plus
+	// the object format's overhead).
+	ObjectsPerGiB *float64 `json:"objects_per_gib,omitempty"`
+	// AvgObjectMiB is the mean object size, MiB.
+	AvgObjectMiB *float64 `json:"avg_object_mib,omitempty"`
+	// GetsPerGiB is ranged GETs issued to the object store per GiB of
+	// record bytes served to consumers.
+	GetsPerGiB *float64 `json:"gets_per_gib,omitempty"`
+	// NA says why figures are missing; empty when all are there.
+	NA string `json:"na,omitempty"`
+}
+
+// storeDelta derives the store figures from two scrapes.
+func storeDelta(before, after counters) Store {
+	var s Store
+	var missing []string
+	delta := func(name string) *float64 {
+		b, okb := before[name]
+		a, oka := after[name]
+		if !okb || !oka {
+			missing = append(missing, name)
+			return nil
+		}
+		d := a - b
+		return &d
+	}
+	s.ObjectsUploaded = delta(metricUploadObjects)
+	s.BytesUploaded = delta(metricUploadBytes)
+	s.StoreReads = delta(metricStoreReads)
+	s.FetchBytes = delta(metricFetchBytes)
+	var why []string
+	if len(missing) > 0 {
+		why = append(why, fmt.Sprintf("not exposed: %v", missing))
+	}
+	if s.ObjectsUploaded != nil && s.BytesUploaded != nil {
+		if *s.BytesUploaded > 0 {
+			v := *s.ObjectsUploaded / (*s.BytesUploaded / gib)
+			s.ObjectsPerGiB = &v
+		} else {
+			why = append(why, "nothing uploaded")
+		}
+		if *s.ObjectsUploaded > 0 {
+			v := *s.BytesUploaded / *s.ObjectsUploaded / (1 << 20)
+			s.AvgObjectMiB = &v
+		}
+	}
+	if s.StoreReads != nil && s.FetchBytes != nil {
+		if *s.FetchBytes > 0 {
+			v := *s.StoreReads / (*s.FetchBytes / gib)
+			s.GetsPerGiB = &v
+		} else {
+			why = append(why, "nothing fetched")
+		}
+	}
+	if len(why) > 0 {
+		s.NA = strings.Join(why, "; ")
+	}
+	return s
+}
