@@ -520,9 +520,7 @@ func TestPutThenRead(t *testing.T) {
 	s := newStore()
 	c := newCache(t, cache.Config{BlockBytes: B}, s)
 	obj := object(9, 2*B+5)
-	src := bytes.Clone(obj)
-	c.Put("obj", src)
-	clear(src) // Put copied: the caller may reuse its buffer
+	c.Put("obj", bytes.Clone(obj)) // Put takes ownership of its buffer
 	for _, r := range []struct{ off, n int }{{0, len(obj)}, {B - 1, 3}, {2 * B, 5}, {2 * B, 100}, {2*B + 5, 1}} {
 		p := make([]byte, r.n)
 		want := make([]byte, r.n)

@@ -15,6 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// ErrShardCountChanged is returned (wrapped) by Open when the metadata logs
+// under Config.Dir were written with a different number of shards: the
+// partition-to-shard assignment depends on it, so it cannot change for the
+// life of the directory.
+var ErrShardCountChanged = errors.New("coordinator: diskless.metadata.topic.num.partitions differs from the one the metadata logs were written with; it cannot change")
+
 // ErrInvalidCommit is returned (wrapped) by CommitFile for a request that
 // is malformed as a whole (bad shard, object key, format, size, owners or
 // too many batches); nothing was decided.
@@ -149,8 +155,8 @@ func checkShardDirs(dir string, numShards int32) error {
 			continue
 		}
 		if i, err := strconv.Atoi(n); err == nil && i >= int(numShards) {
-			return fmt.Errorf("diskless.metadata.topic.num.partitions is %d but %s holds shard %d: the number of shards cannot change",
-				numShards, dir, i)
+			return fmt.Errorf("%w: %s holds shard-%d, so it was written with more than the %d shards configured now",
+				ErrShardCountChanged, dir, i, numShards)
 		}
 	}
 	return nil
@@ -163,8 +169,8 @@ func (c *Coordinator) checkAssignment() error {
 		for p := range t.Partitions {
 			s := c.shards[c.ShardFor(t.ID, p)]
 			if s.mu.st.partitions[TopicPartition{t.ID, p}] == nil {
-				return fmt.Errorf("diskless.metadata.topic.num.partitions is %d but partition %d of topic %q is not in shard %d: was the number of shards changed?",
-					c.cfg.NumShards, p, t.Name, s.id)
+				return fmt.Errorf("%w: partition %d of topic %q is not in shard %d of the %d configured now",
+					ErrShardCountChanged, p, t.Name, s.id, c.cfg.NumShards)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
@@ -23,6 +24,12 @@ type Config struct {
 	// (diskless.append.max.pending.bytes, default 256 MiB). Past it, Produce
 	// requests wait, up to their timeout, instead of growing the heap.
 	MaxPendingBytes int64
+	// MaxBatchesPerFile seals the active file before it would hold more
+	// batches than this, so that a file's commit stays well within what a
+	// coordinator shard accepts in one record (default 100000, below
+	// coordinator.MaxCommitBatches). A request with more batches than this
+	// is refused with INVALID_REQUEST.
+	MaxBatchesPerFile int
 	// UploadConcurrency is the number of sealed files uploaded at once
 	// (diskless.upload.max.inflight.files, default 4). Files are still
 	// committed in the order they were sealed.
@@ -41,6 +48,7 @@ const (
 	DefaultCommitInterval    = 250 * time.Millisecond
 	DefaultMaxPendingBytes   = 256 << 20
 	DefaultUploadConcurrency = 4
+	DefaultMaxBatchesPerFile = 100_000
 )
 
 func (c *Config) setDefaults() {
@@ -53,6 +61,9 @@ func (c *Config) setDefaults() {
 	if c.MaxPendingBytes == 0 {
 		c.MaxPendingBytes = DefaultMaxPendingBytes
 	}
+	if c.MaxBatchesPerFile == 0 {
+		c.MaxBatchesPerFile = DefaultMaxBatchesPerFile
+	}
 	if c.UploadConcurrency == 0 {
 		c.UploadConcurrency = DefaultUploadConcurrency
 	}
@@ -64,8 +75,10 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, naming its config key.
+// Validate reports the first invalid field, naming its config key. Zero
+// fields count as their defaults.
 func (c Config) Validate() error {
+	c.setDefaults()
 	switch {
 	case c.BufferMaxBytes < 1 || c.BufferMaxBytes > wal.MaxObjectBytes/2:
 		return fmt.Errorf("diskless.append.buffer.max.bytes must be in [1, %d], got %d", wal.MaxObjectBytes/2, c.BufferMaxBytes)
@@ -73,6 +86,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("diskless.append.commit.interval.ms must be ≥ 1, got %v", c.CommitInterval)
 	case c.MaxPendingBytes < int64(c.BufferMaxBytes):
 		return fmt.Errorf("diskless.append.max.pending.bytes (%d) must be ≥ diskless.append.buffer.max.bytes (%d)", c.MaxPendingBytes, c.BufferMaxBytes)
+	case c.MaxBatchesPerFile < 1 || c.MaxBatchesPerFile > coordinator.MaxCommitBatches:
+		return fmt.Errorf("produce: MaxBatchesPerFile must be in [1, %d], got %d", coordinator.MaxCommitBatches, c.MaxBatchesPerFile)
 	case c.UploadConcurrency < 1:
 		return fmt.Errorf("diskless.upload.max.inflight.files must be ≥ 1, got %d", c.UploadConcurrency)
 	}

@@ -36,11 +36,14 @@ func newPendingEntry(id coordinator.TopicID, partition int32, h batch.Header, ts
 }
 
 // file is the active file while it fills, then a sealed file moving through
-// the pipeline. Entries keep arrival order across all connections.
+// the pipeline. Entries keep arrival order across all connections; batches
+// and commits are parallel slices so that the packer takes batches as they
+// are.
 type file struct {
 	seq     uint64
-	entries []pendingEntry
-	size    int   // record-batch bytes in entries
+	batches []wal.Entry
+	commits []coordinator.CommitBatch
+	size    int   // record-batch bytes in batches
 	memory  int64 // bytes acquired from Handler.memory for this file
 	timer   *time.Timer
 
@@ -57,14 +60,29 @@ type file struct {
 }
 
 // append adds one request's entries to the active file, creating it (and
-// its age timer) if needed, and seals it when it reaches BufferMaxBytes. It
-// returns the file and the index of the first entry. memory is the amount
-// the caller acquired, released when the file is answered.
+// its age timer) if needed. The current file is sealed first if the
+// request would take it past MaxBatchesPerFile or BufferMaxBytes, and after
+// the append if it reached BufferMaxBytes (a request larger than the
+// buffer makes a file of its own). It returns the file and the index of
+// the request's first entry in it. memory is the amount the caller
+// acquired, released when the file is answered.
 func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.closed {
 		return nil, 0, ErrClosed
+	}
+	if f := h.mu.active; f != nil {
+		bytes := 0
+		for i := range entries {
+			bytes += len(entries[i].Batch)
+		}
+		// Seal first rather than let this request take the file past a
+		// limit: objects stay near BufferMaxBytes instead of growing by a
+		// whole request, and commits stay within MaxBatchesPerFile.
+		if len(f.batches)+len(entries) > h.cfg.MaxBatchesPerFile || f.size+bytes > h.cfg.BufferMaxBytes {
+			h.sealLocked()
+		}
 	}
 	f := h.mu.active
 	if f == nil {
@@ -78,9 +96,10 @@ func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, erro
 		f.timer = time.AfterFunc(h.cfg.CommitInterval, func() { h.sealByAge(seq) })
 		h.mu.active = f
 	}
-	first := len(f.entries)
-	f.entries = append(f.entries, entries...)
+	first := len(f.batches)
 	for i := range entries {
+		f.batches = append(f.batches, entries[i].Entry)
+		f.commits = append(f.commits, entries[i].commit)
 		f.size += len(entries[i].Batch)
 	}
 	f.memory += memory

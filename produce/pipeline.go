@@ -15,12 +15,8 @@ import (
 func (h *Handler) uploadLoop() {
 	var packer wal.Packer
 	for f := range h.toUpload {
-		f.locs = make([]wal.Location, len(f.entries))
-		walEntries := make([]wal.Entry, len(f.entries))
-		for i := range f.entries {
-			walEntries[i] = f.entries[i].Entry
-		}
-		f.object = packer.Pack(make([]byte, 0, f.size), walEntries, f.locs)
+		f.locs = make([]wal.Location, len(f.batches))
+		f.object = packer.Pack(make([]byte, 0, f.size), f.batches, f.locs)
 		f.key, f.uploadErr = h.uploader.Upload(h.pipeCtx, f.object)
 		if f.uploadErr == nil && h.cache != nil {
 			h.cache.Put(f.key, f.object)
@@ -38,7 +34,7 @@ func (h *Handler) commitLoop() {
 		h.commit(f)
 		// Drop the references to request buffers and the object before
 		// the waiters read the results; the memory is free again.
-		f.object, f.entries, f.locs = nil, nil, nil
+		f.object, f.batches, f.commits, f.locs = nil, nil, nil, nil
 		h.memory.Release(f.memory)
 		close(f.done)
 	}
@@ -49,19 +45,16 @@ func (h *Handler) commitLoop() {
 func (h *Handler) commit(f *file) {
 	if f.uploadErr != nil {
 		h.cfg.Logger.Error("upload failed; failing the file's batches with KAFKA_STORAGE_ERROR",
-			slog.Uint64("file", f.seq), slog.Int("bytes", f.size), slog.Int("batches", len(f.entries)),
+			slog.Uint64("file", f.seq), slog.Int("bytes", f.size), slog.Int("batches", len(f.batches)),
 			slog.Any("err", f.uploadErr))
-		f.results = failed(len(f.entries), kerr.KafkaStorageError)
+		f.results = failed(len(f.batches), kerr.KafkaStorageError)
 		return
 	}
-	batches := make([]coordinator.CommitBatch, len(f.entries))
-	for i := range f.entries {
-		b := f.entries[i].commit
-		b.ByteOffset = f.locs[i].ByteOffset
-		batches[i] = b
+	for i := range f.commits {
+		f.commits[i].ByteOffset = f.locs[i].ByteOffset
 	}
-	f.results = h.committer.Commit(h.pipeCtx, f.key, int64(len(f.object)), batches)
-	if len(f.results) != len(batches) {
+	f.results = h.committer.Commit(h.pipeCtx, f.key, int64(len(f.object)), f.commits)
+	if len(f.results) != len(f.commits) {
 		panic("produce: committer returned a result count different from the batch count")
 	}
 }
@@ -96,11 +89,15 @@ func (h *Handler) Close(ctx context.Context) error {
 	go func() { h.wg.Wait(); close(drained) }()
 	select {
 	case <-drained:
-		h.pipeCancel()
-		return nil
 	case <-ctx.Done():
-		h.pipeCancel()
-		<-drained
-		return ctx.Err()
+		select {
+		case <-drained: // finished just in time
+		default:
+			h.pipeCancel()
+			<-drained
+			return ctx.Err()
+		}
 	}
+	h.pipeCancel()
+	return nil
 }

@@ -128,10 +128,12 @@ type partitionRef struct {
 
 // Produce validates req, appends its valid batches to the active file and
 // returns a function that blocks until every partition has its answer
-// (SPEC §2), or returns nil early once ctx (the connection's) is done. It must be called in request order per connection; it blocks
-// only while waiting for memory (up to the request's timeout). For acks=0
-// the returned function returns nil: no response is sent, but the batches
-// are stored all the same.
+// (SPEC §2), or returns nil early once ctx (the connection's) is done. It
+// must be called in request order per connection; it blocks only while
+// waiting for memory (up to the request's timeout). For acks=0 the returned
+// function returns nil at once: no response is sent, but the batches are
+// stored all the same. A partition named twice in one request gets
+// INVALID_REQUEST for both copies.
 func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
@@ -156,7 +158,13 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		entries []pendingEntry
 		refs    []partitionRef
 		bytes   int64
+		// seen catches a partition named twice in one request, which no
+		// client sends; both copies are refused rather than stored twice.
+		seen map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition
 	)
+	if len(req.Topics) > 1 || (len(req.Topics) == 1 && len(req.Topics[0].Partitions) > 1) {
+		seen = make(map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition)
+	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
 		rt, st := &req.Topics[ti], &resp.Topics[ti]
@@ -174,6 +182,15 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			if rp.Partition < 0 || rp.Partition >= topic.Partitions {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
+			}
+			if seen != nil {
+				tp := coordinator.TopicPartition{TopicID: topic.ID, Partition: rp.Partition}
+				if first, dup := seen[tp]; dup {
+					sp.ErrorCode = kerr.InvalidRequest.Code
+					first.ErrorCode = kerr.InvalidRequest.Code
+					continue
+				}
+				seen[tp] = sp
 			}
 			cfg := &topic.Config
 			lim := batch.Limits{
@@ -196,21 +213,50 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			bytes += int64(len(hdr))
 		}
 	}
+	if seen != nil {
+		// Drop the entries of partitions found duplicated after their
+		// first copy was accepted.
+		kept := refs[:0]
+		keptEntries := entries[:0]
+		var keptBytes int64
+		for _, r := range refs {
+			if r.resp.ErrorCode != 0 {
+				continue
+			}
+			e := entries[r.entry]
+			r.entry = len(keptEntries)
+			kept = append(kept, r)
+			keptEntries = append(keptEntries, e)
+			keptBytes += int64(len(e.Batch))
+		}
+		refs, entries, bytes = kept, keptEntries, keptBytes
+	}
 	if len(entries) == 0 {
 		return answered(req, resp)
 	}
-
-	// Wait for room in the pipeline, up to the request's timeout. The cap
-	// lets a single request larger than the whole budget through alone.
-	need := min(bytes, h.cfg.MaxPendingBytes)
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
-	err := h.memory.Acquire(wctx, need)
-	cancel()
-	if err != nil {
+	if len(entries) > h.cfg.MaxBatchesPerFile {
+		// More partitions in one request than a file may hold: no client
+		// builds such a request.
 		for _, r := range refs {
-			r.resp.ErrorCode = kerr.RequestTimedOut.Code
+			r.resp.ErrorCode = kerr.InvalidRequest.Code
 		}
 		return answered(req, resp)
+	}
+
+	// Wait for room in the pipeline, up to the request's timeout (a
+	// request with no time left still goes in if there is room now). The
+	// cap lets a single request larger than the whole budget through alone.
+	need := min(bytes, h.cfg.MaxPendingBytes)
+	if !h.memory.TryAcquire(need) {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		err := h.memory.Acquire(wctx, need)
+		cancel()
+		if err != nil {
+			for _, r := range refs {
+				r.resp.ErrorCode = kerr.RequestTimedOut.Code
+			}
+			return answered(req, resp)
+		}
 	}
 
 	f, first, err := h.append(entries, need)
@@ -220,6 +266,11 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			r.resp.ErrorCode = kerr.NotLeaderForPartition.Code
 		}
 		return answered(req, resp)
+	}
+	if req.Acks == 0 {
+		// No answer is sent: do not hold the connection's pipeline until
+		// the file commits. The batches are stored all the same.
+		return func() *kmsg.ProduceResponse { return nil }
 	}
 	return func() *kmsg.ProduceResponse {
 		select {
@@ -240,9 +291,6 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			if r.logAppendTime {
 				r.resp.LogAppendTime = res.LogAppendTime
 			}
-		}
-		if req.Acks == 0 {
-			return nil
 		}
 		return resp
 	}

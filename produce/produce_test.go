@@ -260,12 +260,72 @@ func TestProduceByTopicID(t *testing.T) {
 }
 
 func TestAcksZeroStoresWithoutAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Second})
+		start := time.Now()
+		if resp := r.h.Produce(context.Background(), request(9, 0, "ct", part{0, good(1)}))(); resp != nil {
+			t.Fatalf("acks=0 got a response: %+v", resp)
+		}
+		if time.Since(start) != 0 {
+			t.Fatal("acks=0 held the connection until its file committed")
+		}
+		if err := r.h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.cm.order) != 1 {
+			t.Fatalf("acks=0 batch not committed: %v", r.cm.order)
+		}
+	})
+}
+
+func TestDuplicatePartitionRefused(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond})
-	if resp := r.h.Produce(context.Background(), request(9, 0, "ct", part{0, good(1)}))(); resp != nil {
-		t.Fatalf("acks=0 got a response: %+v", resp)
+	resp := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}, part{0, good(2)}))()
+	want := []int16{kerr.InvalidRequest.Code, 0, kerr.InvalidRequest.Code}
+	if got := codes(resp); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("codes %v, want %v", got, want)
 	}
-	if len(r.cm.order) != 1 {
-		t.Fatalf("acks=0 batch not committed: %v", r.cm.order)
+	if n := len(r.cm.got[r.cm.order[0]]); n != 1 {
+		t.Fatalf("%d batches committed, want only partition 1's", n)
+	}
+}
+
+// TestZeroTimeoutWithRoom: a request whose timeout is 0 still goes in when
+// memory is free, as Kafka accepts it.
+func TestZeroTimeoutWithRoom(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond})
+	req := request(9, -1, "ct", part{0, good(1)})
+	req.TimeoutMillis = 0
+	if c := codes(r.h.Produce(context.Background(), req)())[0]; c != 0 {
+		t.Fatalf("code %d", c)
+	}
+}
+
+// TestSealByBatchCount: a file never holds more than MaxBatchesPerFile
+// batches, and a request with more is refused.
+func TestSealByBatchCount(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Hour, MaxBatchesPerFile: 2})
+	w1 := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))
+	w2 := r.h.Produce(context.Background(), request(9, -1, "ct", part{1, good(1)}, part{2, good(1)}))
+	// The second request did not fit with the first: the first file was
+	// sealed at once and committed without waiting for its age.
+	if c := codes(w1())[0]; c != 0 {
+		t.Fatalf("first request: code %d", c)
+	}
+	big := request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}, part{2, good(1)})
+	for _, c := range codes(r.h.Produce(context.Background(), big)()) {
+		if c != kerr.InvalidRequest.Code {
+			t.Fatalf("request over MaxBatchesPerFile: code %d", c)
+		}
+	}
+	r.h.Close(context.Background())
+	if c := codes(w2()); c[0] != 0 || c[1] != 0 {
+		t.Fatalf("second request: codes %v", c)
+	}
+	for key, bs := range r.cm.got {
+		if len(bs) > 2 {
+			t.Fatalf("file %s committed %d batches", key, len(bs))
+		}
 	}
 }
 
@@ -390,4 +450,32 @@ func TestConfigValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("max pending below buffer size accepted")
 	}
+}
+
+// TestSealBeforeOverflow: a request that would take the active file past
+// BufferMaxBytes seals it first and starts a new one, so objects do not
+// grow by a whole request.
+func TestSealBeforeOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Second, BufferMaxBytes: 1000})
+		mk := func() []byte {
+			return batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Record{Value: make([]byte, 500)})
+		}
+		w1 := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, mk()}))
+		w2 := r.h.Produce(context.Background(), request(9, -1, "ct", part{1, mk()}))
+		start := time.Now()
+		w1()
+		if time.Since(start) != 0 {
+			t.Fatal("the first file was not sealed when the second request would overflow it")
+		}
+		w2()
+		if len(r.up.objects) != 2 {
+			t.Fatalf("%d objects, want 2", len(r.up.objects))
+		}
+		for k, o := range r.up.objects {
+			if len(o) > 1000 {
+				t.Fatalf("object %s is %d bytes, over BufferMaxBytes", k, len(o))
+			}
+		}
+	})
 }

@@ -9,28 +9,15 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 )
 
-// ACL operation codes (Kafka's AclOperation) used in authorized-operation
-// bitfields.
-const (
-	aclRead            = 3
-	aclWrite           = 4
-	aclCreate          = 5
-	aclDelete          = 6
-	aclAlter           = 7
-	aclDescribe        = 8
-	aclClusterAction   = 9
-	aclDescribeConfigs = 10
-	aclAlterConfigs    = 11
-	aclIdempotentWrite = 12
-)
-
 // Without an authorizer Kafka reports every operation a resource type
 // supports as authorized (KIP-430); so does the sidecar, which has none.
 const (
-	topicAuthorizedOps = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete |
-		1<<aclAlter | 1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
-	clusterAuthorizedOps = 1<<aclCreate | 1<<aclAlter | 1<<aclDescribe | 1<<aclClusterAction |
-		1<<aclDescribeConfigs | 1<<aclAlterConfigs | 1<<aclIdempotentWrite
+	topicAuthorizedOps = 1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationWrite | 1<<kmsg.ACLOperationCreate |
+		1<<kmsg.ACLOperationDelete | 1<<kmsg.ACLOperationAlter | 1<<kmsg.ACLOperationDescribe |
+		1<<kmsg.ACLOperationDescribeConfigs | 1<<kmsg.ACLOperationAlterConfigs
+	clusterAuthorizedOps = 1<<kmsg.ACLOperationCreate | 1<<kmsg.ACLOperationAlter | 1<<kmsg.ACLOperationDescribe |
+		1<<kmsg.ACLOperationClusterAction | 1<<kmsg.ACLOperationDescribeConfigs |
+		1<<kmsg.ACLOperationAlterConfigs | 1<<kmsg.ACLOperationIdempotentWrite
 )
 
 // handleMetadata answers Metadata (SPEC §6). The one broker is this sidecar
@@ -116,6 +103,7 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 		return mt
 	}
 	t, err := s.catalog.CreateTopic(ctx, name, s.cfg.NumPartitions, nil)
+	created := err == nil
 	if hasCode(err, kerr.TopicAlreadyExists) {
 		// Lost a race with another creation of the same topic: that is
 		// success for an auto-create.
@@ -135,7 +123,9 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 		mt.ErrorCode = code
 		return mt
 	}
-	s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions, "topic_id", t.ID.String())
+	if created {
+		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions, "topic_id", t.ID.String())
+	}
 	return s.metadataTopic(req, t)
 }
 

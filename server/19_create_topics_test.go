@@ -154,12 +154,12 @@ func TestTopicConfigEntries(t *testing.T) {
 		value  string
 		source int8
 	}{
-		"retention.ms":           {"1000", configSourceDynamicTopic},
-		"segment.bytes":          {"1024", configSourceDynamicTopic},
-		"message.timestamp.type": {"LogAppendTime", configSourceDynamicTopic},
-		"max.message.bytes":      {"1048588", configSourceDefault},
-		"retention.bytes":        {"-1", configSourceDefault},
-		"cleanup.policy":         {"delete", configSourceDefault},
+		"retention.ms":           {"1000", int8(kmsg.ConfigSourceDynamicTopicConfig)},
+		"segment.bytes":          {"1024", int8(kmsg.ConfigSourceDynamicTopicConfig)},
+		"message.timestamp.type": {"LogAppendTime", int8(kmsg.ConfigSourceDynamicTopicConfig)},
+		"max.message.bytes":      {"1048588", int8(kmsg.ConfigSourceDefaultConfig)},
+		"retention.bytes":        {"-1", int8(kmsg.ConfigSourceDefaultConfig)},
+		"cleanup.policy":         {"delete", int8(kmsg.ConfigSourceDefaultConfig)},
 	} {
 		e, ok := got[name]
 		if !ok || e.Value == nil || *e.Value != want.value || e.Source != want.source {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,13 +19,12 @@ import (
 // retrying forever or failing later with an opaque one. An empty
 // transactional id gets INVALID_REQUEST, as Kafka answers.
 //
-// Otherwise, from v3 a producer that already has an id and epoch (KIP-360:
-// recovering after an error) gets the same id with the epoch bumped, or a
-// new id with epoch 0 when the bump would reach 32767; a request setting
-// only one of the two gets INVALID_REQUEST. Without an id, a new one is
-// allocated with epoch 0. Allocation failures are answered with the
-// catalog's *kerr.Error, or COORDINATOR_LOAD_IN_PROGRESS (retriable) for any
-// other error.
+// Otherwise a new producer id is allocated, with epoch 0, whatever id and
+// epoch the request carries: as Kafka does for producers without a
+// transactional id (also when an idempotent producer re-initialises after
+// an error, KIP-360), so that an id is never handed to two producers.
+// Allocation failures are answered with the catalog's *kerr.Error, or
+// COORDINATOR_LOAD_IN_PROGRESS (retriable) for any other error.
 func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	fail := func(code int16) kmsg.Response {
@@ -40,15 +38,6 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 		s.log.Info("refusing transactional producer: transactions are not supported",
 			"transactional_id", *req.TransactionalID)
 		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
-	}
-	if req.Version >= 3 && (req.ProducerID != -1 || req.ProducerEpoch != -1) {
-		if req.ProducerID < 0 || req.ProducerEpoch < 0 {
-			return fail(kerr.InvalidRequest.Code)
-		}
-		if req.ProducerEpoch < math.MaxInt16-1 {
-			resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
-			return resp
-		}
 	}
 	id, err := s.catalog.AllocateProducerID(ctx)
 	if err != nil {

@@ -28,11 +28,11 @@ func TestInitProducerID(t *testing.T) {
 			wantCode: kerr.TransactionalIDAuthorizationFailed, wantID: -1, wantEpoch: -1},
 		{name: "empty transactional id", version: 4, txnID: kmsg.StringPtr(""), id: -1, epoch: -1,
 			wantCode: kerr.InvalidRequest, wantID: -1, wantEpoch: -1},
-		{name: "epoch bump", version: 3, id: 42, epoch: 3, wantID: 42, wantEpoch: 4},
-		{name: "epoch bump to the last epoch", version: 5, id: 42, epoch: 32765, wantID: 42, wantEpoch: 32766},
-		{name: "epoch exhausted", version: 5, id: 42, epoch: 32766, wantID: allocated},
-		{name: "only an id", version: 4, id: 42, epoch: -1, wantCode: kerr.InvalidRequest, wantID: -1, wantEpoch: -1},
-		{name: "only an epoch", version: 4, id: -1, epoch: 3, wantCode: kerr.InvalidRequest, wantID: -1, wantEpoch: -1},
+		// Kafka gives a producer without a transactional id a new id
+		// whatever it sends (KIP-360 re-initialisation included).
+		{name: "re-init with an id and epoch", version: 3, id: 42, epoch: 3, wantID: allocated},
+		{name: "re-init at the last epoch", version: 5, id: 42, epoch: 32766, wantID: allocated},
+		{name: "only an id", version: 4, id: 42, epoch: -1, wantID: allocated},
 		{name: "allocation refused", version: 4, id: -1, epoch: -1, allocErr: kerr.CoordinatorNotAvailable,
 			wantCode: kerr.CoordinatorNotAvailable, wantID: -1, wantEpoch: -1},
 		{name: "allocation failed", version: 4, id: -1, epoch: -1, allocErr: errors.New("log down"),

@@ -242,25 +242,26 @@ func TestSlowClientDoesNotBlockOthers(t *testing.T) {
 }
 
 // TestGracefulShutdown checks that Shutdown stops accepting, answers a
-// request already read (a blocked fetch) and then closes the connection.
+// request already read (a blocked ListOffsets) without cancelling it, and
+// then closes the connection.
 func TestGracefulShutdown(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var sawCancel atomic.Bool
 	ts := startServer(t, func(_ *Config, ts *testServer) {
-		ts.fetch.fetchHook = func(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+		ts.fetch.listOffsetsHook = func(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 			close(entered)
 			select {
 			case <-release:
 			case <-ctx.Done():
 				sawCancel.Store(true)
 			}
-			return req.ResponseKind().(*kmsg.FetchResponse)
+			return req.ResponseKind().(*kmsg.ListOffsetsResponse)
 		}
 	})
 	c := dialRaw(t, ts.Addr())
-	fetch := kmsg.NewPtrFetchRequest()
-	fetch.Version = 12
-	corr := c.send(fetch)
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	corr := c.send(lo)
 	<-entered
 
 	shutdownDone := make(chan error, 1)
@@ -272,7 +273,7 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if got, _ := c.recv(fetch); got != corr {
+	if got, _ := c.recv(lo); got != corr {
 		t.Fatalf("correlation %d, want %d", got, corr)
 	}
 	c.expectClosed()
@@ -291,22 +292,50 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// TestShutdownDeadline checks that Shutdown past its deadline cancels the
-// handlers' contexts, closes connections, and returns the context's error
-// once every goroutine is gone.
-func TestShutdownDeadline(t *testing.T) {
+// TestShutdownEndsLongPolls checks that a fetch waiting in its long-poll is
+// told to answer at once when Shutdown starts, and its answer is still
+// written before the connection closes.
+func TestShutdownEndsLongPolls(t *testing.T) {
 	entered := make(chan struct{})
 	ts := startServer(t, func(_ *Config, ts *testServer) {
 		ts.fetch.fetchHook = func(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 			close(entered)
-			<-ctx.Done()
+			<-ctx.Done() // a long-poll that only Shutdown ends
 			return req.ResponseKind().(*kmsg.FetchResponse)
 		}
 	})
 	c := dialRaw(t, ts.Addr())
 	fetch := kmsg.NewPtrFetchRequest()
 	fetch.Version = 12
-	c.send(fetch)
+	corr := c.send(fetch)
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v (it waited for the long-poll)", err)
+	}
+	if got, _ := c.recv(fetch); got != corr {
+		t.Fatalf("correlation %d, want %d", got, corr)
+	}
+	c.expectClosed()
+}
+
+// TestShutdownDeadline checks that Shutdown past its deadline cancels the
+// handlers' contexts, closes connections, and returns the context's error
+// once every goroutine is gone.
+func TestShutdownDeadline(t *testing.T) {
+	entered := make(chan struct{})
+	ts := startServer(t, func(_ *Config, ts *testServer) {
+		ts.fetch.listOffsetsHook = func(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+			close(entered)
+			<-ctx.Done()
+			return req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		}
+	})
+	c := dialRaw(t, ts.Addr())
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	c.send(lo)
 	<-entered
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -21,6 +21,10 @@ type Server struct {
 	fetcher  Fetcher
 	catalog  Catalog
 
+	// draining is cancelled when Shutdown starts: long-polls end early.
+	draining    context.Context
+	stopDrainer context.CancelFunc
+
 	// conns counts the connection goroutines (reader and writer of each
 	// connection). Add happens only under mu while !mu.closing, so Wait
 	// after closing is set never races with an Add.
@@ -55,6 +59,7 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat}
+	s.draining, s.stopDrainer = context.WithCancel(context.Background())
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
@@ -219,11 +224,13 @@ func (s *Server) hardStop() {
 // Shutdown stops the server gracefully: it stops accepting connections and
 // reading requests, lets every request already read be answered (a produce
 // waits for its file to commit, so the caller must keep the produce pipeline
-// draining concurrently; a fetch finishes its long-poll), then closes the
+// draining concurrently; a fetch ends its long-poll at once and answers
+// with what it has), then closes the
 // connections. It returns nil once every connection goroutine is gone. If
 // ctx is done first, it stops hard (closes connections, cancels handlers'
 // contexts), still waits for the goroutines, and returns ctx.Err().
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopDrainer()
 	s.mu.Lock()
 	s.mu.closing = true
 	if s.mu.ln != nil {

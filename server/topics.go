@@ -64,12 +64,6 @@ func hasCode(err error, want *kerr.Error) bool {
 	return errors.As(err, &kErr) && kErr.Code == want.Code
 }
 
-// Config sources of DescribeConfigs/CreateTopics (Kafka's ConfigSource).
-const (
-	configSourceDynamicTopic int8 = 1
-	configSourceDefault      int8 = 5
-)
-
 // topicConfigEntries lists a topic's configs as CreateTopics v5+ returns
 // them: every config the sidecar acts on (SPEC §11) with its effective value,
 // plus every other config set on the topic; sorted by name. Explicitly set
@@ -103,9 +97,9 @@ func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopic
 		e := kmsg.NewCreateTopicsResponseTopicConfig()
 		e.Name = n
 		if v, set := cfg.Raw[n]; set {
-			e.Value, e.Source = kmsg.StringPtr(v), configSourceDynamicTopic
+			e.Value, e.Source = kmsg.StringPtr(v), int8(kmsg.ConfigSourceDynamicTopicConfig)
 		} else {
-			e.Value, e.Source = kmsg.StringPtr(defaults[n]), configSourceDefault
+			e.Value, e.Source = kmsg.StringPtr(defaults[n]), int8(kmsg.ConfigSourceDefaultConfig)
 		}
 		out = append(out, e)
 	}

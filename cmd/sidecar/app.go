@@ -33,8 +33,10 @@ type app struct {
 
 // start opens data.dir and every component, binds the listener and starts
 // serving. On error everything opened so far is closed again.
-func start(cfg Config, log *slog.Logger) (a *app, err error) {
-	a = &app{log: log, served: make(chan error, 1)}
+func start(cfg Config, log *slog.Logger) (_ *app, err error) {
+	a := &app{log: log, served: make(chan error, 1)}
+	// closers undo what was opened so far if a later step fails; they
+	// refer to a, which stays set whatever start returns.
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -44,6 +46,9 @@ func start(cfg Config, log *slog.Logger) (a *app, err error) {
 		}
 	}()
 
+	if err := validateComponents(cfg); err != nil {
+		return nil, err
+	}
 	if a.dir, err = openDataDir(cfg.DataDir, cfg.NodeID); err != nil {
 		return nil, err
 	}
@@ -61,23 +66,20 @@ func start(cfg Config, log *slog.Logger) (a *app, err error) {
 		ProducerIDExpirationMs: cfg.ProducerIDExpiration.Milliseconds(),
 		Logger:                 log.With(slog.String("component", "coordinator")),
 	})
+	if errors.Is(err, coordinator.ErrShardCountChanged) {
+		return nil, &ConfigError{Key: "diskless.metadata.topic.num.partitions", Value: fmt.Sprint(cfg.MetadataShards), Err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the coordinator: %w", err)
 	}
 	closers = append(closers, func() { a.coord.Close() })
 
-	if a.cache, err = cache.New(cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes}, store); err != nil {
+	if a.cache, err = cache.New(cacheConfig(cfg), store); err != nil {
 		return nil, err
 	}
 	closers = append(closers, func() { a.cache.Close() })
 
-	uploader, err := upload.New(upload.Config{
-		Prefix:         cfg.ObjectKeyPrefix,
-		MaxAttempts:    cfg.UploadMaxAttempts,
-		InitialBackoff: cfg.UploadBackoff,
-		MaxBackoff:     cfg.UploadBackoffMax,
-		AttemptTimeout: cfg.UploadAttemptTimeout,
-	}, store, upload.WithLogger(log.With(slog.String("component", "upload"))))
+	uploader, err := upload.New(uploadConfig(cfg), store, upload.WithLogger(log.With(slog.String("component", "upload"))))
 	if err != nil {
 		return nil, err
 	}
@@ -89,23 +91,17 @@ func start(cfg Config, log *slog.Logger) (a *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.produce, err = produce.New(produce.Config{
-		BufferMaxBytes:    cfg.AppendBufferMaxBytes,
-		CommitInterval:    cfg.AppendCommitInterval,
-		MaxPendingBytes:   cfg.AppendMaxPendingBytes,
-		UploadConcurrency: cfg.UploadInflightFiles,
-		Logger:            log.With(slog.String("component", "produce")),
-	}, a.coord, uploader, committer, a.cache)
+	pcfg := produceConfig(cfg)
+	pcfg.Logger = log.With(slog.String("component", "produce"))
+	a.produce, err = produce.New(pcfg, a.coord, uploader, committer, a.cache)
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, func() { a.produce.Close(context.Background()) })
 
-	fetcher, err := fetch.New(fetch.Config{
-		MaxWait:  cfg.FetchMaxWait,
-		MaxBytes: cfg.FetchMaxBytes,
-		Logger:   log.With(slog.String("component", "fetch")),
-	}, a.coord, a.cache)
+	fcfg := fetchConfig(cfg)
+	fcfg.Logger = log.With(slog.String("component", "fetch"))
+	fetcher, err := fetch.New(fcfg, a.coord, a.cache)
 	if err != nil {
 		return nil, err
 	}
@@ -162,4 +158,52 @@ func (a *app) shutdown(timeout time.Duration) error {
 	}
 	a.dir.close()
 	return errors.Join(errs...)
+}
+
+// The components' configs, from the sidecar's keys. validateComponents
+// checks them all before anything is opened, so that a bad value stops
+// start-up with exit code 2 and a message naming the key.
+func cacheConfig(cfg Config) cache.Config {
+	return cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes}
+}
+
+func uploadConfig(cfg Config) upload.Config {
+	return upload.Config{
+		Prefix:         cfg.ObjectKeyPrefix,
+		MaxAttempts:    cfg.UploadMaxAttempts,
+		InitialBackoff: cfg.UploadBackoff,
+		MaxBackoff:     cfg.UploadBackoffMax,
+		AttemptTimeout: cfg.UploadAttemptTimeout,
+	}
+}
+
+func produceConfig(cfg Config) produce.Config {
+	return produce.Config{
+		BufferMaxBytes:    cfg.AppendBufferMaxBytes,
+		CommitInterval:    cfg.AppendCommitInterval,
+		MaxPendingBytes:   cfg.AppendMaxPendingBytes,
+		UploadConcurrency: cfg.UploadInflightFiles,
+	}
+}
+
+func fetchConfig(cfg Config) fetch.Config {
+	return fetch.Config{MaxWait: cfg.FetchMaxWait, MaxBytes: cfg.FetchMaxBytes}
+}
+
+// errInvalidConfig marks a configuration a component refused; run exits 2.
+var errInvalidConfig = errors.New("invalid configuration")
+
+func validateComponents(cfg Config) error {
+	fc := fetchConfig(cfg)
+	for _, err := range []error{
+		cacheConfig(cfg).Validate(),
+		uploadConfig(cfg).Validate(),
+		produceConfig(cfg).Validate(),
+		fc.Validate(),
+	} {
+		if err != nil {
+			return fmt.Errorf("%w: %w", errInvalidConfig, err)
+		}
+	}
+	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/magiconair/properties"
+
+	"github.com/diskless-sidecar/sidecar/wal"
 )
 
 // Config is the sidecar's configuration: Kafka-style dotted keys (SPEC §11,
@@ -269,6 +271,12 @@ func (c *Config) check() error {
 			return &ConfigError{Key: "advertised.listeners", Value: "",
 				Err: fmt.Errorf("must be set when listeners binds the wildcard address %q", c.Listener.Host)}
 		}
+	}
+	if int64(c.AppendBufferMaxBytes)+int64(c.SocketRequestMaxBytes) > wal.MaxObjectBytes {
+		// A file holds up to the buffer size plus one whole request, and
+		// a WAL object must stay addressable by int32 byte offsets.
+		return &ConfigError{Key: "diskless.append.buffer.max.bytes", Value: strconv.Itoa(c.AppendBufferMaxBytes),
+			Err: fmt.Errorf("plus socket.request.max.bytes (%d) must not exceed %d, the largest WAL object", c.SocketRequestMaxBytes, wal.MaxObjectBytes)}
 	}
 	if c.AppendMaxPendingBytes < int64(c.AppendBufferMaxBytes) {
 		return &ConfigError{Key: "diskless.append.max.pending.bytes", Value: strconv.FormatInt(c.AppendMaxPendingBytes, 10),

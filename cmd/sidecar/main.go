@@ -71,14 +71,14 @@ func run(args []string, stderr *os.File) int {
 	if err != nil {
 		logger.Error("start-up failed", slog.Any("err", err))
 		var ce *ConfigError
-		if errors.As(err, &ce) {
+		if errors.As(err, &ce) || errors.Is(err, errInvalidConfig) {
 			return 2
 		}
 		return 1
 	}
 	<-ctx.Done()
 	stop() // a second signal kills the process the default way
-	logger.Info("shutting down: finishing files in flight", slog.Duration("timeout", cfg.ShutdownTimeout))
+	logger.Info("shutting down: finishing files in flight", slog.String("timeout", cfg.ShutdownTimeout.String()))
 	if err := app.shutdown(cfg.ShutdownTimeout); err != nil {
 		logger.Error("shutdown was not clean", slog.Any("err", err))
 		return 1
