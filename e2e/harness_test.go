@@ -84,6 +84,7 @@ type Sidecar struct {
 	t       *testing.T
 	DataDir string
 	Addr    string // host:port of the Kafka listener
+	HTTP    string // host:port of the HTTP endpoint (/metrics, /healthz, /readyz)
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
@@ -102,6 +103,7 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 	}
 	args := []string{
 		"--set", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--set", "http.listener=127.0.0.1:0",
 		"--set", "data.dir=" + dataDir,
 		"--set", "log.format=json",
 		"--set", "log.level=debug",
@@ -118,6 +120,7 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 		t.Fatal(err)
 	}
 	addrC := make(chan string, 1)
+	httpC := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -131,10 +134,18 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "kafka listener started" {
-				select {
-				case addrC <- rec.Addr:
-				default:
+			if json.Unmarshal(line, &rec) == nil {
+				switch rec.Msg {
+				case "kafka listener started":
+					select {
+					case addrC <- rec.Addr:
+					default:
+					}
+				case "http endpoint started":
+					select {
+					case httpC <- rec.Addr:
+					default:
+					}
 				}
 			}
 		}
@@ -156,6 +167,10 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 	})
 	select {
 	case s.Addr = <-addrC:
+		select {
+		case s.HTTP = <-httpC: // logged before the Kafka listener
+		default:
+		}
 	case <-s.exited:
 		t.Fatalf("sidecar exited during start-up (%v):\n%s", s.exitErr, s.Logs())
 	case <-time.After(30 * time.Second):

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
@@ -34,6 +36,9 @@ type Config struct {
 	// (diskless.upload.max.inflight.files, default 4). Files are still
 	// committed in the order they were sealed.
 	UploadConcurrency int
+	// MeterProvider receives the pipeline's metrics (file stage times,
+	// sizes, seal reasons, pending bytes); nil means no metrics.
+	MeterProvider metric.MeterProvider
 	// Logger receives pipeline events; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock used for the timestamp window checks; nil means

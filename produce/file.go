@@ -47,12 +47,17 @@ type file struct {
 	memory  int64 // bytes acquired from Handler.memory for this file
 	timer   *time.Timer
 
+	// created, sealed and sealReason time the file for the metrics.
+	created, sealed time.Time
+	sealReason      string
+
 	// Set by the upload worker before uploaded is closed.
-	object    []byte
-	key       string
-	locs      []wal.Location
-	uploadErr error
-	uploaded  chan struct{}
+	object     []byte
+	key        string
+	locs       []wal.Location
+	uploadErr  error
+	uploadDone time.Time
+	uploaded   chan struct{}
 
 	// Set by the committer before done is closed; read-only afterwards.
 	results []coordinator.CommitBatchResult
@@ -72,22 +77,26 @@ func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, erro
 	if h.mu.closed {
 		return nil, 0, ErrClosed
 	}
+	bytes := 0
+	for i := range entries {
+		bytes += len(entries[i].Batch)
+	}
 	if f := h.mu.active; f != nil {
-		bytes := 0
-		for i := range entries {
-			bytes += len(entries[i].Batch)
-		}
 		// Seal first rather than let this request take the file past a
 		// limit: objects stay near BufferMaxBytes instead of growing by a
 		// whole request, and commits stay within MaxBatchesPerFile.
-		if len(f.batches)+len(entries) > h.cfg.MaxBatchesPerFile || f.size+bytes > h.cfg.BufferMaxBytes {
-			h.sealLocked()
+		switch {
+		case len(f.batches)+len(entries) > h.cfg.MaxBatchesPerFile:
+			h.sealLocked(sealCount)
+		case f.size+bytes > h.cfg.BufferMaxBytes:
+			h.sealLocked(sealSize)
 		}
 	}
 	f := h.mu.active
 	if f == nil {
 		h.mu.seq++
 		f = &file{
+			created:  time.Now(),
 			seq:      h.mu.seq,
 			uploaded: make(chan struct{}),
 			done:     make(chan struct{}),
@@ -100,11 +109,12 @@ func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, erro
 	for i := range entries {
 		f.batches = append(f.batches, entries[i].Entry)
 		f.commits = append(f.commits, entries[i].commit)
-		f.size += len(entries[i].Batch)
 	}
+	f.size += bytes
 	f.memory += memory
+	h.pending.Add(int64(bytes))
 	if f.size >= h.cfg.BufferMaxBytes {
-		h.sealLocked()
+		h.sealLocked(sealSize)
 	}
 	return f, first, nil
 }
@@ -114,19 +124,28 @@ func (h *Handler) sealByAge(seq uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if f := h.mu.active; f != nil && f.seq == seq {
-		h.sealLocked()
+		h.sealLocked(sealAge)
 	}
 }
 
+// Why a file was sealed (the reason attribute of diskless.produce.files).
+const (
+	sealSize  = "size"  // reached diskless.append.buffer.max.bytes
+	sealAge   = "age"   // diskless.append.commit.interval.ms passed
+	sealCount = "count" // reached MaxBatchesPerFile
+	sealClose = "close" // the handler is closing
+)
+
 // sealLocked hands the active file to the pipeline. Sending to both queues
 // under mu keeps the commit order equal to the seal order.
-func (h *Handler) sealLocked() {
+func (h *Handler) sealLocked(reason string) {
 	f := h.mu.active
 	if f == nil {
 		return
 	}
 	h.mu.active = nil
 	f.timer.Stop()
+	f.sealed, f.sealReason = time.Now(), reason
 	h.toCommit <- f
 	h.toUpload <- f
 }

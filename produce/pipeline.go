@@ -3,6 +3,7 @@ package produce
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -18,6 +19,7 @@ func (h *Handler) uploadLoop() {
 		f.locs = make([]wal.Location, len(f.batches))
 		f.object = packer.Pack(make([]byte, 0, f.size), f.batches, f.locs)
 		f.key, f.uploadErr = h.uploader.Upload(h.pipeCtx, f.object)
+		f.uploadDone = time.Now()
 		if f.uploadErr == nil && h.cache != nil {
 			h.cache.Put(f.key, f.object)
 		}
@@ -32,6 +34,8 @@ func (h *Handler) commitLoop() {
 	for f := range h.toCommit {
 		<-f.uploaded
 		h.commit(f)
+		h.metrics.file(f, time.Now())
+		h.pending.Add(-int64(f.size))
 		// Drop the references to request buffers and the object before
 		// the waiters read the results; the memory is free again.
 		f.object, f.batches, f.commits, f.locs = nil, nil, nil, nil
@@ -80,7 +84,7 @@ func (h *Handler) Close(ctx context.Context) error {
 		return ErrClosed
 	}
 	h.mu.closed = true
-	h.sealLocked()
+	h.sealLocked(sealClose)
 	close(h.toUpload)
 	close(h.toCommit)
 	h.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -81,6 +82,11 @@ type Handler struct {
 		closed bool
 	}
 
+	metrics *metrics
+	// pending is the record-batch bytes in files not yet answered (the
+	// diskless.produce.pending gauge).
+	pending atomic.Int64
+
 	toUpload chan *file // sealed files, in seal order, to upload workers
 	toCommit chan *file // sealed files, in seal order, to the committer
 
@@ -107,6 +113,10 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 		// by memory, so a generous length never grows the heap much.
 		toUpload: make(chan *file, 1024),
 		toCommit: make(chan *file, 1024),
+	}
+	var err error
+	if h.metrics, err = newMetrics(cfg.MeterProvider, h.pending.Load); err != nil {
+		return nil, err
 	}
 	h.pipeCtx, h.pipeCancel = context.WithCancel(context.Background())
 	for range cfg.UploadConcurrency {

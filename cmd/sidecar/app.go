@@ -13,6 +13,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
@@ -28,7 +29,9 @@ type app struct {
 	cache   *cache.Cache
 	produce *produce.Handler
 	server  *server.Server
-	served  chan error // Serve's result
+	served  chan error    // Serve's result
+	http    *httpEndpoint // nil when http.listener is empty
+	metrics *telemetry.Prometheus
 }
 
 // start opens data.dir and every component, binds the listener and starts
@@ -54,6 +57,19 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	}
 	closers = append(closers, a.dir.close)
 
+	metrics, err := telemetry.NewPrometheus()
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = metrics
+	closers = append(closers, func() { metrics.Shutdown(context.Background()) })
+	if cfg.HTTPListener != "" {
+		if a.http, err = startHTTP(cfg.HTTPListener, metrics.Handler(), log.With(slog.String("component", "http"))); err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { a.http.close(context.Background()) })
+	}
+
 	store, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
 	if err != nil {
 		return nil, fmt.Errorf("opening the object store: %w", err)
@@ -78,21 +94,28 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { a.cache.Close() })
+	if err := telemetry.ObserveCache(metrics, a.cache.Stats()); err != nil {
+		return nil, err
+	}
 
 	uploader, err := upload.New(uploadConfig(cfg), store, upload.WithLogger(log.With(slog.String("component", "upload"))))
 	if err != nil {
+		return nil, err
+	}
+	if err := telemetry.ObserveUpload(metrics, uploader.Stats()); err != nil {
 		return nil, err
 	}
 	committer, err := commit.New(commit.Config{
 		NodeID:      cfg.NodeID,
 		MaxAttempts: cfg.CommitMaxAttempts,
 		Logger:      log.With(slog.String("component", "commit")),
-	}, a.coord)
+	}, telemetry.NewShards(metrics, a.coord))
 	if err != nil {
 		return nil, err
 	}
 	pcfg := produceConfig(cfg)
 	pcfg.Logger = log.With(slog.String("component", "produce"))
+	pcfg.MeterProvider = metrics
 	a.produce, err = produce.New(pcfg, a.coord, uploader, committer, a.cache)
 	if err != nil {
 		return nil, err
@@ -117,7 +140,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		NumPartitions:    cfg.NumPartitions,
 		MaxRequestBytes:  cfg.SocketRequestMaxBytes,
 		Logger:           log.With(slog.String("component", "server")),
-	}, a.produce, fetcher, a.coord)
+	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +148,9 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, &ConfigError{Key: "listeners", Value: cfg.Listener.String(), Err: err}
 	}
 	go func() { a.served <- a.server.Serve(context.Background()) }()
+	if a.http != nil {
+		a.http.ready.Store(true)
+	}
 	log.Info("kafka listener started",
 		slog.String("addr", a.server.Addr().String()),
 		slog.String("data.dir", cfg.DataDir),
@@ -141,6 +167,9 @@ func (a *app) shutdown(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var errs []error
+	if a.http != nil {
+		a.http.ready.Store(false) // out of load balancers first
+	}
 	// The server waits for produce answers; the pipeline keeps sealing
 	// files by age meanwhile, so the two drain together.
 	if err := a.server.Shutdown(ctx); err != nil {
@@ -156,6 +185,10 @@ func (a *app) shutdown(timeout time.Duration) error {
 	if err := a.coord.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator: %w", err))
 	}
+	if a.http != nil {
+		a.http.close(ctx)
+	}
+	a.metrics.Shutdown(ctx)
 	a.dir.close()
 	return errors.Join(errs...)
 }

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testConfig(t *testing.T, sets ...string) Config {
 	t.Helper()
-	cfg, err := LoadConfig("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "data.dir=" + t.TempDir()}, sets...))
+	cfg, err := LoadConfig("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + t.TempDir()}, sets...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg, err := LoadConfig("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "data.dir=" + cfg.DataDir}, c.sets...))
+			cfg, err := LoadConfig("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + cfg.DataDir}, c.sets...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -50,6 +50,8 @@ type Config struct {
 	MetadataShards       int32
 	ProducerIDExpiration time.Duration
 
+	HTTPListener string
+
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 	LogFormat       string
@@ -165,6 +167,20 @@ var options = []option{
 	intOption("fetch.max.bytes", "57671680", "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
 	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards. Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),
 	msOption("producer.id.expiration.ms", "86400000", "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	{key: "http.listener", def: "127.0.0.1:9644",
+		doc: "host:port of the HTTP endpoint: /metrics (Prometheus), /healthz, /readyz; empty disables it; port 0 picks a free port.",
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if v != "" {
+				if _, port, err := net.SplitHostPort(v); err != nil {
+					return err
+				} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+					return fmt.Errorf("bad port %q", port)
+				}
+			}
+			c.HTTPListener = v
+			return nil
+		}},
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

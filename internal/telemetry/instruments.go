@@ -1,0 +1,233 @@
+package telemetry
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/upload"
+)
+
+// counter is one observable counter read from a component's atomic.
+type counter struct {
+	name, unit, desc string
+	v                *atomic.Int64
+}
+
+func observe(m metric.Meter, counters []counter, gauges []counter) error {
+	var obs []metric.Observable
+	cs := make([]metric.Int64ObservableCounter, len(counters))
+	for i, c := range counters {
+		cs[i] = must(m.Int64ObservableCounter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc)))
+		obs = append(obs, cs[i])
+	}
+	gs := make([]metric.Int64ObservableGauge, len(gauges))
+	for i, g := range gauges {
+		gs[i] = must(m.Int64ObservableGauge(g.name, metric.WithUnit(g.unit), metric.WithDescription(g.desc)))
+		obs = append(obs, gs[i])
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i, c := range counters {
+			o.ObserveInt64(cs[i], c.v.Load())
+		}
+		for i, g := range gauges {
+			o.ObserveInt64(gs[i], g.v.Load())
+		}
+		return nil
+	}, obs...)
+	return err
+}
+
+// ObserveUpload exports the uploader's counters: objects and bytes
+// uploaded, attempts, retries and failures.
+func ObserveUpload(mp metric.MeterProvider, s *upload.Stats) error {
+	return observe(Meter(mp), []counter{
+		{"diskless.upload.objects", "{object}", "WAL objects uploaded successfully", &s.Uploads},
+		{"diskless.upload.bytes", "By", "bytes of WAL objects uploaded successfully, each object once", &s.BytesUploaded},
+		{"diskless.upload.attempts", "{attempt}", "object store PUTs attempted, retries included", &s.Attempts},
+		{"diskless.upload.retries", "{attempt}", "upload attempts after the first of an object", &s.Retries},
+		{"diskless.upload.failures", "{object}", "objects whose upload gave up after every attempt", &s.Failures},
+	}, nil)
+}
+
+// ObserveCache exports the block cache's counters and its size.
+func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
+	return observe(Meter(mp), []counter{
+		{"diskless.cache.hits", "{block}", "block lookups served from the cache", &s.Hits},
+		{"diskless.cache.misses", "{block}", "block lookups that had to load the block", &s.Misses},
+		{"diskless.cache.coalesced", "{block}", "misses that joined a load already in flight", &s.Coalesced},
+		{"diskless.cache.evictions", "{block}", "blocks evicted to stay within diskless.cache.max.bytes", &s.Evictions},
+		{"diskless.cache.store.reads", "{request}", "ranged GETs issued to the object store", &s.StoreReads},
+		{"diskless.cache.store.read", "By", "bytes read from the object store", &s.StoreReadBytes},
+	}, []counter{
+		{"diskless.cache.size", "By", "bytes of object data cached", &s.BytesCached},
+	})
+}
+
+// ProduceHandler is what the server calls for Produce.
+type ProduceHandler interface {
+	Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
+}
+
+// Producer wraps a ProduceHandler, measuring each request from its arrival
+// to its answer (diskless.produce.latency, by acks), the record-batch bytes
+// received, and the error answered per partition.
+type Producer struct {
+	next    ProduceHandler
+	latency metric.Float64Histogram
+	bytes   metric.Int64Counter
+	errors  metric.Int64Counter
+}
+
+// latencyBuckets (s) cover a diskless produce: most of it is the wait for
+// the file to seal (diskless.append.commit.interval.ms), then upload and
+// commit; S3 puts it in the hundreds of ms (SPEC §13).
+var latencyBuckets = []float64{.001, .005, .01, .025, .05, .1, .15, .2, .25, .3, .4, .5, .75, 1, 1.5, 2, 3, 5, 10, 30}
+
+// NewProducer wraps next.
+func NewProducer(mp metric.MeterProvider, next ProduceHandler) *Producer {
+	m := Meter(mp)
+	return &Producer{
+		next: next,
+		latency: must(m.Float64Histogram("diskless.produce.latency", metric.WithUnit("s"),
+			metric.WithDescription("Produce request latency, arrival to answer (acks=0: to acceptance)"),
+			metric.WithExplicitBucketBoundaries(latencyBuckets...))),
+		bytes: must(m.Int64Counter("diskless.produce.received", metric.WithUnit("By"),
+			metric.WithDescription("record-batch bytes received in Produce requests"))),
+		errors: must(m.Int64Counter("diskless.produce.partition.errors", metric.WithUnit("{partition}"),
+			metric.WithDescription("Produce partitions answered with an error, by Kafka error"))),
+	}
+}
+
+// Produce implements server.Producer.
+func (p *Producer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
+	start := time.Now()
+	var n int64
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			n += int64(len(req.Topics[i].Partitions[j].Records))
+		}
+	}
+	p.bytes.Add(ctx, n)
+	wait := p.next.Produce(ctx, req)
+	acks := attribute.Int("acks", int(req.Acks))
+	return func() *kmsg.ProduceResponse {
+		resp := wait()
+		p.latency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(acks))
+		if resp != nil {
+			for i := range resp.Topics {
+				for _, pr := range resp.Topics[i].Partitions {
+					if pr.ErrorCode != 0 {
+						p.errors.Add(ctx, 1, metric.WithAttributes(errorAttr(pr.ErrorCode)))
+					}
+				}
+			}
+		}
+		return resp
+	}
+}
+
+func errorAttr(code int16) attribute.KeyValue {
+	if e := kerr.TypedErrorForCode(code); e != nil {
+		return attribute.String("error", e.Message)
+	}
+	return attribute.String("error", strconv.Itoa(int(code)))
+}
+
+// FetchHandler is what the server calls for Fetch and ListOffsets.
+type FetchHandler interface {
+	Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse
+	ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+}
+
+// Fetcher wraps a FetchHandler, measuring fetch latency (long-poll
+// included), the record bytes served, and partition errors.
+type Fetcher struct {
+	FetchHandler
+	latency metric.Float64Histogram
+	bytes   metric.Int64Counter
+	errors  metric.Int64Counter
+}
+
+// NewFetcher wraps next.
+func NewFetcher(mp metric.MeterProvider, next FetchHandler) *Fetcher {
+	m := Meter(mp)
+	return &Fetcher{
+		FetchHandler: next,
+		latency: must(m.Float64Histogram("diskless.fetch.latency", metric.WithUnit("s"),
+			metric.WithDescription("Fetch request latency, long-poll included"),
+			metric.WithExplicitBucketBoundaries(latencyBuckets...))),
+		bytes: must(m.Int64Counter("diskless.fetch.bytes", metric.WithUnit("By"),
+			metric.WithDescription("record-batch bytes served to consumers"))),
+		errors: must(m.Int64Counter("diskless.fetch.partition.errors", metric.WithUnit("{partition}"),
+			metric.WithDescription("Fetch partitions answered with an error, by Kafka error"))),
+	}
+}
+
+// Fetch implements server.Fetcher.
+func (f *Fetcher) Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	start := time.Now()
+	resp := f.FetchHandler.Fetch(ctx, req)
+	f.latency.Record(ctx, time.Since(start).Seconds())
+	if resp == nil {
+		return nil
+	}
+	var n int64
+	for i := range resp.Topics {
+		for _, p := range resp.Topics[i].Partitions {
+			n += int64(len(p.RecordBatches))
+			if p.ErrorCode != 0 {
+				f.errors.Add(ctx, 1, metric.WithAttributes(errorAttr(p.ErrorCode)))
+			}
+		}
+	}
+	f.bytes.Add(ctx, n)
+	return resp
+}
+
+// ShardCommitter is the coordinator surface the commit stage calls.
+type ShardCommitter interface {
+	ShardFor(id coordinator.TopicID, partition int32) int32
+	CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error)
+}
+
+// Shards wraps a ShardCommitter, measuring commit latency per shard
+// (diskless.commit.latency) and failed calls.
+type Shards struct {
+	ShardCommitter
+	latency  metric.Float64Histogram
+	failures metric.Int64Counter
+}
+
+// NewShards wraps next.
+func NewShards(mp metric.MeterProvider, next ShardCommitter) *Shards {
+	m := Meter(mp)
+	return &Shards{
+		ShardCommitter: next,
+		latency: must(m.Float64Histogram("diskless.commit.latency", metric.WithUnit("s"),
+			metric.WithDescription("CommitFile latency per coordinator shard (durable in its metadata log)"),
+			metric.WithExplicitBucketBoundaries(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5))),
+		failures: must(m.Int64Counter("diskless.commit.failures", metric.WithUnit("{call}"),
+			metric.WithDescription("CommitFile calls that failed as a whole"))),
+	}
+}
+
+// CommitFile implements commit.Shards.
+func (s *Shards) CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+	start := time.Now()
+	rs, err := s.ShardCommitter.CommitFile(ctx, shard, req)
+	attrs := metric.WithAttributes(attribute.Int("shard", int(shard)))
+	s.latency.Record(ctx, time.Since(start).Seconds(), attrs)
+	if err != nil {
+		s.failures.Add(ctx, 1, attrs)
+	}
+	return rs, err
+}
