@@ -5,10 +5,12 @@ GO      ?= go
 ARGS    ?=
 PKGS    := ./...
 
-.PHONY: run build test test-short bench bench-ci lint fuzz clean
+.PHONY: run build test test-short bench bench-ci lint clean
 
-run:
-	$(GO) run ./cmd/sidecar $(ARGS)
+# Builds, then runs the binary in the foreground (exec: Ctrl-C reaches the
+# sidecar itself, which stops gracefully).
+run: build
+	exec ./bin/sidecar $(ARGS)
 
 build:
 	$(GO) build -o bin/sidecar ./cmd/sidecar
