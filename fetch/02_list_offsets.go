@@ -33,8 +33,11 @@ const listOffsetsEarliestLocal int64 = -4
 // once, at every occurrence), UNKNOWN_TOPIC_OR_PARTITION,
 // FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v4+, as in Fetch),
 // UNSUPPORTED_VERSION (another negative Timestamp, or one the version does
-// not have), KAFKA_STORAGE_ERROR or CORRUPT_MESSAGE (the batch holding the
-// answer cannot be read).
+// not have), KAFKA_STORAGE_ERROR (the batch holding the answer cannot be
+// read, or ctx ends while waiting for a decompression slot) or
+// CORRUPT_MESSAGE (that batch fails its checks, does not decompress or
+// parse, or decompresses past Config.MaxDecompressedBytes before the
+// answer).
 func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.Version = req.Version
@@ -129,7 +132,8 @@ func (h *Handler) listOffset(ctx context.Context, t *coordinator.Topic, version 
 	}
 	at := hit{res.Offset, res.Timestamp}
 	if res.Candidate != nil {
-		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, hwm: res.HighWatermark}
+		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, hwm: res.HighWatermark,
+			left: h.cfg.MaxDecompressedBytes}
 		var errc *kerr.Error
 		if ts == coordinator.ListOffsetsMaxTimestamp {
 			at, errc = l.maxTimestamp(ctx, *res.Candidate)

@@ -21,6 +21,21 @@ const (
 	// object-store GET of ~20 ms to first byte (SPEC §13), so a few in
 	// flight hide that latency without flooding the store.
 	DefaultReadConcurrency = 8
+	// DefaultMaxDecompressedBytes bounds the decompressed bytes one
+	// ListOffsets timestamp lookup may process: 64 × the default
+	// max.message.bytes (SPEC §11), so a full batch of ordinary payloads
+	// (which compress 2–10×) is read to its end with room to spare, while
+	// a decompression bomb costs at most ~0.2 s of one core
+	// (BenchmarkListOffsetsScan: zstd ~380 MB/s, gzip ~1.4 GB/s). It
+	// bounds CPU, not memory: lookups stream (see DecompressConcurrency).
+	DefaultMaxDecompressedBytes = 64 << 20
+	// DefaultDecompressConcurrency is how many timestamp lookups may
+	// decompress at once. A decompressing lookup holds at most ~9 MiB (an
+	// 8 MiB zstd window and a block) besides the compressed batch, so 4
+	// bound that to ~40 MiB and keep at most 4 cores busy. Timestamp
+	// lookups are rare (offsetsForTimes, group resets by time), so waiting
+	// for a slot rarely happens.
+	DefaultDecompressConcurrency = 4
 )
 
 // Config configures a [Handler]. Zero values take the defaults above.
@@ -45,6 +60,24 @@ type Config struct {
 	// sequentially on the caller's goroutine.
 	ReadConcurrency int
 
+	// MaxDecompressedBytes bounds, in bytes, the decompressed records a
+	// ListOffsets timestamp lookup (SPEC §5) may read, over all the
+	// compressed batches it decodes (usually one; at most a few when the
+	// log start offset is inside the candidate). Records are scanned as a
+	// stream and the scan stops at the answer, so only a lookup whose
+	// answer lies past this many bytes fails: that partition gets
+	// CORRUPT_MESSAGE ("exceeds the valid size") and a warning is logged.
+	// Memory does not grow with it. Must be ≥ 0; 0 means
+	// DefaultMaxDecompressedBytes.
+	MaxDecompressedBytes int64
+
+	// DecompressConcurrency bounds how many timestamp lookups of this
+	// Handler decompress at once; others wait for a slot (or their
+	// context: KAFKA_STORAGE_ERROR). Uncompressed batches and
+	// LogAppendTime topics need no slot. Must be ≥ 0; 0 means
+	// DefaultDecompressConcurrency.
+	DecompressConcurrency int
+
 	// Logger receives warnings about failed reads and corrupt batches.
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -61,6 +94,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("fetch: MaxBytes %d: must be ≥ 0", c.MaxBytes)
 	case c.ReadConcurrency < 0:
 		return fmt.Errorf("fetch: ReadConcurrency %d: must be ≥ 0", c.ReadConcurrency)
+	case c.MaxDecompressedBytes < 0:
+		return fmt.Errorf("fetch: MaxDecompressedBytes %d: must be ≥ 0", c.MaxDecompressedBytes)
+	case c.DecompressConcurrency < 0:
+		return fmt.Errorf("fetch: DecompressConcurrency %d: must be ≥ 0", c.DecompressConcurrency)
 	}
 	return nil
 }
@@ -75,6 +112,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadConcurrency == 0 {
 		c.ReadConcurrency = DefaultReadConcurrency
+	}
+	if c.MaxDecompressedBytes == 0 {
+		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
+	if c.DecompressConcurrency == 0 {
+		c.DecompressConcurrency = DefaultDecompressConcurrency
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -46,8 +46,17 @@
 // what read_uncommitted reads and last_stable_offset = high watermark.
 //
 // ListOffsets answers earliest and latest from the coordinator's index, and
-// timestamp lookups from the candidate batch the coordinator names, whose
-// records are decoded with franz-go (kgo.ProcessFetchPartition, which also
-// decompresses). On LogAppendTime batches every record has the batch's
-// append time, so no read is needed.
+// timestamp lookups from the candidate batch the coordinator names. On
+// LogAppendTime batches every record has the batch's append time, so no
+// read is needed. Otherwise the batch is read and its records scanned as a
+// stream up to the answer: only each record's length, timestampDelta and
+// offsetDelta are decoded, keys, values and headers are skipped (records.go
+// has the layout). Produce checks headers only, so a batch under
+// max.message.bytes may decompress to gigabytes; a lookup therefore
+// decompresses with streaming readers whose working set does not grow with
+// the output (inflate.go: gzip and lz4 windows, a zstd window of at most
+// 8 MiB, snappy blocks checked before they are decoded, raw or xerial),
+// processes at most [Config.MaxDecompressedBytes] of output, and waits for
+// one of [Config.DecompressConcurrency] slots. A batch over those limits
+// answers its partition CORRUPT_MESSAGE and logs a warning naming it.
 package fetch

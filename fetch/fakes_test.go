@@ -358,8 +358,14 @@ func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]b
 // compressed with codec (batch.Codec*), CRC-32C set.
 func makeBatch(tb testing.TB, codec int8, valueSize int, tss ...int64) []byte {
 	tb.Helper()
+	return wrapBatch(codec, compress(tb, codec, recordsOf(valueSize, tss...)), tss...)
+}
+
+// recordsOf returns an uncompressed records section: one record per
+// timestamp in tss (ms, the first is the base), with key "k<i>" and a value
+// of valueSize bytes.
+func recordsOf(valueSize int, tss ...int64) []byte {
 	var raw []byte
-	maxTS := int64(-1)
 	for i, ts := range tss {
 		r := kmsg.Record{
 			TimestampDelta64: ts - tss[0],
@@ -370,24 +376,40 @@ func makeBatch(tb testing.TB, codec int8, valueSize int, tss ...int64) []byte {
 		body := r.AppendTo(nil)
 		r.Length = int32(len(body) - 1) // Length 0 took one varint byte
 		raw = r.AppendTo(raw)
-		maxTS = max(maxTS, ts)
 	}
-	if codec != batch.CodecNone {
-		comp, err := kgo.DefaultCompressor(map[int8]kgo.CompressionCodec{
-			batch.CodecGzip:   kgo.GzipCompression(),
-			batch.CodecSnappy: kgo.SnappyCompression(),
-			batch.CodecLZ4:    kgo.Lz4Compression(),
-			batch.CodecZstd:   kgo.ZstdCompression(),
-		}[codec])
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var buf bytes.Buffer
-		out, got := comp.Compress(&buf, raw)
-		if int8(got) != codec {
-			tb.Fatalf("compressed with codec %d, want %d", got, codec)
-		}
-		raw = slices.Clone(out)
+	return raw
+}
+
+// compress compresses a records section with codec as franz-go's
+// producer does for a single batch (snappy: one raw block).
+func compress(tb testing.TB, codec int8, raw []byte) []byte {
+	tb.Helper()
+	if codec == batch.CodecNone {
+		return raw
+	}
+	comp, err := kgo.DefaultCompressor(map[int8]kgo.CompressionCodec{
+		batch.CodecGzip:   kgo.GzipCompression(),
+		batch.CodecSnappy: kgo.SnappyCompression(),
+		batch.CodecLZ4:    kgo.Lz4Compression(),
+		batch.CodecZstd:   kgo.ZstdCompression(),
+	}[codec])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var buf bytes.Buffer
+	out, got := comp.Compress(&buf, raw)
+	if int8(got) != codec {
+		tb.Fatalf("compressed with codec %d, want %d", got, codec)
+	}
+	return slices.Clone(out)
+}
+
+// wrapBatch frames records, a records section compressed with codec, as a
+// v2 batch of len(tss) records with timestamps tss, CRC-32C set.
+func wrapBatch(codec int8, records []byte, tss ...int64) []byte {
+	maxTS := int64(-1)
+	for _, ts := range tss {
+		maxTS = max(maxTS, ts)
 	}
 	rb := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1,
@@ -400,7 +422,7 @@ func makeBatch(tb testing.TB, codec int8, valueSize int, tss ...int64) []byte {
 		ProducerEpoch:        -1,
 		FirstSequence:        -1,
 		NumRecords:           int32(len(tss)),
-		Records:              raw,
+		Records:              records,
 	}
 	b := rb.AppendTo(nil)
 	rb.Length = int32(len(b) - 12)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
 )
@@ -52,9 +51,10 @@ type Handler struct {
 	coord Coordinator
 	r     ObjectReader
 	log   *slog.Logger
-	// decomp decompresses batches for ListOffsets' timestamp lookups; it
-	// is safe for concurrent use (pooled per codec).
-	decomp kgo.Decompressor
+	// decompressSlots is the semaphore of Config.DecompressConcurrency:
+	// a timestamp lookup sends to decompress a batch and receives when
+	// done.
+	decompressSlots chan struct{}
 }
 
 // New returns a Handler over c and r. Errors: an invalid cfg (naming the
@@ -68,12 +68,23 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Handler{
-		cfg:    cfg,
-		coord:  c,
-		r:      r,
-		log:    cfg.Logger,
-		decomp: kgo.DefaultDecompressor(),
+		cfg:             cfg,
+		coord:           c,
+		r:               r,
+		log:             cfg.Logger,
+		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
 	}, nil
+}
+
+// acquireDecompress waits for a decompression slot (Config.DecompressConcurrency)
+// or ctx, and returns the release, or ctx's error.
+func (h *Handler) acquireDecompress(ctx context.Context) (release func(), err error) {
+	select {
+	case h.decompressSlots <- struct{}{}:
+		return func() { <-h.decompressSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // checkLeaderEpoch checks a request's CurrentLeaderEpoch (KIP-320) against

@@ -188,7 +188,33 @@ func TestListOffsetsErrors(t *testing.T) {
 			name: "candidate does not decompress", version: 8, topic: "l", epoch: -1, ts: 1031,
 			break_: func(e *env) {
 				e.store.mutate("wal/0002", func(b []byte) []byte {
+					b[batch.HeaderSize+10] |= 0x06 // the first deflate block: reserved type 3
+					batch.Header(b).UpdateCRC()
+					return b
+				})
+			},
+			errc: kerr.CorruptMessage,
+		},
+		{
+			// The scan stops at the answer, as a broker's does, so what
+			// lies past it is not checked.
+			name: "corrupt gzip trailer past the answer", version: 8, topic: "l", epoch: -1, ts: 1031,
+			break_: func(e *env) {
+				e.store.mutate("wal/0002", func(b []byte) []byte {
 					b[len(b)-3] ^= 0xff // inside the gzip trailer (CRC-32, size)
+					batch.Header(b).UpdateCRC()
+					return b
+				})
+			},
+		},
+		{
+			// Log start 5: the candidate 3–5 holds nothing ≥ 1041 at or
+			// above it, so it is read to its end, trailer included.
+			name: "corrupt gzip trailer in a batch read to its end", version: 8, topic: "l", epoch: -1, ts: 1041,
+			break_: func(e *env) {
+				e.coord.setLogStart("l", 0, 5)
+				e.store.mutate("wal/0002", func(b []byte) []byte {
+					b[len(b)-3] ^= 0xff
 					batch.Header(b).UpdateCRC()
 					return b
 				})

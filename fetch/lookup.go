@@ -1,11 +1,13 @@
 package fetch
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"io"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
@@ -23,7 +25,8 @@ type hit struct{ offset, timestamp int64 }
 var miss = hit{-1, -1}
 
 // lookup finds records by timestamp in one partition for ListOffsets (SPEC
-// §5). It reads at most the batches that hold the answer.
+// §5). It reads at most the batches that hold the answer, and scans each
+// only up to the answer.
 type lookup struct {
 	h     *Handler
 	topic string
@@ -32,6 +35,9 @@ type lookup struct {
 	// answer; logStart only moves up (a concurrent retention or
 	// DeleteRecords), and no answer falls below it.
 	logStart, hwm int64
+	// left is what the lookup may still decompress, in bytes; it starts
+	// at Config.MaxDecompressedBytes.
+	left int64
 }
 
 // atOrAfter returns the first record at or above the log start offset with
@@ -90,7 +96,7 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 }
 
 // first returns the first record of c at or above the log start offset
-// whose timestamp satisfies ok, or miss.
+// whose timestamp satisfies ok, or miss. The scan stops there.
 func (l *lookup) first(ctx context.Context, c *coordinator.BatchCoordinate, ok func(ts int64) bool) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		// Every record has the batch's append time.
@@ -100,67 +106,111 @@ func (l *lookup) first(ctx context.Context, c *coordinator.BatchCoordinate, ok f
 		}
 		return hit{off, c.LogAppendTime}, nil
 	}
-	recs, errc := l.records(ctx, c)
-	if errc != nil {
-		return miss, errc
-	}
-	for _, r := range recs {
-		if ts := r.Timestamp.UnixMilli(); ok(ts) {
-			return hit{r.Offset, ts}, nil
+	at := miss
+	errc := l.scan(ctx, c, func(r hit) bool {
+		if ok(r.timestamp) {
+			at = r
+			return false
 		}
-	}
-	return miss, nil
+		return true
+	})
+	return at, errc
 }
 
 // largest returns the earliest record of c at or above the log start offset
-// with the largest timestamp among those, or miss if c has none there.
+// with the largest timestamp among those, or miss if c has none there. The
+// scan stops at the first record holding c's max timestamp (the header's,
+// which the index holds): none after it can be larger.
 func (l *lookup) largest(ctx context.Context, c *coordinator.BatchCoordinate) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		return l.first(ctx, c, func(int64) bool { return true })
 	}
-	recs, errc := l.records(ctx, c)
-	if errc != nil {
-		return miss, errc
-	}
 	best := miss
-	for _, r := range recs {
-		if ts := r.Timestamp.UnixMilli(); best == miss || ts > best.timestamp {
-			best = hit{r.Offset, ts}
+	errc := l.scan(ctx, c, func(r hit) bool {
+		if best == miss || r.timestamp > best.timestamp {
+			best = r
 		}
-	}
-	return best, nil
+		return best.timestamp != c.MaxTimestamp()
+	})
+	return best, errc
 }
 
-// records reads c and decodes its records at or above the log start
-// offset, decompressing as needed, with franz-go's consumer code. Errors:
-// KAFKA_STORAGE_ERROR (the read failed), CORRUPT_MESSAGE (the bytes are
-// not c's batch, fail the CRC, or do not decode).
-func (l *lookup) records(ctx context.Context, c *coordinator.BatchCoordinate) ([]*kgo.Record, *kerr.Error) {
+// scan reads c and calls fn with each of its records at or above the log
+// start offset, in offset order, until fn returns false. Records are parsed
+// as a stream (scanRecords): only offsets and timestamps are decoded, keys
+// and values are skipped. A compressed batch takes a decompression slot
+// (Config.DecompressConcurrency) while it is scanned, and what it
+// decompresses is charged to l.left (Config.MaxDecompressedBytes). Errors:
+// KAFKA_STORAGE_ERROR (the read failed, or ctx ended while waiting for a
+// slot), CORRUPT_MESSAGE (the bytes are not c's batch, fail the CRC, do not
+// decompress or parse, or decompress past the budget).
+func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn func(hit) bool) *kerr.Error {
 	if c.ByteSize < batch.HeaderSize {
 		l.corrupt(c, "coordinate too small for a batch")
-		return nil, kerr.CorruptMessage
+		return kerr.CorruptMessage
 	}
 	buf := make([]byte, c.ByteSize)
 	if err := l.h.readFull(ctx, c.ObjectKey, buf, c.ByteOffset); err != nil {
 		l.h.log.Warn("list offsets: read failed", "topic", l.topic, "partition", l.tp.Partition,
 			"offset", c.BaseOffset, "err", err)
-		return nil, kerr.KafkaStorageError
+		return kerr.KafkaStorageError
 	}
 	h, ok := matches(buf, c)
 	if !ok || h.ComputeCRC() != h.CRC() {
 		l.corrupt(c, "bytes do not match the coordinate or fail the CRC")
-		return nil, kerr.CorruptMessage
+		return kerr.CorruptMessage
 	}
-	h.SetBaseOffset(c.BaseOffset) // outside the CRC
-	fp, _ := kgo.ProcessFetchPartition(
-		kgo.ProcessFetchPartitionOpts{Offset: l.logStart, Topic: l.topic, Partition: l.tp.Partition},
-		&kmsg.FetchResponseTopicPartition{Partition: l.tp.Partition, RecordBatches: buf},
-		l.h.decomp, nil)
-	if fp.Err != nil {
-		l.corrupt(c, fp.Err.Error())
-		return nil, kerr.CorruptMessage
+	span := recordsSpan{
+		baseOffset:      c.BaseOffset, // the stored batch has 0
+		baseTimestamp:   h.BaseTimestamp(),
+		lastOffsetDelta: h.LastOffsetDelta(),
+		count:           h.RecordsCount(),
 	}
-	return fp.Records, nil
+	records := buf[batch.HeaderSize:]
+	var src io.Reader = bytes.NewReader(records)
+	if codec := h.Codec(); codec != batch.CodecNone {
+		release, err := l.h.acquireDecompress(ctx)
+		if err != nil {
+			l.h.log.Warn("list offsets: no decompression slot", "topic", l.topic, "partition", l.tp.Partition,
+				"offset", c.BaseOffset, "err", err)
+			return kerr.KafkaStorageError
+		}
+		defer release()
+		r, done, err := decompressed(codec, records, l.left)
+		if err != nil {
+			return l.scanFailed(c, err)
+		}
+		defer done()
+		budget := &budgetReader{r: r, left: l.left}
+		defer func() { l.left = budget.left }()
+		src = budget
+	}
+	err := scanRecords(bufio.NewReaderSize(src, scanBufferSize), span, func(offset, ts int64) bool {
+		return offset < l.logStart || fn(hit{offset, ts})
+	})
+	if err != nil {
+		return l.scanFailed(c, err)
+	}
+	return nil
+}
+
+// scanBufferSize is the buffer records are parsed from: the scan's whole
+// working set besides the codec's.
+const scanBufferSize = 16 << 10
+
+// scanFailed logs why c could not be scanned and returns CORRUPT_MESSAGE,
+// the code a broker sends for a batch it cannot decode, whose description
+// ("… exceeds the valid size, … or is otherwise corrupt") also covers a
+// batch too large to decompress.
+func (l *lookup) scanFailed(c *coordinator.BatchCoordinate, err error) *kerr.Error {
+	if errors.Is(err, errTooLarge) {
+		l.h.log.Warn("list offsets: batch too large to decompress", "topic", l.topic, "partition", l.tp.Partition,
+			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
+			"max_decompressed_bytes", l.h.cfg.MaxDecompressedBytes, "err", err)
+		return kerr.CorruptMessage
+	}
+	l.corrupt(c, err.Error())
+	return kerr.CorruptMessage
 }
 
 func (l *lookup) corrupt(c *coordinator.BatchCoordinate, why string) {

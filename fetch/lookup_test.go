@@ -1,0 +1,427 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// xerialFrame frames raw as the Java producer's SnappyOutputStream and
+// franz-go's merged batches do: the xerial header, then chunks of at most
+// chunk input bytes, each a big-endian length and a raw snappy block.
+func xerialFrame(raw []byte, chunk int) []byte {
+	out := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
+	for len(raw) > 0 {
+		n := min(chunk, len(raw))
+		block := s2.EncodeSnappy(nil, raw[:n])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
+		out = append(out, block...)
+		raw = raw[n:]
+	}
+	return out
+}
+
+// TestListOffsetsCodecs: timestamp and max-timestamp lookups give the same
+// answers for every codec and framing, with the log start inside the
+// batch and the answer in a later batch. Values of 20 KiB make the
+// records section span several xerial chunks and scanner buffers.
+func TestListOffsetsCodecs(t *testing.T) {
+	tss := []int64{1000, 1030, 1010, 1030, 1050, 1020, 1050, 1040}
+	raw := recordsOf(20<<10, tss...)
+	for _, codec := range []struct {
+		name  string
+		codec int8
+		recs  []byte
+	}{
+		{"none", batch.CodecNone, raw},
+		{"gzip", batch.CodecGzip, compress(t, batch.CodecGzip, raw)},
+		{"snappy raw block", batch.CodecSnappy, compress(t, batch.CodecSnappy, raw)},
+		{"snappy xerial", batch.CodecSnappy, xerialFrame(raw, 32<<10)},
+		{"snappy xerial, one chunk", batch.CodecSnappy, xerialFrame(raw, len(raw))},
+		{"lz4", batch.CodecLZ4, compress(t, batch.CodecLZ4, raw)},
+		{"zstd", batch.CodecZstd, compress(t, batch.CodecZstd, raw)},
+	} {
+		t.Run(codec.name, func(t *testing.T) {
+			// Partition p: the batch (offsets 0–7), then 8–9 uncompressed
+			// at 900 and 1060, log start logStart[p].
+			e := newEnv(t, Config{})
+			e.coord.createTopic("c", 3)
+			logStart := []int64{0, 5, 7}
+			for p := range int32(3) {
+				e.commit("c", p, commitOpts{}, wrapBatch(codec.codec, codec.recs, tss...), makeBatch(t, batch.CodecNone, 1, 900, 1060))
+				e.coord.setLogStart("c", p, logStart[p])
+			}
+			for _, tc := range []struct {
+				partition         int32
+				ts                int64
+				offset, timestamp int64
+			}{
+				{0, 0, 0, 1000},
+				{0, 1025, 1, 1030},
+				{0, 1045, 4, 1050},
+				{0, 1051, 9, 1060},
+				{1, 0, 5, 1020},
+				{1, 1045, 6, 1050},
+				{2, 1045, 9, 1060}, // 7 (1040) is the batch's only record at or above the log start
+				{2, 1040, 7, 1040},
+				{0, -3, 9, 1060},
+			} {
+				p := e.h.ListOffsets(t.Context(), listReq(8, "c", tc.partition, tc.ts)).Topics[0].Partitions[0]
+				if p.ErrorCode != 0 || p.Offset != tc.offset || p.Timestamp != tc.timestamp {
+					t.Errorf("partition %d ts %d: error %d offset %d timestamp %d, want %d %d",
+						tc.partition, tc.ts, p.ErrorCode, p.Offset, p.Timestamp, tc.offset, tc.timestamp)
+				}
+			}
+			// Max timestamp inside the compressed batch: a partition of it alone.
+			e.coord.createTopic("m", 2)
+			e.commit("m", 0, commitOpts{}, wrapBatch(codec.codec, codec.recs, tss...))
+			e.commit("m", 1, commitOpts{}, wrapBatch(codec.codec, codec.recs, tss...))
+			e.coord.setLogStart("m", 1, 5)
+			for p, want := range []int64{4, 6} {
+				got := e.h.ListOffsets(t.Context(), listReq(8, "m", int32(p), -3)).Topics[0].Partitions[0]
+				if got.ErrorCode != 0 || got.Offset != want || got.Timestamp != 1050 {
+					t.Errorf("max timestamp, log start %d: error %d offset %d timestamp %d, want %d 1050",
+						[]int64{0, 5}[p], got.ErrorCode, got.Offset, got.Timestamp, want)
+				}
+			}
+		})
+	}
+}
+
+// bombValueSize is the decompressed size of the bomb's big value: 4 × the
+// default budget, built as a stream so the test never holds it.
+const bombValueSize = 256 << 20
+
+// zstdBomb returns the records section, zstd-compressed with window
+// (history the decoder must allocate), of three records at 1000, 2000 and
+// 3000 ms; the second has a value of size zero bytes.
+func zstdBomb(tb testing.TB, window int, size int64) []byte {
+	tb.Helper()
+	var out bytes.Buffer
+	w, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(window))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	write := func(b []byte) {
+		if _, err := w.Write(b); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	write(record(0, 0, nil, []byte("small")))
+	// The big record, by hand: length, attributes, timestampDelta,
+	// offsetDelta, key −1, value length, value, headers 0.
+	head := binary.AppendVarint([]byte{0}, 1000)
+	head = binary.AppendVarint(head, 1)
+	head = binary.AppendVarint(head, -1)
+	head = binary.AppendVarint(head, size)
+	write(binary.AppendVarint(nil, int64(len(head))+size+1))
+	write(head)
+	zeros := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(zeros)) {
+		write(zeros[:min(left, int64(len(zeros)))])
+	}
+	write([]byte{0})
+	write(record(2000, 2, nil, []byte("small")))
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// logBuffer collects a handler's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// allocated returns the bytes the heap allocated while fn ran.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestListOffsetsDecompressionBomb: a zstd batch of a few KiB holding a
+// 256 MiB record, with the largest window a lookup accepts, under the
+// default Config. An answer before the big record is given (the scan stops
+// there); answers at or past it exceed MaxDecompressedBytes and get
+// CORRUPT_MESSAGE with a warning. Either way the heap grows by the zstd
+// window, not by the record, also for concurrent lookups.
+func TestListOffsetsDecompressionBomb(t *testing.T) {
+	logs := &logBuffer{}
+	e := newEnv(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	e.coord.createTopic("bomb", 1)
+	recs := zstdBomb(t, zstdMaxWindow, bombValueSize)
+	b := wrapBatch(batch.CodecZstd, recs, 1000, 2000, 3000)
+	if len(b) > 64<<10 {
+		t.Fatalf("bomb batch of %d bytes: not a bomb", len(b))
+	}
+	e.commit("bomb", 0, commitOpts{}, b)
+
+	const perLookup = zstdMaxWindow + 4<<20 // the window, decoder blocks, the batch, slack
+	for _, tc := range []struct {
+		name              string
+		ts                int64
+		offset, timestamp int64
+		errc              *kerr.Error
+	}{
+		{name: "before the bomb", ts: 500, offset: 0, timestamp: 1000},
+		// A record is parsed whole before it is an answer.
+		{name: "the bomb is the answer", ts: 1500, errc: kerr.CorruptMessage},
+		{name: "past the bomb", ts: 2500, errc: kerr.CorruptMessage},
+		{name: "max timestamp past the bomb", ts: -3, errc: kerr.CorruptMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got int16
+			var off, ts int64
+			n := allocated(func() {
+				p := e.h.ListOffsets(t.Context(), listReq(8, "bomb", 0, tc.ts)).Topics[0].Partitions[0]
+				got, off, ts = p.ErrorCode, p.Offset, p.Timestamp
+			})
+			if got != errCode(tc.errc) || (tc.errc == nil && (off != tc.offset || ts != tc.timestamp)) {
+				t.Errorf("error %d offset %d timestamp %d, want %v %d %d", got, off, ts, tc.errc, tc.offset, tc.timestamp)
+			}
+			if n > perLookup {
+				t.Errorf("allocated %d MiB for a lookup (record %d MiB)", n>>20, bombValueSize>>20)
+			}
+			t.Logf("allocated %.1f MiB", float64(n)/(1<<20))
+		})
+	}
+	if l := logs.String(); !strings.Contains(l, "too large to decompress") ||
+		!strings.Contains(l, "topic=bomb") || !strings.Contains(l, "partition=0") || !strings.Contains(l, "object=wal/0001") {
+		t.Errorf("no warning naming the batch; logs:\n%s", l)
+	}
+
+	// The review's scenario: concurrent lookups, each past the bomb.
+	const lookups = DefaultDecompressConcurrency
+	n := allocated(func() {
+		var wg sync.WaitGroup
+		for range lookups {
+			wg.Go(func() {
+				p := e.h.ListOffsets(context.Background(), listReq(8, "bomb", 0, 2500)).Topics[0].Partitions[0]
+				if p.ErrorCode != kerr.CorruptMessage.Code {
+					t.Errorf("concurrent lookup: error %d", p.ErrorCode)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	if n > lookups*perLookup {
+		t.Errorf("allocated %d MiB for %d concurrent lookups", n>>20, lookups)
+	}
+	t.Logf("batch of %d bytes; %d concurrent lookups allocated %.1f MiB", len(b), lookups, float64(n)/(1<<20))
+}
+
+// zstdFrame compresses data with a streaming encoder of the given window.
+func zstdFrame(tb testing.TB, window int, data []byte) []byte {
+	tb.Helper()
+	var out bytes.Buffer
+	w, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(window))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestListOffsetsZstdWindowTooLarge: a frame declaring a window over
+// zstdMaxWindow is refused before the decoder allocates it, first in the
+// batch or not.
+func TestListOffsetsZstdWindowTooLarge(t *testing.T) {
+	big := 4 * zstdMaxWindow
+	// Three records; the second is over a block (128 KiB), so a streaming
+	// encoder declares its window rather than a single segment.
+	r0 := record(0, 0, nil, nil)
+	r12 := slices.Concat(record(1000, 1, nil, make([]byte, 1<<20)), record(2000, 2, nil, nil))
+	for _, tc := range []struct {
+		name   string
+		frames [][]byte // the last has the big window
+		ts     int64
+		log    string
+	}{
+		{name: "first frame", frames: [][]byte{zstdFrame(t, big, slices.Concat(r0, r12))}, ts: 0, log: "zstd window of"},
+		{name: "later frame", frames: [][]byte{zstdFrame(t, 64<<10, r0), zstdFrame(t, big, r12)}, ts: 1500, log: "zstd frame"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h zstd.Header
+			if err := h.Decode(tc.frames[len(tc.frames)-1]); err != nil || h.SingleSegment || h.WindowSize <= zstdMaxWindow {
+				t.Fatalf("test frame %+v (%v): want a window over %d", h, err, zstdMaxWindow)
+			}
+			recs := slices.Concat(tc.frames...)
+			logs := &logBuffer{}
+			e := newEnv(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			e.coord.createTopic("w", 1)
+			e.commit("w", 0, commitOpts{}, wrapBatch(batch.CodecZstd, recs, 1000, 2000, 3000))
+			var errc int16
+			if n := allocated(func() {
+				errc = e.h.ListOffsets(t.Context(), listReq(8, "w", 0, tc.ts)).Topics[0].Partitions[0].ErrorCode
+			}); n > 4<<20 {
+				t.Errorf("allocated %d MiB", n>>20)
+			}
+			if errc != kerr.CorruptMessage.Code || !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("error %d, want CORRUPT_MESSAGE for the window; logs:\n%s", errc, logs)
+			}
+		})
+	}
+}
+
+// TestListOffsetsDecompressedBudget: MaxDecompressedBytes counts what a
+// lookup decompresses, over every batch it reads; a lookup that fits is
+// answered.
+func TestListOffsetsDecompressedBudget(t *testing.T) {
+	// Partition 0: one batch, timestamps rising. Partition 1: two batches
+	// with the log start at 1, so a lookup of 1025 reads all of the first
+	// (its records at or above 1 are all older) and the first record of the
+	// second.
+	tss0 := []int64{1000, 1010, 1020, 1030}
+	tss1 := []int64{1030, 1000, 1010, 1020}
+	whole := int64(len(recordsOf(1000, tss0...)))
+	first := int64(len(recordsOf(1000, tss0[0])))
+	if whole1 := int64(len(recordsOf(1000, tss1...))); whole1 != whole {
+		t.Fatalf("records sections of %d and %d bytes", whole, whole1)
+	}
+	for _, tc := range []struct {
+		name      string
+		budget    int64
+		partition int32
+		ts        int64
+		offset    int64
+		errc      *kerr.Error
+	}{
+		{name: "the whole batch fits exactly", budget: whole, ts: 1025, offset: 3},
+		{name: "one byte short of the answer", budget: whole - 1, ts: 1025, errc: kerr.CorruptMessage},
+		{name: "the first record fits exactly", budget: first, ts: 0, offset: 0},
+		{name: "two batches fit exactly", budget: whole + first, partition: 1, ts: 1025, offset: 4},
+		{name: "two batches, one byte over", budget: whole + first - 1, partition: 1, ts: 1025, errc: kerr.CorruptMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{MaxDecompressedBytes: tc.budget})
+			e.coord.createTopic("b", 2)
+			e.commit("b", 0, commitOpts{}, makeBatch(t, batch.CodecGzip, 1000, tss0...))
+			e.commit("b", 1, commitOpts{}, makeBatch(t, batch.CodecGzip, 1000, tss1...), makeBatch(t, batch.CodecGzip, 1000, tss1...))
+			e.coord.setLogStart("b", 1, 1)
+			p := e.h.ListOffsets(t.Context(), listReq(8, "b", tc.partition, tc.ts)).Topics[0].Partitions[0]
+			if p.ErrorCode != errCode(tc.errc) || (tc.errc == nil && p.Offset != tc.offset) {
+				t.Errorf("error %d offset %d, want %v %d", p.ErrorCode, p.Offset, tc.errc, tc.offset)
+			}
+		})
+	}
+}
+
+// TestListOffsetsDecompressSlots: compressed lookups wait for one of
+// DecompressConcurrency slots, or for their context; uncompressed ones do
+// not need one.
+func TestListOffsetsDecompressSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{DecompressConcurrency: 1})
+		e.coord.createTopic("s", 2)
+		e.commit("s", 0, commitOpts{}, makeBatch(t, batch.CodecLZ4, 10, 1000, 2000))
+		e.commit("s", 1, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 1000, 2000))
+		lookup := func(ctx context.Context, partition int32) (int16, int64) {
+			p := e.h.ListOffsets(ctx, listReq(8, "s", partition, 1500)).Topics[0].Partitions[0]
+			return p.ErrorCode, p.Offset
+		}
+
+		release, err := e.h.acquireDecompress(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan int64, 1)
+		go func() {
+			_, off := lookup(t.Context(), 0)
+			done <- off
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("a compressed lookup ran without a slot")
+		default:
+		}
+		if errc, off := lookup(t.Context(), 1); errc != 0 || off != 1 {
+			t.Errorf("uncompressed lookup while the slot is taken: error %d offset %d", errc, off)
+		}
+		release()
+		if off := <-done; off != 1 {
+			t.Errorf("compressed lookup after the slot was freed: offset %d", off)
+		}
+
+		release, _ = e.h.acquireDecompress(t.Context())
+		defer release()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if errc, _ := lookup(ctx, 0); errc != kerr.KafkaStorageError.Code {
+			t.Errorf("lookup whose context ends while waiting: error %d, want KAFKA_STORAGE_ERROR", errc)
+		}
+	})
+}
+
+// TestListOffsetsLargeBatch: a batch that decompresses to 20 MiB, within
+// the budget, is answered at its last record for every codec; the zstd
+// frame (franz-go's: a 64 KiB window, content size declared) streams
+// although its content is larger than zstdMaxWindow.
+func TestListOffsetsLargeBatch(t *testing.T) {
+	tss := tsRange(1000, 20, 10)
+	raw := recordsOf(1<<20, tss...)
+	for _, c := range []struct {
+		name  string
+		codec int8
+		recs  []byte
+	}{
+		{"gzip", batch.CodecGzip, compress(t, batch.CodecGzip, raw)},
+		{"snappy raw block", batch.CodecSnappy, compress(t, batch.CodecSnappy, raw)},
+		{"snappy xerial", batch.CodecSnappy, xerialFrame(raw, 32<<10)},
+		{"lz4", batch.CodecLZ4, compress(t, batch.CodecLZ4, raw)},
+		{"zstd", batch.CodecZstd, compress(t, batch.CodecZstd, raw)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.codec == batch.CodecZstd {
+				var h zstd.Header
+				if err := h.Decode(c.recs); err != nil || !h.HasFCS || h.FrameContentSize != uint64(len(raw)) {
+					t.Fatalf("frame header %+v, %v: want the content size", h, err)
+				}
+			}
+			e := newEnv(t, Config{})
+			e.coord.createTopic("big", 1)
+			e.commit("big", 0, commitOpts{}, wrapBatch(c.codec, c.recs, tss...))
+			p := e.h.ListOffsets(t.Context(), listReq(8, "big", 0, tss[19])).Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || p.Offset != 19 || p.Timestamp != tss[19] {
+				t.Errorf("error %d offset %d timestamp %d, want 19 %d", p.ErrorCode, p.Offset, p.Timestamp, tss[19])
+			}
+		})
+	}
+}
