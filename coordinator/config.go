@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
 // Defaults and limits of Config.
@@ -18,6 +20,26 @@ const (
 	// MaxShards bounds diskless.metadata.topic.num.partitions: every shard
 	// holds an open segment and a goroutine.
 	MaxShards = 1024
+	// DefaultRetentionCheckInterval is Kafka's
+	// log.retention.check.interval.ms default: 5 minutes.
+	DefaultRetentionCheckInterval = 5 * time.Minute
+	// DefaultFileDeletionDelay is Kafka's file.delete.delay.ms default:
+	// 1 minute.
+	DefaultFileDeletionDelay = time.Minute
+	// DefaultOrphanScanInterval is how often the orphan scan lists the
+	// bucket: 10 minutes (one LIST per 1000 objects each time).
+	DefaultOrphanScanInterval = 10 * time.Minute
+	// DefaultOrphanScanGracePeriod is the age before an unknown object may
+	// be deleted: 1 hour, far above an upload's retries (tens of seconds)
+	// plus its commit.
+	DefaultOrphanScanGracePeriod = time.Hour
+	// MinOrphanScanGracePeriod is the least grace period accepted: below
+	// it an upload still retrying, or a commit still in flight, could be
+	// taken for an orphan and its object deleted under an acknowledged
+	// batch.
+	MinOrphanScanGracePeriod = 10 * time.Minute
+	// DefaultObjectKeyPrefix is upload's default diskless.object.key.prefix.
+	DefaultObjectKeyPrefix = "wal"
 )
 
 // Config configures the coordinator shards of one node. The zero value of an
@@ -52,6 +74,47 @@ type Config struct {
 	// embedded file log under Dir (a Kafka-topic backend, or a test
 	// double). The Coordinator closes the logs it opened.
 	OpenLog func(shard int32) (Log, error)
+
+	// RetentionCheckInterval is diskless.retention.check.interval.ms: how
+	// often each shard applies its topics' retention.ms and
+	// retention.bytes (RunRetention). 0 selects
+	// DefaultRetentionCheckInterval (Kafka's
+	// log.retention.check.interval.ms); negative disables the periodic
+	// check.
+	RetentionCheckInterval time.Duration
+	// Objects is the object store WAL objects are deleted from (file
+	// lifecycle and orphan scan); objstore.Store satisfies it. nil: no
+	// object is ever deleted (retention still moves log starts and files
+	// are still released).
+	Objects ObjectDeleter
+	// Files answers DescribeFiles for other shards (SPEC §9). nil: this
+	// Coordinator answers for every shard, as all of them run in this
+	// process; a remote DescribeFiles client plugs in here.
+	Files FileDescriber
+	// FileDeletionDelay is diskless.file.deletion.delay.ms: an object no
+	// owner shard references any more is deleted this long after that was
+	// first seen, so that a fetch that planned its reads before the
+	// batches went still finds the object (Kafka's file.delete.delay.ms).
+	// 0 selects DefaultFileDeletionDelay. The deletion pass runs every
+	// FileDeletionDelay/2 (at least every second).
+	FileDeletionDelay time.Duration
+	// OrphanScanInterval is diskless.coordinator.orphan.scan.interval.ms:
+	// how often RunOrphanScan runs. 0 selects DefaultOrphanScanInterval;
+	// negative disables the periodic scan. With several sidecars sharing
+	// a bucket, only the one that leads shard 0 runs it (the others set
+	// −1); today every shard runs in this process, so it always does.
+	OrphanScanInterval time.Duration
+	// OrphanScanGracePeriod is
+	// diskless.coordinator.orphan.scan.grace.period.ms: objects younger
+	// than this are never taken for orphans, and a committed object is
+	// never deleted before this long after its commit (another owner's
+	// commit of it may still be in flight). It must be far above the
+	// longest upload (all retries) plus commit; at least
+	// MinOrphanScanGracePeriod. 0 selects DefaultOrphanScanGracePeriod.
+	OrphanScanGracePeriod time.Duration
+	// ObjectKeyPrefix is diskless.object.key.prefix: the orphan scan lists
+	// "<ObjectKeyPrefix>/". "" selects DefaultObjectKeyPrefix.
+	ObjectKeyPrefix string
 }
 
 // Validate reports the first invalid field, naming its config key.
@@ -69,6 +132,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("producer.id.expiration.ms must be ≥ 1, got %d", c.ProducerIDExpirationMs)
 	case c.SnapshotIntervalRecords < -1:
 		return fmt.Errorf("coordinator: SnapshotIntervalRecords must be ≥ -1, got %d", c.SnapshotIntervalRecords)
+	case c.FileDeletionDelay < 0:
+		return fmt.Errorf("diskless.file.deletion.delay.ms must be ≥ 0, got %d", c.FileDeletionDelay.Milliseconds())
+	case c.OrphanScanGracePeriod != 0 && c.OrphanScanGracePeriod < MinOrphanScanGracePeriod:
+		return fmt.Errorf("diskless.coordinator.orphan.scan.grace.period.ms must be ≥ %d (far above the longest upload plus commit), got %d",
+			MinOrphanScanGracePeriod.Milliseconds(), c.OrphanScanGracePeriod.Milliseconds())
+	case c.ObjectKeyPrefix != "" && objstore.ValidateKey(c.ObjectKeyPrefix+"/x") != nil:
+		return fmt.Errorf("diskless.object.key.prefix %q: must be slash-separated segments without leading or trailing slash, empty, . or .. segments", c.ObjectKeyPrefix)
 	}
 	return nil
 }
@@ -86,6 +156,21 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if c.FileDeletionDelay == 0 {
+		c.FileDeletionDelay = DefaultFileDeletionDelay
+	}
+	if c.OrphanScanInterval == 0 {
+		c.OrphanScanInterval = DefaultOrphanScanInterval
+	}
+	if c.OrphanScanGracePeriod == 0 {
+		c.OrphanScanGracePeriod = DefaultOrphanScanGracePeriod
+	}
+	if c.ObjectKeyPrefix == "" {
+		c.ObjectKeyPrefix = DefaultObjectKeyPrefix
 	}
 	return c
 }

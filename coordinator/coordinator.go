@@ -31,11 +31,18 @@ var ErrInvalidCommit = errors.New("coordinator: invalid commit request")
 // decides the commits of the partitions it owns. All methods are safe for
 // concurrent use.
 //
-// Goroutines: one driver per shard, started by Open and stopped by Close.
+// Goroutines, all started by Open and stopped and joined by Close: one
+// driver per shard; per shard at most one snapshot writer (started by the
+// driver, joined by it before it exits); the periodic loops of retention,
+// file deletion and the orphan scan (each job serialised with itself, so
+// a direct call and its loop never overlap); and, inside a pass, up to
+// deleteConcurrency object deletes joined before the pass returns.
 // Locks: closeMu (held for reading while queueing a request) is never
 // held while taking a shard's mu; the catalog is an immutable snapshot
 // swapped atomically; pid.mu and createMu serialise their callers and are
-// taken before (never inside) a shard request.
+// taken before (never inside) a shard request; background jobs take one
+// shard's read lock at a time and never hold it across a shard request or
+// an object-store call.
 type Coordinator struct {
 	cfg    Config
 	logger *slog.Logger
@@ -65,13 +72,22 @@ type Coordinator struct {
 		sync.Mutex
 		ch chan struct{}
 	}
+
+	stats Stats
+	jobs  jobs
+	// bg owns the periodic loops.
+	bg struct {
+		cancel context.CancelFunc
+		wg     sync.WaitGroup
+	}
 }
 
 // Open validates cfg, opens (creating if needed) every shard's metadata log
 // and rebuilds each shard's state by replaying it — from the latest
 // snapshot, truncating a torn tail (docs/format/metadata-records.md) — then
-// starts the shard drivers. The embedded logs hold an exclusive lock on
-// Dir/LOCK until Close. Errors: a Config.Validate error; Dir in use by
+// starts the shard drivers and the background loops (retention, file
+// deletion, orphan scan; see Config). The embedded logs hold an exclusive
+// lock on Dir/LOCK until Close. Errors: a Config.Validate error; Dir in use by
 // another process; ErrCorrupt
 // (wrapped) for a log that is not merely torn; an error naming
 // diskless.metadata.topic.num.partitions when Dir was written with a
@@ -133,9 +149,14 @@ func Open(cfg Config) (*Coordinator, error) {
 	if err := c.checkAssignment(); err != nil {
 		return fail(err)
 	}
+	c.jobs.quiet = make([]map[string]int64, cfg.NumShards)
+	for i := range c.jobs.quiet {
+		c.jobs.quiet[i] = make(map[string]int64)
+	}
 	for _, s := range c.shards {
 		go s.run()
 	}
+	c.startBackground()
 	return c, nil
 }
 
@@ -177,9 +198,10 @@ func (c *Coordinator) checkAssignment() error {
 	return nil
 }
 
-// Close stops the shard drivers, waits for them and closes the logs. A
-// group being written completes; queued requests and later calls fail with
-// ErrClosed. Close is idempotent.
+// Close stops the background loops (cancelling their object-store calls)
+// and the shard drivers, waits for all of them, including snapshots being
+// written, and closes the logs. A group being written completes; queued
+// requests and later calls fail with ErrClosed. Close is idempotent.
 func (c *Coordinator) Close() error {
 	c.closeMu.Lock()
 	if c.closed {
@@ -188,6 +210,7 @@ func (c *Coordinator) Close() error {
 	}
 	c.closed = true
 	c.closeMu.Unlock()
+	c.stopBackground()
 	for _, s := range c.shards {
 		close(s.stop)
 	}

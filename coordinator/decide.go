@@ -46,7 +46,7 @@ func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID
 			continue
 		}
 		if fi < 0 {
-			fi = s.addFile(req.ObjectKey, req.FileSize, req.ObjectFormat, t)
+			fi = s.addFile(req.ObjectKey, req.FileSize, req.ObjectFormat, t, req.OwnerIDs)
 			rec = &fileCommittedRecord{
 				ObjectKey:        req.ObjectKey,
 				ObjectFormat:     req.ObjectFormat,

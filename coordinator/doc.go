@@ -21,6 +21,25 @@
 // holds what is not durable; if that fails too, the shard answers
 // KAFKA_STORAGE_ERROR until restart. Replay at Open uses the same apply,
 // so a shard's state is a function of its log (DESIGN invariant 6).
+// Changes readers would see before they are durable — log start moves
+// (record 103) and file closes (106) — go through the driver as deferred
+// requests: a group of their own, applied only after the append.
+//
+// # Retention, DeleteRecords and the file lifecycle
+//
+// RunRetention (every Config.RetentionCheckInterval) and DeleteRecords
+// move partitions' log starts (SPEC §5; Kafka's retention.ms and
+// retention.bytes rules). A file whose last live batch in a shard goes is
+// released by that shard; among the owners that committed it (record
+// 102's OwnerIds), the lowest deletes the object through
+// Config.Objects once every owner reports no live batch (DescribeFiles,
+// SPEC §9), the commit is older than the orphan grace period and
+// Config.FileDeletionDelay has passed, and records the deletion (106);
+// the others hand it over (106 naming the deleter). RunOrphanScan (every
+// Config.OrphanScanInterval; with several sidecars only shard 0's leader
+// runs it) deletes listed objects older than the grace period that no
+// shard holds. Stats counts all of it. These loops are owned by the
+// Coordinator: started by Open, cancelled and joined by Close.
 //
 // # Metadata log format
 //
@@ -41,12 +60,17 @@
 // DisklessPartitionCreatedRecord, 101 DisklessTopicDeletedRecord, 102
 // DisklessFileCommittedRecord, 103 DisklessRecordsDeletedRecord (SPEC §8),
 // and the project's 104 DisklessTopicConfigRecord (the catalog entry; the
-// commit point of CreateTopic) and 105 DisklessProducerIdBlockRecord.
+// commit point of CreateTopic), 105 DisklessProducerIdBlockRecord and 106
+// DisklessFileDeletedRecord.
 //
-// On open, a short frame, bad length or bad CRC in the last segment starts
-// a torn tail, truncated with a warning naming the bytes dropped; anywhere
-// else it is ErrCorrupt. Every SnapshotIntervalRecords records a shard
-// writes a snapshot of its state (N.snapshot, the state after records
-// [0, N)) and starts a new segment at N, deleting older ones; Open loads
-// the newest valid snapshot and replays the records after it.
+// On open, a short frame, bad length or bad CRC in the last segment with
+// no valid frame anywhere after it is a torn tail, truncated with a
+// warning naming the bytes dropped; followed by a valid frame, or in any
+// other segment, it is ErrCorrupt naming the file and byte offset. Every
+// SnapshotIntervalRecords records a shard starts a new segment at N and
+// freezes a copy of its state (on the driver, O(files + partitions)), then
+// encodes and writes it (N.snapshot, the state after records [0, N)) on a
+// snapshot goroutine while commits go on, and only then deletes older
+// segments and snapshots; Open loads the newest valid snapshot and
+// replays the records after it.
 package coordinator

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -22,6 +23,9 @@ const (
 	segmentMagic      = "DSML"
 	snapshotMagic     = "DSMS"
 	fileFormatVersion = 1
+	// snapshotFormatVersion 2 added the file table's owners and closed
+	// flags (record 106); version 1 snapshots are not read.
+	snapshotFormatVersion = 2
 	// segmentHeaderSize: magic, format version uint32, base index int64.
 	segmentHeaderSize = 16
 	// snapshotHeaderSize: magic, format version uint32, index int64, data
@@ -42,24 +46,32 @@ var ErrCorrupt = errors.New("coordinator: metadata log corrupt")
 // fileLog is the embedded metadata log: segment files of CRC-framed
 // records in one directory, appended with one write and one fsync per group
 // (docs/format/metadata-records.md). It implements SnapshotLog.
+//
+// The shard driver calls every method but SaveSnapshot; SaveSnapshot runs
+// on the shard's snapshot goroutine, concurrently with Append. It touches
+// only the snapshot files, the segments below its index (never the open
+// one) and mu's fields.
 type fileLog struct {
 	dir    string
 	logger *slog.Logger
 
-	// segs are the segments' base indexes, ascending; the last one is open
-	// as f.
-	segs []int64
-	f    *os.File
+	mu struct {
+		sync.Mutex
+		// segs are the segments' base indexes, ascending; the last one is
+		// open as f.
+		segs []int64
+		// broken is set when a failed append could not be undone: the
+		// file's content is unknown and every later call fails.
+		broken error
+	}
+	f *os.File
 	// size is the length of f up to the end of the last durable frame.
 	size int64
 	// next is the index of the next record appended.
 	next int64
 	// ready is set by a successful Replay; Append requires it.
 	ready bool
-	// broken is set when a failed append could not be undone: the file's
-	// content is unknown and every later call fails.
-	broken error
-	buf    []byte
+	buf   []byte
 
 	// syncs counts fsyncs of segment data (tests check group commit).
 	syncs atomic.Int64
@@ -91,17 +103,17 @@ func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
 			continue
 		}
 		if base, ok := parseIndexName(name, segmentSuffix); ok {
-			l.segs = append(l.segs, base)
+			l.mu.segs = append(l.mu.segs, base)
 		}
 	}
-	slices.Sort(l.segs)
-	if len(l.segs) == 0 {
+	slices.Sort(l.mu.segs)
+	if len(l.mu.segs) == 0 {
 		if err := l.createSegment(0); err != nil {
 			return nil, err
 		}
 		return l, nil
 	}
-	last := l.segs[len(l.segs)-1]
+	last := l.mu.segs[len(l.mu.segs)-1]
 	f, err := os.OpenFile(l.segmentPath(last), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
@@ -159,10 +171,32 @@ func (l *fileLog) createSegment(base int64) error {
 	}
 	l.f = f
 	l.size = segmentHeaderSize
-	if len(l.segs) == 0 || l.segs[len(l.segs)-1] != base {
-		l.segs = append(l.segs, base)
+	l.mu.Lock()
+	if n := len(l.mu.segs); n == 0 || l.mu.segs[n-1] != base {
+		l.mu.segs = append(l.mu.segs, base)
 	}
+	l.mu.Unlock()
 	return nil
+}
+
+// segments returns a copy of the segments' base indexes and the error
+// that broke the log, if any.
+func (l *fileLog) segments() ([]int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.mu.segs), l.mu.broken
+}
+
+func (l *fileLog) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.broken
+}
+
+func (l *fileLog) setBroken(err error) {
+	l.mu.Lock()
+	l.mu.broken = err
+	l.mu.Unlock()
 }
 
 func writeHeaderSync(f *os.File, base int64) error {
@@ -180,18 +214,19 @@ func writeHeaderSync(f *os.File, base int64) error {
 
 // Replay implements Log.
 func (l *fileLog) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
-	if l.broken != nil {
-		return 0, l.broken
+	segs, broken := l.segments()
+	if broken != nil {
+		return 0, broken
 	}
 	l.ready = false
-	if l.segs[0] > from {
+	if segs[0] > from {
 		return 0, fmt.Errorf("%w: %s: records [%d, %d) are missing (first segment starts at %d)",
-			ErrCorrupt, l.dir, from, l.segs[0], l.segs[0])
+			ErrCorrupt, l.dir, from, segs[0], segs[0])
 	}
 	idx := int64(-1)
-	for i, base := range l.segs {
-		last := i == len(l.segs)-1
-		if !last && l.segs[i+1] <= from {
+	for i, base := range segs {
+		last := i == len(segs)-1
+		if !last && segs[i+1] <= from {
 			continue // wholly before from: superseded by a snapshot
 		}
 		if idx >= 0 && base != idx {
@@ -265,6 +300,18 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 			if !last {
 				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v", ErrCorrupt, path, fr.off, idx, err)
 			}
+			// A torn tail is what a crash leaves after the last fsync:
+			// nothing valid follows it. A valid frame after the bad one
+			// was written, and fsynced, after it: the bad frame held
+			// acknowledged records and truncating would drop them.
+			next, serr := findFrame(f, fr.off+1, size)
+			if serr != nil {
+				return 0, fmt.Errorf("coordinator: replay %s: %w", path, serr)
+			}
+			if next >= 0 {
+				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v; a valid frame follows at byte %d, so this is not a torn tail",
+					ErrCorrupt, path, fr.off, idx, err, next)
+			}
 			if err := l.truncateTail(f, path, fr.off, size, err); err != nil {
 				return 0, err
 			}
@@ -299,8 +346,8 @@ func (l *fileLog) truncateTail(f *os.File, path string, off, size int64, reason 
 // Append implements Log: one write and one fsync for all bodies. On failure
 // the segment is truncated back to its size before the call.
 func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
-	if l.broken != nil {
-		return l.broken
+	if err := l.failed(); err != nil {
+		return err
 	}
 	if !l.ready {
 		return errors.New("coordinator: metadata log appended before replay")
@@ -351,7 +398,7 @@ func (l *fileLog) undo() {
 		err = l.f.Sync()
 	}
 	if err != nil {
-		l.broken = fmt.Errorf("coordinator: metadata log %s unusable after a failed append: %w", l.f.Name(), err)
+		l.setBroken(fmt.Errorf("coordinator: metadata log %s unusable after a failed append: %w", l.f.Name(), err))
 		l.logger.Error("coordinator: metadata log unusable", "file", l.f.Name(), "err", err)
 	}
 }
@@ -401,7 +448,7 @@ func readSnapshotFile(path string, index int64) ([]byte, error) {
 	if len(b) < snapshotHeaderSize+4 {
 		return nil, errors.New("short snapshot file")
 	}
-	if string(b[:4]) != snapshotMagic || binary.BigEndian.Uint32(b[4:]) != fileFormatVersion {
+	if string(b[:4]) != snapshotMagic || binary.BigEndian.Uint32(b[4:]) != snapshotFormatVersion {
 		return nil, fmt.Errorf("bad snapshot header %x", b[:8])
 	}
 	if got := int64(binary.BigEndian.Uint64(b[8:])); got != index {
@@ -418,12 +465,12 @@ func readSnapshotFile(path string, index int64) ([]byte, error) {
 	return b[snapshotHeaderSize:end], nil
 }
 
-// SaveSnapshot implements SnapshotLog: it starts a new segment at index,
-// writes the snapshot atomically (temporary file, fsync, rename, directory
-// fsync), then deletes the segments and snapshots it supersedes.
-func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
-	if l.broken != nil {
-		return l.broken
+// PrepareSnapshot implements SnapshotLog: it starts a new segment at
+// index (header written and fsynced, directory fsynced), so that once the
+// snapshot is durable the segments before it can be deleted whole.
+func (l *fileLog) PrepareSnapshot(ctx context.Context, index int64) error {
+	if err := l.failed(); err != nil {
+		return err
 	}
 	if !l.ready || index != l.next {
 		return fmt.Errorf("coordinator: snapshot at record %d, log is at %d", index, l.next)
@@ -431,15 +478,33 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if l.segs[len(l.segs)-1] != index {
-		if err := l.createSegment(index); err != nil {
-			return err
-		}
+	segs, _ := l.segments()
+	if segs[len(segs)-1] == index {
+		return nil
+	}
+	return l.createSegment(index)
+}
+
+// SaveSnapshot implements SnapshotLog: it writes the snapshot atomically
+// (temporary file, fsync, rename, directory fsync), then deletes the
+// segments and snapshots it supersedes. A segment must start at index
+// (PrepareSnapshot). It may run concurrently with Append: it never touches
+// the open segment, which starts at or after index.
+func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
+	segs, broken := l.segments()
+	if broken != nil {
+		return broken
+	}
+	if !slices.Contains(segs, index) {
+		return fmt.Errorf("coordinator: snapshot at record %d: no segment starts there (PrepareSnapshot first)", index)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	path := l.snapshotPath(index)
 	b := make([]byte, snapshotHeaderSize, snapshotHeaderSize+len(data)+4)
 	copy(b, snapshotMagic)
-	binary.BigEndian.PutUint32(b[4:], fileFormatVersion)
+	binary.BigEndian.PutUint32(b[4:], snapshotFormatVersion)
 	binary.BigEndian.PutUint64(b[8:], uint64(index))
 	binary.BigEndian.PutUint64(b[16:], uint64(len(data)))
 	b = append(b, data...)
@@ -451,19 +516,28 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 		return err
 	}
 	// The snapshot is durable: older segments and snapshots are garbage.
-	var keep []int64
-	removed := false
-	for _, base := range l.segs {
+	// Segments leave the list before their files go: a failed removal
+	// leaves an unlisted file that replay skips (it lies wholly before the
+	// snapshot) and the first snapshot after a restart deletes.
+	l.mu.Lock()
+	var old []int64
+	keep := l.mu.segs[:0]
+	for _, base := range l.mu.segs {
 		if base < index {
-			if err := os.Remove(l.segmentPath(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("coordinator: remove old segment: %w", err)
-			}
-			removed = true
+			old = append(old, base)
 			continue
 		}
 		keep = append(keep, base)
 	}
-	l.segs = keep
+	l.mu.segs = keep
+	l.mu.Unlock()
+	removed := false
+	for _, base := range old {
+		if err := os.Remove(l.segmentPath(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("coordinator: remove old segment: %w", err)
+		}
+		removed = true
+	}
 	snaps, err := l.snapshotIndexes()
 	if err != nil {
 		return err
@@ -512,7 +586,7 @@ func (l *fileLog) Close() error {
 	}
 	err := l.f.Close()
 	l.f = nil
-	l.broken = errors.New("coordinator: metadata log closed")
+	l.setBroken(errors.New("coordinator: metadata log closed"))
 	return err
 }
 

@@ -87,64 +87,98 @@ func TestFileLogAppendBeforeReplay(t *testing.T) {
 	}
 }
 
-// TestFileLogTornTail damages the end of the only segment in the ways a
-// crash can, and checks that reopening keeps exactly the intact records,
-// truncates the rest with a warning, and appends after them.
-func TestFileLogTornTail(t *testing.T) {
-	records := bodies("r", 4)
-	frameSizes := make([]int, len(records))
+// TestFileLogDamagedLastSegment damages the only (so the last) segment.
+// Damage that a crash can cause — bad bytes with nothing valid after them
+// — is a torn tail: reopening keeps exactly the intact records, truncates
+// the rest with a warning, and appends after them. A bad frame followed
+// by a valid one held acknowledged records: reopening fails with
+// ErrCorrupt naming the file and byte offset, and leaves the file alone.
+func TestFileLogDamagedLastSegment(t *testing.T) {
+	records := bodies("r", 22)
+	frameStart := make([]int64, len(records)+1) // frameStart[i]: offset of frame i
+	frameStart[0] = segmentHeaderSize
 	for i, b := range records {
-		frameSizes[i] = frameHeaderSize + len(b)
+		frameStart[i+1] = frameStart[i] + int64(frameHeaderSize+len(b))
 	}
-	lastFrame := int64(frameSizes[3])
+	n := len(records)
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, path string, size int64)
-		// keep is how many records survive.
-		keep int
+		// keep is how many records survive a torn tail; −1: the log is
+		// corrupt at byte corruptAt.
+		keep      int
+		corruptAt int64
 	}{
-		{"clean", func(*testing.T, string, int64) {}, 4},
-		{"half a frame header", func(t *testing.T, p string, size int64) { truncate(t, p, size-lastFrame+4) }, 3},
-		{"half a body", func(t *testing.T, p string, size int64) { truncate(t, p, size-3) }, 3},
-		{"bad crc in last frame", func(t *testing.T, p string, size int64) { flip(t, p, size-1) }, 3},
-		{"bad crc in earlier frame", func(t *testing.T, p string, size int64) { flip(t, p, size-lastFrame-1) }, 2},
-		{"zeros appended", func(t *testing.T, p string, size int64) { appendBytes(t, p, make([]byte, 100)) }, 4},
-		{"length too large appended", func(t *testing.T, p string, size int64) {
+		{"clean", func(*testing.T, string, int64) {}, n, 0},
+		{"torn: half a frame header", func(t *testing.T, p string, size int64) { truncate(t, p, frameStart[n-1]+4) }, n - 1, 0},
+		{"torn: half a body", func(t *testing.T, p string, size int64) { truncate(t, p, size-3) }, n - 1, 0},
+		{"torn: bad crc in last frame", func(t *testing.T, p string, size int64) { flip(t, p, size-1) }, n - 1, 0},
+		{"torn: bad length in last frame", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[n-1]) }, n - 1, 0},
+		{"torn: zeros appended", func(t *testing.T, p string, size int64) { appendBytes(t, p, make([]byte, 100)) }, n, 0},
+		{"torn: length too large appended", func(t *testing.T, p string, size int64) {
 			appendBytes(t, p, []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 1})
-		}, 4},
+		}, n, 0},
+		{"torn: zeroed last two frames", func(t *testing.T, p string, size int64) {
+			zero(t, p, frameStart[n-2], size-frameStart[n-2])
+		}, n - 2, 0},
+		{"corrupt: bad crc in frame 7 of 22", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[8]-1) }, -1, frameStart[7]},
+		{"corrupt: bad crc in the next to last frame", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[n-1]-1) }, -1, frameStart[n-2]},
+		{"corrupt: bad length in frame 7", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[7]+1) }, -1, frameStart[7]},
+		{"corrupt: zeroed frame 3", func(t *testing.T, p string, size int64) {
+			zero(t, p, frameStart[3], frameStart[4]-frameStart[3])
+		}, -1, frameStart[3]},
+		{"corrupt: frame 7 cut out", func(t *testing.T, p string, size int64) {
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, append(b[:frameStart[7]:frameStart[7]], b[frameStart[7]+5:]...), 0o644)
+		}, -1, frameStart[7]},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			l := openTestLog(t, dir, nil)
 			replayAll(t, l, 0)
-			if err := l.Append(context.Background(), records); err != nil {
+			if err := l.Append(context.Background(), records[:n/2]); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Append(context.Background(), records[n/2:]); err != nil {
 				t.Fatal(err)
 			}
 			l.Close()
 			path := l.segmentPath(0)
 			st, _ := os.Stat(path)
 			tc.damage(t, path, st.Size())
-			damaged, _ := os.Stat(path)
+			damaged, _ := os.ReadFile(path)
 
 			logs := &logBuffer{}
 			l = openTestLog(t, dir, logs)
 			got, next, err := replayAll(t, l, 0)
+			if tc.keep < 0 {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("replay: %v, want ErrCorrupt", err)
+				}
+				if want := fmt.Sprintf("%s at byte %d ", path, tc.corruptAt); !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not name %q", err, want)
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(after, damaged) {
+					t.Fatal("corrupt segment was modified")
+				}
+				if err := l.Append(context.Background(), bodies("x", 1)); err == nil {
+					t.Fatal("append to a corrupt log succeeded")
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("replay: %v", err)
 			}
 			if next != int64(tc.keep) || !reflect.DeepEqual(got, records[:tc.keep]) {
 				t.Fatalf("kept %d records (next %d), want %d", len(got), next, tc.keep)
 			}
-			wantSize := int64(segmentHeaderSize)
-			for _, n := range frameSizes[:tc.keep] {
-				wantSize += int64(n)
-			}
+			wantSize := frameStart[tc.keep]
 			after, _ := os.Stat(path)
 			if after.Size() != wantSize {
 				t.Fatalf("file is %d bytes after repair, want %d", after.Size(), wantSize)
 			}
-			dropped := damaged.Size() - wantSize
+			dropped := int64(len(damaged)) - wantSize
 			if dropped > 0 && !strings.Contains(logs.String(), fmt.Sprintf("dropped_bytes=%d", dropped)) {
 				t.Fatalf("no warning naming %d dropped bytes in log:\n%s", dropped, logs.String())
 			}
@@ -160,6 +194,36 @@ func TestFileLogTornTail(t *testing.T) {
 			got, _, err = replayAll(t, l, 0)
 			if err != nil || len(got) != tc.keep+1 || string(got[tc.keep]) != string(bodies("after", 1)[0]) {
 				t.Fatalf("after re-append: %d records, %v", len(got), err)
+			}
+		})
+	}
+}
+
+// TestFindFrame pins the scan that tells a torn tail from corruption,
+// including frames larger than its read window.
+func TestFindFrame(t *testing.T) {
+	big := bytes.Repeat([]byte{0x5a}, scanWindow+1000)
+	cases := []struct {
+		name string
+		data []byte
+		from int64
+		want int64
+	}{
+		{"empty", nil, 0, -1},
+		{"zeros", make([]byte, 3*frameHeaderSize), 0, -1},
+		{"frame at start", appendFrame(nil, []byte("abc")), 0, 0},
+		{"after garbage", append([]byte{1, 2, 3}, appendFrame(nil, []byte("abc"))...), 0, 3},
+		{"from skips it", append([]byte{1, 2, 3}, appendFrame(nil, []byte("abc"))...), 4, -1},
+		{"truncated frame", appendFrame(nil, []byte("abcdef"))[:10], 0, -1},
+		{"bad crc", func() []byte { b := appendFrame(nil, []byte("abc")); b[9] ^= 1; return b }(), 0, -1},
+		{"frame larger than the window", append(make([]byte, 7), appendFrame(nil, big)...), 1, 7},
+		{"frame across windows", append(make([]byte, scanWindow-4), appendFrame(nil, []byte("xyz"))...), 0, scanWindow - 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := findFrame(bytes.NewReader(tc.data), tc.from, int64(len(tc.data)))
+			if err != nil || got != tc.want {
+				t.Fatalf("findFrame = %d, %v; want %d", got, err, tc.want)
 			}
 		})
 	}
@@ -183,6 +247,18 @@ func flip(t *testing.T, path string, off int64) {
 	f.ReadAt(b, off)
 	b[0] ^= 0x40
 	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func zero(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), off); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -233,7 +309,7 @@ func TestFileLogCorruptSealedSegment(t *testing.T) {
 			l := openTestLog(t, dir, nil)
 			replayAll(t, l, 0)
 			l.Append(context.Background(), bodies("a", 3))
-			if err := l.SaveSnapshot(context.Background(), 3, []byte("state")); err != nil {
+			if err := snapshot(l, 3, []byte("state")); err != nil {
 				t.Fatal(err)
 			}
 			l.Append(context.Background(), bodies("b", 3))
@@ -258,6 +334,14 @@ func TestFileLogCorruptSealedSegment(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshot takes a snapshot the way the shard driver does.
+func snapshot(l SnapshotLog, index int64, data []byte) error {
+	if err := l.PrepareSnapshot(context.Background(), index); err != nil {
+		return err
+	}
+	return l.SaveSnapshot(context.Background(), index, data)
 }
 
 func writeSegment(t *testing.T, path string, base int64, bodies [][]byte) {
@@ -303,14 +387,17 @@ func TestFileLogSnapshots(t *testing.T) {
 	ctx := context.Background()
 	replayAll(t, l, 0)
 	l.Append(ctx, bodies("a", 3))
-	if err := l.SaveSnapshot(ctx, 2, nil); err == nil {
+	if err := l.PrepareSnapshot(ctx, 2); err == nil {
 		t.Fatal("snapshot at an index other than the log's next succeeded")
 	}
-	if err := l.SaveSnapshot(ctx, 3, []byte("s3")); err != nil {
+	if err := l.SaveSnapshot(ctx, 2, nil); err == nil {
+		t.Fatal("snapshot where no segment starts succeeded")
+	}
+	if err := snapshot(l, 3, []byte("s3")); err != nil {
 		t.Fatal(err)
 	}
 	l.Append(ctx, bodies("b", 2))
-	if err := l.SaveSnapshot(ctx, 5, []byte("s5")); err != nil {
+	if err := snapshot(l, 5, []byte("s5")); err != nil {
 		t.Fatal(err)
 	}
 	l.Append(ctx, bodies("c", 1))

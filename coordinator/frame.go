@@ -143,3 +143,48 @@ func (fr *frameReader) next() ([]byte, error) {
 func isFrameError(err error) bool {
 	return errors.Is(err, errFrameShort) || errors.Is(err, errFrameLength) || errors.Is(err, errFrameCRC)
 }
+
+// scanWindow is how many bytes findFrame reads at a time.
+const scanWindow = 1 << 20
+
+// findFrame looks for a valid frame — a length in range, a body that fits
+// before end and a matching CRC — starting at any byte offset in
+// [from, end) of r. It returns the offset of the first one, or −1. It is
+// how Replay tells a torn tail (nothing valid after the bad frame) from
+// corruption in the middle of the last segment (acknowledged frames follow
+// the bad one). Each candidate costs one CRC over its claimed body, so the
+// scan is linear in the bytes after a bad frame for realistic data, and
+// stops at the first valid frame.
+func findFrame(r io.ReaderAt, from, end int64) (int64, error) {
+	buf := make([]byte, scanWindow+frameHeaderSize)
+	for base := from; base+frameHeaderSize <= end; base += scanWindow {
+		n := int(min(int64(len(buf)), end-base))
+		if _, err := r.ReadAt(buf[:n], base); err != nil && err != io.EOF {
+			return -1, err
+		}
+		for i := 0; i < scanWindow && i+frameHeaderSize <= n; i++ {
+			hdr := buf[i : i+frameHeaderSize]
+			l, err := frameLength(hdr)
+			pos := base + int64(i)
+			if err != nil || pos+frameHeaderSize+int64(l) > end {
+				continue
+			}
+			var ok bool
+			if i+frameHeaderSize+l <= n {
+				ok = checkFrameCRC(hdr, buf[i+frameHeaderSize:i+frameHeaderSize+l]) == nil
+			} else {
+				// The body runs past the window: stream it.
+				h := crc32.New(castagnoli)
+				h.Write(hdr[0:4])
+				if _, err := io.Copy(h, io.NewSectionReader(r, pos+frameHeaderSize, int64(l))); err != nil {
+					return -1, err
+				}
+				ok = h.Sum32() == binary.BigEndian.Uint32(hdr[4:8])
+			}
+			if ok {
+				return pos, nil
+			}
+		}
+	}
+	return -1, nil
+}

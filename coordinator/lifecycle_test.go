@@ -28,7 +28,12 @@ type testLog struct {
 	failAppend func(bodies [][]byte) (write bool, err error)
 	// failReplay makes Replay fail.
 	failReplay atomic.Bool
-	mu         sync.Mutex
+	// saveHook, when set (before the first snapshot), runs at the start
+	// of every SaveSnapshot, on the snapshot goroutine; saveErr, when set,
+	// makes SaveSnapshot fail with its answer.
+	saveHook func(index int64)
+	saveErr  func(index int64) error
+	mu       sync.Mutex
 }
 
 var _ SnapshotLog = (*testLog)(nil)
@@ -68,7 +73,18 @@ func (l *testLog) Close() error { return l.inner.Close() }
 func (l *testLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
 	return l.inner.LoadSnapshot(ctx)
 }
+func (l *testLog) PrepareSnapshot(ctx context.Context, index int64) error {
+	return l.inner.PrepareSnapshot(ctx, index)
+}
 func (l *testLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
+	if l.saveHook != nil {
+		l.saveHook(index)
+	}
+	if l.saveErr != nil {
+		if err := l.saveErr(index); err != nil {
+			return err
+		}
+	}
 	return l.inner.SaveSnapshot(ctx, index, data)
 }
 
@@ -214,6 +230,53 @@ func TestTornTailTruncatedAtOpen(t *testing.T) {
 	if r := e.commit(nextKey(), plain(top, 0, 1))[0]; r.BaseOffset != 2 {
 		t.Fatalf("commit after repair at %d, want 2", r.BaseOffset)
 	}
+}
+
+// TestMidLogCorruptionRefusesOpen is the review's repro: one flipped byte
+// in frame 7 of 22 of a shard's only segment. Truncating there would drop
+// fifteen acknowledged records; Open must refuse instead, naming the file
+// and byte offset, and leave the log as it is.
+func TestMidLogCorruptionRefusesOpen(t *testing.T) {
+	e := newEnv(t, 1, func(c *Config) { c.SnapshotIntervalRecords = -1 })
+	top := e.createTopic("t", 1, nil) // records 0, 1
+	for range 20 {
+		e.commit(nextKey(), plain(top, 0, 1)) // records 2 … 21
+	}
+	e.c.Close()
+	e.c = nil
+	seg := filepath.Join(e.cfg.Dir, "shard-0", "00000000000000000000.log")
+	offs := frameOffsets(t, seg)
+	if len(offs) != 22 {
+		t.Fatalf("%d frames, want 22", len(offs))
+	}
+	flip(t, seg, offs[7]+frameHeaderSize+3)
+	before, _ := os.ReadFile(seg)
+	_, err := Open(e.cfg)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at byte %d ", seg, offs[7])) {
+		t.Fatalf("Open: %v, want ErrCorrupt naming %s at byte %d", err, seg, offs[7])
+	}
+	if after, _ := os.ReadFile(seg); string(after) != string(before) {
+		t.Fatal("Open modified the corrupt segment")
+	}
+}
+
+// frameOffsets returns the byte offset of every frame of a segment.
+func frameOffsets(t *testing.T, path string) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for off := segmentHeaderSize; off < len(b); {
+		_, n, err := decodeFrame(b[off:])
+		if err != nil {
+			t.Fatalf("frame at %d: %v", off, err)
+		}
+		out = append(out, int64(off))
+		off += n
+	}
+	return out
 }
 
 func TestUndecodableRecordRefusesOpen(t *testing.T) {
@@ -643,6 +706,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative node id", func(c *Config) { c.NodeID = -1 }, "node.id"},
 		{"negative expiration", func(c *Config) { c.ProducerIDExpirationMs = -5 }, "producer.id.expiration.ms"},
 		{"bad snapshot interval", func(c *Config) { c.SnapshotIntervalRecords = -2 }, "SnapshotIntervalRecords"},
+		{"negative deletion delay", func(c *Config) { c.FileDeletionDelay = -time.Second }, "diskless.file.deletion.delay.ms"},
+		{"short orphan grace", func(c *Config) { c.OrphanScanGracePeriod = time.Minute }, "diskless.coordinator.orphan.scan.grace.period.ms"},
+		{"minimal orphan grace", func(c *Config) { c.OrphanScanGracePeriod = MinOrphanScanGracePeriod }, ""},
+		{"bad key prefix", func(c *Config) { c.ObjectKeyPrefix = "wal/" }, "diskless.object.key.prefix"},
+		{"nested key prefix", func(c *Config) { c.ObjectKeyPrefix = "a/b" }, ""},
+		{"loops disabled", func(c *Config) { c.RetentionCheckInterval, c.OrphanScanInterval = -1, -1 }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -780,6 +849,9 @@ func TestSnapshotEquivalence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := l.PrepareSnapshot(context.Background(), next); err != nil {
+			t.Fatal(err)
+		}
 		if err := l.SaveSnapshot(context.Background(), next, s); err != nil {
 			t.Fatal(err)
 		}
@@ -803,6 +875,10 @@ func TestSnapshotFileRemovedOldSegments(t *testing.T) {
 	for range 20 {
 		e.commit(nextKey(), plain(top, 0, 1))
 	}
+	// Close joins the snapshot being written, which deletes what it
+	// supersedes.
+	e.c.Close()
+	e.c = nil
 	entries, _ := os.ReadDir(filepath.Join(e.cfg.Dir, "shard-0"))
 	if len(entries) != 2 {
 		var names []string

@@ -31,15 +31,27 @@ type Log interface {
 // SnapshotLog is a Log that also stores snapshots of the state it
 // describes, so that replay starts from the latest snapshot rather than
 // from record 0.
+//
+// A snapshot is taken in two steps so that writing it never stalls
+// commits: the appending goroutine calls PrepareSnapshot between two
+// appends, at the index the snapshot describes; then SaveSnapshot runs on
+// another goroutine, concurrently with later Appends. The shard never runs
+// SaveSnapshot concurrently with Replay, PrepareSnapshot, Close or another
+// SaveSnapshot.
 type SnapshotLog interface {
 	Log
 	// LoadSnapshot returns the latest valid snapshot and the index of the
 	// first record after it: data is the state after records [0, index).
 	// With no snapshot it returns 0, nil, nil.
 	LoadSnapshot(ctx context.Context) (index int64, data []byte, err error)
-	// SaveSnapshot stores data as the state after records [0, index);
-	// index must be the log's next index. Once it returns nil, records
-	// before index may be discarded.
+	// PrepareSnapshot announces a snapshot of the state after records
+	// [0, index); index must be the log's next index. It runs on the
+	// commit path, so it must be quick: the file log starts a new segment
+	// at index (two fsyncs).
+	PrepareSnapshot(ctx context.Context, index int64) error
+	// SaveSnapshot stores data as the state after records [0, index),
+	// where index was given to the latest PrepareSnapshot. Once it returns
+	// nil, records before index may be discarded.
 	SaveSnapshot(ctx context.Context, index int64, data []byte) error
 }
 

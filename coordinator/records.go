@@ -16,6 +16,7 @@ const (
 	keyRecordsDeleted   int16 = 103
 	keyTopicConfig      int16 = 104
 	keyProducerIDBlock  int16 = 105
+	keyFileDeleted      int16 = 106
 )
 
 // recordFrameVersion is the frame version of KRaft's metadata record
@@ -111,12 +112,23 @@ type producerIDBlockRecord struct {
 	BlockSize       int32
 }
 
+// fileDeletedRecord is record 106 DisklessFileDeletedRecord: the shard
+// closes its reference to an object it had released (no live batch left
+// in it). Either this shard deleted the object from the object store
+// (DeleterShard is this shard) or it leaves the deletion to DeleterShard,
+// a lower owner that also committed the object.
+type fileDeletedRecord struct {
+	ObjectKey    string
+	DeleterShard int32
+}
+
 func (*partitionCreatedRecord) key() int16 { return keyPartitionCreated }
 func (*topicDeletedRecord) key() int16     { return keyTopicDeleted }
 func (*fileCommittedRecord) key() int16    { return keyFileCommitted }
 func (*recordsDeletedRecord) key() int16   { return keyRecordsDeleted }
 func (*topicConfigRecord) key() int16      { return keyTopicConfig }
 func (*producerIDBlockRecord) key() int16  { return keyProducerIDBlock }
+func (*fileDeletedRecord) key() int16      { return keyFileDeleted }
 
 // appendRecord appends rec's body: frame version, key and version as
 // uvarints, then the fields in flexible-version encoding.
@@ -154,6 +166,8 @@ func decodeRecord(b []byte) (record, error) {
 		rec = new(topicConfigRecord)
 	case uint32(keyProducerIDBlock):
 		rec = new(producerIDBlockRecord)
+	case uint32(keyFileDeleted):
+		rec = new(fileDeletedRecord)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -445,6 +459,23 @@ func (v *producerIDBlockRecord) readFrom(r *kbin.Reader) error {
 	v.NodeID = r.Int32()
 	v.FirstProducerID = r.Int64()
 	v.BlockSize = r.Int32()
+	skipTags(r)
+	return okOrTruncated(r)
+}
+
+// 106
+
+func (v *fileDeletedRecord) appendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.ObjectKey)
+	dst = kbin.AppendInt32(dst, v.DeleterShard)
+	return appendTags(dst)
+}
+
+func (v *fileDeletedRecord) readFrom(r *kbin.Reader) (err error) {
+	if v.ObjectKey, err = readString(r); err != nil {
+		return err
+	}
+	v.DeleterShard = r.Int32()
 	skipTags(r)
 	return okOrTruncated(r)
 }

@@ -38,6 +38,7 @@ func sampleRecords() map[string]record {
 			Configs: []topicConfigEntry{{"max.message.bytes", "2000"}, {"retention.ms", "-1"}}},
 		"topic config no configs": &topicConfigRecord{TopicID: testTopicB, TopicName: "x", NumPartitions: 1, Configs: []topicConfigEntry{}},
 		"producer id block":       &producerIDBlockRecord{NodeID: 4, FirstProducerID: 3000, BlockSize: 1000},
+		"file deleted":            &fileDeletedRecord{ObjectKey: "wal/abc", DeleterShard: 2},
 	}
 }
 
@@ -68,6 +69,20 @@ func TestRecordBodyLayout(t *testing.T) {
 		0, 0, 0, 1, // NodeId
 		0, 0, 0, 0, 0, 0, 0, 2, // FirstProducerId
 		0, 0, 0, 3, // BlockSize
+		0, // tagged fields
+	}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+// TestFileDeletedLayout pins record 106 (docs/format/metadata-records.md).
+func TestFileDeletedLayout(t *testing.T) {
+	body := appendRecord(nil, &fileDeletedRecord{ObjectKey: "w/k", DeleterShard: 3})
+	want := []byte{
+		1, 106, 0, // frame version, key, version
+		4, 'w', '/', 'k', // ObjectKey
+		0, 0, 0, 3, // DeleterShard
 		0, // tagged fields
 	}
 	if !reflect.DeepEqual(body, want) {

@@ -54,19 +54,29 @@ type shard struct {
 	recent recentCommits
 	// logNext is the index the next appended record gets.
 	logNext int64
-	// snapshotAt is the index of the last snapshot (0: none).
+	// snapshotAt is the index of the last snapshot started (0: none).
 	snapshotAt int64
+	// snapshotDone, when not nil, receives the outcome of the snapshot
+	// being written by the shard's snapshot goroutine (at most one).
+	snapshotDone chan error
 }
 
 // request is one unit of work for a shard driver: a file commit, or an
-// admin change built from the state (topic creation, producer-id blocks).
+// admin change built from the state (topic creation, producer-id blocks,
+// log start moves, file deletions).
 type request struct {
 	ctx    context.Context
 	commit *CommitFileRequest
 	// build returns the records of an admin change, deciding against st;
 	// they are applied in order. An error refuses the change.
 	build func(st *state) ([]record, error)
-	done  chan response
+	// deferred requests are processed alone, and their records applied
+	// only once durable: build must not change st. Used for changes that
+	// readers would otherwise see before they are durable — records 103
+	// trim partition indexes in place, 106 close files that DescribeFiles
+	// reports on.
+	deferred bool
+	done     chan response
 }
 
 type response struct {
@@ -102,10 +112,12 @@ func (s *shard) do(r *request) response {
 }
 
 // run is the driver loop: take a request, drain whatever else is queued
-// (group commit), process the group. It returns after stop is closed and
-// the queue is drained.
+// (group commit), process the group. A deferred request ends the group
+// and is processed alone after it. run returns after stop is closed, the
+// queue is drained and the snapshot being written, if any, is done.
 func (s *shard) run() {
 	defer close(s.done)
+	defer s.waitSnapshot()
 	group := make([]*request, 0, maxGroupRequests)
 	for {
 		select {
@@ -113,18 +125,30 @@ func (s *shard) run() {
 			s.drain()
 			return
 		case r := <-s.reqs:
-			group = append(group[:0], r)
-		fill:
-			for len(group) < maxGroupRequests {
-				select {
-				case r := <-s.reqs:
-					group = append(group, r)
-				default:
-					break fill
+			var alone *request
+			if r.deferred {
+				alone = r
+			} else {
+				group = append(group[:0], r)
+			fill:
+				for len(group) < maxGroupRequests {
+					select {
+					case r := <-s.reqs:
+						if r.deferred {
+							alone = r
+							break fill
+						}
+						group = append(group, r)
+					default:
+						break fill
+					}
 				}
+				s.process(group)
+				clear(group)
 			}
-			s.process(group)
-			clear(group)
+			if alone != nil {
+				s.processDeferred(alone)
+			}
 		}
 	}
 }
@@ -170,6 +194,7 @@ func (s *shard) process(group []*request) {
 
 	s.mu.Lock()
 	st := s.mu.st
+	releases := st.releases
 	inGroup := make(map[string]int) // object key → index in ps, this group
 	for i, r := range group {
 		p := &ps[i]
@@ -232,6 +257,7 @@ func (s *shard) process(group []*request) {
 		p.visLogStart = p.logStart
 	}
 	s.mu.Unlock()
+	s.c.stats.FilesReleased.Add(st.releases - releases)
 	if catalog && s.id == 0 {
 		s.c.publishCatalog(st)
 	}
@@ -244,6 +270,71 @@ func (s *shard) process(group []*request) {
 		s.c.notify()
 	}
 	s.answer(ps)
+	s.maybeSnapshot()
+}
+
+// processDeferred processes a deferred request alone: build its records
+// against the durable state, append them, and only then apply and publish
+// them. A failed append answers the error and rebuilds the state (a
+// prefix of the records may be durable).
+func (s *shard) processDeferred(r *request) {
+	s.mu.RLock()
+	failed := s.mu.failed != nil
+	var err error
+	if failed {
+		err = s.failedError()
+	}
+	st := s.mu.st
+	s.mu.RUnlock()
+	if err == nil {
+		err = r.ctx.Err()
+	}
+	var recs []record
+	if err == nil {
+		// Only the driver changes st, so reading it here needs no lock.
+		recs, err = r.build(st)
+	}
+	if err != nil || len(recs) == 0 {
+		r.done <- response{err: err}
+		return
+	}
+	bodies := make([][]byte, len(recs))
+	for i, rec := range recs {
+		bodies[i] = appendRecord(nil, rec)
+	}
+	if err := s.log.Append(context.Background(), bodies); err != nil {
+		s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
+			"shard", s.id, "records", len(bodies), "err", err)
+		s.rebuild()
+		r.done <- response{err: fmt.Errorf("coordinator: shard %d: %w", s.id, err)}
+		return
+	}
+	s.logNext += int64(len(bodies))
+	s.mu.Lock()
+	releases := st.releases
+	for _, rec := range recs {
+		if err = st.apply(rec); err != nil {
+			break
+		}
+		if rd, ok := rec.(*recordsDeletedRecord); ok {
+			if p := st.partitions[TopicPartition{rd.TopicID, rd.Partition}]; p != nil {
+				p.visLogStart = p.logStart
+			}
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		// The builder checked what apply checks: a bug. The log holds the
+		// record, so the rebuild will most likely fail the shard, which is
+		// the honest outcome.
+		err = fmt.Errorf("coordinator: shard %d: built a record its state refuses: %w", s.id, err)
+		s.c.logger.Error("coordinator: applying a durable record failed", "shard", s.id, "err", err)
+		s.rebuild()
+		r.done <- response{err: err}
+		return
+	}
+	s.c.stats.FilesReleased.Add(st.releases - releases)
+	r.done <- response{}
 	s.maybeSnapshot()
 }
 
@@ -295,8 +386,9 @@ func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[
 			// are published, a trim shows in the index at once: until
 			// the append returns, a FindBatches between the published
 			// and the new log start gets the batches from the new one.
-			// Only replay writes 103 today; an online DeleteRecords
-			// should apply it after its append.
+			// DeleteRecords and retention therefore write 103 as
+			// deferred requests (processDeferred), applied after the
+			// append; only tests build it as a plain admin change.
 			*touched = append(*touched, st.partitions[TopicPartition{r.TopicID, r.Partition}])
 		case *topicConfigRecord, *topicDeletedRecord:
 			*catalog = true
@@ -357,6 +449,8 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 func (s *shard) rebuild() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// Replay must not run while a snapshot is written (SnapshotLog).
+	s.waitSnapshot()
 	st, err := s.load(ctx)
 	s.mu.Lock()
 	if err != nil {
@@ -375,23 +469,60 @@ func (s *shard) rebuild() {
 	s.c.notify()
 }
 
-// maybeSnapshot writes a snapshot once enough records were appended since
-// the last one.
+// maybeSnapshot starts a snapshot once enough records were appended since
+// the last one started. Only the log's PrepareSnapshot (a new segment)
+// and freezing the state run here, on the commit path; encoding and
+// writing run on the shard's snapshot goroutine, of which there is at
+// most one: while it runs, later snapshots wait for the next call after
+// it finished.
 func (s *shard) maybeSnapshot() {
 	every := s.c.cfg.SnapshotIntervalRecords
 	sl, ok := s.log.(SnapshotLog)
-	if !ok || every < 0 || s.logNext-s.snapshotAt < every {
+	if !ok || every < 0 {
+		return
+	}
+	if s.snapshotDone != nil {
+		select {
+		case err := <-s.snapshotDone:
+			s.snapshotFinished(err)
+		default:
+			return
+		}
+	}
+	if s.logNext-s.snapshotAt < every {
+		return
+	}
+	index := s.logNext
+	s.snapshotAt = index // on failure, retry after another interval
+	if err := sl.PrepareSnapshot(context.Background(), index); err != nil {
+		// The log is intact; only replay gets longer.
+		s.c.logger.Warn("coordinator: starting a snapshot failed", "shard", s.id, "index", index, "err", err)
 		return
 	}
 	s.mu.RLock()
-	data := s.mu.st.appendSnapshot(nil)
+	fz := s.mu.st.freeze()
 	s.mu.RUnlock()
-	if err := sl.SaveSnapshot(context.Background(), s.logNext, data); err != nil {
-		// The log is intact; only replay gets longer. Retry after another
-		// interval.
+	done := make(chan error, 1)
+	s.snapshotDone = done
+	go func() {
+		done <- sl.SaveSnapshot(context.Background(), index, fz.appendTo(nil))
+	}()
+}
+
+// waitSnapshot waits for the snapshot being written, if any.
+func (s *shard) waitSnapshot() {
+	if s.snapshotDone != nil {
+		s.snapshotFinished(<-s.snapshotDone)
+	}
+}
+
+func (s *shard) snapshotFinished(err error) {
+	s.snapshotDone = nil
+	if err != nil {
+		// The log is intact; only replay gets longer. The next snapshot
+		// comes after another interval.
 		s.c.logger.Warn("coordinator: writing snapshot failed", "shard", s.id, "err", err)
 	}
-	s.snapshotAt = s.logNext
 }
 
 // recentCommits remembers the answers of recent CommitFile calls by object

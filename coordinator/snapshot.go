@@ -24,36 +24,117 @@ import (
 // decode to a consistent state.
 var ErrBadSnapshot = errors.New("coordinator: malformed snapshot")
 
-// appendSnapshot appends the encoding of s to dst.
-func (s *state) appendSnapshot(dst []byte) []byte {
-	dst = kbin.AppendInt32(dst, s.shard)
-	dst = kbin.AppendInt64(dst, s.nextProducerID)
-	dst = kbin.AppendInt64(dst, s.lastAppendTime)
-	dst = kbin.AppendInt64(dst, s.nextSweep)
+// frozenState is a copy of a state for a snapshot, taken on the shard
+// driver between two groups and encoded on the snapshot goroutine while
+// the driver goes on. Taking it costs O(files + partitions + producers)
+// copying and no encoding: partition indexes are shared, not copied,
+// because the driver never changes an encoded field of a batch entry once
+// it is in an index — it appends past the frozen length, re-slices the
+// front away (records 103) and rewrites only prefixMaxTs, which is not
+// encoded. File entries are copied (their closed flag changes); owner
+// sets and topic entries are immutable once created.
+//
+// BenchmarkSnapshot (2M batches over 1000 partitions, 20 000 files):
+// freeze 0.67 ms on the driver, against 23 ms of encoding (2.9 GB/s) plus
+// the write and fsyncs that now run on the snapshot goroutine.
+type frozenState struct {
+	shard          int32
+	nextProducerID int64
+	lastAppendTime int64
+	nextSweep      int64
+	files          []fileEntry
+	ownerSets      [][]int32
+	topics         []*topicEntry
+	partitions     []frozenPartition
+}
 
-	dst = kbin.AppendCompactArrayLen(dst, len(s.files))
-	for i := range s.files {
-		f := &s.files[i]
+type frozenPartition struct {
+	tp        TopicPartition
+	topicName string
+	logStart  int64
+	hwm       int64
+	batches   []batchEntry
+	producers []frozenProducer
+}
+
+type frozenProducer struct {
+	id int64
+	ps producerState
+}
+
+// freeze returns a copy of s that stays valid while s changes.
+func (s *state) freeze() *frozenState {
+	fz := &frozenState{
+		shard:          s.shard,
+		nextProducerID: s.nextProducerID,
+		lastAppendTime: s.lastAppendTime,
+		nextSweep:      s.nextSweep,
+		files:          slices.Clone(s.files),
+		ownerSets:      s.ownerSets[:len(s.ownerSets):len(s.ownerSets)],
+		topics:         slices.Collect(maps.Values(s.topics)),
+		partitions:     make([]frozenPartition, 0, len(s.partitions)),
+	}
+	for _, p := range s.partitions {
+		fp := frozenPartition{
+			tp:        p.tp,
+			topicName: p.topicName,
+			logStart:  p.logStart,
+			hwm:       p.hwm,
+			batches:   p.batches[:len(p.batches):len(p.batches)],
+		}
+		if len(p.producers) > 0 {
+			fp.producers = make([]frozenProducer, 0, len(p.producers))
+			for id, ps := range p.producers {
+				fp.producers = append(fp.producers, frozenProducer{id, *ps})
+			}
+		}
+		fz.partitions = append(fz.partitions, fp)
+	}
+	return fz
+}
+
+// appendSnapshot appends the encoding of s to dst.
+func (s *state) appendSnapshot(dst []byte) []byte { return s.freeze().appendTo(dst) }
+
+// appendTo appends the snapshot encoding to dst. Maps were frozen in
+// random order; they are sorted here, off the commit path.
+func (fz *frozenState) appendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, fz.shard)
+	dst = kbin.AppendInt64(dst, fz.nextProducerID)
+	dst = kbin.AppendInt64(dst, fz.lastAppendTime)
+	dst = kbin.AppendInt64(dst, fz.nextSweep)
+
+	dst = kbin.AppendCompactArrayLen(dst, len(fz.files))
+	for i := range fz.files {
+		f := &fz.files[i]
 		dst = kbin.AppendCompactString(dst, f.key)
 		dst = kbin.AppendInt64(dst, f.size)
 		dst = kbin.AppendInt64(dst, f.appendTime)
 		dst = kbin.AppendInt8(dst, f.format)
+		dst = kbin.AppendBool(dst, f.closed)
+		var owners []int32
+		if !f.closed {
+			owners = fz.ownerSets[f.owners]
+		}
+		dst = kbin.AppendCompactArrayLen(dst, len(owners))
+		for _, id := range owners {
+			dst = kbin.AppendInt32(dst, id)
+		}
 	}
 
-	ids := slices.SortedFunc(maps.Keys(s.topics), func(a, b TopicID) int { return bytes.Compare(a[:], b[:]) })
-	dst = kbin.AppendCompactArrayLen(dst, len(ids))
-	for _, id := range ids {
-		t := s.topics[id]
+	slices.SortFunc(fz.topics, func(a, b *topicEntry) int { return bytes.Compare(a.id[:], b.id[:]) })
+	dst = kbin.AppendCompactArrayLen(dst, len(fz.topics))
+	for _, t := range fz.topics {
 		rec := topicConfigRecord{TopicID: t.id, TopicName: t.name, NumPartitions: t.partitions, Configs: t.configs}
 		dst = rec.appendTo(dst)
 	}
 
-	tps := slices.SortedFunc(maps.Keys(s.partitions), compareTP)
-	dst = kbin.AppendCompactArrayLen(dst, len(tps))
-	for _, tp := range tps {
-		p := s.partitions[tp]
-		dst = kbin.AppendUuid(dst, tp.TopicID)
-		dst = kbin.AppendInt32(dst, tp.Partition)
+	slices.SortFunc(fz.partitions, func(a, b frozenPartition) int { return compareTP(a.tp, b.tp) })
+	dst = kbin.AppendCompactArrayLen(dst, len(fz.partitions))
+	for i := range fz.partitions {
+		p := &fz.partitions[i]
+		dst = kbin.AppendUuid(dst, p.tp.TopicID)
+		dst = kbin.AppendInt32(dst, p.tp.Partition)
 		dst = kbin.AppendCompactString(dst, p.topicName)
 		dst = kbin.AppendInt64(dst, p.logStart)
 		dst = kbin.AppendInt64(dst, p.hwm)
@@ -68,11 +149,11 @@ func (s *state) appendSnapshot(dst []byte) []byte {
 			dst = kbin.AppendInt64(dst, e.maxTimestamp)
 			dst = kbin.AppendInt8(dst, e.tsType)
 		}
-		pids := slices.Sorted(maps.Keys(p.producers))
-		dst = kbin.AppendCompactArrayLen(dst, len(pids))
-		for _, id := range pids {
-			ps := p.producers[id]
-			dst = kbin.AppendInt64(dst, id)
+		slices.SortFunc(p.producers, func(a, b frozenProducer) int { return cmp.Compare(a.id, b.id) })
+		dst = kbin.AppendCompactArrayLen(dst, len(p.producers))
+		for _, fp := range p.producers {
+			ps := &fp.ps
+			dst = kbin.AppendInt64(dst, fp.id)
 			dst = kbin.AppendInt16(dst, ps.epoch)
 			dst = kbin.AppendInt64(dst, ps.lastWrite)
 			dst = kbin.AppendInt64(dst, ps.lastOffset)
@@ -116,7 +197,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		return fmt.Errorf("next producer id %d", s.nextProducerID)
 	}
 
-	n, err := readArrayLen(r, 1+8+8+1)
+	n, err := readArrayLen(r, 1+8+8+1+1+1)
 	if err != nil {
 		return err
 	}
@@ -132,8 +213,24 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		f.size = r.Int64()
 		f.appendTime = r.Int64()
 		f.format = r.Int8()
+		f.closed = r.Bool()
+		k, err := readArrayLen(r, 4)
+		if err != nil {
+			return err
+		}
+		owners := make([]int32, k)
+		for j := range owners {
+			owners[j] = r.Int32()
+		}
 		if _, dup := s.fileByKey[f.key]; dup || f.key == "" {
 			return fmt.Errorf("file key %q empty or repeated", f.key)
+		}
+		if f.closed != (k == 0) || (!f.closed && (!ownersNormal(owners, s.shard) || owners[0] < 0 || owners[k-1] >= MaxShards)) {
+			return fmt.Errorf("file %q: closed %v with owners %v", f.key, f.closed, owners)
+		}
+		f.owners = -1
+		if !f.closed {
+			f.owners = s.internOwners(owners)
 		}
 		s.fileByKey[f.key] = int32(i)
 	}
@@ -181,6 +278,14 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	if len(r.Src) != 0 {
 		return fmt.Errorf("%d trailing bytes", len(r.Src))
 	}
+	for i := range s.files {
+		switch f := &s.files[i]; {
+		case f.closed && f.live > 0:
+			return fmt.Errorf("closed file %q has %d live batches", f.key, f.live)
+		case !f.closed && f.live == 0:
+			s.released[int32(i)] = struct{}{}
+		}
+	}
 	return nil
 }
 
@@ -223,6 +328,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 			return fmt.Errorf("batch at %d overflows", e.baseOffset)
 		}
 		next = e.lastOffset() + 1
+		p.bytes += int64(e.byteSize)
 		f := &s.files[e.file]
 		f.live++
 		e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime)

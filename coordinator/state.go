@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/diskless-sidecar/sidecar/internal/batch"
@@ -28,9 +30,21 @@ type state struct {
 
 	partitions map[TopicPartition]*partition
 	// files is the file table: one entry per committed file, indexed by
-	// batchEntry.file; fileByKey maps object keys to it.
+	// batchEntry.file; fileByKey maps object keys to it. Entries are never
+	// removed (a closed file keeps answering a repeated CommitFile).
 	files     []fileEntry
 	fileByKey map[string]int32
+	// released holds the files with no live batch left that are not
+	// closed yet (record 106): the file lifecycle's work list. Derived.
+	released map[int32]struct{}
+	// releases counts files released since this state was built, for
+	// Stats. Not state: not in snapshots.
+	releases int64
+	// ownerSets interns the files' owner sets (record 102's OwnerIds,
+	// ascending, this shard included); fileEntry.owners indexes it.
+	// Derived: snapshots store each open file's owners.
+	ownerSets   [][]int32
+	ownerSetIdx map[string]int32
 
 	// topics and topicNames are the topic catalog (records 104 and 101);
 	// only shard 0 holds entries.
@@ -74,9 +88,14 @@ type fileEntry struct {
 	size       int64
 	appendTime int64 // ms, the commit's log-append time
 	format     int8
+	// closed is set by record 106: the shard is done with the object
+	// (deleted, or left to a lower owner).
+	closed bool
 	// live is the number of this file's batches still in a partition
 	// index; 0 means the shard no longer references the file.
 	live int32
+	// owners indexes state.ownerSets; −1 once closed.
+	owners int32
 }
 
 // topicEntry is one topic of the catalog.
@@ -97,6 +116,9 @@ type partition struct {
 	hwm       int64
 	batches   []batchEntry
 	producers map[int64]*producerState
+	// bytes is the sum of the indexed batches' ByteSize (retention.bytes).
+	// Derived.
+	bytes int64
 
 	// Published view, see state.
 	visible     bool
@@ -178,6 +200,8 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		logger:       logger,
 		partitions:   make(map[TopicPartition]*partition),
 		fileByKey:    make(map[string]int32),
+		released:     make(map[int32]struct{}),
+		ownerSetIdx:  make(map[string]int32),
 		topics:       make(map[TopicID]*topicEntry),
 		topicNames:   make(map[string]TopicID),
 	}
@@ -208,6 +232,8 @@ func (s *state) apply(rec record) error {
 		return s.applyTopicConfig(r)
 	case *producerIDBlockRecord:
 		return s.applyProducerIDBlock(r)
+	case *fileDeletedRecord:
+		return s.applyFileDeleted(r)
 	default:
 		return inconsistent("unknown record type %T", rec)
 	}
@@ -235,7 +261,7 @@ func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
 			continue
 		}
 		for i := range p.batches {
-			s.files[p.batches[i].file].live--
+			s.dropBatch(&p.batches[i])
 		}
 		delete(s.partitions, tp)
 	}
@@ -246,7 +272,7 @@ func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
 		return err
 	}
 	t := r.Topics[0].Partitions[0].Batches[0].LogAppendTimestamp
-	fi := s.addFile(r.ObjectKey, r.FileSize, r.ObjectFormat, t)
+	fi := s.addFile(r.ObjectKey, r.FileSize, r.ObjectFormat, t, r.OwnerIDs)
 	for i := range r.Topics {
 		ft := &r.Topics[i]
 		for j := range ft.Partitions {
@@ -275,6 +301,11 @@ func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
 	}
 	if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 || len(r.Topics[0].Partitions[0].Batches) == 0 {
 		return inconsistent("file %q commits no batch", r.ObjectKey)
+	}
+	for _, id := range r.OwnerIDs {
+		if id < 0 || id >= MaxShards {
+			return inconsistent("file %q has owner %d", r.ObjectKey, id)
+		}
 	}
 	t := r.Topics[0].Partitions[0].Batches[0].LogAppendTimestamp
 	next := make(map[TopicPartition]int64)
@@ -315,11 +346,68 @@ func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
 	return nil
 }
 
-func (s *state) addFile(key string, size int64, format int8, appendTime int64) int32 {
+func (s *state) addFile(key string, size int64, format int8, appendTime int64, owners []int32) int32 {
 	fi := int32(len(s.files))
-	s.files = append(s.files, fileEntry{key: key, size: size, appendTime: appendTime, format: format})
+	s.files = append(s.files, fileEntry{key: key, size: size, appendTime: appendTime, format: format,
+		owners: s.internOwners(owners)})
 	s.fileByKey[key] = fi
 	return fi
+}
+
+// internOwners returns the index in ownerSets of the owner set ids,
+// normalised to ascending unique shard ids including this shard (a record
+// 102 always names its own shard; the normalisation keeps a record that
+// does not from hiding this shard from the file lifecycle).
+func (s *state) internOwners(ids []int32) int32 {
+	norm := ids
+	if !ownersNormal(ids, s.shard) {
+		norm = append(slices.Clone(ids), s.shard)
+		slices.Sort(norm)
+		norm = slices.Compact(norm)
+	}
+	var buf [64]byte
+	key := buf[:0]
+	for _, id := range norm {
+		key = binary.BigEndian.AppendUint32(key, uint32(id))
+	}
+	if i, ok := s.ownerSetIdx[string(key)]; ok {
+		return i
+	}
+	i := int32(len(s.ownerSets))
+	s.ownerSets = append(s.ownerSets, slices.Clone(norm))
+	s.ownerSetIdx[string(key)] = i
+	return i
+}
+
+// ownersNormal reports whether ids is strictly ascending and holds self.
+func ownersNormal(ids []int32, self int32) bool {
+	has := false
+	for i, id := range ids {
+		if i > 0 && id <= ids[i-1] {
+			return false
+		}
+		has = has || id == self
+	}
+	return has
+}
+
+// fileOwners returns the owner shards of an open file, ascending.
+func (s *state) fileOwners(f *fileEntry) []int32 {
+	if f.owners < 0 {
+		return nil
+	}
+	return s.ownerSets[f.owners]
+}
+
+// dropBatch accounts for a batch leaving a partition index: the file
+// loses a live batch, and is released when it was the last.
+func (s *state) dropBatch(e *batchEntry) {
+	f := &s.files[e.file]
+	f.live--
+	if f.live == 0 {
+		s.released[e.file] = struct{}{}
+		s.releases++
+	}
 }
 
 // appendBatch adds one accepted batch to p's index and producer state.
@@ -342,6 +430,7 @@ func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
 		e.prefixMaxTs = max(e.prefixMaxTs, p.batches[n-1].prefixMaxTs)
 	}
 	p.batches = append(p.batches, e)
+	p.bytes += int64(e.byteSize)
 	p.hwm = b.AssignedLastOffset + 1
 	if b.ProducerID >= 0 {
 		s.recordProducerBatch(p, b)
@@ -420,15 +509,24 @@ func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
 	p.logStart = r.NewLogStartOffset
 	k := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].lastOffset() >= p.logStart })
 	for i := range k {
-		s.files[p.batches[i].file].live--
+		p.bytes -= int64(p.batches[i].byteSize)
+		s.dropBatch(&p.batches[i])
 	}
 	p.batches = p.batches[k:]
+	// Recompute the running max timestamps without the removed batches.
+	// Once a recomputed value equals the stored one, every later one does
+	// too (same recurrence from equal values), so this usually stops at
+	// the first batch rather than walking the whole index.
 	for i := range p.batches {
 		e := &p.batches[i]
-		e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
+		v := effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
 		if i > 0 {
-			e.prefixMaxTs = max(e.prefixMaxTs, p.batches[i-1].prefixMaxTs)
+			v = max(v, p.batches[i-1].prefixMaxTs)
 		}
+		if v == e.prefixMaxTs {
+			break
+		}
+		e.prefixMaxTs = v
 	}
 	for id, ps := range p.producers {
 		if ps.lastOffset < p.logStart {
@@ -474,6 +572,73 @@ func (s *state) applyTopicConfig(r *topicConfigRecord) error {
 	}
 	s.topicNames[r.TopicName] = r.TopicID
 	return nil
+}
+
+func (s *state) applyFileDeleted(r *fileDeletedRecord) error {
+	fi, ok := s.fileByKey[r.ObjectKey]
+	if !ok {
+		return inconsistent("deletion of unknown file %q", r.ObjectKey)
+	}
+	f := &s.files[fi]
+	switch {
+	case f.closed:
+		return inconsistent("file %q deleted twice", r.ObjectKey)
+	case f.live > 0:
+		return inconsistent("deletion of file %q with %d live batches", r.ObjectKey, f.live)
+	case !slices.Contains(s.fileOwners(f), r.DeleterShard) || r.DeleterShard > s.shard:
+		return inconsistent("file %q deleted by shard %d, not this or a lower owner", r.ObjectKey, r.DeleterShard)
+	}
+	f.closed = true
+	f.owners = -1
+	delete(s.released, fi)
+	return nil
+}
+
+// FileState is what one shard knows of an object (DescribeFiles, SPEC §9).
+type FileState int8
+
+// File states, in lifecycle order.
+const (
+	// FileUnknown: the shard never committed a batch of the object.
+	FileUnknown FileState = iota
+	// FileLive: some of the shard's batches in the object are still in a
+	// partition index (HasLiveBatches in KIP-1164's DescribeFiles).
+	FileLive
+	// FileReleased: none is left; the shard has not closed its reference
+	// yet.
+	FileReleased
+	// FileClosed: the shard is done with the object (record 106): it
+	// deleted it, or left that to a lower owner that also committed it.
+	FileClosed
+)
+
+func (fs FileState) String() string {
+	switch fs {
+	case FileUnknown:
+		return "unknown"
+	case FileLive:
+		return "live"
+	case FileReleased:
+		return "released"
+	case FileClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("FileState(%d)", int8(fs))
+}
+
+func (s *state) fileState(key string) FileState {
+	fi, ok := s.fileByKey[key]
+	if !ok {
+		return FileUnknown
+	}
+	switch f := &s.files[fi]; {
+	case f.closed:
+		return FileClosed
+	case f.live > 0:
+		return FileLive
+	default:
+		return FileReleased
+	}
 }
 
 // producerIDBlockSize is how many producer ids one record 105 hands out

@@ -119,11 +119,15 @@ func TestApplyRefusesInconsistentRecords(t *testing.T) {
 		b.AssignedBaseOffset, b.AssignedLastOffset = base, base
 		return b
 	}
+	owned := func(r *fileCommittedRecord, owners ...int32) *fileCommittedRecord { r.OwnerIDs = owners; return r }
 	setup := []record{
 		&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0},
 		&topicConfigRecord{TopicID: tid, TopicName: "t", NumPartitions: 1},
-		file("k1", b),
+		owned(file("k1", b), 0, 3),
 		&producerIDBlockRecord{NodeID: 1, FirstProducerID: 0, BlockSize: 1000},
+		owned(file("k0", shift(b, 1)), 0),
+		&recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 2}, // releases k1 and k0
+		&fileDeletedRecord{ObjectKey: "k0", DeleterShard: 0},
 	}
 	cases := []struct {
 		name string
@@ -131,16 +135,21 @@ func TestApplyRefusesInconsistentRecords(t *testing.T) {
 	}{
 		{"partition created twice", &partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0}},
 		{"partition with zero topic id", &partitionCreatedRecord{TopicName: "t", Partition: 1}},
-		{"file key committed twice", file("k1", shift(b, 1))},
-		{"offset below high watermark", file("k2", b)},
-		{"offset above high watermark", file("k2", shift(b, 2))},
-		{"gap inside the file", file("k2", shift(b, 1), shift(b, 3))},
+		{"file key committed twice", file("k1", shift(b, 2))},
+		{"offset below high watermark", file("k2", shift(b, 1))},
+		{"offset above high watermark", file("k2", shift(b, 3))},
+		{"gap inside the file", file("k2", shift(b, 2), shift(b, 4))},
 		{"unknown partition", &fileCommittedRecord{ObjectKey: "k2", Topics: []fileTopic{{TopicID: TopicID{8}, Partitions: []filePartition{{Batches: []committedBatch{b}}}}}}},
 		{"no batches", &fileCommittedRecord{ObjectKey: "k2"}},
-		{"two append times", file("k2", shift(b, 1), func() committedBatch { x := shift(b, 2); x.LogAppendTimestamp = 6; return x }())},
-		{"last before base", file("k2", func() committedBatch { x := shift(b, 1); x.AssignedLastOffset = 0; return x }())},
-		{"timestamp type 3", file("k2", func() committedBatch { x := shift(b, 1); x.TimestampType = 3; return x }())},
-		{"log start above high watermark", &recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 2}},
+		{"two append times", file("k2", shift(b, 2), func() committedBatch { x := shift(b, 3); x.LogAppendTimestamp = 6; return x }())},
+		{"last before base", file("k2", func() committedBatch { x := shift(b, 2); x.AssignedLastOffset = 0; return x }())},
+		{"timestamp type 3", file("k2", func() committedBatch { x := shift(b, 2); x.TimestampType = 3; return x }())},
+		{"log start above high watermark", &recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 3}},
+		{"owner out of range", owned(file("k2", shift(b, 2)), 0, MaxShards)},
+		{"deletion of unknown file", &fileDeletedRecord{ObjectKey: "nope"}},
+		{"file deleted twice", &fileDeletedRecord{ObjectKey: "k0"}},
+		{"deleter not an owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 1}},
+		{"deleter a higher owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 3}},
 		{"records deleted on unknown partition", &recordsDeletedRecord{TopicID: tid, Partition: 1, NewLogStartOffset: 0}},
 		{"topic name taken", &topicConfigRecord{TopicID: TopicID{9}, TopicName: "t", NumPartitions: 1}},
 		{"topic id taken", &topicConfigRecord{TopicID: tid, TopicName: "v", NumPartitions: 1}},

@@ -1,0 +1,98 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts the coordinator's background work since Open, for metrics
+// (the caller exports them). Every field is updated atomically; read with
+// Load.
+type Stats struct {
+	// RetentionMoves counts log start moves made by retention (records
+	// 103 written by RunRetention).
+	RetentionMoves atomic.Int64
+	// FilesReleased counts files whose last live batch left a shard's
+	// partition indexes (retention, DeleteRecords, topic deletion); a
+	// file shared by two shards counts once per shard.
+	FilesReleased atomic.Int64
+	// ObjectsDeleted counts objects the file lifecycle deleted.
+	ObjectsDeleted atomic.Int64
+	// DeleteFailures counts object deletes that failed (file lifecycle
+	// and orphan scan); each is retried on the next pass.
+	DeleteFailures atomic.Int64
+	// OrphansFound counts objects older than the grace period that no
+	// shard holds, per scan that found them.
+	OrphansFound atomic.Int64
+	// OrphansDeleted counts orphans deleted.
+	OrphansDeleted atomic.Int64
+	// OrphanScans counts orphan scans that completed.
+	OrphanScans atomic.Int64
+}
+
+// Stats returns the coordinator's counters; the pointer stays valid after
+// Close.
+func (c *Coordinator) Stats() *Stats { return &c.stats }
+
+// jobs serialises each background job with itself: the periodic loop and
+// a direct call never overlap.
+type jobs struct {
+	retention sync.Mutex
+	orphans   sync.Mutex
+	deletion  sync.Mutex
+	// quiet holds, per shard, when each released file was first seen
+	// without live batches in any owner (ms, Config.Now); guarded by
+	// deletion. In memory only: a restart starts the delay again.
+	quiet []map[string]int64
+}
+
+// fileDeletionPass is how often the file lifecycle runs: twice per
+// FileDeletionDelay, so an object goes at most 1.5 delays after it was
+// released, but at most once a second.
+func fileDeletionPass(delay time.Duration) time.Duration {
+	return max(delay/2, time.Second)
+}
+
+// startBackground starts the periodic loops (retention, file deletion,
+// orphan scan), owned by the Coordinator and joined by Close.
+func (c *Coordinator) startBackground() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.bg.cancel = cancel
+	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.RunRetention)
+	if c.cfg.Objects != nil {
+		c.every(ctx, fileDeletionPass(c.cfg.FileDeletionDelay), "file deletion", c.RunFileDeletion)
+		c.every(ctx, c.cfg.OrphanScanInterval, "orphan scan", c.RunOrphanScan)
+	}
+}
+
+// every runs job every d (not at all when d ≤ 0) until ctx is done.
+// Failures are logged; the next tick retries.
+func (c *Coordinator) every(ctx context.Context, d time.Duration, name string, job func(context.Context) error) {
+	if d <= 0 {
+		return
+	}
+	c.bg.wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := job(ctx); err != nil && ctx.Err() == nil {
+					c.logger.Warn("coordinator: "+name+" failed; retrying at the next tick", "err", err)
+				}
+			}
+		}
+	})
+}
+
+// stopBackground cancels the loops and waits for them.
+func (c *Coordinator) stopBackground() {
+	if c.bg.cancel != nil {
+		c.bg.cancel()
+	}
+	c.bg.wg.Wait()
+}
