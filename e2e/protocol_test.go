@@ -339,3 +339,38 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("new connection after garbage: error %d", p.ErrorCode)
 	}
 }
+
+// TestConsumeWithLeaderEpochs: a kgo consumer that starts from offsets
+// carrying a leader epoch (as kadm lists them, or as committed offsets
+// are) validates them with OffsetForLeaderEpoch and consumes normally.
+func TestConsumeWithLeaderEpochs(t *testing.T) {
+	sc := StartSidecar(t, "")
+	ctx := testCtx(t, time.Minute)
+	const topic = "epochs"
+	createTopic(t, ctx, sc, topic, 2, nil)
+	prod := sc.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "e%d", i)})
+	}
+	mustNoErr(t, "produce", prod.ProduceSync(ctx, recs...).FirstErr())
+
+	starts, err := kadm.NewClient(sc.Client()).ListStartOffsets(ctx, topic)
+	mustNoErr(t, "ListStartOffsets", err)
+	offsets := starts.KOffsets()
+	if e := offsets[topic][0].EpochOffset().Epoch; e < 0 {
+		t.Fatalf("listed offset carries no leader epoch (%d); the test needs one", e)
+	}
+	cons := sc.Client(kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(200*time.Millisecond))
+	got := 0
+	for got < 20 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 20", got)
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("fetch error on %s/%d: %v", e.Topic, e.Partition, e.Err)
+		}
+		got += len(fs.Records())
+	}
+}

@@ -17,6 +17,9 @@ const (
 	FetchMaxVersion       int16 = 16
 	ListOffsetsMinVersion int16 = 1
 	ListOffsetsMaxVersion int16 = 8
+	// OffsetForLeaderEpoch: every version kmsg knows.
+	OffsetForLeaderEpochMinVersion int16 = 0
+	OffsetForLeaderEpochMaxVersion int16 = 4
 )
 
 // Coordinator is what fetch needs from the coordinator shards: topic

@@ -31,6 +31,8 @@ import (
 //   - CreateTopics 0–7: all of kmsg's versions; v7 returns topic ids.
 //   - InitProducerId 0–5: all of kmsg's versions; v3+ carry the producer's
 //     current id and epoch (KIP-360), v5 only signals transactions v2.
+//   - OffsetForLeaderEpoch 0–4: all of kmsg's versions; consumers (franz-go
+//     first) validate their position with it once they know an epoch.
 var supportedAPIs = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 0, MinVersion: 0, MaxVersion: 13}, // Produce
 	{ApiKey: 1, MinVersion: 4, MaxVersion: 16}, // Fetch
@@ -39,6 +41,7 @@ var supportedAPIs = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
 	{ApiKey: 19, MinVersion: 0, MaxVersion: 7}, // CreateTopics
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 5}, // InitProducerId
+	{ApiKey: 23, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
 }
 
 // SupportedAPIs returns a copy of the API keys and version ranges the
@@ -86,6 +89,10 @@ func routeFor(key int16) (route, bool) {
 	case 2:
 		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
 			return s.handleListOffsets(ctx, r.(*kmsg.ListOffsetsRequest))
+		}}, true
+	case 23:
+		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
+			return s.handleOffsetForLeaderEpoch(ctx, r.(*kmsg.OffsetForLeaderEpochRequest))
 		}}, true
 	case 3:
 		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {

@@ -35,6 +35,9 @@ type Fetcher interface {
 	// ListOffsets answers one ListOffsets request (SPEC §5). A nil response
 	// closes the connection.
 	ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+	// OffsetForLeaderEpoch answers one OffsetForLeaderEpoch request (SPEC
+	// §4). A nil response closes the connection.
+	OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse
 }
 
 // Catalog is the topic catalog and producer-id allocator (the coordinators).

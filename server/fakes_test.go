@@ -169,6 +169,10 @@ func (f *fakeFetcher) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequ
 	return req.ResponseKind().(*kmsg.ListOffsetsResponse)
 }
 
+func (f *fakeFetcher) OffsetForLeaderEpoch(_ context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	return req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+}
+
 // logSink collects a test server's logs and counts error records (a
 // recovered panic or a broken handler contract).
 type logSink struct {

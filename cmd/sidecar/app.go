@@ -80,6 +80,12 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		NumShards:              cfg.MetadataShards,
 		NodeID:                 cfg.NodeID,
 		ProducerIDExpirationMs: cfg.ProducerIDExpiration.Milliseconds(),
+		Objects:                store,
+		ObjectKeyPrefix:        cfg.ObjectKeyPrefix,
+		RetentionCheckInterval: cfg.RetentionCheckInterval,
+		FileDeletionDelay:      cfg.FileDeletionDelay,
+		OrphanScanInterval:     cfg.OrphanScanInterval,
+		OrphanScanGracePeriod:  cfg.OrphanScanGracePeriod,
 		Logger:                 log.With(slog.String("component", "coordinator")),
 	})
 	if errors.Is(err, coordinator.ErrShardCountChanged) {
@@ -89,6 +95,9 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, fmt.Errorf("opening the coordinator: %w", err)
 	}
 	closers = append(closers, func() { a.coord.Close() })
+	if err := telemetry.ObserveCoordinator(metrics, a.coord.Stats()); err != nil {
+		return nil, err
+	}
 
 	if a.cache, err = cache.New(cacheConfig(cfg), store); err != nil {
 		return nil, err

@@ -50,6 +50,11 @@ type Config struct {
 	MetadataShards       int32
 	ProducerIDExpiration time.Duration
 
+	RetentionCheckInterval time.Duration
+	FileDeletionDelay      time.Duration
+	OrphanScanInterval     time.Duration
+	OrphanScanGracePeriod  time.Duration
+
 	HTTPListener string
 
 	ShutdownTimeout time.Duration
@@ -181,6 +186,10 @@ var options = []option{
 			c.HTTPListener = v
 			return nil
 		}},
+	msOption("diskless.retention.check.interval.ms", "300000", "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", -1, 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
+	msOption("diskless.file.deletion.delay.ms", "60000", "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
+	msOption("diskless.coordinator.orphan.scan.interval.ms", "600000", "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", -1, 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
+	msOption("diskless.coordinator.orphan.scan.grace.period.ms", "3600000", "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

@@ -93,8 +93,9 @@ func TestReadmeListsEveryKey(t *testing.T) {
 // Fetch and ListOffsets versions the fetch handler implements.
 func TestAdvertisedVersionsMatchHandlers(t *testing.T) {
 	want := map[int16][2]int16{
-		1: {fetch.FetchMinVersion, fetch.FetchMaxVersion},
-		2: {fetch.ListOffsetsMinVersion, fetch.ListOffsetsMaxVersion},
+		1:  {fetch.FetchMinVersion, fetch.FetchMaxVersion},
+		2:  {fetch.ListOffsetsMinVersion, fetch.ListOffsetsMaxVersion},
+		23: {fetch.OffsetForLeaderEpochMinVersion, fetch.OffsetForLeaderEpochMaxVersion},
 	}
 	for _, a := range server.SupportedAPIs() {
 		if w, ok := want[a.ApiKey]; ok {

@@ -72,6 +72,20 @@ func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
 	})
 }
 
+// ObserveCoordinator exports the coordinators' background work: retention,
+// file release and deletion, the orphan scan.
+func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
+	return observe(Meter(mp), []counter{
+		{"diskless.retention.moves", "{move}", "log start offsets moved by retention", &s.RetentionMoves},
+		{"diskless.files.released", "{file}", "files whose batches are all gone from a shard", &s.FilesReleased},
+		{"diskless.objects.deleted", "{object}", "objects deleted by the file lifecycle", &s.ObjectsDeleted},
+		{"diskless.objects.delete.failures", "{object}", "object deletes that failed (retried on the next pass)", &s.DeleteFailures},
+		{"diskless.orphans.found", "{object}", "objects older than the grace period that no shard holds", &s.OrphansFound},
+		{"diskless.orphans.deleted", "{object}", "orphan objects deleted", &s.OrphansDeleted},
+		{"diskless.orphan.scans", "{scan}", "orphan scans completed", &s.OrphanScans},
+	}, nil)
+}
+
 // ProduceHandler is what the server calls for Produce.
 type ProduceHandler interface {
 	Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
@@ -146,6 +160,7 @@ func errorAttr(code int16) attribute.KeyValue {
 type FetchHandler interface {
 	Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse
 	ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+	OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse
 }
 
 // Fetcher wraps a FetchHandler, measuring fetch latency (long-poll

@@ -34,6 +34,10 @@ func (fakeFetcher) ListOffsets(_ context.Context, req *kmsg.ListOffsetsRequest) 
 	return req.ResponseKind().(*kmsg.ListOffsetsResponse)
 }
 
+func (fakeFetcher) OffsetForLeaderEpoch(_ context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	return req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+}
+
 type fakeShards struct{}
 
 func (fakeShards) ShardFor(coordinator.TopicID, int32) int32 { return 3 }
