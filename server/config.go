@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"time"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -18,6 +19,17 @@ const (
 	// fetch and some metadata) while bounding a connection's memory to 32
 	// requests.
 	DefaultMaxInflightPerConn = 32
+	// DefaultMaxQueuedRequestBytes bounds the request bytes read and not
+	// yet answered across all connections (Kafka's
+	// queued.max.request.bytes, which is unbounded by default there; the
+	// produce path's own bound, diskless.append.max.pending.bytes, is
+	// 256 MiB, and request frames are held until their answers).
+	DefaultMaxQueuedRequestBytes int64 = 512 << 20
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms default: a
+	// connection with no request in flight and nothing sent for this long
+	// is closed, and a response that cannot be written for this long
+	// closes its connection.
+	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultNumPartitions is Kafka's num.partitions default.
 	DefaultNumPartitions int32 = 1
 )
@@ -53,6 +65,17 @@ type Config struct {
 	// MaxInflightPerConn bounds the requests read but not yet answered on one
 	// connection; default 32. When it is reached the reader waits.
 	MaxInflightPerConn int
+	// MaxQueuedRequestBytes (queued.max.request.bytes) bounds the bytes of
+	// request frames read and not yet answered, over all connections;
+	// readers wait before reading a frame that does not fit. A frame larger
+	// than the whole budget waits for it to be entirely free. Default
+	// DefaultMaxQueuedRequestBytes; must be ≥ MaxRequestBytes.
+	MaxQueuedRequestBytes int64
+	// IdleTimeout (connections.max.idle.ms) closes a connection that sent
+	// nothing for this long while nothing was in flight, and one whose
+	// response could not be written for this long (a client that stopped
+	// reading). Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Logger receives the server's logs; connection-scoped records carry
 	// "remote" and "client_id" attributes. Default slog.Default().
 	Logger *slog.Logger
@@ -68,6 +91,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInflightPerConn == 0 {
 		c.MaxInflightPerConn = DefaultMaxInflightPerConn
+	}
+	if c.MaxQueuedRequestBytes == 0 {
+		c.MaxQueuedRequestBytes = max(DefaultMaxQueuedRequestBytes, int64(c.MaxRequestBytes))
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -99,6 +128,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 0 {
 		return fmt.Errorf("server: socket.request.max.bytes must be > 0, got %d", c.MaxRequestBytes)
+	}
+	if d := c.withDefaults(); d.MaxQueuedRequestBytes < int64(d.MaxRequestBytes) {
+		return fmt.Errorf("server: queued.max.request.bytes (%d) must be ≥ socket.request.max.bytes (%d)", d.MaxQueuedRequestBytes, d.MaxRequestBytes)
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("server: connections.max.idle.ms must be > 0, got %v", c.IdleTimeout)
 	}
 	if c.MaxInflightPerConn < 0 {
 		return fmt.Errorf("server: max in-flight requests per connection must be > 0, got %d", c.MaxInflightPerConn)

@@ -44,9 +44,13 @@ type conn struct {
 	queue    chan *pending
 	inflight chan struct{}
 
-	// stopRead is closed by Shutdown: the reader stops reading requests.
+	// stopRead is closed by Shutdown: the reader stops reading requests;
+	// readCtx is cancelled with it (and with the connection's context) so
+	// that a reader waiting for request budget stops waiting.
 	stopRead     chan struct{}
 	stopReadOnce sync.Once
+	readCtx      context.Context
+	readCancel   context.CancelFunc
 
 	failed    atomic.Bool
 	closeOnce sync.Once
@@ -65,6 +69,9 @@ type pending struct {
 	flexibleHeader bool
 	// noResponse is set for acks=0 produce: nothing is written.
 	noResponse bool
+	// budget is the request bytes taken from Server.reqBudget for this
+	// request's frame, given back once it is answered.
+	budget int64
 
 	// wait, for inline routes, blocks until the response is ready.
 	wait func() kmsg.Response
@@ -84,6 +91,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		inflight: make(chan struct{}, n),
 		stopRead: make(chan struct{}),
 	}
+	c.readCtx, c.readCancel = context.WithCancel(context.Background())
 	c.log.Store(s.log.With("remote", c.remote))
 	return c
 }
@@ -93,6 +101,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) stopReading() {
 	c.stopReadOnce.Do(func() {
 		close(c.stopRead)
+		c.readCancel()
 		_ = c.nc.SetReadDeadline(time.Now())
 	})
 }
@@ -114,6 +123,7 @@ func (c *conn) fail() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		c.readCancel()
 		_ = c.nc.Close()
 	})
 }
@@ -123,6 +133,8 @@ func (c *conn) fail() {
 func (c *conn) readLoop(ctx context.Context) {
 	defer c.s.conns.Done()
 	defer close(c.queue)
+	stop := context.AfterFunc(ctx, c.readCancel)
+	defer stop()
 	c.log.Load().Debug("connection opened")
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	var ident clientIdent
@@ -134,25 +146,79 @@ func (c *conn) readLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if c.stopping() {
-			<-c.inflight
-			return
-		}
-		frame, err := readFrame(br, c.s.cfg.MaxRequestBytes)
+		p, err := c.readRequest(ctx, br, &ident)
 		if err != nil {
 			<-c.inflight
-			c.readFailed(err)
+			if errors.Is(err, errIdleButBusy) {
+				continue
+			}
+			if errors.Is(err, errBadRequest) {
+				c.log.Load().Info("closing connection: bad request", "err", err)
+				c.fail()
+			} else {
+				c.readFailed(err)
+			}
 			return
 		}
-		p, err := c.decode(ctx, frame, &ident)
-		if err != nil {
+		if p == nil { // Shutdown
 			<-c.inflight
-			c.log.Load().Info("closing connection: bad request", "err", err)
-			c.fail()
 			return
 		}
 		c.queue <- p
 	}
+}
+
+var (
+	// errIdleButBusy: the idle timeout passed between frames while
+	// requests are still in flight; the connection is not idle.
+	errIdleButBusy = errors.New("idle timeout with requests in flight")
+	// errBadRequest wraps a decode or dispatch failure.
+	errBadRequest = errors.New("bad request")
+)
+
+// readRequest reads one frame, holding request budget for it, and decodes
+// and dispatches it. It returns nil, nil when Shutdown stopped reading.
+// The read deadline is the idle timeout; it is re-armed before each read
+// and Shutdown's is never lost: stopping is checked after arming.
+func (c *conn) readRequest(ctx context.Context, br *bufio.Reader, ident *clientIdent) (*pending, error) {
+	idle := c.s.cfg.IdleTimeout
+	_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+	if c.stopping() {
+		return nil, nil
+	}
+	n, read, err := readFrameSize(br, c.s.cfg.MaxRequestBytes)
+	if err != nil {
+		if read == 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.stopping() && len(c.inflight) > 1 {
+			return nil, errIdleButBusy
+		}
+		return nil, err
+	}
+	// Hold budget for the frame until it is answered; a frame larger than
+	// the budget waits for all of it.
+	budget := min(int64(n), c.s.cfg.MaxQueuedRequestBytes)
+	if err := c.s.reqBudget.Acquire(c.readCtx, budget); err != nil {
+		if c.stopping() {
+			return nil, nil
+		}
+		return nil, err
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+	if c.stopping() {
+		c.s.reqBudget.Release(budget)
+		return nil, nil
+	}
+	frame, err := readFrameBody(br, n)
+	if err != nil {
+		c.s.reqBudget.Release(budget)
+		return nil, err
+	}
+	p, err := c.decode(ctx, frame, ident)
+	if err != nil {
+		c.s.reqBudget.Release(budget)
+		return nil, fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	p.budget = budget
+	return p, nil
 }
 
 // readFailed logs why reading stopped and closes the connection unless the
@@ -314,6 +380,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 	for p := range c.queue {
 		resp, ok := c.await(p)
 		<-c.inflight
+		c.s.reqBudget.Release(p.budget)
 		if c.failed.Load() || ctx.Err() != nil {
 			// The connection failed or the server is stopping hard:
 			// only join the remaining handlers.
@@ -340,6 +407,9 @@ func (c *conn) writeLoop(ctx context.Context) {
 			c.fail()
 			continue
 		}
+		// A client that stops reading its responses must not pin this
+		// connection's requests (and their budget) forever.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 		if _, err := c.nc.Write(buf); err != nil {
 			if !c.failed.Load() && ctx.Err() == nil {
 				c.log.Load().Debug("closing connection: write failed", "err", err)

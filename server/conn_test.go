@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,5 +384,111 @@ func waitFor(t testing.TB, cond func() bool) {
 			t.Fatalf("condition not met within %v", testTimeout)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestIdleTimeout: a connection that sends nothing is closed after
+// IdleTimeout, unless a request is in flight (a long-poll is not idleness).
+func TestIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	ts := startServer(t, func(cfg *Config, ts *testServer) {
+		cfg.IdleTimeout = 200 * time.Millisecond
+		ts.fetch.listOffsetsHook = func(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		}
+	})
+	idle := dialRaw(t, ts.Addr())
+	idle.roundTrip(apiVersionsReq())
+	start := time.Now()
+	idle.expectClosed()
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout", d)
+	}
+
+	busy := dialRaw(t, ts.Addr())
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	corr := busy.send(lo)
+	time.Sleep(600 * time.Millisecond) // three idle timeouts with a request in flight
+	close(release)
+	if got, _ := busy.recv(lo); got != corr {
+		t.Fatalf("correlation %d, want %d", got, corr)
+	}
+}
+
+// TestNeverReadingClientIsClosed: a client that stops reading its
+// responses is closed after IdleTimeout, freeing what its requests held.
+func TestNeverReadingClientIsClosed(t *testing.T) {
+	big := make([]byte, 1<<20)
+	ts := startServer(t, func(cfg *Config, ts *testServer) {
+		cfg.IdleTimeout = 300 * time.Millisecond
+		ts.fetch.fetchHook = func(_ context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.Topics = []kmsg.FetchResponseTopic{{Topic: "t", Partitions: []kmsg.FetchResponseTopicPartition{{RecordBatches: big}}}}
+			return resp
+		}
+	})
+	slow := dialRaw(t, ts.Addr())
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 12
+	for range 20 { // 20 MiB of responses, far more than socket buffers hold
+		slow.send(fetch)
+	}
+	waitFor(t, func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.mu.conns) == 0
+	})
+}
+
+// TestRequestBudget: with MaxQueuedRequestBytes used up by requests in
+// flight, another connection's request waits until they are answered.
+func TestRequestBudget(t *testing.T) {
+	release := make(chan struct{})
+	var entered atomic.Int32
+	ts := startServer(t, func(cfg *Config, ts *testServer) {
+		cfg.MaxRequestBytes = 64 << 10
+		cfg.MaxQueuedRequestBytes = 64 << 10
+		ts.fetch.listOffsetsHook = func(_ context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+			entered.Add(1)
+			<-release
+			return req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		}
+	})
+	// A request padded to most of the budget (topic names), held by the hook.
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	for i := range 60 {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = fmt.Sprintf("%0900d", i)
+		lo.Topics = append(lo.Topics, rt)
+	}
+	holder := dialRaw(t, ts.Addr())
+	corr := holder.send(lo)
+	waitFor(t, func() bool { return entered.Load() == 1 })
+
+	other := dialRaw(t, ts.Addr())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		other.roundTrip(lo)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a request was read while the request budget was used up")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if got, _ := holder.recv(lo); got != corr {
+		t.Fatalf("correlation %d, want %d", got, corr)
+	}
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		t.Fatal("the waiting request was not served once budget was free")
 	}
 }

@@ -24,18 +24,28 @@ const readChunk = 8 << 20
 // errFrame marks malformed framing or headers; the connection is closed.
 var errFrame = errors.New("malformed request")
 
-// readFrame reads one size-prefixed frame of at most maxSize bytes. io.EOF
-// means the peer closed cleanly between frames; a size out of range is
-// reported as errFrame.
-func readFrame(r io.Reader, maxSize int32) ([]byte, error) {
+// readFrameSize reads a frame's 4-byte size prefix and checks it against
+// [minRequestFrame, maxSize]. read is how many prefix bytes were consumed
+// (0 on a clean timeout between frames). io.EOF means the peer closed
+// cleanly between frames; a size out of range is reported as errFrame.
+func readFrameSize(r io.Reader, maxSize int32) (n int32, read int, err error) {
 	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
-		return nil, err
+	read, err = io.ReadFull(r, sz[:])
+	if err != nil {
+		if read > 0 {
+			err = unexpectedEOF(err)
+		}
+		return 0, read, err
 	}
-	n := int32(binary.BigEndian.Uint32(sz[:]))
+	n = int32(binary.BigEndian.Uint32(sz[:]))
 	if n < minRequestFrame || n > maxSize {
-		return nil, fmt.Errorf("%w: frame size %d outside [%d, %d]", errFrame, n, minRequestFrame, maxSize)
+		return 0, read, fmt.Errorf("%w: frame size %d outside [%d, %d]", errFrame, n, minRequestFrame, maxSize)
 	}
+	return n, read, nil
+}
+
+// readFrameBody reads the n bytes of a frame whose size was read.
+func readFrameBody(r io.Reader, n int32) ([]byte, error) {
 	if n <= readChunk {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"golang.org/x/sync/semaphore"
+
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +26,10 @@ type Server struct {
 	// draining is cancelled when Shutdown starts: long-polls end early.
 	draining    context.Context
 	stopDrainer context.CancelFunc
+
+	// reqBudget holds Config.MaxQueuedRequestBytes of request frames read
+	// and not yet answered, over all connections.
+	reqBudget *semaphore.Weighted
 
 	// conns counts the connection goroutines (reader and writer of each
 	// connection). Add happens only under mu while !mu.closing, so Wait
@@ -60,6 +66,7 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat}
 	s.draining, s.stopDrainer = context.WithCancel(context.Background())
+	s.reqBudget = semaphore.NewWeighted(cfg.MaxQueuedRequestBytes)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
