@@ -31,6 +31,7 @@ import (
 //   - CreateTopics 0–7: all of kmsg's versions; v7 returns topic ids.
 //   - InitProducerId 0–5: all of kmsg's versions; v3+ carry the producer's
 //     current id and epoch (KIP-360), v5 only signals transactions v2.
+//   - DeleteRecords 0–2 and DescribeConfigs 0–4: all of kmsg's versions.
 //   - OffsetForLeaderEpoch 0–4: all of kmsg's versions; consumers (franz-go
 //     first) validate their position with it once they know an epoch.
 var supportedAPIs = []kmsg.ApiVersionsResponseApiKey{
@@ -40,8 +41,10 @@ var supportedAPIs = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
 	{ApiKey: 19, MinVersion: 0, MaxVersion: 7}, // CreateTopics
+	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 5}, // InitProducerId
 	{ApiKey: 23, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
+	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs
 }
 
 // SupportedAPIs returns a copy of the API keys and version ranges the
@@ -89,6 +92,14 @@ func routeFor(key int16) (route, bool) {
 	case 2:
 		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
 			return s.handleListOffsets(ctx, r.(*kmsg.ListOffsetsRequest))
+		}}, true
+	case 21:
+		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
+			return s.handleDeleteRecords(ctx, r.(*kmsg.DeleteRecordsRequest))
+		}}, true
+	case 32:
+		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
+			return s.handleDescribeConfigs(ctx, r.(*kmsg.DescribeConfigsRequest))
 		}}, true
 	case 23:
 		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {

@@ -60,4 +60,10 @@ type Catalog interface {
 	// any sidecar (SPEC §3). A *kerr.Error is answered with its code, any
 	// other error with COORDINATOR_LOAD_IN_PROGRESS (retriable).
 	AllocateProducerID(ctx context.Context) (int64, error)
+	// DeleteRecords moves a partition's log start offset up to offset (−1:
+	// the high watermark) and returns the log start offset after it (SPEC
+	// §5). A *kerr.Error (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION),
+	// possibly wrapped, is answered with its code; anything else with
+	// KAFKA_STORAGE_ERROR.
+	DeleteRecords(ctx context.Context, tp coordinator.TopicPartition, offset int64) (int64, error)
 }

@@ -32,6 +32,8 @@ type fakeCatalog struct {
 	topicsHook func()
 	// allocHook, if set, replaces AllocateProducerID.
 	allocHook func() (int64, error)
+	// deleteHook, if set, replaces DeleteRecords.
+	deleteHook func(tp coordinator.TopicPartition, offset int64) (int64, error)
 }
 
 var _ Catalog = (*fakeCatalog)(nil)
@@ -100,6 +102,16 @@ func (c *fakeCatalog) CreateTopic(_ context.Context, name string, partitions int
 	_, _ = rand.Read(t.ID[:])
 	c.topics[name] = t
 	return t, nil
+}
+
+func (c *fakeCatalog) DeleteRecords(_ context.Context, tp coordinator.TopicPartition, offset int64) (int64, error) {
+	if c.deleteHook != nil {
+		return c.deleteHook(tp, offset)
+	}
+	if offset < -1 {
+		return -1, kerr.OffsetOutOfRange
+	}
+	return max(offset, 0), nil
 }
 
 func (c *fakeCatalog) AllocateProducerID(context.Context) (int64, error) {

@@ -64,11 +64,26 @@ func hasCode(err error, want *kerr.Error) bool {
 	return errors.As(err, &kErr) && kErr.Code == want.Code
 }
 
-// topicConfigEntries lists a topic's configs as CreateTopics v5+ returns
-// them: every config the sidecar acts on (SPEC §11) with its effective value,
-// plus every other config set on the topic; sorted by name. Explicitly set
-// ones have source DYNAMIC_TOPIC_CONFIG, the others DEFAULT_CONFIG.
-func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopicConfig {
+// configEntry is one topic config as CreateTopics and DescribeConfigs
+// report it.
+type configEntry struct {
+	name, value string
+	// set is true for a config set explicitly on the topic (source
+	// DYNAMIC_TOPIC_CONFIG); otherwise it is the default in effect.
+	set bool
+}
+
+func (e configEntry) source() kmsg.ConfigSource {
+	if e.set {
+		return kmsg.ConfigSourceDynamicTopicConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
+}
+
+// topicConfigs lists a topic's configs: every config the sidecar acts on
+// (SPEC §11) with its effective value, plus every other config set on the
+// topic; sorted by name.
+func topicConfigs(cfg topicconfig.Config) []configEntry {
 	defaults := map[string]string{
 		topicconfig.MaxMessageBytes:      strconv.FormatInt(int64(cfg.MaxMessageBytes), 10),
 		topicconfig.TimestampType:        topicconfig.TimestampTypeCreate,
@@ -82,26 +97,28 @@ func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopic
 	if cfg.LogAppendTime {
 		defaults[topicconfig.TimestampType] = topicconfig.TimestampTypeLogAppend
 	}
-	names := make([]string, 0, len(defaults)+len(cfg.Raw))
-	for n := range defaults {
+	out := make([]configEntry, 0, len(defaults)+len(cfg.Raw))
+	for n, v := range defaults {
 		if _, set := cfg.Raw[n]; !set {
-			names = append(names, n)
+			out = append(out, configEntry{name: n, value: v})
 		}
 	}
-	for n := range cfg.Raw {
-		names = append(names, n)
+	for n, v := range cfg.Raw {
+		out = append(out, configEntry{name: n, value: v, set: true})
 	}
-	sort.Strings(names)
-	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(names))
-	for _, n := range names {
-		e := kmsg.NewCreateTopicsResponseTopicConfig()
-		e.Name = n
-		if v, set := cfg.Raw[n]; set {
-			e.Value, e.Source = kmsg.StringPtr(v), int8(kmsg.ConfigSourceDynamicTopicConfig)
-		} else {
-			e.Value, e.Source = kmsg.StringPtr(defaults[n]), int8(kmsg.ConfigSourceDefaultConfig)
-		}
-		out = append(out, e)
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// topicConfigEntries lists a topic's configs as CreateTopics v5+ returns
+// them (topicConfigs).
+func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopicConfig {
+	entries := topicConfigs(cfg)
+	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(entries))
+	for _, e := range entries {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name, c.Value, c.Source = e.name, kmsg.StringPtr(e.value), int8(e.source())
+		out = append(out, c)
 	}
 	return out
 }
