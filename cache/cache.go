@@ -25,9 +25,42 @@
 // The cache is bounded by the bytes of block data it holds, evicting the
 // least recently used block. Buffers of loads in flight are outside the
 // bound: at most one block per distinct missing block being read.
+//
+// # Reads older than the cache's reach
+//
+// A consumer that lags far behind the producers reads data whose blocks
+// were evicted long ago. Loading them would cost a GET per block, read
+// whole blocks for a partition's few bytes, and push the hot tail that the
+// other consumers are reading out of the cache, for data that nobody is
+// likely to read again before it is itself evicted. ReadRanges therefore
+// takes the time the data was written — its commit time, ms since the Unix
+// epoch (coordinator.BatchCoordinate.LogAppendTime) — and decides:
+//
+//   - The cache's reach is the last-use time of its least recently used
+//     block (set when a block is cached, by Put or a load, and at every
+//     hit): any block not used since then is gone, so data written before
+//     it cannot be cached unless a read has used it since.
+//   - A read is beyond reach when the cache is full (one more block would
+//     evict) and the data was written before the reach. It is then served,
+//     unless every block it needs is cached or loading, by one ranged read
+//     of exactly the bytes that bound the ranges (ranges more than a block
+//     apart get a read each, so over-read stays below one block per gap).
+//     Nothing is cached and nothing is evicted; the LRU order is untouched.
+//   - Every other read goes through the blocks.
+//
+// This needs no state beyond a timestamp per block, holds across restarts
+// (an empty cache is not full, so after a restart old data is read through
+// the blocks until the cache fills, which is right: it evicts nothing), and
+// follows the cache's size and the traffic on its own: the reach is
+// however far back the bytes it holds go. The two clocks compared are the
+// coordinator's (commit) and this cache's (Config.Now); skew of a few ms
+// is immaterial against reaches of seconds. Concurrent bypassed reads of
+// the same bytes are not coalesced: lagging consumers rarely read the same
+// old bytes at the same moment.
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +69,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // RangeReader is what the cache needs from the object store:
@@ -57,6 +91,7 @@ var errAbandoned = errors.New("cache: load abandoned by every reader")
 type Cache struct {
 	blockSize int64
 	maxBytes  int64
+	now       func() time.Time
 	r         RangeReader
 	stats     Stats
 	loaders   sync.WaitGroup // one per load goroutine; Add only under mu while open
@@ -87,7 +122,10 @@ type block struct {
 	data []byte // len ≤ blockSize; < blockSize only for the object's last block
 	// eof is set when the object is known to end at the end of data. It
 	// can be learnt after publication (a full last block), hence atomic.
-	eof        atomic.Bool
+	eof atomic.Bool
+	// lastUse is when the block was cached or last hit, ms since the Unix
+	// epoch by Config.Now; guarded by Cache.mu.
+	lastUse    int64
 	prev, next *block // LRU links, guarded by Cache.mu
 }
 
@@ -114,7 +152,7 @@ func New(cfg Config, r RangeReader) (*Cache, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	c := &Cache{blockSize: cfg.BlockBytes, maxBytes: cfg.MaxBytes, r: r}
+	c := &Cache{blockSize: cfg.BlockBytes, maxBytes: cfg.MaxBytes, now: cfg.Now, r: r}
 	c.mu.blocks = make(map[blockKey]*block)
 	c.mu.loads = make(map[blockKey]*load)
 	c.mu.lru.next, c.mu.lru.prev = &c.mu.lru, &c.mu.lru
@@ -137,25 +175,228 @@ type ref struct {
 // io.EOF (unwrapped) when the object ends first, errors of the store
 // wrapped (objstore.ErrNotExist among them), ctx's error if ctx is done
 // before the data arrives, ErrClosed after Close. A read of len(p) == 0
-// returns 0, nil without looking at the object.
+// returns 0, nil without looking at the object. ReadAt always reads
+// through the blocks; ReadRanges may bypass them for old data.
 func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	switch {
-	case off < 0:
-		return 0, fmt.Errorf("cache: read %s: negative offset %d", key, off)
-	case len(p) == 0:
+	if err := checkRange(key, off, len(p)); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
 		return 0, nil
-	case off > math.MaxInt64-int64(len(p)):
-		return 0, fmt.Errorf("cache: read %s: offset %d + %d bytes overflows", key, off, len(p))
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("cache: read %s: %w", key, err)
 	}
+	now := c.now().UnixMilli()
 	var buf [4]ref // reads of up to 4 blocks do not allocate
-	refs, err := c.acquire(ctx, key, off, int64(len(p)), buf[:0])
-	if err != nil {
-		return 0, err
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("cache: read %s: %w", key, ErrClosed)
 	}
-	n := 0
+	refs := c.acquireLocked(ctx, key, off, int64(len(p)), now, buf[:0])
+	c.mu.Unlock()
+	n, err := c.fill(ctx, key, p, off, refs)
+	if err == nil && n < len(p) {
+		panic(fmt.Sprintf("cache: read %s at %d: %d of %d bytes served without error", key, off, n, len(p)))
+	}
+	return n, err
+}
+
+// checkRange refuses a negative offset and a range whose end overflows.
+func checkRange(key string, off int64, n int) error {
+	switch {
+	case off < 0:
+		return fmt.Errorf("cache: read %s: negative offset %d", key, off)
+	case off > math.MaxInt64-int64(n):
+		return fmt.Errorf("cache: read %s: offset %d + %d bytes overflows", key, off, n)
+	}
+	return nil
+}
+
+// Range is one byte range of an object for ReadRanges: len(P) bytes at
+// byte offset Off, read into P.
+type Range struct {
+	Off int64
+	P   []byte
+}
+
+// ReadRanges fills every range of rs, whole, from object key. writtenMs is
+// when the data was written to the store: its commit time in ms since the
+// Unix epoch (coordinator.BatchCoordinate.LogAppendTime; the oldest, if the
+// ranges were committed at different times); negative means unknown.
+//
+// Data older than the cache's reach (see the package comment) that is not
+// all cached is read straight from the store, with one ranged read that
+// bounds the ranges (one per cluster of ranges less than a block apart),
+// and not cached: counted in Stats.BypassReads and BypassReadBytes as well
+// as StoreReads and StoreReadBytes, and in neither Hits nor Misses. It runs
+// on the caller's goroutine with ctx, and Close does not cut it short.
+// Other data is read through the blocks as by ReadAt, all blocks of all
+// ranges loading in parallel.
+//
+// Ranges may come in any order and overlap; empty ones are ignored.
+// Errors: a range the object ends before filling (io.ErrUnexpectedEOF),
+// errors of the store wrapped (objstore.ErrNotExist among them), ctx's
+// error, ErrClosed, an invalid range. After an error, which ranges were
+// filled is unspecified.
+func (c *Cache) ReadRanges(ctx context.Context, key string, writtenMs int64, rs []Range) error {
+	for i := range rs {
+		if err := checkRange(key, rs[i].Off, len(rs[i].P)); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cache: read %s: %w", key, err)
+	}
+	now := c.now().UnixMilli()
+	var (
+		buf     [8]ref
+		refs    = buf[:0]
+		nbuf    [4]int
+		perRead = nbuf[:0] // refs of each range, in order
+	)
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("cache: read %s: %w", key, ErrClosed)
+	}
+	if c.beyondReachLocked(writtenMs) && !c.coveredLocked(key, rs) {
+		c.mu.Unlock()
+		return c.bypass(ctx, key, rs)
+	}
+	for i := range rs {
+		n := len(refs)
+		if len(rs[i].P) > 0 {
+			refs = c.acquireLocked(ctx, key, rs[i].Off, int64(len(rs[i].P)), now, refs)
+		}
+		perRead = append(perRead, len(refs)-n)
+	}
+	c.mu.Unlock()
+
+	var err error
+	for i := range rs {
+		rr := refs[:perRead[i]]
+		refs = refs[perRead[i]:]
+		if err != nil {
+			c.releaseAll(rr)
+			continue
+		}
+		r := &rs[i]
+		var n int
+		n, err = c.fill(ctx, key, r.P, r.Off, rr)
+		if n < len(r.P) && (err == nil || err == io.EOF) {
+			err = fmt.Errorf("cache: read %s [%d, %d): object ends at %d: %w",
+				key, r.Off, r.Off+int64(len(r.P)), r.Off+int64(n), io.ErrUnexpectedEOF)
+		} else if n == len(r.P) {
+			err = nil // io.EOF with every byte read
+		}
+	}
+	return err
+}
+
+// beyondReachLocked reports whether data written at writtenMs (ms; < 0:
+// unknown) is older than the cache's reach: the cache is full, and its
+// least recently used block was last used after the data was written.
+func (c *Cache) beyondReachLocked(writtenMs int64) bool {
+	if writtenMs < 0 || c.mu.bytes+c.blockSize <= c.maxBytes {
+		return false // room to spare: caching evicts nothing
+	}
+	tail := c.mu.lru.prev
+	return tail != &c.mu.lru && writtenMs < tail.lastUse
+}
+
+// coveredLocked reports whether every block rs needs of object key is
+// cached or being loaded, so reading through the cache costs no GET.
+func (c *Cache) coveredLocked(key string, rs []Range) bool {
+	for i := range rs {
+		if len(rs[i].P) == 0 {
+			continue
+		}
+		first, last := rs[i].Off/c.blockSize, (rs[i].Off+int64(len(rs[i].P))-1)/c.blockSize
+		for j := first; j <= last; j++ {
+			bk := blockKey{key, j}
+			if b := c.mu.blocks[bk]; b != nil {
+				if b.eof.Load() {
+					break
+				}
+				continue
+			}
+			if c.mu.loads[bk] == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bypass reads rs straight from the store without caching (see
+// ReadRanges): ranges in offset order, those less than a block apart
+// together, with one ranged read of the bytes that bound them; a lone
+// range is read straight into its buffer.
+func (c *Cache) bypass(ctx context.Context, key string, rs []Range) error {
+	order := make([]int, 0, len(rs))
+	for i := range rs {
+		if len(rs[i].P) > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(rs[a].Off, rs[b].Off) })
+	for len(order) > 0 {
+		lo := rs[order[0]].Off
+		hi := lo + int64(len(rs[order[0]].P))
+		k := 1
+		for ; k < len(order); k++ {
+			r := &rs[order[k]]
+			if r.Off-hi > c.blockSize {
+				break
+			}
+			hi = max(hi, r.Off+int64(len(r.P)))
+		}
+		if k == 1 {
+			if err := c.readStore(ctx, key, rs[order[0]].P, lo); err != nil {
+				return err
+			}
+		} else {
+			buf := make([]byte, hi-lo)
+			if err := c.readStore(ctx, key, buf, lo); err != nil {
+				return err
+			}
+			for _, i := range order[:k] {
+				copy(rs[i].P, buf[rs[i].Off-lo:])
+			}
+		}
+		order = order[k:]
+	}
+	return nil
+}
+
+// readStore fills p from the store at off, bypassing the blocks, and
+// counts the read.
+func (c *Cache) readStore(ctx context.Context, key string, p []byte, off int64) error {
+	c.stats.StoreReads.Add(1)
+	c.stats.BypassReads.Add(1)
+	n, err := c.r.ReadAt(ctx, key, p, off)
+	if n >= 0 && n <= len(p) {
+		c.stats.StoreReadBytes.Add(int64(n))
+		c.stats.BypassReadBytes.Add(int64(n))
+	}
+	switch {
+	case n < 0 || n > len(p):
+		err = fmt.Errorf("store returned %d bytes for a %d-byte read (err %v)", n, len(p), err)
+	case n == len(p) && (err == nil || errors.Is(err, io.EOF)):
+		return nil
+	case err == nil || errors.Is(err, io.EOF):
+		err = fmt.Errorf("object ends at %d: %w", off+int64(n), io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("cache: read %s [%d, %d) bypassing the cache: %w", key, off, off+int64(len(p)), err)
+}
+
+// fill copies [off, off+len(p)) of object key into p from refs, the blocks
+// acquireLocked returned for that range, waiting for loads, and gives up
+// the loads it does not wait for. It returns io.EOF (unwrapped) when the
+// object ends first.
+func (c *Cache) fill(ctx context.Context, key string, p []byte, off int64, refs []ref) (n int, err error) {
 	for i := range refs {
 		if err != nil || n == len(p) {
 			// Done early (error, or the object ended): give up our
@@ -182,26 +423,28 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 			err = io.EOF
 		}
 	}
-	if err == nil && n < len(p) {
-		panic(fmt.Sprintf("cache: read %s at %d: %d of %d bytes served without error", key, off, n, len(p)))
-	}
 	return n, err
 }
 
-// acquire appends to refs, in order, every block overlapping
-// [off, off+length) up to the object's end if known: cached blocks (marked
-// used) or loads, started if need be, with a waiter count taken.
-func (c *Cache) acquire(ctx context.Context, key string, off, length int64, refs []ref) ([]ref, error) {
-	first, last := off/c.blockSize, (off+length-1)/c.blockSize
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
-		return nil, fmt.Errorf("cache: read %s: %w", key, ErrClosed)
+// releaseAll gives up the loads of refs without waiting for them.
+func (c *Cache) releaseAll(refs []ref) {
+	for i := range refs {
+		if refs[i].ld != nil {
+			c.release(refs[i].ld)
+		}
 	}
+}
+
+// acquireLocked appends to refs, in order, every block overlapping
+// [off, off+length) up to the object's end if known: cached blocks (marked
+// used at nowMs) or loads, started if need be, with a waiter count taken.
+func (c *Cache) acquireLocked(ctx context.Context, key string, off, length, nowMs int64, refs []ref) []ref {
+	first, last := off/c.blockSize, (off+length-1)/c.blockSize
 	for i := first; i <= last; i++ {
 		bk := blockKey{key, i}
 		if b := c.mu.blocks[bk]; b != nil {
 			c.stats.Hits.Add(1)
+			b.lastUse = nowMs
 			c.unlinkLocked(b)
 			c.pushFrontLocked(b)
 			refs = append(refs, ref{blk: b})
@@ -220,7 +463,7 @@ func (c *Cache) acquire(ctx context.Context, key string, off, length int64, refs
 		l.waiters++
 		refs = append(refs, ref{ld: l})
 	}
-	return refs, nil
+	return refs
 }
 
 // startLoadLocked starts loading bk on a new goroutine. The load's context
@@ -268,6 +511,9 @@ func (c *Cache) load(ctx context.Context, l *load) {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		err = fmt.Errorf("load block %d [%d, %d): %w", l.bk.index, l.bk.index*c.blockSize, (l.bk.index+1)*c.blockSize, err)
+	}
+	if b != nil {
+		b.lastUse = c.now().UnixMilli() // unpublished yet: finish takes the lock after
 	}
 	c.finish(l, b, err)
 }
@@ -332,11 +578,12 @@ func (c *Cache) Put(key string, data []byte) {
 	if len(data) == 0 {
 		return
 	}
+	now := c.now().UnixMilli()
 	blocks := make([]*block, 0, (int64(len(data))+c.blockSize-1)/c.blockSize)
 	for i := int64(0); i*c.blockSize < int64(len(data)); i++ {
 		start := i * c.blockSize
 		end := min(start+c.blockSize, int64(len(data)))
-		b := &block{bk: blockKey{key, i}, data: data[start:end:end]}
+		b := &block{bk: blockKey{key, i}, data: data[start:end:end], lastUse: now}
 		b.eof.Store(end == int64(len(data)))
 		blocks = append(blocks, b)
 	}

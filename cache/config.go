@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Defaults for Config's zero fields, and limits.
@@ -39,6 +40,10 @@ type Config struct {
 	// MaxBytes bounds the bytes of cached block data, ≥ BlockBytes. Key
 	// diskless.cache.max.bytes; default DefaultMaxBytes.
 	MaxBytes int64
+	// Now is the clock of block use times, which ReadRanges compares with
+	// the commit times of the data it reads to tell reads older than the
+	// cache's reach (see the package comment). nil selects time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -47,6 +52,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = max(DefaultMaxBytes, c.BlockBytes)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }

@@ -19,19 +19,26 @@
 //  4. Read and rewrite: each partition's batches are read with one
 //     allocation, sized exactly, straight into the partition's response
 //     buffer. Batches that are adjacent in the same object are coalesced
-//     into one [ObjectReader.ReadAt]; reads of a request run concurrently,
-//     up to [Config.ReadConcurrency]. Each batch is then checked against its
-//     coordinate (well-formed, magic 2, the expected size and offset span)
-//     and its header rewritten in place (SPEC §1): baseOffset and
-//     partitionLeaderEpoch, outside the CRC; on LogAppendTime batches the
-//     timestamp-type bit and maxTimestamp, inside it, after which the CRC
-//     is recomputed (the stored CRC is verified first, so a corrupt batch is
-//     never given a valid checksum). Records are never decoded.
+//     into one range. When the reader is a [RangesReader] (the block
+//     cache), the ranges of all partitions in one object are read with one
+//     ReadRanges call, given the oldest commit time among them, so that
+//     the cache can serve data older than its reach with one ranged GET
+//     bounding them, without caching it; otherwise each range is one
+//     [ObjectReader.ReadAt]. Reads of a request (objects, or ranges) run
+//     concurrently, up to [Config.ReadConcurrency]. Each batch is then
+//     checked against its coordinate (well-formed, magic 2, the expected
+//     size and offset span) and its header rewritten in place (SPEC §1):
+//     baseOffset and partitionLeaderEpoch, outside the CRC; on
+//     LogAppendTime batches the timestamp-type bit and maxTimestamp, inside
+//     it, after which the CRC is recomputed (the stored CRC is verified
+//     first, so a corrupt batch is never given a valid checksum). Records
+//     are never decoded.
 //
 // A partition whose bytes cannot be served is cut at its first bad batch:
 // the good batches before it are returned, and if there are none the
-// partition carries the error — KAFKA_STORAGE_ERROR for a failed read,
-// CORRUPT_MESSAGE for bytes that do not match the coordinate, and
+// partition carries the error — KAFKA_STORAGE_ERROR for a failed read
+// (with a RangesReader, a failed read of an object fails every range of
+// it), CORRUPT_MESSAGE for bytes that do not match the coordinate, and
 // UNSUPPORTED_COMPRESSION_TYPE for a zstd batch before Fetch v10. The client
 // then advances through the good data and meets the error when the bad batch
 // is first in line. Other partitions are not affected, and the connection
@@ -48,15 +55,17 @@
 // ListOffsets answers earliest and latest from the coordinator's index, and
 // timestamp lookups from the candidate batch the coordinator names. On
 // LogAppendTime batches every record has the batch's append time, so no
-// read is needed. Otherwise the batch is read and its records scanned as a
-// stream up to the answer: only each record's length, timestampDelta and
-// offsetDelta are decoded, keys, values and headers are skipped (records.go
-// has the layout). Produce checks headers only, so a batch under
-// max.message.bytes may decompress to gigabytes; a lookup therefore
-// decompresses with streaming readers whose working set does not grow with
-// the output (inflate.go: gzip and lz4 windows, a zstd window of at most
-// 8 MiB, snappy blocks checked before they are decoded, raw or xerial),
-// processes at most [Config.MaxDecompressedBytes] of output, and waits for
-// one of [Config.DecompressConcurrency] slots. A batch over those limits
-// answers its partition CORRUPT_MESSAGE and logs a warning naming it.
+// read is needed. Otherwise the batch is read (by ReadRanges with its
+// commit time, when the reader has it, so that an old batch is not cached)
+// and its records scanned as a stream up to the answer: only each record's
+// length, timestampDelta and offsetDelta are decoded, keys, values and
+// headers are skipped (records.go has the layout). Produce checks headers
+// only, so a batch under max.message.bytes may decompress to gigabytes; a
+// lookup therefore decompresses with streaming readers whose working set
+// does not grow with the output (inflate.go: gzip and lz4 windows, a zstd
+// window of at most 8 MiB, snappy blocks checked before they are decoded,
+// raw or xerial), processes at most [Config.MaxDecompressedBytes] of
+// output, and waits for one of [Config.DecompressConcurrency] slots. A
+// batch over those limits answers its partition CORRUPT_MESSAGE and logs a
+// warning naming it.
 package fetch

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -267,27 +269,73 @@ func (s *fakeStore) ReadAt(ctx context.Context, key string, p []byte, off int64)
 	return n, nil
 }
 
+// rangesStore is fakeStore with ReadRanges, reading range by range: the
+// RangesReader path of fetch over the fake store, with the same ReadAt
+// counts. calls counts ReadRanges calls.
+type rangesStore struct {
+	*fakeStore
+	calls atomic.Int64
+}
+
+var _ RangesReader = (*rangesStore)(nil)
+
+func (s *rangesStore) ReadRanges(ctx context.Context, key string, _ int64, rs []cache.Range) error {
+	s.calls.Add(1)
+	for _, r := range rs {
+		n, err := s.ReadAt(ctx, key, r.P, r.Off)
+		if n < len(r.P) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // env is one handler over a fake coordinator and store.
 type env struct {
-	tb    testing.TB
-	coord *fakeCoord
-	store *fakeStore
-	h     *Handler
-	files int
+	tb     testing.TB
+	coord  *fakeCoord
+	store  *fakeStore
+	ranges *rangesStore // the handler's reader if newEnvRanges made it
+	h      *Handler
+	files  int
 }
 
 func newEnv(tb testing.TB, cfg Config) *env {
 	tb.Helper()
 	e := &env{tb: tb, coord: newFakeCoord(), store: newFakeStore()}
+	e.h = e.newHandler(cfg, e.store)
+	return e
+}
+
+// newEnvRanges is newEnv with a reader that has ReadRanges.
+func newEnvRanges(tb testing.TB, cfg Config) *env {
+	tb.Helper()
+	e := &env{tb: tb, coord: newFakeCoord(), store: newFakeStore()}
+	e.ranges = &rangesStore{fakeStore: e.store}
+	e.h = e.newHandler(cfg, e.ranges)
+	return e
+}
+
+// readers runs f once with each kind of reader: ReadAt only, and
+// RangesReader.
+func readers(t *testing.T, f func(t *testing.T, newEnv func(testing.TB, Config) *env)) {
+	t.Run("ReadAt", func(t *testing.T) { f(t, newEnv) })
+	t.Run("ReadRanges", func(t *testing.T) { f(t, newEnvRanges) })
+}
+
+func (e *env) newHandler(cfg Config, r ObjectReader) *Handler {
+	e.tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger
 	}
-	h, err := New(cfg, e.coord, e.store)
+	h, err := New(cfg, e.coord, r)
 	if err != nil {
-		tb.Fatal(err)
+		e.tb.Fatal(err)
 	}
-	e.h = h
-	return e
+	return h
 }
 
 // fileBatch is one batch of a file to commit.

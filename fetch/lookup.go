@@ -150,7 +150,7 @@ func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn fu
 		return kerr.CorruptMessage
 	}
 	buf := make([]byte, c.ByteSize)
-	if err := l.h.readFull(ctx, c.ObjectKey, buf, c.ByteOffset); err != nil {
+	if err := l.h.readBatch(ctx, c, buf); err != nil {
 		l.h.log.Warn("list offsets: read failed", "topic", l.topic, "partition", l.tp.Partition,
 			"offset", c.BaseOffset, "err", err)
 		return kerr.KafkaStorageError

@@ -55,7 +55,9 @@ type span struct {
 	// part is the index of the partition the span belongs to, and batch
 	// the index, in that partition's batches, of the first batch it holds.
 	part, batch int
-	err         error // the read's outcome
+	// written is the oldest commit time (ms) of the span's batches.
+	written int64
+	err     error // the read's outcome
 }
 
 // appendSpans appends to dst the reads that fill buf with bs: consecutive
@@ -65,16 +67,19 @@ func appendSpans(dst []span, part int, bs []coordinator.BatchCoordinate, buf []b
 	pos := 0
 	for i := 0; i < len(bs); {
 		j := i + 1
+		written := bs[i].LogAppendTime
 		for j < len(bs) && adjacent(&bs[j-1], &bs[j]) {
+			written = min(written, bs[j].LogAppendTime)
 			j++
 		}
 		n := int(bs[j-1].ByteOffset + int64(bs[j-1].ByteSize) - bs[i].ByteOffset)
 		dst = append(dst, span{
-			key:   bs[i].ObjectKey,
-			off:   bs[i].ByteOffset,
-			dst:   buf[pos : pos+n : pos+n],
-			part:  part,
-			batch: i,
+			key:     bs[i].ObjectKey,
+			off:     bs[i].ByteOffset,
+			dst:     buf[pos : pos+n : pos+n],
+			part:    part,
+			batch:   i,
+			written: written,
 		})
 		pos += n
 		i = j

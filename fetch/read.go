@@ -5,22 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// readSpans reads every span, up to cfg.ReadConcurrency at a time, and
-// records each outcome in span.err. It returns when all reads are done.
+// readSpans reads every span, up to cfg.ReadConcurrency reads at a time,
+// and records each outcome in span.err. It returns when all reads are done.
+// With a RangesReader the spans are grouped by object and each object's
+// spans are one ReadRanges call (which may reorder spans); a failure of it
+// is the failure of every span of that object. Otherwise each span is one
+// ReadAt.
 func (h *Handler) readSpans(ctx context.Context, spans []span) {
-	workers := min(h.cfg.ReadConcurrency, len(spans))
+	if h.rr == nil {
+		h.run(len(spans), func(i int) {
+			s := &spans[i]
+			s.err = h.readFull(ctx, s.key, s.dst, s.off)
+		})
+		return
+	}
+	slices.SortStableFunc(spans, func(a, b span) int { return strings.Compare(a.key, b.key) })
+	starts := make([]int, 0, len(spans)+1) // object i has spans[starts[i]:starts[i+1]]
+	ranges := make([]cache.Range, len(spans))
+	for i := range spans {
+		if i == 0 || spans[i].key != spans[i-1].key {
+			starts = append(starts, i)
+		}
+		ranges[i] = cache.Range{Off: spans[i].off, P: spans[i].dst}
+	}
+	starts = append(starts, len(spans))
+	h.run(len(starts)-1, func(g int) {
+		obj := spans[starts[g]:starts[g+1]]
+		written := obj[0].written
+		for i := range obj {
+			written = min(written, obj[i].written)
+		}
+		if err := h.rr.ReadRanges(ctx, obj[0].key, written, ranges[starts[g]:starts[g+1]]); err != nil {
+			err = fmt.Errorf("fetch: read %s (%d ranges): %w", obj[0].key, len(obj), err)
+			for i := range obj {
+				obj[i].err = err
+			}
+		}
+	})
+}
+
+// run calls read(i) for every i in [0, n), up to cfg.ReadConcurrency at a
+// time (on the caller's goroutine when that is 1 or n ≤ 1), and returns
+// when all calls have.
+func (h *Handler) run(n int, read func(i int)) {
+	workers := min(h.cfg.ReadConcurrency, n)
 	if workers <= 1 {
-		for i := range spans {
-			spans[i].err = h.readFull(ctx, spans[i].key, spans[i].dst, spans[i].off)
+		for i := range n {
+			read(i)
 		}
 		return
 	}
@@ -32,15 +75,26 @@ func (h *Handler) readSpans(ctx context.Context, spans []span) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(spans) {
+				if i >= n {
 					return
 				}
-				s := &spans[i]
-				s.err = h.readFull(ctx, s.key, s.dst, s.off)
+				read(i)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// readBatch fills buf with the batch c names: through ReadRanges when the
+// reader has it (so that an old batch is not cached), else ReadAt.
+func (h *Handler) readBatch(ctx context.Context, c *coordinator.BatchCoordinate, buf []byte) error {
+	if h.rr == nil {
+		return h.readFull(ctx, c.ObjectKey, buf, c.ByteOffset)
+	}
+	if err := h.rr.ReadRanges(ctx, c.ObjectKey, c.LogAppendTime, []cache.Range{{Off: c.ByteOffset, P: buf}}); err != nil {
+		return fmt.Errorf("fetch: read %s [%d, %d): %w", c.ObjectKey, c.ByteOffset, c.ByteOffset+int64(len(buf)), err)
+	}
+	return nil
 }
 
 // readFull fills p from the object key at off. A short read is an error

@@ -67,6 +67,8 @@ func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
 		{"diskless.cache.evictions", "{block}", "blocks evicted to stay within diskless.cache.max.bytes", &s.Evictions},
 		{"diskless.cache.store.reads", "{request}", "ranged GETs issued to the object store", &s.StoreReads},
 		{"diskless.cache.store.read", "By", "bytes read from the object store", &s.StoreReadBytes},
+		{"diskless.cache.bypass.reads", "{request}", "ranged GETs that served data older than the cache's reach without caching it (also in diskless.cache.store.reads)", &s.BypassReads},
+		{"diskless.cache.bypass.read", "By", "bytes read by those GETs (also in diskless.cache.store.read)", &s.BypassReadBytes},
 	}, []counter{
 		{"diskless.cache.size", "By", "bytes of object data cached", &s.BytesCached},
 	})
