@@ -21,12 +21,21 @@ type ackedAt struct {
 // (kgo's idempotent default) until stop is closed, and returns every record
 // the sidecar acknowledged with the offset it was given.
 func produceUntilStopped(ctx context.Context, sc *Sidecar, topic string, acked *atomic.Int64, stop <-chan struct{}) map[string]ackedAt {
-	prod := sc.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(2*time.Millisecond),
+	got, _ := produceUntilStoppedErrs(ctx, sc, topic, acked, stop,
 		kgo.RecordDeliveryTimeout(5*time.Second), kgo.RequestRetries(2))
+	return got
+}
+
+// produceUntilStoppedErrs is produceUntilStopped with the client options
+// given, also returning the errors of records that were not acknowledged,
+// counted by message.
+func produceUntilStoppedErrs(ctx context.Context, sc *Sidecar, topic string, acked *atomic.Int64, stop <-chan struct{}, opts ...kgo.Opt) (map[string]ackedAt, map[string]int) {
+	prod := sc.Client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(2 * time.Millisecond)}, opts...)...)
 	var (
-		mu  sync.Mutex
-		got = make(map[string]ackedAt)
-		wg  sync.WaitGroup
+		mu   sync.Mutex
+		got  = make(map[string]ackedAt)
+		errs = make(map[string]int)
+		wg   sync.WaitGroup
 	)
 	// Produce blocks while kgo's buffer is full (the sidecar is down):
 	// stopping cancels that wait.
@@ -38,6 +47,9 @@ func produceUntilStopped(ctx context.Context, sc *Sidecar, topic string, acked *
 		prod.Produce(pctx, &kgo.Record{Value: fmt.Appendf(nil, "r-%08d", i)}, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
+				mu.Lock()
+				errs[err.Error()]++
+				mu.Unlock()
 				return
 			}
 			mu.Lock()
@@ -48,7 +60,7 @@ func produceUntilStopped(ctx context.Context, sc *Sidecar, topic string, acked *
 	}
 	prod.Close() // fails whatever is still buffered
 	wg.Wait()
-	return got
+	return got, errs
 }
 
 // verifyAcked reads every partition up to its high watermark and checks
@@ -88,11 +100,14 @@ func verifyAcked(t *testing.T, ctx context.Context, sc *Sidecar, topic string, p
 	t.Logf("%d acknowledged records all present once; %d records in the log", len(acked), total)
 }
 
-func testRestart(t *testing.T, stopSidecar func(*Sidecar)) {
+// testRestart produces until 20k records are acknowledged, stops the
+// sidecar with stopSidecar, starts another on the same data.dir (with
+// startSidecar) and checks every acknowledged record.
+func testRestart(t *testing.T, startSidecar func(dataDir string) *Sidecar, stopSidecar func(*Sidecar)) {
 	const partitions = 4
 	ctx := testCtx(t, 5*time.Minute)
 	dir := t.TempDir()
-	sc := StartSidecar(t, dir)
+	sc := startSidecar(dir)
 	topic := "durability"
 	resp, err := kadm.NewClient(sc.Client()).CreateTopic(ctx, partitions, 1, nil, topic)
 	mustNoErr(t, "CreateTopic", err)
@@ -113,7 +128,7 @@ func testRestart(t *testing.T, stopSidecar func(*Sidecar)) {
 		t.Fatalf("only %d records acknowledged before the stop", len(ackedRecords))
 	}
 
-	sc2 := StartSidecar(t, dir)
+	sc2 := startSidecar(dir)
 	verifyAcked(t, ctx, sc2, topic, partitions, ackedRecords)
 }
 
@@ -121,11 +136,11 @@ func testRestart(t *testing.T, stopSidecar func(*Sidecar)) {
 // acknowledged must be there after a restart on the same data.dir, exactly
 // once, offsets dense (DESIGN invariants 1 and 2).
 func TestDurabilityAfterSIGKILL(t *testing.T) {
-	testRestart(t, (*Sidecar).Kill)
+	testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir) }, (*Sidecar).Kill)
 }
 
 // TestDurabilityAfterSIGTERM is the same with a graceful stop, which must
 // also exit 0.
 func TestDurabilityAfterSIGTERM(t *testing.T) {
-	testRestart(t, (*Sidecar).Stop)
+	testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir) }, (*Sidecar).Stop)
 }

@@ -2,6 +2,10 @@
 // TCP: franz-go's kgo and kcat (librdkafka). Each test starts its own
 // sidecar process on 127.0.0.1 with a free port and its own data.dir.
 //
+// The S3 tests (s3_test.go) run the sidecar with diskless.storage.backend=s3
+// against versitygw, through a fault-injecting proxy the test programs
+// (s3_harness_test.go).
+//
 // With SIDECAR_REQUIRE_INTEGRATION=1 (set by .ci/run), a missing tool is a
 // failure instead of a skip.
 package e2e
@@ -97,6 +101,12 @@ type Sidecar struct {
 // ""), with extra config overrides, and waits until it listens.
 func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 	t.Helper()
+	return startSidecar(t, dataDir, nil, sets...)
+}
+
+// startSidecar is StartSidecar with extra environment variables.
+func startSidecar(t *testing.T, dataDir string, env []string, sets ...string) *Sidecar {
+	t.Helper()
 	skipIfShort(t)
 	if dataDir == "" {
 		dataDir = t.TempDir()
@@ -112,6 +122,9 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 		args = append(args, "--set", s)
 	}
 	s := &Sidecar{t: t, DataDir: dataDir, cmd: exec.Command(sidecarBin, args...), exited: make(chan struct{})}
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +190,16 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 		t.Fatalf("sidecar did not start listening within 30s:\n%s", s.Logs())
 	}
 	return s
+}
+
+// Alive reports whether the sidecar process is still running.
+func (s *Sidecar) Alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Logs returns everything the sidecar wrote to stderr so far.

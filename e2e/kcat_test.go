@@ -72,7 +72,10 @@ func kcat(t *testing.T, ctx context.Context, args ...string) string {
 // the same order (one partition), and that `kcat -L` lists the topic.
 func TestKcatEndToEnd(t *testing.T) {
 	requireTool(t, "kcat")
-	sc := StartSidecar(t, "")
+	runKcatEndToEnd(t, StartSidecar(t, ""))
+}
+
+func runKcatEndToEnd(t *testing.T, sc *Sidecar) {
 	ctx := testCtx(t, 5*time.Minute)
 	path, want := realTextFile(t, 100_000)
 	const topic = "kcat-lines" // auto-created with num.partitions=1

@@ -1,7 +1,8 @@
 // Package objstore is the object-store boundary: a small interface and its
-// backends — a local directory (Dir, the default, under data.dir), an
-// in-memory store for tests (Memory), and S3 (another issue). Every backend
-// passes the conformance suite in objstoretest.
+// backends — a local directory (Dir, the default, under data.dir), Amazon
+// S3 or an S3-compatible store (S3, on aws-sdk-go-v2), and an in-memory
+// store for tests (Memory). Every backend passes the conformance suite in
+// objstoretest (S3 against versitygw).
 //
 // Objects are immutable: written once, whole, under a key that is never
 // reused (SPEC §7); read by byte range; deleted when no coordinator shard
@@ -30,6 +31,11 @@ var ErrNotExist = errors.New("objstore: object does not exist")
 // Retrying with the same key fails the same way.
 var ErrInvalidKey = errors.New("objstore: invalid key")
 
+// ErrPermanent is returned (wrapped) for failures that retrying cannot fix:
+// the store refuses the request as such (no such bucket, access denied,
+// bad credentials, wrong region). Callers that retry stop at it.
+var ErrPermanent = errors.New("objstore: permanent failure")
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key          string
@@ -43,8 +49,11 @@ type ObjectInfo struct {
 // an invalid key returns an error wrapping ErrInvalidKey.
 type Store interface {
 	// Put stores data under key, atomically: once Put returns nil the object
-	// is durable and complete; on error no object, or a previous complete
-	// one, is visible under key. Put does not retain data after it returns.
+	// is durable and complete; readers never see part of it. On error no
+	// object, or a complete one, is visible under key (with S3 an answer
+	// lost after the store committed the object leaves it there; callers
+	// treat the key as possibly used). Put does not retain data after it
+	// returns.
 	// Callers never overwrite a key (SPEC §7), so the outcome of putting an
 	// existing key is backend-specific (Dir and Memory replace it).
 	Put(ctx context.Context, key string, data []byte) error

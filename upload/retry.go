@@ -27,11 +27,20 @@ func retryable(ctx context.Context, err error) bool {
 		// same way. (Config.Validate makes this unreachable; it guards
 		// against a backend with stricter rules.)
 		return false
+	case errors.Is(err, objstore.ErrPermanent):
+		// The store refuses the request as such: no such bucket, access
+		// denied, bad credentials, wrong region (objstore's S3 classifier,
+		// classifyS3, decides). Every attempt would fail the same way; the
+		// batches fail now with KAFKA_STORAGE_ERROR instead of after
+		// MaxAttempts × the backoff.
+		return false
 	default:
-		// Everything else — connection resets, 5xx, throttling, a full disk
-		// under a Dir — is presumed transient. The S3 backend will add
-		// classes for permanent errors (access denied, no such bucket) that
-		// should stop at once.
+		// Everything else is presumed transient and worth the whole object
+		// again, from its first byte: throttling, 5xx, resets and timeouts
+		// that outlasted the S3 SDK's own request retries; a multipart
+		// upload that failed (and was aborted); a stored object whose
+		// checksum or size differs from what was sent (the next attempt
+		// overwrites it); a full disk under a Dir.
 		return true
 	}
 }

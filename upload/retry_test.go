@@ -24,6 +24,7 @@ func TestRetryable(t *testing.T) {
 		{"caller cancelled, other error", done, errors.New("reset"), false},
 		{"attempt timed out", live, fmt.Errorf("put: %w", context.DeadlineExceeded), true},
 		{"invalid key", live, fmt.Errorf("put: %w", objstore.ErrInvalidKey), false},
+		{"permanent (access denied, no such bucket)", live, fmt.Errorf("put: %w: 403", objstore.ErrPermanent), false},
 		{"other error", live, errors.New("connection reset"), true},
 		{"cancelled by the store itself", live, context.Canceled, true},
 	}

@@ -32,6 +32,8 @@ type app struct {
 	served  chan error    // Serve's result
 	http    *httpEndpoint // nil when http.listener is empty
 	metrics *telemetry.Prometheus
+	// closeStore releases the object store (the S3 client's connections).
+	closeStore func()
 }
 
 // start opens data.dir and every component, binds the listener and starts
@@ -70,10 +72,12 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		closers = append(closers, func() { a.http.close(context.Background()) })
 	}
 
-	store, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
+	store, closeStore, err := openStore(cfg, log.With(slog.String("component", "objstore")))
 	if err != nil {
-		return nil, fmt.Errorf("opening the object store: %w", err)
+		return nil, err
 	}
+	a.closeStore = closeStore
+	closers = append(closers, closeStore)
 
 	a.coord, err = coordinator.Open(coordinator.Config{
 		Dir:                    filepath.Join(cfg.DataDir, "coordinator"),
@@ -198,8 +202,70 @@ func (a *app) shutdown(timeout time.Duration) error {
 		a.http.close(ctx)
 	}
 	a.metrics.Shutdown(ctx)
+	a.closeStore()
 	a.dir.close()
 	return errors.Join(errs...)
+}
+
+// storeCheckTimeout bounds the start-up requests to S3 (the bucket check
+// and the sweep of stale multipart uploads).
+const storeCheckTimeout = 30 * time.Second
+
+// openStore opens the object store diskless.storage.backend names and
+// returns it with its release function.
+//
+// With S3 it checks, before anything else starts, that the bucket answers:
+// a bucket that does not exist or refuses the credentials is a
+// configuration error naming diskless.storage.s3.bucket (exit 2); a store
+// that cannot be reached is a runtime failure (exit 1), so a supervisor
+// retries. It then aborts the multipart uploads under the WAL prefix older
+// than the orphan grace period — left by a process that died mid-upload —
+// best effort.
+func openStore(cfg Config, log *slog.Logger) (objstore.Store, func(), error) {
+	if cfg.StorageBackend != "s3" {
+		d, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the object store: %w", err)
+		}
+		return d, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+	defer cancel()
+	scfg := s3Config(cfg)
+	scfg.Logger = log
+	s, err := objstore.NewS3(ctx, scfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+	if err := s.Check(ctx); err != nil {
+		s.Close()
+		if errors.Is(err, objstore.ErrPermanent) {
+			return nil, nil, &ConfigError{Key: "diskless.storage.s3.bucket", Value: cfg.S3Bucket, Err: err}
+		}
+		return nil, nil, fmt.Errorf("opening the object store: %w", err)
+	}
+	n, err := s.AbortStaleUploads(ctx, cfg.ObjectKeyPrefix+"/", cfg.OrphanScanGracePeriod)
+	if err != nil {
+		log.Warn("could not abort stale multipart uploads", slog.Any("err", err))
+	} else if n > 0 {
+		log.Info("aborted stale multipart uploads", slog.Int("uploads", n))
+	}
+	log.Info("object store: s3", slog.String("bucket", cfg.S3Bucket), slog.String("prefix", cfg.S3Prefix),
+		slog.String("endpoint", cfg.S3Endpoint))
+	return s, s.Close, nil
+}
+
+func s3Config(cfg Config) objstore.S3Config {
+	return objstore.S3Config{
+		Bucket:         cfg.S3Bucket,
+		Prefix:         cfg.S3Prefix,
+		Region:         cfg.S3Region,
+		Endpoint:       cfg.S3Endpoint,
+		PathStyle:      cfg.S3PathStyle,
+		PartSize:       cfg.UploadPartBytes,
+		Concurrency:    cfg.UploadConcurrency,
+		RequestTimeout: cfg.S3RequestTimeout,
+	}
 }
 
 // The components' configs, from the sidecar's keys. validateComponents
@@ -237,6 +303,11 @@ var errInvalidConfig = errors.New("invalid configuration")
 
 func validateComponents(cfg Config) error {
 	fc := fetchConfig(cfg)
+	if cfg.StorageBackend == "s3" {
+		if err := s3Config(cfg).Validate(); err != nil {
+			return fmt.Errorf("%w: %w", errInvalidConfig, err)
+		}
+	}
 	for _, err := range []error{
 		cacheConfig(cfg).Validate(),
 		uploadConfig(cfg).Validate(),

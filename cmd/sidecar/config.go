@@ -29,12 +29,22 @@ type Config struct {
 	NumPartitions         int32
 	SocketRequestMaxBytes int32
 
+	StorageBackend   string // "file" or "s3"
+	S3Bucket         string
+	S3Prefix         string
+	S3Region         string
+	S3Endpoint       string
+	S3PathStyle      bool
+	S3RequestTimeout time.Duration
+
 	AppendBufferMaxBytes  int
 	AppendCommitInterval  time.Duration
 	AppendMaxPendingBytes int64
 	UploadInflightFiles   int
 
 	ObjectKeyPrefix      string
+	UploadPartBytes      int64
+	UploadConcurrency    int
 	UploadMaxAttempts    int
 	UploadBackoff        time.Duration
 	UploadBackoffMax     time.Duration
@@ -155,12 +165,33 @@ var options = []option{
 	boolOption("auto.create.topics.enable", "true", "Create unknown topics named in Metadata requests.", func(c *Config) *bool { return &c.AutoCreateTopics }),
 	intOption("num.partitions", "1", "Partitions of auto-created topics and of CreateTopics with num_partitions -1.", 1, 100000, func(c *Config) *int32 { return &c.NumPartitions }),
 	intOption("socket.request.max.bytes", "104857600", "Largest request frame accepted, bytes; a larger frame closes its connection.", 1024, maxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+	{key: "diskless.storage.backend", def: "file", doc: "Where objects are stored: file (a directory under data.dir) or s3 (diskless.storage.s3.*).",
+		set: func(c *Config, v string) error {
+			switch v = strings.TrimSpace(v); v {
+			case "file", "s3":
+				c.StorageBackend = v
+				return nil
+			}
+			return fmt.Errorf("must be file or s3")
+		}},
+	{key: "diskless.storage.s3.bucket", def: "", doc: "S3 bucket holding the objects; required with diskless.storage.backend=s3.",
+		set: func(c *Config, v string) error { c.S3Bucket = strings.TrimSpace(v); return nil }},
+	{key: "diskless.storage.s3.prefix", def: "", doc: "Prepended with a / to every object key in the bucket (e.g. cluster1 gives cluster1/wal/<id>); empty: the bucket's root.",
+		set: func(c *Config, v string) error { c.S3Prefix = strings.TrimSpace(v); return nil }},
+	{key: "diskless.storage.s3.region", def: "", doc: "The bucket's region; empty: AWS_REGION or the shared config profile, else us-east-1.",
+		set: func(c *Config, v string) error { c.S3Region = strings.TrimSpace(v); return nil }},
+	{key: "diskless.storage.s3.endpoint", def: "", doc: "Base URL of an S3-compatible store, http(s)://host:port; empty: AWS S3.",
+		set: func(c *Config, v string) error { c.S3Endpoint = strings.TrimSpace(v); return nil }},
+	boolOption("diskless.storage.s3.path.style", "false", "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint> (most S3-compatible stores need true).", func(c *Config) *bool { return &c.S3PathStyle }),
+	msOption("diskless.storage.s3.request.timeout.ms", "5000", "Longest wait for an S3 answer's headers, and for a whole ranged GET, before the request is retried, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.S3RequestTimeout }),
 	intOption("diskless.append.buffer.max.bytes", "8388608", "Seal the active file at this size, bytes.", 1, maxBufferCap, func(c *Config) *int { return &c.AppendBufferMaxBytes }),
 	msOption("diskless.append.commit.interval.ms", "250", "Seal the active file this long after its first batch, ms.", 1, 60000, func(c *Config) *time.Duration { return &c.AppendCommitInterval }),
 	intOption("diskless.append.max.pending.bytes", "268435456", "Record-batch bytes buffered, uploading or committing at once; past it produce requests wait.", 1, math.MaxInt64, func(c *Config) *int64 { return &c.AppendMaxPendingBytes }),
 	intOption("diskless.upload.max.inflight.files", "4", "Sealed files uploaded concurrently (they still commit in seal order).", 1, 1024, func(c *Config) *int { return &c.UploadInflightFiles }),
 	{key: "diskless.object.key.prefix", def: "wal", doc: "Prefix of every WAL object key, <prefix>/<random id>.",
 		set: func(c *Config, v string) error { c.ObjectKeyPrefix = v; return nil }},
+	intOption("diskless.upload.part.bytes", "8388608", "S3 objects larger than this go up as multipart uploads in parts of this size, bytes; smaller ones as one PUT; at least 5242880.", 5<<20, 5<<30, func(c *Config) *int64 { return &c.UploadPartBytes }),
+	intOption("diskless.upload.concurrency", "4", "Parts of one S3 multipart upload sent in parallel.", 1, 64, func(c *Config) *int { return &c.UploadConcurrency }),
 	intOption("diskless.upload.max.attempts", "8", "Attempts per object upload before its batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.UploadMaxAttempts }),
 	msOption("diskless.upload.retry.backoff.ms", "100", "Backoff ceiling after the first failed upload attempt, doubled per attempt (full jitter), ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoff }),
 	msOption("diskless.upload.retry.backoff.max.ms", "1000", "Largest backoff ceiling between upload attempts, ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoffMax }),
@@ -296,6 +327,10 @@ func (c *Config) check() error {
 			return &ConfigError{Key: "advertised.listeners", Value: "",
 				Err: fmt.Errorf("must be set when listeners binds the wildcard address %q", c.Listener.Host)}
 		}
+	}
+	if c.StorageBackend == "s3" && c.S3Bucket == "" {
+		return &ConfigError{Key: "diskless.storage.s3.bucket", Value: "",
+			Err: fmt.Errorf("required with diskless.storage.backend=s3")}
 	}
 	if int64(c.AppendBufferMaxBytes)+int64(c.SocketRequestMaxBytes) > wal.MaxObjectBytes {
 		// A file holds up to the buffer size plus one whole request, and

@@ -19,7 +19,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if c.Listener != (Listener{Host: "127.0.0.1", Port: 9092}) || c.NodeID != 0 || c.DataDir != "./data" ||
 		!c.AutoCreateTopics || c.NumPartitions != 1 || c.AppendBufferMaxBytes != 8388608 ||
-		c.AppendCommitInterval != 250*time.Millisecond || c.AppendMaxPendingBytes != 256<<20 {
+		c.AppendCommitInterval != 250*time.Millisecond || c.AppendMaxPendingBytes != 256<<20 ||
+		c.StorageBackend != "file" || c.UploadPartBytes != 8<<20 || c.UploadConcurrency != 4 {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -56,6 +57,11 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"pending below buffer", []string{"diskless.append.max.pending.bytes=10"}, "diskless.append.max.pending.bytes"},
 		{"bad log level", []string{"log.level=loud"}, "log.level"},
 		{"huge buffer", []string{"diskless.append.buffer.max.bytes=4294967296"}, "diskless.append.buffer.max.bytes"},
+		{"unknown backend", []string{"diskless.storage.backend=gcs"}, "diskless.storage.backend"},
+		{"s3 without a bucket", []string{"diskless.storage.backend=s3"}, "diskless.storage.s3.bucket"},
+		{"part below S3's minimum", []string{"diskless.upload.part.bytes=1048576"}, "diskless.upload.part.bytes"},
+		{"no upload concurrency", []string{"diskless.upload.concurrency=0"}, "diskless.upload.concurrency"},
+		{"bad path style", []string{"diskless.storage.s3.path.style=yes"}, "diskless.storage.s3.path.style"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

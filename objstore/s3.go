@@ -1,0 +1,788 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
+)
+
+// Defaults and limits of S3Config.
+const (
+	// DefaultS3PartSize is the multipart part size: objects up to it go up
+	// as one PUT, larger ones in parts of this size. It equals the default
+	// diskless.append.buffer.max.bytes, so a default file is one PUT.
+	DefaultS3PartSize = 8 << 20
+	// MinS3PartSize is S3's smallest part (except the last).
+	MinS3PartSize = 5 << 20
+	// MaxS3PartSize is S3's largest part.
+	MaxS3PartSize = 5 << 30
+	// DefaultS3Concurrency is how many parts of one object are sent at
+	// once. With diskless.upload.max.inflight.files (4) objects in flight
+	// that is at most 16 connections, each good for about 93 MB/s on S3
+	// Standard (SPEC §13).
+	DefaultS3Concurrency = 4
+	// DefaultS3MaxAttempts bounds the SDK's attempts at one request
+	// (PUT, part, Complete, GET range, ...): quick retries of a blip. The
+	// upload layer retries whole objects on top (see S3).
+	DefaultS3MaxAttempts = 3
+	// DefaultS3InitialBackoff and DefaultS3MaxBackoff: the ceiling of the
+	// wait before the SDK's n-th retry is InitialBackoff·2^(n−1), capped,
+	// and the wait is drawn uniformly below it (full jitter), as in the
+	// upload layer and Kafka's retry.backoff.ms / retry.backoff.max.ms.
+	DefaultS3InitialBackoff = 100 * time.Millisecond
+	DefaultS3MaxBackoff     = time.Second
+	// DefaultS3ConnectTimeout bounds a TCP connect and a TLS handshake.
+	DefaultS3ConnectTimeout = 5 * time.Second
+	// DefaultS3RequestTimeout bounds the wait for response headers after a
+	// request was sent (every request), and one GET attempt from sending
+	// it to the last byte of its body. A 4 MiB range is ~50 ms at S3's
+	// ~93 MB/s per connection, the first byte ~20 ms at p90 and a PUT of
+	// 2–8 MiB 200–400 ms at p99 (SPEC §13), so 5 s only cuts off requests
+	// that hang; it is half the default upload attempt timeout (10 s), so a
+	// hung PUT is resent by the SDK within one upload attempt.
+	DefaultS3RequestTimeout = 5 * time.Second
+)
+
+// S3Config configures an S3 store. A zero field takes its default;
+// Validate reports invalid fields naming their configuration keys.
+type S3Config struct {
+	// Bucket holds the objects. Required. Key diskless.storage.s3.bucket.
+	Bucket string
+	// Prefix is prepended, with a "/", to every key: the object with key
+	// "wal/ab12" is "<Prefix>/wal/ab12" in the bucket. Slash-separated
+	// segments; "" puts keys at the bucket's root. Key
+	// diskless.storage.s3.prefix.
+	Prefix string
+	// Region is the bucket's region (also the signing region of
+	// S3-compatible stores). "" takes the SDK's default chain (AWS_REGION,
+	// the shared config profile), then us-east-1. Key
+	// diskless.storage.s3.region.
+	Region string
+	// Endpoint is the base URL of an S3-compatible store,
+	// http(s)://host[:port]; "" means AWS S3. Key
+	// diskless.storage.s3.endpoint.
+	Endpoint string
+	// PathStyle addresses buckets as <endpoint>/<bucket>/<key> instead of
+	// <bucket>.<endpoint>/<key>; most S3-compatible stores need it. Key
+	// diskless.storage.s3.path.style.
+	PathStyle bool
+	// PartSize, bytes, in [MinS3PartSize, MaxS3PartSize]: objects up to
+	// PartSize are one PutObject, larger ones multipart uploads of
+	// PartSize parts. Key diskless.upload.part.bytes; default
+	// DefaultS3PartSize.
+	PartSize int64
+	// Concurrency is how many parts of one object are uploaded at once,
+	// ≥ 1. Key diskless.upload.concurrency; default DefaultS3Concurrency.
+	Concurrency int
+	// MaxAttempts bounds the attempts at one S3 request, ≥ 1 (1: no
+	// request-level retry). Default DefaultS3MaxAttempts.
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff shape the waits between attempts at
+	// one request (see DefaultS3InitialBackoff).
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// ConnectTimeout bounds TCP connects and TLS handshakes. Default
+	// DefaultS3ConnectTimeout.
+	ConnectTimeout time.Duration
+	// RequestTimeout bounds the wait for response headers of every request
+	// and each GET attempt as a whole. Key
+	// diskless.storage.s3.request.timeout.ms; default
+	// DefaultS3RequestTimeout.
+	RequestTimeout time.Duration
+	// Credentials, if not nil, replace the SDK's default credential chain
+	// (environment AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+	// AWS_SESSION_TOKEN, shared credentials and config files, web
+	// identity, container and EC2 instance roles).
+	Credentials aws.CredentialsProvider
+	// Logger receives warnings: multipart uploads that could not be
+	// aborted, the SDK's own warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c S3Config) withDefaults() S3Config {
+	if c.PartSize == 0 {
+		c.PartSize = DefaultS3PartSize
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultS3Concurrency
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultS3MaxAttempts
+	}
+	if c.InitialBackoff == 0 {
+		c.InitialBackoff = DefaultS3InitialBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = max(DefaultS3MaxBackoff, c.InitialBackoff)
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultS3ConnectTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultS3RequestTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Prefix = strings.TrimSuffix(c.Prefix, "/")
+	return c
+}
+
+// Validate reports every invalid field of c (zero fields count as their
+// defaults), each error naming the configuration key.
+func (c S3Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Bucket == "" {
+		errs = append(errs, errors.New("diskless.storage.s3.bucket: required with diskless.storage.backend=s3"))
+	} else if strings.ContainsAny(c.Bucket, "/ \\") {
+		errs = append(errs, fmt.Errorf("diskless.storage.s3.bucket %q: a bucket name, without / or spaces", c.Bucket))
+	}
+	if c.Prefix != "" {
+		if err := ValidateKey(c.Prefix + "/x"); err != nil {
+			errs = append(errs, fmt.Errorf("diskless.storage.s3.prefix %q: must be slash-separated segments without empty, . or .. segments: %w", c.Prefix, err))
+		}
+	}
+	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
+		errs = append(errs, fmt.Errorf("diskless.storage.s3.endpoint %q: must start with http:// or https://", c.Endpoint))
+	}
+	if c.PartSize < MinS3PartSize || c.PartSize > MaxS3PartSize {
+		errs = append(errs, fmt.Errorf("diskless.upload.part.bytes %d: must be in [%d, %d] (S3's part sizes)", c.PartSize, MinS3PartSize, MaxS3PartSize))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("diskless.upload.concurrency %d: must be at least 1", c.Concurrency))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("S3 max attempts %d: must be at least 1", c.MaxAttempts))
+	}
+	if c.InitialBackoff < 0 || c.MaxBackoff < c.InitialBackoff {
+		errs = append(errs, fmt.Errorf("S3 backoff %v..%v: must be 0 ≤ initial ≤ max", c.InitialBackoff, c.MaxBackoff))
+	}
+	if c.ConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("S3 connect timeout %v: must not be negative", c.ConnectTimeout))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("diskless.storage.s3.request.timeout.ms %v: must not be negative", c.RequestTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// S3 is the Amazon S3 (or S3-compatible) backend, on aws-sdk-go-v2.
+//
+// Put sends objects up to S3Config.PartSize as one PutObject and larger
+// ones as a multipart upload (feature/s3/manager, S3Config.Concurrency
+// parts at once), every request with a CRC-32C checksum that the store
+// verifies; see Put for how the stored object is checked and how failed
+// multipart uploads are aborted. ReadAt is a ranged GetObject, List is
+// ListObjectsV2, Delete is DeleteObject.
+//
+// Retries happen in two layers. The SDK resends one request (a PUT, a part,
+// a Complete, a GET range, ...) that failed transiently — throttling (503
+// SlowDown), 5xx, resets, timeouts; see classifyS3 — up to
+// S3Config.MaxAttempts times with jittered exponential backoff, each resend
+// from the request's first byte. The caller (upload.Uploader) retries a
+// whole Put, from the object's first byte, when the SDK gives up or an
+// attempt times out. Errors no retry can fix (access denied, no such bucket,
+// bad credentials, wrong region) wrap ErrPermanent, so neither layer
+// retries them.
+//
+// Key layout: key k is stored as "<Prefix>/k". Keys that are
+// "<prefix>/<random hex>" (SPEC §7) spread requests over S3's key-range
+// partitions by their leading random characters.
+type S3 struct {
+	cfg      S3Config
+	prefix   string // cfg.Prefix + "/", or ""
+	client   *s3.Client
+	uploader *manager.Uploader
+	http     *http.Client
+	log      *slog.Logger
+	now      func() time.Time
+	pageSize int32 // keys per List page; 0: the store's (1000 on S3); tests
+}
+
+var _ Store = (*S3)(nil)
+
+// NewS3 returns an S3 store. It reads the SDK's default configuration
+// (environment, shared config files) for the region and credentials not
+// set in cfg, but makes no request: Check does.
+func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("objstore: s3: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	s := &S3{cfg: cfg, log: cfg.Logger, now: time.Now}
+	if cfg.Prefix != "" {
+		s.prefix = cfg.Prefix + "/"
+	}
+	// The SDK's buildable client, so that LoadDefaultConfig can apply a
+	// custom CA bundle (AWS_CA_BUNDLE, ca_bundle) to it; the store then
+	// owns the resulting transport, to close its idle connections.
+	base := awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = cfg.ConnectTimeout }).
+		WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSHandshakeTimeout = cfg.ConnectTimeout
+			tr.ResponseHeaderTimeout = cfg.RequestTimeout
+			// Parts of several objects and cache loads go to one host.
+			tr.MaxIdleConns = 256
+			tr.MaxIdleConnsPerHost = 256
+		})
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithHTTPClient(base),
+		awsconfig.WithRetryer(func() aws.Retryer { return newS3Retryer(cfg) }),
+		awsconfig.WithLogger(sdkLogger{cfg.Logger}),
+	}
+	if cfg.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.Region))
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, awsconfig.WithCredentialsProvider(cfg.Credentials))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: s3: loading the AWS configuration: %w", err)
+	}
+	tr := base.GetTransport()
+	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr = b.GetTransport()
+	}
+	s.http = &http.Client{
+		Transport: tr,
+		// Redirects are S3 errors (PermanentRedirect: wrong region), not
+		// something to follow unsigned.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	awsCfg.HTTPClient = s.http
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	s.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+		// Put asks for CRC-32C explicitly; nothing else needs checksums,
+		// and ranged GETs cannot be validated against a whole-object one.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	s.uploader = manager.NewUploader(s.client, func(u *manager.Uploader) {
+		u.PartSize = cfg.PartSize
+		u.Concurrency = cfg.Concurrency
+		u.LeavePartsOnError = false // abort on failure (the default, pinned)
+	})
+	return s, nil
+}
+
+// Close releases the store's idle connections. Calls in flight are not
+// affected; the store must not be used afterwards.
+func (s *S3) Close() {
+	s.http.CloseIdleConnections()
+}
+
+// Check makes one request (HeadBucket) to find out whether the bucket is
+// reachable with the configured credentials. Its error wraps ErrPermanent
+// when retrying cannot help (no such bucket, access denied, wrong region).
+func (s *S3) Check(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)})
+	if err != nil {
+		if c := classifyS3(err); c == s3Permanent || c == s3NotFound {
+			return fmt.Errorf("objstore: s3 bucket %s: %w: %w", s.cfg.Bucket, ErrPermanent, err)
+		}
+		return fmt.Errorf("objstore: s3 bucket %s: %w", s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// fullKey validates key and returns it with the configured prefix.
+func (s *S3) fullKey(key string) (string, error) {
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	full := s.prefix + key
+	if len(full) > MaxKeyBytes {
+		return "", fmt.Errorf("%w %q: longer than %d bytes with prefix %q", ErrInvalidKey, key, MaxKeyBytes, s.cfg.Prefix)
+	}
+	return full, nil
+}
+
+// wrapErr marks err for callers: ErrPermanent for errors no retry fixes.
+func wrapErr(op, key string, err error) error {
+	if classifyS3(err) == s3Permanent {
+		return fmt.Errorf("objstore: %s %s: %w: %w", op, key, ErrPermanent, err)
+	}
+	return fmt.Errorf("objstore: %s %s: %w", op, key, err)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc32cBase64 is S3's encoding of a CRC-32C checksum: the 4 big-endian
+// bytes in standard base64.
+func crc32cBase64(sum uint32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], sum)
+	return base64.StdEncoding.EncodeToString(b[:])
+}
+
+// Put implements Store.Put.
+//
+// Objects up to S3Config.PartSize are one PutObject; larger ones a
+// multipart upload of PartSize parts, Concurrency at a time. Either way
+// the object is read straight from data (no copy), and each request, when
+// the SDK resends it, is sent again from its first byte.
+//
+// Verification: the PutObject, and every part, carries its CRC-32C, which
+// the store checks on receipt (a mismatch is a 400 BadDigest, resent). A
+// multipart upload is created with full-object CRC-32C checksums and
+// completed with the CRC-32C of all of data and its size
+// (x-amz-mp-object-size), which the store checks against the parts it
+// holds. The store answers with the CRC-32C of the object it stored, which
+// must equal ours; a store that answers without one gets a HeadObject and
+// the stored size must equal len(data). A mismatch fails the Put (an
+// error the caller retries, overwriting the object).
+//
+// A multipart upload that fails is aborted (the SDK's uploader does, and
+// Put makes sure: the abort runs even when ctx is done, under its own
+// timeout), and when a CreateMultipartUpload needed more than one attempt
+// — an earlier attempt may have created an upload whose answer was lost —
+// Put lists the uploads of the key and aborts those left. An upload can
+// still be left open when the process dies mid-upload or the store is
+// unreachable for the abort: AbortStaleUploads, and a bucket lifecycle
+// rule (AbortIncompleteMultipartUpload), remove those.
+//
+// As S3 PUTs are atomic, an object is never partly visible; but an error
+// does not prove that no object was stored (an answer lost after the store
+// committed it).
+func (s *S3) Put(ctx context.Context, key string, data []byte) (err error) {
+	full, err := s.fullKey(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("objstore: put %s: %w", key, err)
+	}
+	size := int64(len(data))
+	sum := crc32cBase64(crc32.Checksum(data, castagnoli))
+	mp := &multipartClient{api: s.client, size: size, timeout: s.cfg.RequestTimeout * time.Duration(s.cfg.MaxAttempts)}
+	in := &s3.PutObjectInput{
+		Bucket:            aws.String(s.cfg.Bucket),
+		Key:               aws.String(full),
+		Body:              bytes.NewReader(data),
+		ContentLength:     aws.Int64(size),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+		// Sent as the PutObject's checksum, or as the full-object checksum
+		// of CompleteMultipartUpload (the uploader copies it there, never
+		// to parts, whose checksums the SDK computes).
+		ChecksumCRC32C: aws.String(sum),
+	}
+	out, err := s.uploader.Upload(ctx, in, func(u *manager.Uploader) { u.S3 = mp })
+	defer s.sweepUploads(ctx, key, full, mp)
+	if err != nil {
+		return wrapErr("put", key, err)
+	}
+	if got := aws.ToString(out.ChecksumCRC32C); got != "" {
+		if got != sum {
+			return fmt.Errorf("objstore: put %s: %w: CRC-32C %s stored, %s sent", key, errStoredMismatch, got, sum)
+		}
+		return nil
+	}
+	// No checksum in the answer: the store does not do checksums. Check
+	// the size at least.
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+	if err != nil {
+		return wrapErr("put (verify)", key, err)
+	}
+	if got := aws.ToInt64(head.ContentLength); got != size {
+		return fmt.Errorf("objstore: put %s: %w: %d bytes stored, %d sent", key, errStoredMismatch, got, size)
+	}
+	return nil
+}
+
+// sweepUploads aborts the multipart uploads of full that Put may have
+// left: when a CreateMultipartUpload took several attempts or failed, or an
+// abort failed. It runs even when ctx is done, bounded by its own timeout.
+func (s *S3) sweepUploads(ctx context.Context, key, full string, mp *multipartClient) {
+	mp.mu.Lock()
+	needed := mp.sweep
+	mp.mu.Unlock()
+	if !needed {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mp.timeout)
+	defer cancel()
+	n, err := s.abortUploads(sctx, full, func(u types.MultipartUpload) bool { return aws.ToString(u.Key) == full })
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "multipart uploads of a failed put may be left open",
+			slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	if n > 0 {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "aborted multipart uploads left by retried requests",
+			slog.String("key", key), slog.Int("uploads", n))
+	}
+}
+
+// abortUploads aborts the multipart uploads under prefix (a full key
+// prefix) for which keep returns true, and returns how many it aborted.
+func (s *S3) abortUploads(ctx context.Context, prefix string, abort func(types.MultipartUpload) bool) (int, error) {
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(prefix)}
+	n := 0
+	var errs []error
+	for {
+		page, err := s.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return n, errors.Join(append(errs, err)...)
+		}
+		for _, u := range page.Uploads {
+			if !abort(u) {
+				continue
+			}
+			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+				Bucket: aws.String(s.cfg.Bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil && classifyS3(err) != s3RetryOperation { // NoSuchUpload: gone already
+				errs = append(errs, fmt.Errorf("abort %s (%s): %w", aws.ToString(u.Key), aws.ToString(u.UploadId), err))
+				continue
+			}
+			n++
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return n, errors.Join(errs...)
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}
+
+// AbortStaleUploads aborts the multipart uploads of keys starting with
+// prefix (a key prefix, as for List) that were started more than olderThan
+// ago, and returns how many. Uploads
+// are left open only when a process died mid-upload or the store was
+// unreachable for the abort; olderThan must exceed the longest upload
+// (the sidecar passes the orphan scan's grace period), so that uploads in
+// progress in other processes sharing the bucket are not touched.
+func (s *S3) AbortStaleUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
+	cutoff := s.now().Add(-olderThan)
+	n, err := s.abortUploads(ctx, s.prefix+prefix, func(u types.MultipartUpload) bool {
+		return u.Initiated != nil && u.Initiated.Before(cutoff)
+	})
+	if err != nil {
+		return n, fmt.Errorf("objstore: aborting stale multipart uploads: %w", err)
+	}
+	return n, nil
+}
+
+// multipartClient is the uploader's S3 client for one Put: it makes
+// multipart uploads carry full-object checksums and the object size, runs
+// aborts even after the Put's ctx is done, and notes when uploads may have
+// been left behind.
+type multipartClient struct {
+	api     manager.UploadAPIClient
+	size    int64
+	timeout time.Duration // of an abort, all attempts together
+
+	mu    sync.Mutex
+	sweep bool // an upload of the key may be left open
+}
+
+func (c *multipartClient) needSweep() {
+	c.mu.Lock()
+	c.sweep = true
+	c.mu.Unlock()
+}
+
+func (c *multipartClient) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	return c.api.PutObject(ctx, in, opts...)
+}
+
+func (c *multipartClient) UploadPart(ctx context.Context, in *s3.UploadPartInput, opts ...func(*s3.Options)) (*s3.UploadPartOutput, error) {
+	return c.api.UploadPart(ctx, in, opts...)
+}
+
+func (c *multipartClient) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+	in.ChecksumType = types.ChecksumTypeFullObject
+	out, err := c.api.CreateMultipartUpload(ctx, in, opts...)
+	if err != nil {
+		c.needSweep() // an attempt may have created one, its answer lost
+		return out, err
+	}
+	if res, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(res.Results) > 1 {
+		c.needSweep()
+	}
+	return out, nil
+}
+
+func (c *multipartClient) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	in.ChecksumType = types.ChecksumTypeFullObject
+	in.MpuObjectSize = aws.Int64(c.size)
+	return c.api.CompleteMultipartUpload(ctx, in, opts...)
+}
+
+func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, opts ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
+	// The uploader aborts with the Put's ctx, which is often what ended
+	// the upload (cancelled, or the attempt's timeout): abort regardless.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	defer cancel()
+	out, err := c.api.AbortMultipartUpload(actx, in, opts...)
+	if err != nil && classifyS3(err) != s3RetryOperation { // NoSuchUpload: nothing left
+		c.needSweep()
+	}
+	return out, err
+}
+
+// ReadAt implements Store.ReadAt with ranged GetObjects.
+//
+// Each attempt is one GET of the bytes still missing, under
+// S3Config.RequestTimeout from sending it to the last byte; a transient
+// failure (see classifyS3), also in the middle of the body, or an attempt
+// that timed out is retried up to S3Config.MaxAttempts attempts in all,
+// keeping the bytes already read. A zero-length read costs a HeadObject
+// (to report ErrNotExist faithfully).
+func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	full, err := s.fullKey(key)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("objstore: read %s: %w", key, err)
+	}
+	if len(p) == 0 {
+		_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+		if err != nil {
+			if classifyS3(err) == s3NotFound {
+				return 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+			}
+			return 0, wrapErr("read", key, err)
+		}
+		return 0, nil
+	}
+	n := 0
+	for attempt := 1; ; attempt++ {
+		m, err := s.readOnce(ctx, full, p[n:], off+int64(n))
+		n += m
+		switch {
+		case err == nil || err == io.EOF:
+			return n, err
+		case classifyS3(err) == s3NotFound:
+			return n, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+		}
+		if ctx.Err() != nil || attempt >= s.cfg.MaxAttempts {
+			return n, wrapErr("read", key, err)
+		}
+		if c := classifyS3(err); c != s3RetryRequest && c != s3Canceled {
+			return n, wrapErr("read", key, err)
+		}
+		// A transient failure, or the attempt's own timeout (ctx is alive).
+		if err := sleepCtx(ctx, fullJitter(backoffCeiling(s.cfg.InitialBackoff, s.cfg.MaxBackoff, attempt))); err != nil {
+			return n, fmt.Errorf("objstore: read %s: %w", key, err)
+		}
+	}
+}
+
+// readOnce makes one GET attempt for len(p) > 0 bytes at off. It returns
+// io.EOF (unwrapped) only when the object ends before p is full, and
+// another error when the body ends early for another reason.
+func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	out, err := s.client.GetObject(actx, &s3.GetObjectInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Key:    aws.String(full),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+	}, func(o *s3.Options) {
+		// ReadAt's loop is the only retry of a GET: it covers failures in
+		// the body too, and keeps what was read.
+		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1)
+	})
+	if err != nil {
+		if code, ok := httpStatus(err); ok && code == http.StatusRequestedRangeNotSatisfiable {
+			return 0, io.EOF // off is at or past the end (or the object is empty)
+		}
+		return 0, err
+	}
+	defer out.Body.Close()
+	body := io.Reader(out.Body)
+	length := aws.ToInt64(out.ContentLength) // bytes in this response; -1 if not said
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		start, err := parseContentRangeStart(cr)
+		if err != nil {
+			return 0, err
+		}
+		if start != off {
+			return 0, fmt.Errorf("response range %q does not start at %d", cr, off)
+		}
+	} else {
+		// The store ignored the range and sends the whole object.
+		if length >= 0 && off >= length {
+			return 0, io.EOF
+		}
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
+			return 0, err
+		}
+		length -= off
+	}
+	// The store cuts a range at the object's end: a response shorter than
+	// asked means the object ends there.
+	want := int64(len(p))
+	if length >= 0 {
+		want = min(want, length)
+	}
+	n, err := io.ReadFull(body, p[:want])
+	if err != nil {
+		// Less than the response promised: a broken connection or a
+		// timeout, not the end of the object.
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("response body ended after %d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
+		}
+		return n, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// parseContentRangeStart returns the first byte of "bytes first-last/total".
+func parseContentRangeStart(v string) (int64, error) {
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	first, _, ok2 := strings.Cut(rest, "-")
+	n, err := strconv.ParseInt(first, 10, 64)
+	if !ok || !ok2 || err != nil {
+		return 0, fmt.Errorf("bad Content-Range %q", v)
+	}
+	return n, nil
+}
+
+// Delete implements Store.Delete (DeleteObject; S3 answers success for a
+// missing key, and a 404 from another store counts as success too).
+func (s *S3) Delete(ctx context.Context, key string) error {
+	full, err := s.fullKey(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("objstore: delete %s: %w", key, err)
+	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+	if err != nil && classifyS3(err) != s3NotFound {
+		return wrapErr("delete", key, err)
+	}
+	return nil
+}
+
+// List implements Store.List with ListObjectsV2, one page (up to 1000
+// keys) at a time, in S3's order: lexical by the UTF-8 bytes of the key.
+func (s *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("objstore: list %q: %w", prefix, err)
+	}
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.cfg.Bucket),
+		Prefix: aws.String(s.prefix + prefix),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) { o.Limit = s.pageSize })
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return wrapErr("list", strconv.Quote(prefix), err)
+		}
+		for _, o := range page.Contents {
+			k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
+			if !ok || strings.HasSuffix(k, "/") {
+				continue // a "directory" marker, not an object
+			}
+			if err := fn(ObjectInfo{Key: k, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("objstore: list %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// newS3Retryer is the SDK's standard retryer made explicit: S3Config's
+// attempts and backoff, classifyS3's verdict as the only retry test, and no
+// retry quota (the token bucket that stops retries after a burst of
+// failures), since attempts are bounded per request and the upload layer
+// backs off on top.
+func newS3Retryer(cfg S3Config) aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = cfg.MaxAttempts
+		o.MaxBackoff = cfg.MaxBackoff
+		o.Retryables = s3Retryables
+		o.RateLimiter = ratelimit.None
+		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+			return fullJitter(backoffCeiling(cfg.InitialBackoff, cfg.MaxBackoff, attempt)), nil
+		})
+	})
+}
+
+// backoffCeiling returns the backoff ceiling after the given failed attempt
+// (1-based): initial·2^(attempt−1), capped at maxBackoff.
+func backoffCeiling(initial, maxBackoff time.Duration, attempt int) time.Duration {
+	d := initial
+	for i := 1; i < attempt && d < maxBackoff; i++ {
+		if d > maxBackoff/2 {
+			return maxBackoff
+		}
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// fullJitter draws uniformly from [0, ceiling].
+func fullJitter(ceiling time.Duration) time.Duration {
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(mrand.Int64N(int64(ceiling) + 1))
+}
+
+// sleepCtx waits for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sdkLogger sends the SDK's log lines to slog: warnings as warnings, the
+// rest at debug.
+type sdkLogger struct{ l *slog.Logger }
+
+func (s sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	s.l.Log(context.Background(), level, "aws sdk: "+fmt.Sprintf(format, v...))
+}

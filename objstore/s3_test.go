@@ -1,0 +1,427 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/diskless-sidecar/sidecar/internal/s3fault"
+	"github.com/diskless-sidecar/sidecar/internal/versitygw"
+	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
+)
+
+// s3Env is a versitygw with one bucket, reached through a fault proxy.
+type s3Env struct {
+	gw     *versitygw.Server
+	proxy  *s3fault.Proxy
+	bucket string
+}
+
+var bucketSeq atomic.Int64
+
+// newS3Env starts versitygw (skipping the test when it is not installed,
+// unless SIDECAR_REQUIRE_INTEGRATION=1), creates a bucket and puts a fault
+// proxy in front.
+func newS3Env(t *testing.T) *s3Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts versitygw; skipped with -short")
+	}
+	return newS3EnvTB(t)
+}
+
+func newS3EnvTB(t testing.TB) *s3Env {
+	t.Helper()
+	gw := versitygw.Start(t)
+	e := &s3Env{gw: gw, bucket: fmt.Sprintf("bucket-%d", bucketSeq.Add(1))}
+	gw.CreateBucket(t, e.bucket)
+	e.proxy = s3fault.Start(t, gw.Endpoint)
+	return e
+}
+
+// store returns an S3 store on the environment's bucket through the proxy;
+// cfg's Bucket, Endpoint, PathStyle, Region and Credentials are filled in.
+func (e *s3Env) store(t *testing.T, cfg objstore.S3Config) *objstore.S3 {
+	t.Helper()
+	return e.storeTB(t, cfg)
+}
+
+func (e *s3Env) storeTB(t testing.TB, cfg objstore.S3Config) *objstore.S3 {
+	t.Helper()
+	if cfg.Bucket == "" {
+		cfg.Bucket = e.bucket
+	}
+	cfg.Endpoint = e.proxy.URL
+	cfg.PathStyle = true
+	cfg.Region = versitygw.Region
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(versitygw.AccessKey, versitygw.SecretKey, "")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := objstore.NewS3(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestS3Conformance runs the conformance suite against versitygw, each
+// subtest under its own key prefix (so the store starts empty), and again
+// at the root of a fresh bucket per subtest.
+func TestS3Conformance(t *testing.T) {
+	e := newS3Env(t)
+	t.Run("prefix", func(t *testing.T) {
+		n := 0
+		objstoretest.Run(t, func(t *testing.T) objstore.Store {
+			n++
+			s := e.store(t, objstore.S3Config{Prefix: fmt.Sprintf("conformance/%d", n)})
+			s.SetListPageSize(3) // every List of more than 3 keys paginates
+			return s
+		})
+	})
+	t.Run("bucket root", func(t *testing.T) {
+		objstoretest.Run(t, func(t *testing.T) objstore.Store {
+			bucket := fmt.Sprintf("root-%d", bucketSeq.Add(1))
+			e.gw.CreateBucket(t, bucket)
+			return e.store(t, objstore.S3Config{Bucket: bucket})
+		})
+	})
+}
+
+// quick fills in short backoffs so that retry tests do not wait.
+func quick(cfg objstore.S3Config) objstore.S3Config {
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff, cfg.MaxBackoff = 2*time.Millisecond, 10*time.Millisecond
+	}
+	return cfg
+}
+
+func (e *s3Env) noOpenUploads(t *testing.T) {
+	t.Helper()
+	if ups := e.gw.OpenUploads(t, e.bucket, ""); len(ups) != 0 {
+		t.Fatalf("%d multipart uploads left open, e.g. %s", len(ups), aws.ToString(ups[0].Key))
+	}
+}
+
+func readBack(t *testing.T, s objstore.Store, key string, want []byte) {
+	t.Helper()
+	p := make([]byte, len(want)+1)
+	n, err := s.ReadAt(t.Context(), key, p, 0)
+	if err != io.EOF || n != len(want) || !bytes.Equal(p[:n], want) {
+		t.Fatalf("ReadAt(%s) = %d bytes, %v; want the %d bytes put", key, n, err, len(want))
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16)}).Read(b)
+	return b
+}
+
+// TestS3PutCounts pins the requests a Put costs: one PUT up to the part
+// size, a multipart upload of ceil(size/part) parts above it; no HEAD, since
+// the store's checksum in the answer verifies the object.
+func TestS3PutCounts(t *testing.T) {
+	e := newS3Env(t)
+	const part = objstore.MinS3PartSize
+	s := e.store(t, objstore.S3Config{PartSize: part, Concurrency: 3})
+	tests := []struct {
+		size                           int
+		puts, creates, parts, complete int64
+	}{
+		{0, 1, 0, 0, 0},
+		{1000, 1, 0, 0, 0},
+		{part - 1, 1, 0, 0, 0},
+		{part, 1, 0, 0, 0},
+		{part + 1, 0, 1, 2, 1},
+		{4*part + 123, 0, 1, 5, 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.size), func(t *testing.T) {
+			e.proxy.ResetCounts()
+			key := fmt.Sprintf("counts/%d", tt.size)
+			data := randomBytes(tt.size)
+			if err := s.Put(t.Context(), key, data); err != nil {
+				t.Fatal(err)
+			}
+			c := e.proxy.Counts()
+			got := [5]int64{c[s3fault.PutObject], c[s3fault.CreateMultipartUpload], c[s3fault.UploadPart], c[s3fault.CompleteMultipartUpload], c[s3fault.HeadObject]}
+			if want := [5]int64{tt.puts, tt.creates, tt.parts, tt.complete, 0}; got != want {
+				t.Fatalf("(PUT, Create, UploadPart, Complete, HEAD) = %v, want %v (all: %v)", got, want, c)
+			}
+			readBack(t, s, key, data)
+		})
+	}
+	e.noOpenUploads(t)
+}
+
+// TestS3PutFaults injects faults between the store and versitygw and
+// checks what Put makes of them: retried requests, aborted uploads, errors
+// marked permanent or not, and the requests it cost.
+func TestS3PutFaults(t *testing.T) {
+	const part = objstore.MinS3PartSize
+	small := randomBytes(1000)
+	large := randomBytes(3*part + 7) // 4 parts
+	tests := []struct {
+		name      string
+		data      []byte
+		rules     []*s3fault.Rule
+		cfg       objstore.S3Config
+		wantErr   bool // else the object must be stored
+		permanent bool
+		counts    map[s3fault.Kind]int64 // exact counts, when given
+		minCounts map[s3fault.Kind]int64
+	}{
+		{name: "SlowDown twice, then stored", data: small,
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 2, Fault: s3fault.SlowDown()}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 3}},
+		{name: "SlowDown on every attempt", data: small, wantErr: true,
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Fault: s3fault.SlowDown()}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 3}},
+		{name: "connection reset, then stored", data: small,
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.Reset()}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 2}},
+		{name: "no answer within the request timeout, then stored", data: small,
+			cfg:    objstore.S3Config{RequestTimeout: time.Second},
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.Stall()}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 2}},
+		{name: "access denied is permanent", data: small, wantErr: true, permanent: true,
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Fault: s3fault.Error(403, "AccessDenied")}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 1}},
+		{name: "stored checksum differs", data: small, wantErr: true,
+			rules: []*s3fault.Rule{{Kind: s3fault.PutObject, Fault: s3fault.SetHeader("X-Amz-Checksum-Crc32c", "AAAAAA==")}}},
+		{name: "no checksum in the answer: size checked with HEAD", data: small,
+			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Fault: s3fault.SetHeader("X-Amz-Checksum-Crc32c", "")}},
+			counts: map[s3fault.Kind]int64{s3fault.PutObject: 1, s3fault.HeadObject: 1}},
+		{name: "part 2 fails once, then stored", data: large,
+			rules:  []*s3fault.Rule{{Kind: s3fault.UploadPart, PartNumber: 2, Times: 1, Fault: s3fault.InternalError()}},
+			counts: map[s3fault.Kind]int64{s3fault.CreateMultipartUpload: 1, s3fault.UploadPart: 5, s3fault.CompleteMultipartUpload: 1}},
+		{name: "part 3 always fails: aborted", data: large, wantErr: true,
+			rules:     []*s3fault.Rule{{Kind: s3fault.UploadPart, PartNumber: 3, Fault: s3fault.InternalError()}},
+			counts:    map[s3fault.Kind]int64{s3fault.CreateMultipartUpload: 1, s3fault.CompleteMultipartUpload: 0, s3fault.AbortMultipartUpload: 1},
+			minCounts: map[s3fault.Kind]int64{s3fault.UploadPart: 3}},
+		{name: "part reset mid-upload, then stored", data: large,
+			rules: []*s3fault.Rule{{Kind: s3fault.UploadPart, PartNumber: 1, Times: 1, Fault: s3fault.Reset()}}},
+		{name: "Complete fails once, then stored", data: large,
+			rules:  []*s3fault.Rule{{Kind: s3fault.CompleteMultipartUpload, Times: 1, Fault: s3fault.SlowDown()}},
+			counts: map[s3fault.Kind]int64{s3fault.UploadPart: 4, s3fault.CompleteMultipartUpload: 2, s3fault.AbortMultipartUpload: 0}},
+		{name: "Complete always fails: aborted", data: large, wantErr: true,
+			rules:  []*s3fault.Rule{{Kind: s3fault.CompleteMultipartUpload, Fault: s3fault.InternalError()}},
+			counts: map[s3fault.Kind]int64{s3fault.CompleteMultipartUpload: 3, s3fault.AbortMultipartUpload: 1}},
+		{name: "Complete's answer lost", data: large,
+			// The retried Complete finds the upload completed (or gone):
+			// either stored, or an error the caller retries; never open.
+			rules: []*s3fault.Rule{{Kind: s3fault.CompleteMultipartUpload, Times: 1, Fault: s3fault.LoseAnswer()}}},
+		{name: "Create's answer lost: the orphan upload is aborted", data: large,
+			rules:  []*s3fault.Rule{{Kind: s3fault.CreateMultipartUpload, Times: 1, Fault: s3fault.LoseAnswer()}},
+			counts: map[s3fault.Kind]int64{s3fault.CreateMultipartUpload: 2, s3fault.ListMultipartUploads: 1, s3fault.AbortMultipartUpload: 1}},
+		{name: "abort fails at first, retried", data: large, wantErr: true,
+			rules: []*s3fault.Rule{
+				{Kind: s3fault.UploadPart, PartNumber: 2, Fault: s3fault.Error(400, "InvalidPart")},
+				{Kind: s3fault.AbortMultipartUpload, Times: 2, Fault: s3fault.SlowDown()},
+			},
+			counts: map[s3fault.Kind]int64{s3fault.AbortMultipartUpload: 3}},
+	}
+	e := newS3Env(t)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.PartSize, cfg.Concurrency = part, 2
+			cfg.Prefix = fmt.Sprintf("faults/%d", i)
+			s := e.store(t, quick(cfg))
+			e.proxy.Clear()
+			e.proxy.ResetCounts()
+			for _, r := range tt.rules {
+				e.proxy.Add(r)
+			}
+			err := s.Put(t.Context(), "obj", tt.data)
+			e.proxy.Clear()
+			counts := e.proxy.Counts()
+			t.Logf("requests: %v; Put: %v", counts, err)
+			switch {
+			case tt.wantErr && err == nil:
+				t.Fatal("Put succeeded")
+			case !tt.wantErr && err != nil && tt.name != "Complete's answer lost":
+				t.Fatalf("Put: %v", err)
+			case errors.Is(err, objstore.ErrPermanent) != tt.permanent:
+				t.Fatalf("Put = %v; ErrPermanent: %v, want %v", err, errors.Is(err, objstore.ErrPermanent), tt.permanent)
+			}
+			for k, want := range tt.counts {
+				if counts[k] != want {
+					t.Errorf("%s requests: %d, want %d", k, counts[k], want)
+				}
+			}
+			for k, want := range tt.minCounts {
+				if counts[k] < want {
+					t.Errorf("%s requests: %d, want at least %d", k, counts[k], want)
+				}
+			}
+			if err == nil {
+				readBack(t, s, "obj", tt.data)
+			} else if err := s.Put(t.Context(), "obj", tt.data); err != nil {
+				t.Fatalf("Put again without faults: %v", err)
+			}
+			e.noOpenUploads(t)
+		})
+	}
+}
+
+// TestS3PutCancelledMidUpload cancels a multipart Put while a part hangs:
+// Put returns the ctx's error, and the upload is aborted all the same.
+func TestS3PutCancelledMidUpload(t *testing.T) {
+	e := newS3Env(t)
+	s := e.store(t, quick(objstore.S3Config{PartSize: objstore.MinS3PartSize}))
+	stall := e.proxy.Add(&s3fault.Rule{Kind: s3fault.UploadPart, PartNumber: 2, Fault: s3fault.Stall()})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for stall.Fired() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	err := s.Put(ctx, "cancelled", randomBytes(2*objstore.MinS3PartSize+1))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put = %v, want context.Canceled", err)
+	}
+	if got := e.proxy.Count(s3fault.AbortMultipartUpload); got != 1 {
+		t.Errorf("%d aborts, want 1", got)
+	}
+	e.noOpenUploads(t)
+}
+
+// TestS3ReadFaults: a GET failing in its headers or its body is retried
+// for the missing bytes; persistent failures end in an error that is not
+// ErrNotExist.
+func TestS3ReadFaults(t *testing.T) {
+	e := newS3Env(t)
+	s := e.store(t, quick(objstore.S3Config{RequestTimeout: time.Second}))
+	data := randomBytes(1 << 20)
+	if err := s.Put(t.Context(), "read/obj", data); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		rule    *s3fault.Rule
+		wantErr bool
+		gets    int64
+	}{
+		{"no fault", nil, false, 1},
+		{"SlowDown once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.SlowDown()}, false, 2},
+		{"reset once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.Reset()}, false, 2},
+		{"body cut once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.TruncateBody(100_000)}, false, 2},
+		{"body ended early once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.EndBodyEarly(100_000)}, false, 2},
+		{"stalled once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.Stall()}, false, 2},
+		{"body slower than the timeout once", &s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.SlowBody(256 << 10)}, false, 2},
+		{"SlowDown always", &s3fault.Rule{Kind: s3fault.GetObject, Fault: s3fault.SlowDown()}, true, 3},
+		{"body cut always", &s3fault.Rule{Kind: s3fault.GetObject, Fault: s3fault.TruncateBody(1000)}, true, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.proxy.Clear()
+			e.proxy.ResetCounts()
+			if tt.rule != nil {
+				e.proxy.Add(tt.rule)
+			}
+			p := make([]byte, 600_000)
+			n, err := s.ReadAt(t.Context(), "read/obj", p, 300_000)
+			e.proxy.Clear()
+			if got := e.proxy.Count(s3fault.GetObject); got != tt.gets {
+				t.Errorf("%d GETs, want %d", got, tt.gets)
+			}
+			if tt.wantErr {
+				if err == nil || err == io.EOF || errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPermanent) {
+					t.Fatalf("ReadAt = %d, %v; want a transient error", n, err)
+				}
+				return
+			}
+			if err != nil || n != len(p) || !bytes.Equal(p, data[300_000:900_000]) {
+				t.Fatalf("ReadAt = %d, %v; want the %d bytes", n, err, len(p))
+			}
+		})
+	}
+}
+
+// TestS3Check: Check finds a missing bucket (permanent) and a working one.
+func TestS3Check(t *testing.T) {
+	e := newS3Env(t)
+	if err := e.store(t, objstore.S3Config{}).Check(t.Context()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	err := e.store(t, objstore.S3Config{Bucket: "no-such-bucket"}).Check(t.Context())
+	if !errors.Is(err, objstore.ErrPermanent) {
+		t.Fatalf("Check of a missing bucket = %v, want ErrPermanent", err)
+	}
+	err = e.store(t, objstore.S3Config{Bucket: "no-such-bucket"}).Put(t.Context(), "x", []byte("x"))
+	if !errors.Is(err, objstore.ErrPermanent) {
+		t.Fatalf("Put into a missing bucket = %v, want ErrPermanent", err)
+	}
+}
+
+// TestS3AbortStaleUploads: uploads older than the cutoff under the prefix
+// are aborted, younger ones and others kept.
+func TestS3AbortStaleUploads(t *testing.T) {
+	e := newS3Env(t)
+	s := e.store(t, objstore.S3Config{Prefix: "p"})
+	cl := e.gw.Client(t)
+	for _, k := range []string{"p/wal/a", "p/wal/b", "p/other/c", "elsewhere/d"} {
+		if _, err := cl.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(e.bucket), Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.AbortStaleUploads(t.Context(), "wal/", time.Hour); n != 0 || err != nil {
+		t.Fatalf("AbortStaleUploads(1h) = %d, %v; want 0 (all are young)", n, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // S3 times have 1 s resolution
+	if n, err := s.AbortStaleUploads(t.Context(), "wal/", time.Second); n != 2 || err != nil {
+		t.Fatalf("AbortStaleUploads = %d, %v; want 2", n, err)
+	}
+	var left []string
+	for _, u := range e.gw.OpenUploads(t, e.bucket, "") {
+		left = append(left, aws.ToString(u.Key))
+	}
+	slices.Sort(left)
+	if want := []string{"elsewhere/d", "p/other/c"}; !slices.Equal(left, want) {
+		t.Fatalf("open uploads %q, want %q", left, want)
+	}
+}
+
+// TestS3ConfigValidate names the key of every invalid field.
+func TestS3ConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg objstore.S3Config
+		key string
+	}{
+		{objstore.S3Config{}, "diskless.storage.s3.bucket"},
+		{objstore.S3Config{Bucket: "a/b"}, "diskless.storage.s3.bucket"},
+		{objstore.S3Config{Bucket: "b", Prefix: "../x"}, "diskless.storage.s3.prefix"},
+		{objstore.S3Config{Bucket: "b", Prefix: "/x"}, "diskless.storage.s3.prefix"},
+		{objstore.S3Config{Bucket: "b", Endpoint: "localhost:9000"}, "diskless.storage.s3.endpoint"},
+		{objstore.S3Config{Bucket: "b", PartSize: objstore.MinS3PartSize - 1}, "diskless.upload.part.bytes"},
+		{objstore.S3Config{Bucket: "b", Concurrency: -1}, "diskless.upload.concurrency"},
+		{objstore.S3Config{Bucket: "b", RequestTimeout: -1}, "diskless.storage.s3.request.timeout.ms"},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tt.key) {
+			t.Errorf("Validate(%+v) = %v, want an error naming %s", tt.cfg, err, tt.key)
+		}
+	}
+	if err := (objstore.S3Config{Bucket: "b", Prefix: "a/b/"}).Validate(); err != nil {
+		t.Errorf("a trailing / in the prefix: %v", err)
+	}
+}

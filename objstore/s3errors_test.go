@@ -1,0 +1,106 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// apiErr builds the error the SDK returns for an S3 error answer.
+func apiErr(status int, code string) error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "PutObject", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err:      &smithy.GenericAPIError{Code: code, Message: "test"},
+		},
+	}}
+}
+
+// statusErr builds the error of an answer without a body (HEAD).
+func statusErr(status int) error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "HeadObject", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err:      errors.New("http response error"),
+		},
+	}}
+}
+
+func sendErr(err error) error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "UploadPart", Err: &smithyhttp.RequestSendError{Err: err}}
+}
+
+func TestClassifyS3(t *testing.T) {
+	reset := &url.Error{Op: "Put", URL: "http://s3/x", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
+	refused := &url.Error{Op: "Put", URL: "http://s3/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	headerTimeout := &url.Error{Op: "Put", URL: "http://s3/x", Err: fmt.Errorf("net/http: timeout awaiting response headers: %w", context.DeadlineExceeded)}
+	tests := []struct {
+		name string
+		err  error
+		want s3Class
+	}{
+		{"503 SlowDown", apiErr(503, "SlowDown"), s3RetryRequest},
+		{"500 InternalError", apiErr(500, "InternalError"), s3RetryRequest},
+		{"503 without a code", statusErr(503), s3RetryRequest},
+		{"502", apiErr(502, "BadGateway"), s3RetryRequest},
+		{"429", statusErr(429), s3RetryRequest},
+		{"400 RequestTimeout", apiErr(400, "RequestTimeout"), s3RetryRequest},
+		{"400 IncompleteBody", apiErr(400, "IncompleteBody"), s3RetryRequest},
+		{"400 BadDigest", apiErr(400, "BadDigest"), s3RetryRequest},
+		{"403 RequestTimeTooSkewed", apiErr(403, "RequestTimeTooSkewed"), s3RetryRequest},
+		{"connection reset", sendErr(reset), s3RetryRequest},
+		{"connection refused", sendErr(refused), s3RetryRequest},
+		{"response header timeout", sendErr(headerTimeout), s3RetryRequest},
+		{"request send failed", sendErr(errors.New("write: broken pipe")), s3RetryRequest},
+		{"response body cut short", fmt.Errorf("body ended after 10 of 20 bytes: %w", io.ErrUnexpectedEOF), s3RetryRequest},
+		{"attempt deadline while reading a body", fmt.Errorf("read: %w", context.DeadlineExceeded), s3RetryRequest},
+		{"404 NoSuchUpload", apiErr(404, "NoSuchUpload"), s3RetryOperation},
+		{"stored object differs", fmt.Errorf("put: %w", errStoredMismatch), s3RetryOperation},
+		{"400 with an unknown code", apiErr(400, "SomethingNew"), s3RetryOperation},
+		{"unknown error", errors.New("something"), s3RetryOperation},
+		{"404 NoSuchKey", apiErr(404, "NoSuchKey"), s3NotFound},
+		{"404 on HEAD", statusErr(404), s3NotFound},
+		{"403 AccessDenied", apiErr(403, "AccessDenied"), s3Permanent},
+		{"403 on HEAD", statusErr(403), s3Permanent},
+		{"404 NoSuchBucket", apiErr(404, "NoSuchBucket"), s3Permanent},
+		{"403 InvalidAccessKeyId", apiErr(403, "InvalidAccessKeyId"), s3Permanent},
+		{"403 SignatureDoesNotMatch", apiErr(403, "SignatureDoesNotMatch"), s3Permanent},
+		{"301 PermanentRedirect", apiErr(301, "PermanentRedirect"), s3Permanent},
+		{"400 AuthorizationHeaderMalformed", apiErr(400, "AuthorizationHeaderMalformed"), s3Permanent},
+		{"ctx cancelled (SDK)", &smithy.CanceledError{Err: context.Canceled}, s3Canceled},
+		{"ctx deadline (SDK)", &smithy.CanceledError{Err: context.DeadlineExceeded}, s3Canceled},
+		{"ctx cancelled in the retry wait", &aws.RequestCanceledError{Err: context.Canceled}, s3Canceled},
+		{"ctx cancelled (plain)", fmt.Errorf("x: %w", context.Canceled), s3Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classifyS3(tt.err); got != tt.want {
+				t.Fatalf("classifyS3(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+			sdkRetries := s3Retryables[0].IsErrorRetryable(tt.err) == aws.TrueTernary
+			if sdkRetries != (tt.want == s3RetryRequest) {
+				t.Fatalf("the SDK retryer resends: %v, want %v", sdkRetries, tt.want == s3RetryRequest)
+			}
+		})
+	}
+}
+
+func TestBackoffCeiling(t *testing.T) {
+	ms := 100 * 1e6
+	for attempt, want := range map[int]float64{1: 1 * ms, 2: 2 * ms, 3: 4 * ms, 4: 8 * ms, 5: 10 * ms, 50: 10 * ms} {
+		if got := backoffCeiling(100e6, 1e9, attempt); float64(got) != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+	}
+}
