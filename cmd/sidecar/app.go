@@ -144,15 +144,17 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 
 	adv := cfg.Advertised
 	a.server, err = server.New(server.Config{
-		Addr:             net.JoinHostPort(cfg.Listener.Host, fmt.Sprint(cfg.Listener.Port)),
-		AdvertisedHost:   adv.Host,
-		AdvertisedPort:   int32(adv.Port),
-		NodeID:           cfg.NodeID,
-		ClusterID:        a.dir.clusterID,
-		AutoCreateTopics: cfg.AutoCreateTopics,
-		NumPartitions:    cfg.NumPartitions,
-		MaxRequestBytes:  cfg.SocketRequestMaxBytes,
-		Logger:           log.With(slog.String("component", "server")),
+		Addr:                  net.JoinHostPort(cfg.Listener.Host, fmt.Sprint(cfg.Listener.Port)),
+		AdvertisedHost:        adv.Host,
+		AdvertisedPort:        int32(adv.Port),
+		NodeID:                cfg.NodeID,
+		ClusterID:             a.dir.clusterID,
+		AutoCreateTopics:      cfg.AutoCreateTopics,
+		NumPartitions:         cfg.NumPartitions,
+		MaxRequestBytes:       cfg.SocketRequestMaxBytes,
+		MaxQueuedRequestBytes: cfg.QueuedMaxRequestBytes,
+		IdleTimeout:           cfg.ConnectionsMaxIdle,
+		Logger:                log.With(slog.String("component", "server")),
 	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
 	if err != nil {
 		return nil, err

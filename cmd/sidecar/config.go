@@ -28,6 +28,8 @@ type Config struct {
 	AutoCreateTopics      bool
 	NumPartitions         int32
 	SocketRequestMaxBytes int32
+	QueuedMaxRequestBytes int64
+	ConnectionsMaxIdle    time.Duration
 
 	StorageBackend   string // "file" or "s3"
 	S3Bucket         string
@@ -165,6 +167,8 @@ var options = []option{
 	boolOption("auto.create.topics.enable", "true", "Create unknown topics named in Metadata requests.", func(c *Config) *bool { return &c.AutoCreateTopics }),
 	intOption("num.partitions", "1", "Partitions of auto-created topics and of CreateTopics with num_partitions -1.", 1, 100000, func(c *Config) *int32 { return &c.NumPartitions }),
 	intOption("socket.request.max.bytes", "104857600", "Largest request frame accepted, bytes; a larger frame closes its connection.", 1024, maxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+	intOption("queued.max.request.bytes", "536870912", "Request bytes read and not yet answered, over all connections; past it readers wait. At least socket.request.max.bytes.", 1024, math.MaxInt64, func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
+	msOption("connections.max.idle.ms", "600000", "Close a connection that sent nothing for this long with nothing in flight, or that has not read a response for this long, ms.", 1000, 86400000, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 	{key: "diskless.storage.backend", def: "file", doc: "Where objects are stored: file (a directory under data.dir) or s3 (diskless.storage.s3.*).",
 		set: func(c *Config, v string) error {
 			switch v = strings.TrimSpace(v); v {
@@ -331,6 +335,10 @@ func (c *Config) check() error {
 	if c.StorageBackend == "s3" && c.S3Bucket == "" {
 		return &ConfigError{Key: "diskless.storage.s3.bucket", Value: "",
 			Err: fmt.Errorf("required with diskless.storage.backend=s3")}
+	}
+	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		return &ConfigError{Key: "queued.max.request.bytes", Value: strconv.FormatInt(c.QueuedMaxRequestBytes, 10),
+			Err: fmt.Errorf("must be ≥ socket.request.max.bytes (%d)", c.SocketRequestMaxBytes)}
 	}
 	if int64(c.AppendBufferMaxBytes)+int64(c.SocketRequestMaxBytes) > wal.MaxObjectBytes {
 		// A file holds up to the buffer size plus one whole request, and
