@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -458,4 +460,148 @@ func TestLogAppendTimeTopic(t *testing.T) {
 		got.BatchMaxTimestamp != 5 || got.MaxTimestamp() != r.LogAppendTime {
 		t.Fatalf("coordinate %+v, commit %+v", got, r)
 	}
+}
+
+// TestCommitRecordLayout checks that record 102 built by commitFile (one
+// array per level, sub-sliced) encodes to the bytes of the record built
+// batch by batch — topics in order of their first accepted batch,
+// partitions within a topic likewise, batches in request order — over
+// files mixing interleaved topics and partitions, refused batches and
+// duplicates, grouped or not, with the scratch reused from file to file.
+func TestCommitRecordLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 9))
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	topics := []Topic{{ID: TopicID{1}, Name: "a", Partitions: 3}, {ID: TopicID{2}, Name: "b", Partitions: 2}, {ID: TopicID{3}, Name: "c", Partitions: 1}}
+	for _, top := range topics {
+		for p := range top.Partitions {
+			if err := st.apply(&partitionCreatedRecord{TopicID: top.ID, TopicName: top.Name, Partition: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Partition c/0 is in the state but not in the catalog.
+	known := func(id TopicID, p int32) bool { return id != TopicID{3} }
+	seq := map[TopicPartition]int32{}
+	for file := range 30 {
+		req := &CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
+		n := 1 + r.IntN(60)
+		for i := range n {
+			top := topics[r.IntN(len(topics))]
+			p := r.Int32N(top.Partitions)
+			if r.IntN(8) == 0 {
+				p = 7 // unknown partition
+			}
+			tp := TopicPartition{top.ID, p}
+			b := plain(top, p, 1+r.Int32N(5))
+			b.ByteOffset, b.ByteSize = int32(i)*100, 100
+			switch r.IntN(6) {
+			case 0:
+				b.Magic = 1 // refused
+			case 1, 2:
+				b = idem(top, p, int64(p), 0, seq[tp], b.LastOffsetDelta+1)
+				b.ByteOffset, b.ByteSize = int32(i)*100, 100
+				if r.IntN(4) > 0 || seq[tp] == 0 {
+					seq[tp] += b.LastOffsetDelta + 1
+				} // else a duplicate of the previous one, or out of order
+			}
+			req.Batches = append(req.Batches, b)
+		}
+		if file%2 == 0 {
+			// Grouped by topic and partition, as a WAL object is: the
+			// accepted batches are then already in the record's order.
+			slices.SortStableFunc(req.Batches, func(x, y CommitBatch) int {
+				return compareTP(TopicPartition{x.TopicID, x.Partition}, TopicPartition{y.TopicID, y.Partition})
+			})
+		}
+		results, rec, parts := st.commitFile(req, int64(1000+file), known)
+
+		want := &fileCommittedRecord{ObjectKey: req.ObjectKey, ObjectFormat: req.ObjectFormat, FileSize: req.FileSize,
+			UploaderBrokerID: req.UploaderBrokerID, OwnerIDs: req.OwnerIDs}
+		topicIdx, partIdx := map[TopicID]int{}, map[TopicPartition]int{}
+		for i, res := range results {
+			if res.Err != nil || res.Duplicate {
+				continue
+			}
+			b := &req.Batches[i]
+			ti, ok := topicIdx[b.TopicID]
+			if !ok {
+				ti = len(want.Topics)
+				topicIdx[b.TopicID] = ti
+				want.Topics = append(want.Topics, fileTopic{TopicID: b.TopicID})
+			}
+			ft := &want.Topics[ti]
+			pi, ok := partIdx[TopicPartition{b.TopicID, b.Partition}]
+			if !ok {
+				pi = len(ft.Partitions)
+				partIdx[TopicPartition{b.TopicID, b.Partition}] = pi
+				ft.Partitions = append(ft.Partitions, filePartition{Partition: b.Partition})
+			}
+			ft.Partitions[pi].Batches = append(ft.Partitions[pi].Batches, acceptedBatch(b, res.BaseOffset, res.LogAppendTime))
+		}
+		if len(want.Topics) == 0 {
+			if rec != nil || parts != nil {
+				t.Fatalf("file %d: nothing accepted, record %+v", file, rec)
+			}
+			continue
+		}
+		if rec == nil {
+			t.Fatalf("file %d: no record", file)
+		}
+		if got, exp := appendRecord(nil, rec), appendRecord(nil, want); string(got) != string(exp) {
+			t.Fatalf("file %d: record differs from the batch-by-batch layout\n got %+v\nwant %+v", file, rec, want)
+		}
+		if len(parts) != len(partIdx) {
+			t.Fatalf("file %d: %d partitions touched, want %d", file, len(parts), len(partIdx))
+		}
+		if bodies := encodeRecords([]record{rec, &recordsDeletedRecord{}}); string(bodies[0]) != string(appendRecord(nil, want)) ||
+			len(bodies[0]) > recordSizeBound(rec) {
+			t.Fatalf("file %d: encodeRecords differs or exceeds its bound", file)
+		}
+	}
+}
+
+// TestCommitFindsPartitions: commitFile's per-topic partition lists agree
+// with the partition map through creation, topic deletion and snapshot
+// loading, including a partition numbered beyond what CreateTopic makes
+// (only a foreign log holds one), which is found through the map.
+func TestCommitFindsPartitions(t *testing.T) {
+	a, b := Topic{ID: TopicID{1}, Name: "a"}, Topic{ID: TopicID{2}, Name: "b"}
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	for _, r := range []record{
+		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: 5},
+		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: 1},
+		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: MaxPartitionsPerTopic + 3},
+		&partitionCreatedRecord{TopicID: b.ID, TopicName: "b", Partition: 0},
+	} {
+		if err := st.apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	known := func(TopicID, int32) bool { return true }
+	commit := func(st *state, want map[TopicPartition]bool) {
+		t.Helper()
+		req := &CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
+		for _, tp := range []TopicPartition{{a.ID, 5}, {a.ID, 0}, {a.ID, 1}, {a.ID, MaxPartitionsPerTopic + 3}, {a.ID, 6}, {b.ID, 0}, {TopicID{3}, 0}} {
+			req.Batches = append(req.Batches, plain(Topic{ID: tp.TopicID}, tp.Partition, 1))
+			req.Batches[len(req.Batches)-1].ByteSize = 1
+		}
+		res, _, _ := st.commitFile(req, 1000, known)
+		for i, r := range res {
+			tp := TopicPartition{req.Batches[i].TopicID, req.Batches[i].Partition}
+			if (r.Err == nil) != want[tp] {
+				t.Fatalf("partition %v: %v, want found %v", tp, r.Err, want[tp])
+			}
+		}
+	}
+	found := map[TopicPartition]bool{{a.ID, 5}: true, {a.ID, 1}: true, {a.ID, MaxPartitionsPerTopic + 3}: true, {b.ID, 0}: true}
+	commit(st, found)
+	again := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	if err := again.decodeSnapshot(st.appendSnapshot(nil)); err != nil {
+		t.Fatal(err)
+	}
+	commit(again, found)
+	if err := st.apply(&topicDeletedRecord{TopicID: a.ID}); err != nil {
+		t.Fatal(err)
+	}
+	commit(st, map[TopicPartition]bool{{b.ID, 0}: true})
 }

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/internal/batch"
@@ -18,22 +20,46 @@ func errorResult(err *kerr.Error) CommitBatchResult {
 // duplicate). known reports whether a topic partition exists in the
 // catalog. It returns the results in request order and record 102 holding
 // the accepted batches, or nil when none was accepted (then nothing
-// changed). req must have passed validateCommit.
-func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID, int32) bool) ([]CommitBatchResult, *fileCommittedRecord) {
+// changed), and the partitions the record commits to (valid until the
+// next call). req must have passed validateCommit.
+//
+// Per batch it does one producer lookup and allocates nothing (but a new
+// producer's state): partitions are found through the topic's partition
+// list (looked up once per run of one topic's batches), the catalog is
+// asked once per partition per file, and the record takes at most five
+// allocations whatever the number of partitions (buildRecord).
+// BenchmarkCommit (bench/) and BenchmarkCommitFile measure it.
+func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID, int32) bool) ([]CommitBatchResult, *fileCommittedRecord, []*partition) {
 	t := max(now, s.lastAppendTime)
 	results := make([]CommitBatchResult, len(req.Batches))
+	sc := s.scratch.start(len(req.Batches))
 	fi := int32(-1)
 	var (
-		rec      *fileCommittedRecord
-		topicIdx map[TopicID]int
-		partIdx  map[TopicPartition]int
-		accepted int
+		acc       []committedBatch // accepted, in request order
+		topic     TopicID
+		topicOK   bool
+		topicPart []*partition
 	)
 	for i := range req.Batches {
 		b := &req.Batches[i]
-		tp := TopicPartition{b.TopicID, b.Partition}
-		p := s.partitions[tp]
-		if p == nil || !known(b.TopicID, b.Partition) {
+		sc.slots[i] = -1
+		if !topicOK || b.TopicID != topic {
+			topic, topicOK, topicPart = b.TopicID, true, s.topicParts[b.TopicID]
+		}
+		var p *partition
+		if uint32(b.Partition) < uint32(len(topicPart)) {
+			p = topicPart[b.Partition]
+		} else if b.Partition >= MaxPartitionsPerTopic {
+			p = s.partitions[TopicPartition{b.TopicID, b.Partition}]
+		}
+		if p == nil {
+			results[i] = errorResult(kerr.UnknownTopicOrPartition)
+			continue
+		}
+		if p.fileGen != sc.gen {
+			p.fileGen, p.fileSlot, p.fileKnown = sc.gen, -1, known(b.TopicID, b.Partition)
+		}
+		if !p.fileKnown {
 			results[i] = errorResult(kerr.UnknownTopicOrPartition)
 			continue
 		}
@@ -41,60 +67,187 @@ func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID
 			results[i] = errorResult(err)
 			continue
 		}
-		if res, done := s.checkProducer(p, b, t); done {
+		ps, res, done := s.checkProducer(p, b, t)
+		if done {
 			results[i] = res
 			continue
 		}
 		if fi < 0 {
 			fi = s.addFile(req.ObjectKey, req.FileSize, req.ObjectFormat, t, req.OwnerIDs)
-			rec = &fileCommittedRecord{
-				ObjectKey:        req.ObjectKey,
-				ObjectFormat:     req.ObjectFormat,
-				FileSize:         req.FileSize,
-				UploaderBrokerID: req.UploaderBrokerID,
-				OwnerIDs:         req.OwnerIDs,
-			}
-			topicIdx = make(map[TopicID]int)
-			partIdx = make(map[TopicPartition]int)
+			acc = make([]committedBatch, 0, len(req.Batches)-i)
 		}
-		cb := committedBatch{
-			Magic:              b.Magic,
-			ByteOffset:         b.ByteOffset,
-			ByteSize:           b.ByteSize,
-			AssignedBaseOffset: p.hwm,
-			AssignedLastOffset: p.hwm + int64(b.LastOffsetDelta),
-			LogAppendTimestamp: t,
-			BatchMaxTimestamp:  b.BatchMaxTimestamp,
-			TimestampType:      b.TimestampType,
-			ProducerID:         b.ProducerID,
-			ProducerEpoch:      b.ProducerEpoch,
-			BaseSequence:       b.BaseSequence,
-			LastSequence:       b.LastSequence,
+		acc = append(acc, acceptedBatch(b, p.hwm, t))
+		cb := &acc[len(acc)-1]
+		s.indexBatch(p, fi, cb)
+		if b.ProducerID >= 0 {
+			s.recordProducerBatch(p, ps, cb)
 		}
-		s.appendBatch(p, fi, &cb)
-		accepted++
 		results[i] = CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
-
-		ti, ok := topicIdx[b.TopicID]
-		if !ok {
-			ti = len(rec.Topics)
-			topicIdx[b.TopicID] = ti
-			rec.Topics = append(rec.Topics, fileTopic{TopicID: b.TopicID})
+		if p.fileSlot < 0 {
+			p.fileSlot = int32(len(sc.parts))
+			sc.parts = append(sc.parts, p)
+			sc.counts = append(sc.counts, 0)
 		}
-		ft := &rec.Topics[ti]
-		pi, ok := partIdx[tp]
-		if !ok {
-			pi = len(ft.Partitions)
-			partIdx[tp] = pi
-			ft.Partitions = append(ft.Partitions, filePartition{Partition: b.Partition})
-		}
-		ft.Partitions[pi].Batches = append(ft.Partitions[pi].Batches, cb)
+		sc.slots[i] = p.fileSlot
+		sc.counts[p.fileSlot]++
 	}
-	if accepted == 0 {
-		return results, nil
+	if len(acc) == 0 {
+		return results, nil, nil
 	}
 	s.finishFile(t)
-	return results, rec
+	return results, sc.buildRecord(req, acc), sc.parts
+}
+
+// acceptedBatch is record 102's entry for b, accepted at offset base and
+// log-append time t.
+func acceptedBatch(b *CommitBatch, base, t int64) committedBatch {
+	return committedBatch{
+		Magic:              b.Magic,
+		ByteOffset:         b.ByteOffset,
+		ByteSize:           b.ByteSize,
+		AssignedBaseOffset: base,
+		AssignedLastOffset: base + int64(b.LastOffsetDelta),
+		LogAppendTimestamp: t,
+		BatchMaxTimestamp:  b.BatchMaxTimestamp,
+		TimestampType:      b.TimestampType,
+		ProducerID:         b.ProducerID,
+		ProducerEpoch:      b.ProducerEpoch,
+		BaseSequence:       b.BaseSequence,
+		LastSequence:       b.LastSequence,
+	}
+}
+
+// commitScratch is commitFile's working memory, reused from file to file.
+// Not state.
+type commitScratch struct {
+	// gen numbers the file being decided (partition.fileGen).
+	gen uint64
+	// slots holds, per request batch, its partition's slot if the batch
+	// was accepted, else −1.
+	slots []int32
+	// parts and counts hold, per slot, the partitions with accepted
+	// batches in the order of their first one, and how many each has.
+	parts  []*partition
+	counts []int32
+	// buildRecord's: per slot, the topic's number and the next batch's
+	// index; per topic, where its partitions start; per partition
+	// position in the record, its slot.
+	topic      []int32
+	next       []int32
+	topicStart []int32
+	byPos      []int32
+	topicIdx   map[TopicID]int32
+}
+
+// start readies sc for a file of n batches.
+func (sc *commitScratch) start(n int) *commitScratch {
+	sc.gen++
+	clear(sc.parts) // keep no partition of an earlier file reachable
+	sc.slots = resize(sc.slots, n)
+	sc.parts, sc.counts = sc.parts[:0], sc.counts[:0]
+	return sc
+}
+
+// resize returns s with length n, reusing its array when large enough;
+// the contents are unspecified.
+func resize(s []int32, n int) []int32 { return slices.Grow(s[:0], n)[:n] }
+
+// buildRecord lays out record 102 for acc, the batches commitFile
+// accepted in request order: topics in the order of their first accepted
+// batch, partitions within a topic likewise, and each partition's batches
+// in request order — the layout of a record built batch by batch, so the
+// encoding is the same. Topics, partitions and batches take one array
+// each, sub-sliced per topic and per partition; the batches' array is acc
+// itself when the request is already in that order (as a WAL object is:
+// grouped by topic and partition), else a copy.
+func (sc *commitScratch) buildRecord(req *CommitFileRequest, acc []committedBatch) *fileCommittedRecord {
+	nparts := len(sc.parts)
+	// Number the topics by first appearance and count their partitions.
+	if sc.topicIdx == nil {
+		sc.topicIdx = make(map[TopicID]int32)
+	}
+	clear(sc.topicIdx)
+	sc.topic, sc.topicStart = sc.topic[:0], sc.topicStart[:0]
+	var ti int32
+	for slot, p := range sc.parts {
+		if slot == 0 || p.tp.TopicID != sc.parts[slot-1].tp.TopicID {
+			var ok bool
+			if ti, ok = sc.topicIdx[p.tp.TopicID]; !ok {
+				ti = int32(len(sc.topicStart))
+				sc.topicIdx[p.tp.TopicID] = ti
+				sc.topicStart = append(sc.topicStart, 0)
+			}
+		}
+		sc.topic = append(sc.topic, ti)
+		sc.topicStart[ti]++
+	}
+	rec := &fileCommittedRecord{
+		ObjectKey:        req.ObjectKey,
+		ObjectFormat:     req.ObjectFormat,
+		FileSize:         req.FileSize,
+		UploaderBrokerID: req.UploaderBrokerID,
+		OwnerIDs:         req.OwnerIDs,
+		Topics:           make([]fileTopic, len(sc.topicStart)),
+	}
+	fps := make([]filePartition, nparts)
+	// Topic i's partitions start at topicStart[i].
+	at := int32(0)
+	for i, n := range sc.topicStart {
+		rec.Topics[i].Partitions = fps[at : at+n : at+n]
+		sc.topicStart[i], at = at, at+n
+	}
+	// Each slot's partition goes after the earlier ones of its topic.
+	sc.byPos = resize(sc.byPos, nparts)
+	for slot, p := range sc.parts {
+		ti := sc.topic[slot]
+		pos := sc.topicStart[ti]
+		sc.topicStart[ti]++
+		rec.Topics[ti].TopicID = p.tp.TopicID
+		fps[pos].Partition = p.tp.Partition
+		sc.byPos[pos] = int32(slot)
+	}
+	// acc is in the record's order when the partitions are (byPos is the
+	// identity) and each partition's batches are contiguous (slots, first
+	// numbered in order of appearance, never go down).
+	inOrder := true
+	for pos, slot := range sc.byPos {
+		if int(slot) != pos {
+			inOrder = false
+			break
+		}
+	}
+	last := int32(0)
+	for _, slot := range sc.slots {
+		if !inOrder {
+			break
+		}
+		inOrder = slot < 0 || slot >= last
+		last = max(last, slot)
+	}
+	cbs := acc[:len(acc):len(acc)]
+	if !inOrder {
+		cbs = make([]committedBatch, len(acc))
+	}
+	// Each partition's batches go after those of the partitions before it.
+	sc.next = resize(sc.next, nparts)
+	start := int32(0)
+	for pos, slot := range sc.byPos {
+		n := sc.counts[slot]
+		fps[pos].Batches = cbs[start : start+n : start+n]
+		sc.next[slot] = start
+		start += n
+	}
+	if !inOrder {
+		k := 0
+		for _, slot := range sc.slots {
+			if slot >= 0 {
+				cbs[sc.next[slot]] = acc[k]
+				sc.next[slot]++
+				k++
+			}
+		}
+	}
+	return rec
 }
 
 // checkCommitBatch checks what the produce path should already have
@@ -114,27 +267,28 @@ func checkCommitBatch(b *CommitBatch, fileSize int64) *kerr.Error {
 
 // checkProducer applies SPEC §3 to an idempotent batch at log-append time
 // t. done is true when the batch must not be appended: res is then a
-// duplicate's original answer or an error.
-func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (res CommitBatchResult, done bool) {
+// duplicate's original answer or an error. ps is the batch's producer
+// state (nil if none, or not idempotent), for recordProducerBatch.
+func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (ps *producerState, res CommitBatchResult, done bool) {
 	if b.ProducerID < 0 {
-		return res, false
+		return nil, res, false
 	}
-	ps := p.producers[b.ProducerID]
+	ps = p.producers[b.ProducerID]
 	if ps == nil || s.expired(ps, t) {
 		// New, expired or removed producer: any first sequence.
-		return res, false
+		return ps, res, false
 	}
 	switch {
 	case b.ProducerEpoch < ps.epoch:
-		return errorResult(kerr.InvalidProducerEpoch), true
+		return ps, errorResult(kerr.InvalidProducerEpoch), true
 	case b.ProducerEpoch > ps.epoch:
 		if b.BaseSequence != 0 {
-			return errorResult(kerr.OutOfOrderSequenceNumber), true
+			return ps, errorResult(kerr.OutOfOrderSequenceNumber), true
 		}
-		return res, false
+		return ps, res, false
 	}
 	if e := ps.find(b.BaseSequence, b.LastSequence); e != nil {
-		return CommitBatchResult{
+		return ps, CommitBatchResult{
 			BaseOffset:     e.baseOffset,
 			LogAppendTime:  e.appendTime,
 			LogStartOffset: p.logStart,
@@ -142,9 +296,9 @@ func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (res Commit
 		}, true
 	}
 	if b.BaseSequence != batch.AddSequence(ps.newest().lastSeq, 1) {
-		return errorResult(kerr.OutOfOrderSequenceNumber), true
+		return ps, errorResult(kerr.OutOfOrderSequenceNumber), true
 	}
-	return res, false
+	return ps, res, false
 }
 
 // replayCommit answers a repeated CommitFile for a file already in the
@@ -181,18 +335,15 @@ func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResu
 // non-decreasing along a partition's index (files are numbered in commit
 // order), so the file's batches are found by binary search.
 func (p *partition) findInFile(fi, byteOffset int32) *batchEntry {
-	lo, hi := 0, len(p.batches)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if p.batches[m].file < fi {
-			lo = m + 1
-		} else {
-			hi = m
+	x := &p.batches
+	n := x.len()
+	for i := x.search(n, func(e *batchEntry) bool { return e.file >= fi }); i < n; i++ {
+		e := x.at(i)
+		if e.file != fi {
+			break
 		}
-	}
-	for i := lo; i < len(p.batches) && p.batches[i].file == fi; i++ {
-		if p.batches[i].byteOffset == byteOffset {
-			return &p.batches[i]
+		if e.byteOffset == byteOffset {
+			return e
 		}
 	}
 	return nil

@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	"sort"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -10,15 +8,15 @@ import (
 // only batches whose records are durable. They run under the shard's read
 // lock.
 
-// visibleBatches returns the prefix of p's index below the published high
-// watermark.
-func (p *partition) visibleBatches() []batchEntry {
-	n := len(p.batches)
-	if n == 0 || p.batches[n-1].baseOffset < p.visHWM {
-		return p.batches
+// visibleLen returns how many of p's index entries, from the first, are
+// below the published high watermark.
+func (p *partition) visibleLen() int {
+	x := &p.batches
+	n := x.len()
+	if n == 0 || x.at(n-1).baseOffset < p.visHWM {
+		return n
 	}
-	k := sort.Search(n, func(i int) bool { return p.batches[i].baseOffset >= p.visHWM })
-	return p.batches[:k]
+	return x.search(n, func(e *batchEntry) bool { return e.baseOffset >= p.visHWM })
 }
 
 func (s *state) coordinate(e *batchEntry) BatchCoordinate {
@@ -48,24 +46,34 @@ func (s *state) findBatches(p *partition, offset int64, maxBytes int32) FindBatc
 	if offset == p.visHWM {
 		return res
 	}
-	bs := p.visibleBatches()
-	i := sort.Search(len(bs), func(i int) bool { return bs[i].lastOffset() >= offset })
-	if i == len(bs) {
+	x := &p.batches
+	n := p.visibleLen()
+	i := x.searchOffset(n, offset)
+	if i == n {
 		// Unreachable while the index is dense up to visHWM.
 		res.Err = kerr.OffsetOutOfRange
 		return res
 	}
-	total := int64(bs[i].byteSize)
-	end := i + 1
-	for ; end < len(bs); end++ {
-		total += int64(bs[end].byteSize)
-		if total > int64(maxBytes) {
-			break
+	// The first batch always; then whole batches within maxBytes.
+	total, end := int64(0), i
+scan:
+	for end < n {
+		run := x.run(end, n)
+		for k := range run {
+			total += int64(run[k].byteSize)
+			if total > int64(maxBytes) && end > i {
+				break scan
+			}
+			end++
 		}
 	}
 	res.Batches = make([]BatchCoordinate, 0, end-i)
-	for j := i; j < end; j++ {
-		res.Batches = append(res.Batches, s.coordinate(&bs[j]))
+	for j := i; j < end; {
+		run := x.run(j, end)
+		for k := range run {
+			res.Batches = append(res.Batches, s.coordinate(&run[k]))
+		}
+		j += len(run)
 	}
 	return res
 }
@@ -89,22 +97,23 @@ func (s *state) listOffsets(p *partition, timestamp int64) ListOffsetsResult {
 		res.Err = kerr.UnsupportedVersion
 		return res
 	}
-	bs := p.visibleBatches()
-	if len(bs) == 0 {
+	x := &p.batches
+	n := p.visibleLen()
+	if n == 0 {
 		return res
 	}
 	target := timestamp
 	if timestamp == ListOffsetsMaxTimestamp {
 		// The earliest batch reaching the largest timestamp.
-		target = bs[len(bs)-1].prefixMaxTs
+		target = x.prefixMaxTs(n - 1)
 	}
-	// prefixMaxTs is non-decreasing: the first batch whose prefix reaches
-	// target is the first batch whose own max timestamp does.
-	i := sort.Search(len(bs), func(i int) bool { return bs[i].prefixMaxTs >= target })
-	if i == len(bs) {
+	// The prefix maximum is non-decreasing: the first batch whose prefix
+	// reaches target is the first batch whose own max timestamp does.
+	i := x.searchTimestamp(n, target)
+	if i == n {
 		return res
 	}
-	c := s.coordinate(&bs[i])
+	c := s.coordinate(x.at(i))
 	res.Candidate = &c
 	return res
 }

@@ -139,6 +139,44 @@ func appendRecord(dst []byte, rec record) []byte {
 	return rec.appendTo(dst)
 }
 
+// encodeRecords returns the bodies of recs, encoded into one buffer sized
+// up front (record 102 of a large file is tens of KiB: growing a buffer
+// from empty copies it a dozen times).
+func encodeRecords(recs []record) [][]byte {
+	size := 0
+	for _, rec := range recs {
+		size += recordSizeBound(rec)
+	}
+	buf := make([]byte, 0, size)
+	bodies := make([][]byte, len(recs))
+	for i, rec := range recs {
+		start := len(buf)
+		buf = appendRecord(buf, rec)
+		bodies[i] = buf[start:len(buf):len(buf)]
+	}
+	return bodies
+}
+
+// recordSizeBound returns a size that rec's body usually fits in: exact
+// bounds for record 102, a guess for the small ones (a body that does not
+// fit only costs a regrowth).
+func recordSizeBound(rec record) int {
+	const uvarint = 5 // the longest uvarint of a uint32
+	r, ok := rec.(*fileCommittedRecord)
+	if !ok {
+		return 64
+	}
+	n := 3*uvarint + uvarint + len(r.ObjectKey) + 1 + 8 + 4 + uvarint + 4*len(r.OwnerIDs) + uvarint + 1
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		n += 16 + uvarint + 1
+		for j := range t.Partitions {
+			n += 4 + uvarint + committedBatchMinSize*len(t.Partitions[j].Batches) + 1
+		}
+	}
+	return n
+}
+
 // decodeRecord decodes one record body. Strings are copied: the result does
 // not alias b. Errors wrap ErrBadRecord.
 func decodeRecord(b []byte) (record, error) {

@@ -117,27 +117,28 @@ func (s *shard) moveLogStarts(ctx context.Context, moves []logStartMove) (int, e
 // nowMs (see RunRetention), judging the published batches only, and
 // whether that moves it forward.
 func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs int64) (int64, bool) {
-	bs := p.visibleBatches()
-	if len(bs) == 0 || (retentionMs < 0 && retentionBytes < 0) {
+	x := &p.batches
+	n := p.visibleLen()
+	if n == 0 || (retentionMs < 0 && retentionBytes < 0) {
 		return 0, false
 	}
-	k := 0 // batches bs[:k] go
+	k := 0 // the first k batches go
 	if retentionMs >= 0 {
 		cutoff := nowMs - retentionMs
-		for k < len(bs) && s.retentionTimestamp(&bs[k]) < cutoff {
+		for k < n && s.retentionTimestamp(x.at(k)) < cutoff {
 			k++
 		}
 	}
 	if retentionBytes >= 0 {
 		size := p.bytes
-		for i := len(bs); i < len(p.batches); i++ {
-			size -= int64(p.batches[i].byteSize) // not yet durable
+		for i := n; i < x.len(); i++ {
+			size -= int64(x.at(i).byteSize) // not yet durable
 		}
 		for i := range k {
-			size -= int64(bs[i].byteSize)
+			size -= int64(x.at(i).byteSize)
 		}
-		for k < len(bs) && size-int64(bs[k].byteSize) >= retentionBytes {
-			size -= int64(bs[k].byteSize)
+		for k < n && size-int64(x.at(k).byteSize) >= retentionBytes {
+			size -= int64(x.at(k).byteSize)
 			k++
 		}
 	}
@@ -145,8 +146,8 @@ func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs 
 		return 0, false
 	}
 	start := p.visHWM
-	if k < len(bs) {
-		start = bs[k].baseOffset
+	if k < n {
+		start = x.at(k).baseOffset
 	}
 	return start, start > p.logStart
 }

@@ -18,8 +18,12 @@ const (
 	// maxGroupRequests bounds how many requests one group commit takes.
 	maxGroupRequests = 256
 	// recentCommitsPerShard is how many recent CommitFile answers a shard
-	// keeps to answer a repeated object key exactly as before.
-	recentCommitsPerShard = 4096
+	// keeps to answer a repeated object key exactly as before, and
+	// recentCommitsMaxBatches bounds the batches they hold (56 B each: at
+	// most 14 MiB per shard). An older key is still answered, from the
+	// file table (shard.go, repeatedCommit).
+	recentCommitsPerShard   = 4096
+	recentCommitsMaxBatches = 1 << 18
 )
 
 // ErrClosed is returned by calls made after (or cut short by) Close.
@@ -228,10 +232,7 @@ func (s *shard) process(group []*request) {
 	s.mu.Unlock()
 
 	if failure == nil && len(recs) > 0 {
-		bodies := make([][]byte, len(recs))
-		for i, rec := range recs {
-			bodies[i] = appendRecord(nil, rec)
-		}
+		bodies := encodeRecords(recs)
 		if failure = s.log.Append(context.Background(), bodies); failure != nil {
 			s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 				"shard", s.id, "records", len(bodies), "err", failure)
@@ -298,10 +299,7 @@ func (s *shard) processDeferred(r *request) {
 		r.done <- response{err: err}
 		return
 	}
-	bodies := make([][]byte, len(recs))
-	for i, rec := range recs {
-		bodies[i] = appendRecord(nil, rec)
-	}
+	bodies := encodeRecords(recs)
 	if err := s.log.Append(context.Background(), bodies); err != nil {
 		s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 			"shard", s.id, "records", len(bodies), "err", err)
@@ -355,18 +353,14 @@ func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i in
 		p.results = st.replayCommit(req, fi)
 		return
 	}
-	results, rec := st.commitFile(req, s.c.nowMs(), known)
+	results, rec, parts := st.commitFile(req, s.c.nowMs(), known)
 	p.results, p.cache = results, true
 	inGroup[req.ObjectKey] = i
 	if rec == nil {
 		return
 	}
 	*recs = append(*recs, rec)
-	for _, ft := range rec.Topics {
-		for _, fp := range ft.Partitions {
-			*touched = append(*touched, st.partitions[TopicPartition{ft.TopicID, fp.Partition}])
-		}
-	}
+	*touched = append(*touched, parts...)
 }
 
 // applyAdmin applies the records of an admin change. Builders check what
@@ -526,47 +520,97 @@ func (s *shard) snapshotFinished(err error) {
 }
 
 // recentCommits remembers the answers of recent CommitFile calls by object
-// key, FIFO-bounded, so a repeated key is answered exactly as before.
+// key, FIFO-bounded by files and by batches, so a repeated key is answered
+// exactly as before.
 type recentCommits struct {
-	byKey map[string]recentCommit
-	order []string // ring of keys, oldest at head
-	head  int
+	byKey   map[string][]recentBatch
+	order   []string // keys, oldest first from head
+	head    int
+	batches int // batches held in byKey
 }
 
-type recentCommit struct {
-	req     *CommitFileRequest
-	results []CommitBatchResult
+// recentBatch is one batch of a remembered commit: what identifies it
+// (sameBatches) and its answer. It holds no pointer, so that the
+// collector does not scan the cache (4096 files of up to thousands of
+// batches), and one commit takes one allocation.
+type recentBatch struct {
+	tp             TopicPartition
+	byteOffset     int32
+	baseOffset     int64
+	logAppendTime  int64
+	logStartOffset int64
+	errCode        int16
+	duplicate      bool
 }
 
 func (rc *recentCommits) get(req *CommitFileRequest) ([]CommitBatchResult, bool) {
-	e, ok := rc.byKey[req.ObjectKey]
-	if !ok || !sameBatches(e.req, req) {
+	bs, ok := rc.byKey[req.ObjectKey]
+	if !ok || len(bs) != len(req.Batches) {
 		return nil, false
 	}
-	return cloneResults(e.results), true
+	for i := range bs {
+		x, y := &bs[i], &req.Batches[i]
+		if x.tp.TopicID != y.TopicID || x.tp.Partition != y.Partition || x.byteOffset != y.ByteOffset {
+			return nil, false
+		}
+	}
+	results := make([]CommitBatchResult, len(bs))
+	for i := range bs {
+		b := &bs[i]
+		results[i] = CommitBatchResult{
+			BaseOffset:     b.baseOffset,
+			LogAppendTime:  b.logAppendTime,
+			LogStartOffset: b.logStartOffset,
+			Duplicate:      b.duplicate,
+		}
+		if b.errCode != 0 {
+			results[i].Err = kerr.TypedErrorForCode(b.errCode)
+		}
+	}
+	return results, true
 }
 
 func (rc *recentCommits) add(req *CommitFileRequest, results []CommitBatchResult) {
 	if rc.byKey == nil {
-		rc.byKey = make(map[string]recentCommit, recentCommitsPerShard)
-		rc.order = make([]string, 0, recentCommitsPerShard)
+		rc.byKey = make(map[string][]recentBatch)
 	}
 	if _, ok := rc.byKey[req.ObjectKey]; ok {
 		return
 	}
-	if len(rc.order) < recentCommitsPerShard {
-		rc.order = append(rc.order, req.ObjectKey)
-	} else {
-		delete(rc.byKey, rc.order[rc.head])
-		rc.order[rc.head] = req.ObjectKey
-		rc.head = (rc.head + 1) % recentCommitsPerShard
+	defer rc.trim()
+	rc.order = append(rc.order, req.ObjectKey)
+	rc.batches += len(req.Batches)
+	bs := make([]recentBatch, len(req.Batches))
+	for i := range req.Batches {
+		b, r := &req.Batches[i], &results[i]
+		bs[i] = recentBatch{
+			tp:             TopicPartition{b.TopicID, b.Partition},
+			byteOffset:     b.ByteOffset,
+			baseOffset:     r.BaseOffset,
+			logAppendTime:  r.LogAppendTime,
+			logStartOffset: r.LogStartOffset,
+			duplicate:      r.Duplicate,
+		}
+		if r.Err != nil {
+			bs[i].errCode = r.Err.Code
+		}
 	}
-	// Keep only what identifies the batches, not the caller's request.
-	keep := &CommitFileRequest{ObjectKey: req.ObjectKey, Batches: make([]CommitBatch, len(req.Batches))}
-	for i, b := range req.Batches {
-		keep.Batches[i] = CommitBatch{TopicID: b.TopicID, Partition: b.Partition, ByteOffset: b.ByteOffset}
+	rc.byKey[req.ObjectKey] = bs
+}
+
+// trim forgets the oldest answers until both bounds hold.
+func (rc *recentCommits) trim() {
+	for len(rc.order)-rc.head > recentCommitsPerShard || rc.batches > recentCommitsMaxBatches {
+		old := rc.order[rc.head]
+		rc.batches -= len(rc.byKey[old])
+		delete(rc.byKey, old)
+		rc.order[rc.head] = ""
+		rc.head++
 	}
-	rc.byKey[req.ObjectKey] = recentCommit{req: keep, results: cloneResults(results)}
+	if rc.head > 1024 && rc.head > len(rc.order)/2 {
+		rc.order = append(rc.order[:0], rc.order[rc.head:]...)
+		rc.head = 0
+	}
 }
 
 // sameBatches reports whether two commits of one key carry the same

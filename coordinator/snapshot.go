@@ -27,11 +27,11 @@ var ErrBadSnapshot = errors.New("coordinator: malformed snapshot")
 // frozenState is a copy of a state for a snapshot, taken on the shard
 // driver between two groups and encoded on the snapshot goroutine while
 // the driver goes on. Taking it costs O(files + partitions + producers)
-// copying and no encoding: partition indexes are shared, not copied,
-// because the driver never changes an encoded field of a batch entry once
-// it is in an index — it appends past the frozen length, re-slices the
-// front away (records 103) and rewrites only prefixMaxTs, which is not
-// encoded. File entries are copied (their closed flag changes); owner
+// copying and no encoding: partition indexes are shared, not copied
+// (batchIndex.freeze), because the driver never changes an encoded field
+// of a batch entry once it is in an index — it appends past the frozen
+// length, drops chunks from its own copy of the chunk list (records 103)
+// and rewrites only prefixMaxTs, which is not encoded. File entries are copied (their closed flag changes); owner
 // sets and topic entries are immutable once created.
 //
 // BenchmarkSnapshot (2M batches over 1000 partitions, 20 000 files):
@@ -53,7 +53,7 @@ type frozenPartition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
-	batches   []batchEntry
+	batches   indexView
 	producers []frozenProducer
 }
 
@@ -80,7 +80,7 @@ func (s *state) freeze() *frozenState {
 			topicName: p.topicName,
 			logStart:  p.logStart,
 			hwm:       p.hwm,
-			batches:   p.batches[:len(p.batches):len(p.batches)],
+			batches:   p.batches.freeze(),
 		}
 		if len(p.producers) > 0 {
 			fp.producers = make([]frozenProducer, 0, len(p.producers))
@@ -138,16 +138,18 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 		dst = kbin.AppendCompactString(dst, p.topicName)
 		dst = kbin.AppendInt64(dst, p.logStart)
 		dst = kbin.AppendInt64(dst, p.hwm)
-		dst = kbin.AppendCompactArrayLen(dst, len(p.batches))
-		for i := range p.batches {
-			e := &p.batches[i]
-			dst = kbin.AppendInt64(dst, e.baseOffset)
-			dst = kbin.AppendInt32(dst, e.lastOffsetDelta)
-			dst = kbin.AppendInt32(dst, e.file)
-			dst = kbin.AppendInt32(dst, e.byteOffset)
-			dst = kbin.AppendInt32(dst, e.byteSize)
-			dst = kbin.AppendInt64(dst, e.maxTimestamp)
-			dst = kbin.AppendInt8(dst, e.tsType)
+		dst = kbin.AppendCompactArrayLen(dst, p.batches.n)
+		for es := range p.batches.chunks {
+			for i := range es {
+				e := &es[i]
+				dst = kbin.AppendInt64(dst, e.baseOffset)
+				dst = kbin.AppendInt32(dst, e.lastOffsetDelta)
+				dst = kbin.AppendInt32(dst, e.file)
+				dst = kbin.AppendInt32(dst, e.byteOffset)
+				dst = kbin.AppendInt32(dst, e.byteSize)
+				dst = kbin.AppendInt64(dst, e.maxTimestamp)
+				dst = kbin.AppendInt8(dst, e.tsType)
+			}
 		}
 		slices.SortFunc(p.producers, func(a, b frozenProducer) int { return cmp.Compare(a.id, b.id) })
 		dst = kbin.AppendCompactArrayLen(dst, len(p.producers))
@@ -269,7 +271,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		if err := readProducers(r, p); err != nil {
 			return fmt.Errorf("partition %s/%d: %w", tp.TopicID, tp.Partition, err)
 		}
-		s.partitions[tp] = p
+		s.addPartition(p)
 	}
 	skipTags(r)
 	if !r.Ok() {
@@ -297,10 +299,10 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 	if p.logStart < 0 || p.hwm < p.logStart {
 		return fmt.Errorf("log start %d, high watermark %d", p.logStart, p.hwm)
 	}
-	p.batches = make([]batchEntry, n)
 	next := int64(-1)
-	for i := range p.batches {
-		e := &p.batches[i]
+	prevFile := int32(0)
+	for i := range n {
+		var e batchEntry
 		e.baseOffset = r.Int64()
 		e.lastOffsetDelta = r.Int32()
 		e.file = r.Int32()
@@ -314,7 +316,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		switch {
 		case e.file < 0 || int(e.file) >= len(s.files):
 			return fmt.Errorf("batch at %d in file %d of %d", e.baseOffset, e.file, len(s.files))
-		case i > 0 && e.file < p.batches[i-1].file:
+		case e.file < prevFile:
 			return fmt.Errorf("batch at %d: file indexes go backwards", e.baseOffset)
 		case e.lastOffsetDelta < 0 || e.byteOffset < 0 || e.byteSize < 1 || e.baseOffset < 0:
 			return fmt.Errorf("batch at %d malformed", e.baseOffset)
@@ -327,14 +329,11 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		case e.baseOffset > math.MaxInt64-int64(e.lastOffsetDelta)-1:
 			return fmt.Errorf("batch at %d overflows", e.baseOffset)
 		}
-		next = e.lastOffset() + 1
+		next, prevFile = e.lastOffset()+1, e.file
 		p.bytes += int64(e.byteSize)
 		f := &s.files[e.file]
 		f.live++
-		e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime)
-		if i > 0 {
-			e.prefixMaxTs = max(e.prefixMaxTs, p.batches[i-1].prefixMaxTs)
-		}
+		p.batches.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
 	}
 	if (n == 0 && p.hwm != p.logStart) || (n > 0 && next != p.hwm) {
 		return fmt.Errorf("batches end at %d, high watermark %d", next, p.hwm)

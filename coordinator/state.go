@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
@@ -29,6 +28,12 @@ type state struct {
 	logger       *slog.Logger
 
 	partitions map[TopicPartition]*partition
+	// topicParts indexes partitions by topic id, then partition number
+	// (nil for a partition of another shard): commitFile's lookup. It
+	// holds partitions numbered below MaxPartitionsPerTopic, all that
+	// CreateTopic makes; a log from elsewhere may hold others, found in
+	// partitions only. Derived.
+	topicParts map[TopicID][]*partition
 	// files is the file table: one entry per committed file, indexed by
 	// batchEntry.file; fileByKey maps object keys to it. Entries are never
 	// removed (a closed file keeps answering a repeated CommitFile).
@@ -60,6 +65,9 @@ type state struct {
 	// nextSweep is the log-append time, ms, at or after which the next
 	// commit drops expired producer state.
 	nextSweep int64
+
+	// scratch is commitFile's working memory. Not state.
+	scratch commitScratch
 }
 
 // producerSweepIntervalMs is how much log-append time passes between two
@@ -114,7 +122,7 @@ type partition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
-	batches   []batchEntry
+	batches   batchIndex
 	producers map[int64]*producerState
 	// bytes is the sum of the indexed batches' ByteSize (retention.bytes).
 	// Derived.
@@ -124,6 +132,14 @@ type partition struct {
 	visible     bool
 	visHWM      int64
 	visLogStart int64
+
+	// What commitFile knows of the partition for the file it is deciding
+	// (valid while fileGen is commitScratch.gen): whether the catalog
+	// knows it, and its slot in the record being built (−1: none yet).
+	// Not state.
+	fileGen   uint64
+	fileSlot  int32
+	fileKnown bool
 }
 
 // batchEntry is one batch in a partition index, kept compact (48 bytes):
@@ -133,8 +149,8 @@ type batchEntry struct {
 	// maxTimestamp is the producer's maxTimestamp, ms.
 	maxTimestamp int64
 	// prefixMaxTs is the largest effective max timestamp of this batch
-	// and all before it in the index: non-decreasing, so the first batch
-	// reaching a timestamp is found by binary search (SPEC §5).
+	// and all before it in its index chunk (batchIndex.prefixMaxTs adds
+	// the chunks before). Derived: not in snapshots.
 	prefixMaxTs     int64
 	file            int32
 	byteOffset      int32
@@ -183,10 +199,18 @@ func (ps *producerState) push(e seqEntry) {
 	ps.head = (ps.head + 1) % producerWindow
 }
 
+// find returns the oldest entry of the window holding exactly the
+// sequences [baseSeq, lastSeq], or nil. The window is seqs[:n] from head
+// on, wrapping; head is 0 until it is full.
 func (ps *producerState) find(baseSeq, lastSeq int32) *seqEntry {
-	for i := int8(0); i < ps.n; i++ {
-		e := &ps.seqs[(int(ps.head)+int(i))%producerWindow]
-		if e.baseSeq == baseSeq && e.lastSeq == lastSeq {
+	n, head := int(ps.n), int(ps.head)
+	for i := head; i < n; i++ {
+		if e := &ps.seqs[i]; e.baseSeq == baseSeq && e.lastSeq == lastSeq {
+			return e
+		}
+	}
+	for i := range head {
+		if e := &ps.seqs[i]; e.baseSeq == baseSeq && e.lastSeq == lastSeq {
 			return e
 		}
 	}
@@ -199,6 +223,7 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		expirationMs: expirationMs,
 		logger:       logger,
 		partitions:   make(map[TopicPartition]*partition),
+		topicParts:   make(map[TopicID][]*partition),
 		fileByKey:    make(map[string]int32),
 		released:     make(map[int32]struct{}),
 		ownerSetIdx:  make(map[string]int32),
@@ -247,8 +272,22 @@ func (s *state) applyPartitionCreated(r *partitionCreatedRecord) error {
 	if _, ok := s.partitions[tp]; ok {
 		return inconsistent("partition %s/%d created twice", r.TopicID, r.Partition)
 	}
-	s.partitions[tp] = &partition{tp: tp, topicName: r.TopicName}
+	s.addPartition(&partition{tp: tp, topicName: r.TopicName})
 	return nil
+}
+
+// addPartition adds p, which must be new, to the partition maps.
+func (s *state) addPartition(p *partition) {
+	s.partitions[p.tp] = p
+	if p.tp.Partition >= MaxPartitionsPerTopic {
+		return
+	}
+	ps := s.topicParts[p.tp.TopicID]
+	if n := int(p.tp.Partition) + 1; n > len(ps) {
+		ps = slices.Grow(ps, n-len(ps))[:n]
+	}
+	ps[p.tp.Partition] = p
+	s.topicParts[p.tp.TopicID] = ps
 }
 
 func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
@@ -260,11 +299,16 @@ func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
 		if tp.TopicID != r.TopicID {
 			continue
 		}
-		for i := range p.batches {
-			s.dropBatch(&p.batches[i])
+		for i, n := 0, p.batches.len(); i < n; {
+			run := p.batches.run(i, n)
+			for j := range run {
+				s.dropBatch(&run[j])
+			}
+			i += len(run)
 		}
 		delete(s.partitions, tp)
 	}
+	delete(s.topicParts, r.TopicID)
 }
 
 func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
@@ -414,6 +458,14 @@ func (s *state) dropBatch(e *batchEntry) {
 // Offsets and times must already be checked (checkFileCommitted, or the
 // decision that built b).
 func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
+	s.indexBatch(p, fi, b)
+	if b.ProducerID >= 0 {
+		s.recordProducerBatch(p, p.producers[b.ProducerID], b)
+	}
+}
+
+// indexBatch adds one accepted batch to p's index.
+func (s *state) indexBatch(p *partition, fi int32, b *committedBatch) {
 	f := &s.files[fi]
 	f.live++
 	e := batchEntry{
@@ -425,28 +477,21 @@ func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
 		lastOffsetDelta: int32(b.AssignedLastOffset - b.AssignedBaseOffset),
 		tsType:          b.TimestampType,
 	}
-	e.prefixMaxTs = effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime)
-	if n := len(p.batches); n > 0 {
-		e.prefixMaxTs = max(e.prefixMaxTs, p.batches[n-1].prefixMaxTs)
-	}
-	p.batches = append(p.batches, e)
+	p.batches.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
 	p.bytes += int64(e.byteSize)
 	p.hwm = b.AssignedLastOffset + 1
-	if b.ProducerID >= 0 {
-		s.recordProducerBatch(p, b)
-	}
 }
 
-// recordProducerBatch updates the producer state with an accepted batch.
-// It depends only on the batch, so replay rebuilds the same state: a
-// batch that does not continue the stored sequence in the stored epoch
-// starts the state afresh (new, expired or fenced producer).
-func (s *state) recordProducerBatch(p *partition, b *committedBatch) {
-	if p.producers == nil {
-		p.producers = make(map[int64]*producerState)
-	}
-	ps := p.producers[b.ProducerID]
+// recordProducerBatch updates the producer state with an accepted batch;
+// ps is p.producers[b.ProducerID] (nil when absent). It depends only on
+// the batch, so replay rebuilds the same state: a batch that does not
+// continue the stored sequence in the stored epoch starts the state
+// afresh (new, expired or fenced producer).
+func (s *state) recordProducerBatch(p *partition, ps *producerState, b *committedBatch) {
 	if ps == nil {
+		if p.producers == nil {
+			p.producers = make(map[int64]*producerState)
+		}
 		ps = new(producerState)
 		p.producers[b.ProducerID] = ps
 	} else if ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.newest().lastSeq, 1) {
@@ -487,6 +532,11 @@ func (s *state) expired(ps *producerState, now int64) bool {
 	return now-ps.lastWrite >= s.expirationMs
 }
 
+// effectiveMaxTs returns an indexed batch's effective max timestamp.
+func (s *state) effectiveMaxTs(e *batchEntry) int64 {
+	return effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
+}
+
 func effectiveMaxTs(tsType int8, maxTs, appendTime int64) int64 {
 	if tsType == batch.TimestampLogAppendTime {
 		return appendTime
@@ -507,26 +557,18 @@ func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
 		return nil
 	}
 	p.logStart = r.NewLogStartOffset
-	k := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].lastOffset() >= p.logStart })
-	for i := range k {
-		p.bytes -= int64(p.batches[i].byteSize)
-		s.dropBatch(&p.batches[i])
+	x := &p.batches
+	k := x.searchOffset(x.len(), p.logStart)
+	for i := 0; i < k; {
+		run := x.run(i, k)
+		for j := range run {
+			p.bytes -= int64(run[j].byteSize)
+			s.dropBatch(&run[j])
+		}
+		i += len(run)
 	}
-	p.batches = p.batches[k:]
-	// Recompute the running max timestamps without the removed batches.
-	// Once a recomputed value equals the stored one, every later one does
-	// too (same recurrence from equal values), so this usually stops at
-	// the first batch rather than walking the whole index.
-	for i := range p.batches {
-		e := &p.batches[i]
-		v := effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
-		if i > 0 {
-			v = max(v, p.batches[i-1].prefixMaxTs)
-		}
-		if v == e.prefixMaxTs {
-			break
-		}
-		e.prefixMaxTs = v
+	if k > 0 {
+		x.dropFront(k, s.effectiveMaxTs)
 	}
 	for id, ps := range p.producers {
 		if ps.lastOffset < p.logStart {

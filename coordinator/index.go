@@ -1,0 +1,300 @@
+package coordinator
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// Partition index layout. A partition's batch entries live in fixed-size
+// chunks rather than one growing slice, so that appending never copies
+// the index (a doubling slice of 48-byte entries copies all of it at
+// every regrowth, under the shard lock: 192 MB at 4M batches) and
+// retention frees whole chunks instead of keeping a dropped prefix until
+// the next regrowth. BenchmarkCommitIntoIndex shows the append cost not
+// growing with the index; TestIndexEntriesNeverMove pins the layout.
+const (
+	// indexChunkShift makes chunks of 2^12 = 4096 entries (192 KiB): a
+	// chunk's allocation is a negligible part of a commit, and a 1M-batch
+	// index is 245 chunk headers, cheap to clone on a log start move.
+	indexChunkShift = 12
+	indexChunkLen   = 1 << indexChunkShift
+	indexChunkMask  = indexChunkLen - 1
+	// indexFirstChunkCap is the capacity a partition's first chunk starts
+	// at; it doubles up to indexChunkLen, so that the many small
+	// partitions of a shard do not each take a full chunk.
+	indexFirstChunkCap = 8
+)
+
+// batchIndex is a partition's batches in offset order: entry i (0-based
+// from the log start) is at position head+i of the concatenated chunks.
+// Every chunk but the last is full (indexChunkLen entries), so a position
+// maps to its chunk and slot by shift and mask.
+//
+// Sharing with frozen copies (snapshots, see freeze): once an entry is in
+// a chunk its encoded fields never change; a chunk's entries field is
+// written only while it is the last chunk (appends, and the first chunk's
+// growth); dropping chunks clones the chunk slice rather than re-slicing
+// or clearing it. Otherwise only prefixMaxTs and lastOffset fields are
+// written, which the snapshot does not read.
+type batchIndex struct {
+	// chunks holds the chunks by value: a lookup loads the entries'
+	// address from this array directly (BenchmarkFindBatches).
+	chunks []indexChunk
+	// head is the slot in chunks[0] of entry 0; entries before it were
+	// dropped by a log start move.
+	head int
+	// n is the number of entries.
+	n int
+}
+
+// indexChunk is one chunk of a batchIndex.
+type indexChunk struct {
+	// entries has at most indexChunkLen entries; only the last chunk of
+	// an index grows.
+	entries []batchEntry
+	// prefixMaxTs is the largest effective max timestamp of the chunk's
+	// entries and of all entries before them in the index.
+	prefixMaxTs int64
+	// lastOffset is the last offset of the chunk's last entry, so that
+	// searches pick a chunk without touching the entries of others.
+	lastOffset int64
+}
+
+func (x *batchIndex) len() int { return x.n }
+
+// at returns entry i, 0 ≤ i < len.
+func (x *batchIndex) at(i int) *batchEntry {
+	pos := x.head + i
+	return &x.chunks[pos>>indexChunkShift].entries[pos&indexChunkMask]
+}
+
+// run returns the entries from i up to end (exclusive) or the end of i's
+// chunk, whichever comes first; 0 ≤ i < end ≤ len. Loops over a range of
+// the index take one run at a time.
+func (x *batchIndex) run(i, end int) []batchEntry {
+	pos := x.head + i
+	es := x.chunks[pos>>indexChunkShift].entries
+	off := pos & indexChunkMask
+	return es[off : off+min(len(es)-off, end-i)]
+}
+
+// prefixMaxTs returns the largest effective max timestamp of entries
+// [0, i]: non-decreasing in i, so the first entry reaching a timestamp is
+// found by binary search (SPEC §5).
+func (x *batchIndex) prefixMaxTs(i int) int64 {
+	pos := x.head + i
+	c := pos >> indexChunkShift
+	v := x.chunks[c].entries[pos&indexChunkMask].prefixMaxTs
+	if c > 0 {
+		v = max(v, x.chunks[c-1].prefixMaxTs)
+	}
+	return v
+}
+
+// search returns the smallest i in [0, n) for which f(entry i) is true,
+// or n; f must be false and then true along the index.
+func (x *batchIndex) search(n int, f func(*batchEntry) bool) int {
+	return sort.Search(n, func(i int) bool { return f(x.at(i)) })
+}
+
+// The searches below run in two steps: a binary search over the chunks'
+// summaries (a few cache lines), then one within the chosen chunk. They
+// back FindBatches and ListOffsets (BenchmarkFindBatches).
+
+// lastChunk returns, for the first n entries (n > 0), the chunk holding
+// entry n−1 and the slots [lo, hi) that chunk holds of them.
+func (x *batchIndex) lastChunk(n int) (c, lo, hi int) {
+	end := x.head + n - 1
+	c = end >> indexChunkShift
+	if c == 0 {
+		lo = x.head
+	}
+	return c, lo, end&indexChunkMask + 1
+}
+
+// searchOffset returns the first i < n whose entry's last offset is ≥ o,
+// or n: the entry holding offset o, the index being dense.
+func (x *batchIndex) searchOffset(n int, o int64) int {
+	if n == 0 {
+		return 0
+	}
+	// The first chunk, among the full ones before entry n−1's, whose last
+	// entry reaches o; else entry n−1's.
+	last, lo, hi := x.lastChunk(n)
+	c, ch := 0, last
+	for c < ch {
+		m := int(uint(c+ch) >> 1)
+		if x.chunks[m].lastOffset < o {
+			c = m + 1
+		} else {
+			ch = m
+		}
+	}
+	if c < last {
+		lo, hi = 0, indexChunkLen
+		if c == 0 {
+			lo = x.head
+		}
+	}
+	es := x.chunks[c].entries[:hi]
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if es[m].lastOffset() < o {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return c<<indexChunkShift + lo - x.head
+}
+
+// searchTimestamp returns the first i < n whose prefix maximum
+// (prefixMaxTs) is ≥ ts, or n: the first entry whose own effective max
+// timestamp reaches ts.
+func (x *batchIndex) searchTimestamp(n int, ts int64) int {
+	if n == 0 {
+		return 0
+	}
+	last, lo, hi := x.lastChunk(n)
+	c, ch := 0, last
+	for c < ch {
+		m := int(uint(c+ch) >> 1)
+		if x.chunks[m].prefixMaxTs < ts {
+			c = m + 1
+		} else {
+			ch = m
+		}
+	}
+	if c < last {
+		lo, hi = 0, indexChunkLen
+		if c == 0 {
+			lo = x.head
+		}
+	}
+	// Every chunk before c stays below ts, so within c the in-chunk
+	// prefix decides.
+	es := x.chunks[c].entries[:hi]
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if es[m].prefixMaxTs < ts {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return c<<indexChunkShift + lo - x.head
+}
+
+// push appends e; ts is its effective max timestamp. It writes only past
+// the last entry: no entry moves, except that the first chunk of an index
+// reallocates while it grows to indexChunkLen.
+func (x *batchIndex) push(e batchEntry, ts int64) {
+	pos := x.head + x.n
+	c := pos >> indexChunkShift
+	if c == len(x.chunks) {
+		capacity, prev := indexChunkLen, int64(math.MinInt64)
+		if c == 0 {
+			capacity = indexFirstChunkCap
+		} else {
+			prev = x.chunks[c-1].prefixMaxTs
+		}
+		x.chunks = append(x.chunks, indexChunk{entries: make([]batchEntry, 0, capacity), prefixMaxTs: prev})
+	}
+	ch := &x.chunks[c]
+	if x.n > 0 && pos&indexChunkMask > 0 {
+		ts = max(ts, ch.entries[len(ch.entries)-1].prefixMaxTs)
+	}
+	e.prefixMaxTs = ts
+	if len(ch.entries) == cap(ch.entries) {
+		grown := make([]batchEntry, len(ch.entries), min(2*cap(ch.entries), indexChunkLen))
+		copy(grown, ch.entries)
+		ch.entries = grown
+	}
+	ch.entries = append(ch.entries, e)
+	ch.prefixMaxTs = max(ch.prefixMaxTs, ts)
+	ch.lastOffset = e.lastOffset()
+	x.n++
+}
+
+// dropFront removes the first k entries (0 < k ≤ len). Whole chunks are
+// released; the running maxima are recomputed for what changed only: the
+// new first chunk's entries up to the first unchanged one, and the
+// chunks' maxima up to the first unchanged one — at most indexChunkLen
+// entries plus one step per chunk. effTs returns an entry's effective max
+// timestamp.
+func (x *batchIndex) dropFront(k int, effTs func(*batchEntry) int64) {
+	if k >= x.n {
+		*x = batchIndex{}
+		return
+	}
+	pos := x.head + k
+	if c := pos >> indexChunkShift; c > 0 {
+		// A fresh chunk slice: re-slicing would keep the dropped chunks'
+		// entries reachable, and clearing them would write where a
+		// frozen copy may read.
+		x.chunks = slices.Clone(x.chunks[c:])
+		pos &= indexChunkMask
+	}
+	x.head, x.n = pos, x.n-k
+	// Once a recomputed value equals the stored one, every later one does
+	// too (same recurrence from equal values), so both loops usually stop
+	// at their first step.
+	live := x.chunks[0].entries[x.head:]
+	v := int64(math.MinInt64)
+	for i := range live {
+		e := &live[i]
+		v = max(v, effTs(e))
+		if v == e.prefixMaxTs {
+			break
+		}
+		e.prefixMaxTs = v
+	}
+	v = math.MinInt64
+	for i := range x.chunks {
+		ch := &x.chunks[i]
+		v = max(v, ch.entries[len(ch.entries)-1].prefixMaxTs)
+		if v == ch.prefixMaxTs {
+			break
+		}
+		ch.prefixMaxTs = v
+	}
+}
+
+// freeze returns a read-only view of the index as it is now, which stays
+// valid while the index changes (see batchIndex).
+func (x *batchIndex) freeze() indexView {
+	if x.n == 0 {
+		return indexView{}
+	}
+	k := len(x.chunks)
+	return indexView{full: x.chunks[: k-1 : k-1], last: x.chunks[k-1].entries, head: x.head, n: x.n}
+}
+
+// indexView is a frozen batchIndex: the snapshot encoder's copy.
+type indexView struct {
+	full []indexChunk // every chunk but the last
+	last []batchEntry // the last chunk's entries when frozen
+	head int
+	n    int
+}
+
+// chunks calls yield with the view's entries, one chunk at a time, in
+// order.
+func (v *indexView) chunks(yield func([]batchEntry) bool) {
+	if v.n == 0 {
+		return
+	}
+	for c := 0; c <= len(v.full); c++ {
+		es := v.last
+		if c < len(v.full) {
+			es = v.full[c].entries
+		}
+		if c == 0 {
+			es = es[v.head:]
+		}
+		if !yield(es) {
+			return
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package coordinator
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// checkIndex compares x with want, a flat copy of what it should hold, and
+// the running maxima with ones recomputed from ts (each entry's effective
+// max timestamp).
+func checkIndex(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64) {
+	t.Helper()
+	if x.len() != len(want) {
+		t.Fatalf("%s: len %d, want %d", step, x.len(), len(want))
+	}
+	running := int64(math.MinInt64)
+	for i := range want {
+		e := *x.at(i)
+		running = max(running, ts(&want[i]))
+		if got := x.prefixMaxTs(i); got != running {
+			t.Fatalf("%s: prefixMaxTs(%d) = %d, want %d", step, i, got, running)
+		}
+		e.prefixMaxTs, want[i].prefixMaxTs = 0, 0
+		if e != want[i] {
+			t.Fatalf("%s: entry %d = %+v, want %+v", step, i, e, want[i])
+		}
+	}
+	for i := 0; i < len(want); {
+		run := x.run(i, len(want))
+		if len(run) == 0 || &run[0] != x.at(i) {
+			t.Fatalf("%s: run(%d) of %d entries does not start at entry %d", step, i, len(run), i)
+		}
+		i += len(run)
+	}
+	for k, ch := range x.chunks {
+		if k < len(x.chunks)-1 && len(ch.entries) != indexChunkLen || cap(ch.entries) > indexChunkLen {
+			t.Fatalf("%s: chunk %d of %d has %d entries, capacity %d", step, k, len(x.chunks), len(ch.entries), cap(ch.entries))
+		}
+	}
+	checkView(t, step, x.freeze(), want)
+}
+
+func checkView(t *testing.T, step string, v indexView, want []batchEntry) {
+	t.Helper()
+	i := 0
+	for es := range v.chunks {
+		for _, e := range es {
+			if i >= len(want) || e.baseOffset != want[i].baseOffset || e.file != want[i].file || e.maxTimestamp != want[i].maxTimestamp {
+				t.Fatalf("%s: frozen entry %d = %+v", step, i, e)
+			}
+			i++
+		}
+	}
+	if i != len(want) || v.n != len(want) {
+		t.Fatalf("%s: frozen view has %d (n %d) entries, want %d", step, i, v.n, len(want))
+	}
+}
+
+// TestIndexMatchesSlice runs random appends and front drops — within a
+// chunk, at chunk boundaries, across several chunks, of everything — on a
+// chunked index and on a flat slice, and checks they hold the same
+// entries, running maxima and searches after every step, and that views
+// frozen earlier keep what they had.
+func TestIndexMatchesSlice(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	var (
+		x    batchIndex
+		want []batchEntry
+		next int64
+	)
+	ts := func(e *batchEntry) int64 { return e.maxTimestamp }
+	type frozen struct {
+		v    indexView
+		want []batchEntry
+	}
+	var views []frozen
+	push := func(n int) {
+		for range n {
+			// Mostly rising timestamps with outliers both ways, so that
+			// drops change the running maxima.
+			e := batchEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), file: int32(next / 100),
+				byteSize: 1, maxTimestamp: next + int64(r.IntN(200)) - 100}
+			if r.IntN(500) == 0 {
+				e.maxTimestamp += 1_000_000
+			}
+			next = e.lastOffset() + 1
+			x.push(e, ts(&e))
+			want = append(want, e)
+		}
+	}
+	drop := func(k int) {
+		x.dropFront(k, ts)
+		want = append([]batchEntry(nil), want[k:]...)
+	}
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"push a few", func() { push(1 + r.IntN(10)) }},
+		{"push a chunk and more", func() { push(indexChunkLen + r.IntN(indexChunkLen)) }},
+		{"drop a few", func() {
+			if len(want) > 0 {
+				drop(1 + r.IntN(min(len(want), 10)))
+			}
+		}},
+		{"drop to a chunk boundary", func() {
+			if k := indexChunkLen - x.head; len(want) > k {
+				drop(k)
+			}
+		}},
+		{"drop across chunks", func() {
+			if len(want) > 0 {
+				drop(1 + r.IntN(len(want)))
+			}
+		}},
+		{"drop everything", func() {
+			if len(want) > 0 && r.IntN(4) == 0 {
+				drop(len(want))
+			}
+		}},
+		{"freeze", func() { views = append(views, frozen{x.freeze(), append([]batchEntry(nil), want...)}) }},
+	}
+	for i := range 300 {
+		s := steps[r.IntN(len(steps))]
+		s.do()
+		step := s.name
+		checkIndex(t, step, &x, append([]batchEntry(nil), want...), ts)
+		for _, f := range views {
+			checkView(t, step+" (earlier view)", f.v, f.want)
+		}
+		checkSearches(t, fmt.Sprintf("step %d %s", i, step), &x, want, ts, r)
+	}
+}
+
+// checkSearches compares the index's searches over prefixes of x (the
+// published part) with linear scans of want.
+func checkSearches(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64, r *rand.Rand) {
+	t.Helper()
+	if len(want) == 0 {
+		if x.searchOffset(0, 5) != 0 || x.searchTimestamp(0, 5) != 0 {
+			t.Fatalf("%s: search of an empty index", step)
+		}
+		return
+	}
+	for range 20 {
+		n := len(want)
+		if r.IntN(2) == 0 {
+			n = r.IntN(len(want) + 1)
+		}
+		o := want[0].baseOffset + r.Int64N(want[len(want)-1].lastOffset()-want[0].baseOffset+2) - 1
+		wantI := n
+		for j, e := range want[:n] {
+			if e.lastOffset() >= o {
+				wantI = j
+				break
+			}
+		}
+		if got := x.searchOffset(n, o); got != wantI {
+			t.Fatalf("%s: searchOffset(%d, %d) = %d, want %d", step, n, o, got, wantI)
+		}
+		if got := x.search(n, func(e *batchEntry) bool { return e.lastOffset() >= o }); got != wantI {
+			t.Fatalf("%s: search(%d, last offset ≥ %d) = %d, want %d", step, n, o, got, wantI)
+		}
+		target := ts(&want[r.IntN(len(want))]) + r.Int64N(3) - 1
+		wantI, running := n, int64(math.MinInt64)
+		for j := range want[:n] {
+			running = max(running, ts(&want[j]))
+			if running >= target {
+				wantI = j
+				break
+			}
+		}
+		if got := x.searchTimestamp(n, target); got != wantI {
+			t.Fatalf("%s: searchTimestamp(%d, %d) = %d, want %d", step, n, target, got, wantI)
+		}
+	}
+}
+
+// TestIndexEntriesNeverMove: past the first chunk, appending never moves
+// an entry (no copy of the index under the shard lock, whatever its size),
+// and dropping chunks releases them.
+func TestIndexEntriesNeverMove(t *testing.T) {
+	var x batchIndex
+	push := func(n int) {
+		for range n {
+			x.push(batchEntry{baseOffset: int64(x.len()), byteSize: 1}, 0)
+		}
+	}
+	push(indexChunkLen + 1)
+	first, second := x.at(0), x.at(indexChunkLen)
+	push(64 * indexChunkLen)
+	if x.at(0) != first || x.at(indexChunkLen) != second {
+		t.Fatal("appending moved entries")
+	}
+	x.dropFront(40*indexChunkLen+3, func(*batchEntry) int64 { return 0 })
+	if len(x.chunks) != 26 || x.head != 3 || cap(x.chunks) > 2*len(x.chunks) {
+		t.Fatalf("after the drop: %d chunks (capacity %d), head %d", len(x.chunks), cap(x.chunks), x.head)
+	}
+}
+
+// TestLargePartitionReads checks FindBatches, ListOffsets by timestamp and
+// retention's arithmetic against brute force on a partition spanning
+// several index chunks, with CreateTime and LogAppendTime batches, after
+// log start moves inside a chunk, onto a chunk boundary and across
+// chunks, and after a snapshot round trip.
+func TestLargePartitionReads(t *testing.T) {
+	const files, perFile = 14, 1000 // 3.4 chunks
+	r := rand.New(rand.NewPCG(3, 5))
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	tid := TopicID{1}
+	tp := TopicPartition{tid, 0}
+	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	type ref struct {
+		base, last, eff int64
+		size            int32
+	}
+	var all []ref
+	for f := range files {
+		appendTime := int64(1000 + 10*f)
+		var bs []committedBatch
+		hwm := st.partitions[tp].hwm
+		for i := range perFile {
+			b := committedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 1 + r.Int32N(100),
+				AssignedBaseOffset: hwm, AssignedLastOffset: hwm + r.Int64N(4), LogAppendTimestamp: appendTime,
+				BatchMaxTimestamp: appendTime - 500 + r.Int64N(1000), TimestampType: batch.TimestampCreateTime, ProducerID: -1}
+			if r.IntN(3) == 0 {
+				b.TimestampType = batch.TimestampLogAppendTime
+			}
+			if r.IntN(2000) == 0 {
+				b.BatchMaxTimestamp = 1 << 40 // one far-future outlier dominates the maxima until it goes
+			}
+			hwm = b.AssignedLastOffset + 1
+			bs = append(bs, b)
+			all = append(all, ref{b.AssignedBaseOffset, b.AssignedLastOffset,
+				effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, appendTime), b.ByteSize})
+		}
+		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 20, OwnerIDs: []int32{0},
+			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: bs}}}}}
+		if err := st.apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, st *state) {
+		t.Helper()
+		p := st.partitions[tp]
+		p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
+		live := all
+		for len(live) > 0 && live[0].last < p.logStart {
+			live = live[1:]
+		}
+		var bytes int64
+		for _, b := range live {
+			bytes += int64(b.size)
+		}
+		if p.bytes != bytes || p.batches.len() != len(live) {
+			t.Fatalf("%s: %d bytes in %d batches, want %d in %d", step, p.bytes, p.batches.len(), bytes, len(live))
+		}
+		if p.hwm == p.logStart {
+			return
+		}
+		for range 200 {
+			o := p.logStart + r.Int64N(p.hwm-p.logStart)
+			maxBytes := r.Int32N(3000)
+			res := st.findBatches(p, o, maxBytes)
+			i := 0
+			for live[i].last < o {
+				i++
+			}
+			n, total := 1, int64(live[i].size)
+			for i+n < len(live) && total+int64(live[i+n].size) <= int64(maxBytes) {
+				total += int64(live[i+n].size)
+				n++
+			}
+			if res.Err != nil || len(res.Batches) != n || res.Batches[0].BaseOffset != live[i].base {
+				t.Fatalf("%s: FindBatches(%d, %d) = %d batches from %+v, want %d from %d", step, o, maxBytes, len(res.Batches), res.Batches[0], n, live[i].base)
+			}
+			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), ListOffsetsMaxTimestamp} {
+				target := ts
+				if ts == ListOffsetsMaxTimestamp {
+					target = math.MinInt64
+					for _, b := range live {
+						target = max(target, b.eff)
+					}
+				}
+				want := -1
+				for j, b := range live {
+					if b.eff >= target {
+						want = j
+						break
+					}
+				}
+				lo := st.listOffsets(p, ts)
+				switch {
+				case want < 0 && lo.Candidate != nil:
+					t.Fatalf("%s: ListOffsets(%d) = %d, want none", step, ts, lo.Candidate.BaseOffset)
+				case want >= 0 && (lo.Candidate == nil || lo.Candidate.BaseOffset != live[want].base):
+					t.Fatalf("%s: ListOffsets(%d) = %+v, want %d", step, ts, lo.Candidate, live[want].base)
+				}
+			}
+		}
+	}
+	check("full", st)
+	p := st.partitions[tp]
+	for _, move := range []struct {
+		name string
+		to   func() int64
+	}{
+		{"inside the first chunk", func() int64 { return p.batches.at(10).baseOffset + 1 }},
+		{"onto a chunk boundary", func() int64 { return p.batches.at(indexChunkLen - p.batches.head).baseOffset }},
+		{"across chunks", func() int64 { return p.batches.at(indexChunkLen + 77).baseOffset }},
+		{"to the high watermark", func() int64 { return p.hwm }},
+	} {
+		if err := st.apply(&recordsDeletedRecord{TopicID: tid, NewLogStartOffset: move.to()}); err != nil {
+			t.Fatal(err)
+		}
+		check(move.name, st)
+		snap := st.appendSnapshot(nil)
+		again := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+		if err := again.decodeSnapshot(snap); err != nil {
+			t.Fatalf("%s: %v", move.name, err)
+		}
+		if string(again.appendSnapshot(nil)) != string(snap) {
+			t.Fatalf("%s: snapshot does not round-trip", move.name)
+		}
+		if p.hwm > p.logStart {
+			check(move.name+", from a snapshot", again)
+		}
+	}
+}
