@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
 
 // Shards is the coordinator surface commit needs: which shard owns a
@@ -90,7 +90,7 @@ func New(cfg Config, shards Shards) (*Committer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Committer{cfg: cfg, shards: shards, sleep: sleepCtx}, nil
+	return &Committer{cfg: cfg, shards: shards, sleep: backoff.Sleep}, nil
 }
 
 // Commit commits the batches of the object stored under objectKey (size in
@@ -151,7 +151,6 @@ func (c *Committer) split(batches []coordinator.CommitBatch) map[int32][]int {
 }
 
 func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
-	backoff := c.cfg.InitialBackoff
 	var err error
 	for attempt := 1; ; attempt++ {
 		var rs []coordinator.CommitBatchResult
@@ -168,11 +167,9 @@ func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *coord
 		c.cfg.Logger.Warn("commit to coordinator shard failed; retrying",
 			slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey),
 			slog.Int("attempt", attempt), slog.Any("err", err))
-		// Full jitter: sleep uniformly in [0, backoff).
-		if serr := c.sleep(ctx, rand.N(backoff)); serr != nil {
+		if serr := c.sleep(ctx, backoff.Wait(c.cfg.InitialBackoff, c.cfg.MaxBackoff, attempt)); serr != nil {
 			break
 		}
-		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
 	c.cfg.Logger.Error("commit to coordinator shard failed; answering KAFKA_STORAGE_ERROR",
 		slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey), slog.Any("err", err))
@@ -200,16 +197,5 @@ func retriable(ctx context.Context, err error) bool {
 		// Storage errors and timeouts may be transient. CommitFile is
 		// idempotent by object key, so retrying is always safe.
 		return true
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

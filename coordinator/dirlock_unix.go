@@ -8,13 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
 
 // lockDir takes an exclusive advisory lock on dir/LOCK, so that two
 // processes never append to the same metadata logs. The lock is released
 // when the returned file is closed (or the process exits).
 func lockDir(dir string) (*os.File, error) {
-	if err := mkdirSync(dir); err != nil {
+	if err := fsutil.MkdirAll(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "LOCK")

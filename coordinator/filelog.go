@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
 
 // Segment and snapshot file layout (docs/format/metadata-records.md).
@@ -85,7 +87,7 @@ var _ SnapshotLog = (*fileLog)(nil)
 // openFileLog opens (creating if needed) the file log in dir. It does not
 // read the records: call Replay.
 func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
-	if err := mkdirSync(dir); err != nil {
+	if err := fsutil.MkdirAll(dir); err != nil {
 		return nil, err
 	}
 	l := &fileLog{dir: dir, logger: logger}
@@ -162,7 +164,7 @@ func (l *fileLog) createSegment(base int64) error {
 		f.Close()
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -509,10 +511,10 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 	binary.BigEndian.PutUint64(b[16:], uint64(len(data)))
 	b = append(b, data...)
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	if err := writeFileSync(path, b); err != nil {
+	if err := fsutil.WriteFile(path, b, 0o644); err != nil {
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return err
 	}
 	// The snapshot is durable: older segments and snapshots are garbage.
@@ -551,30 +553,7 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 		}
 	}
 	if removed {
-		return syncDir(l.dir)
-	}
-	return nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("coordinator: write %s: %w", path, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("coordinator: write %s: %w", path, err)
+		return fsutil.SyncDir(l.dir)
 	}
 	return nil
 }
@@ -588,42 +567,4 @@ func (l *fileLog) Close() error {
 	l.f = nil
 	l.setBroken(errors.New("coordinator: metadata log closed"))
 	return err
-}
-
-// mkdirSync creates dir (and missing parents) and fsyncs the parent of
-// every directory it created.
-func mkdirSync(dir string) error {
-	dir = filepath.Clean(dir)
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("coordinator: %w", err)
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirSync(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("coordinator: %w", err)
-	}
-	return syncDir(parent)
-}
-
-// syncDir fsyncs a directory so that entries created or removed in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("coordinator: sync dir: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("coordinator: sync dir %s: %w", dir, err)
-	}
-	return nil
 }

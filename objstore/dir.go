@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
 
 // StagingDirName is the directory under a Dir's root where Put writes
@@ -69,7 +71,7 @@ func NewDir(root string) (*Dir, error) {
 	if err := os.Mkdir(d.staging, dirPerm); err != nil {
 		return nil, fmt.Errorf("objstore: open dir: %w", err)
 	}
-	if err := syncDir(abs); err != nil {
+	if err := fsutil.SyncDir(abs); err != nil {
 		return nil, fmt.Errorf("objstore: open dir: %w", err)
 	}
 	return d, nil
@@ -141,7 +143,7 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte) (err error) {
 	// the staging entry's removal need not be durable (NewDir cleans up).
 	toSync = append(toSync, dir)
 	for _, p := range toSync {
-		if err := syncDir(p); err != nil {
+		if err := fsutil.SyncDir(p); err != nil {
 			return err
 		}
 	}
@@ -325,18 +327,4 @@ func (d *Dir) walk(ctx context.Context, dirKey, prefix string, fn func(ObjectInf
 // including a path that runs through a regular file ("a/b" when a is a file).
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
-}
-
-// syncDir fsyncs a directory so that changes to its entries (created,
-// renamed files) survive a crash.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,6 +26,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
 
 // Defaults and limits of S3Config.
@@ -597,7 +598,7 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 			return n, wrapErr("read", key, err)
 		}
 		// A transient failure, or the attempt's own timeout (ctx is alive).
-		if err := sleepCtx(ctx, fullJitter(backoffCeiling(s.cfg.InitialBackoff, s.cfg.MaxBackoff, attempt))); err != nil {
+		if err := backoff.Sleep(ctx, backoff.Wait(s.cfg.InitialBackoff, s.cfg.MaxBackoff, attempt)); err != nil {
 			return n, fmt.Errorf("objstore: read %s: %w", key, err)
 		}
 	}
@@ -737,42 +738,9 @@ func newS3Retryer(cfg S3Config) aws.Retryer {
 		o.Retryables = s3Retryables
 		o.RateLimiter = ratelimit.None
 		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
-			return fullJitter(backoffCeiling(cfg.InitialBackoff, cfg.MaxBackoff, attempt)), nil
+			return backoff.Wait(cfg.InitialBackoff, cfg.MaxBackoff, attempt), nil
 		})
 	})
-}
-
-// backoffCeiling returns the backoff ceiling after the given failed attempt
-// (1-based): initial·2^(attempt−1), capped at maxBackoff.
-func backoffCeiling(initial, maxBackoff time.Duration, attempt int) time.Duration {
-	d := initial
-	for i := 1; i < attempt && d < maxBackoff; i++ {
-		if d > maxBackoff/2 {
-			return maxBackoff
-		}
-		d *= 2
-	}
-	return min(d, maxBackoff)
-}
-
-// fullJitter draws uniformly from [0, ceiling].
-func fullJitter(ceiling time.Duration) time.Duration {
-	if ceiling <= 0 {
-		return 0
-	}
-	return time.Duration(mrand.Int64N(int64(ceiling) + 1))
-}
-
-// sleepCtx waits for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // sdkLogger sends the SDK's log lines to slog: warnings as warnings, the

@@ -15,6 +15,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
 
 // apiErr builds the error the SDK returns for an S3 error answer.
@@ -99,7 +101,7 @@ func TestClassifyS3(t *testing.T) {
 func TestBackoffCeiling(t *testing.T) {
 	ms := 100 * 1e6
 	for attempt, want := range map[int]float64{1: 1 * ms, 2: 2 * ms, 3: 4 * ms, 4: 8 * ms, 5: 10 * ms, 50: 10 * ms} {
-		if got := backoffCeiling(100e6, 1e9, attempt); float64(got) != want {
+		if got := backoff.Ceiling(100e6, 1e9, attempt); float64(got) != want {
 			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
 		}
 	}

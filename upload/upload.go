@@ -22,8 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
 
 // Putter is what Upload needs from the object store: objstore.Store
@@ -75,8 +76,8 @@ func New(cfg Config, store Putter, opts ...Option) (*Uploader, error) {
 		cfg:    cfg.withDefaults(),
 		store:  store,
 		log:    slog.Default(),
-		sleep:  sleepCtx,
-		jitter: fullJitter,
+		sleep:  backoff.Sleep,
+		jitter: backoff.FullJitter,
 	}
 	for _, o := range opts {
 		o(u)
@@ -121,7 +122,7 @@ func (u *Uploader) Upload(ctx context.Context, data []byte) (key string, err err
 		if !retryable(ctx, lastErr) || attempt >= u.cfg.MaxAttempts {
 			break
 		}
-		wait := u.jitter(backoffCeiling(u.cfg.InitialBackoff, u.cfg.MaxBackoff, attempt))
+		wait := u.jitter(backoff.Ceiling(u.cfg.InitialBackoff, u.cfg.MaxBackoff, attempt))
 		u.log.LogAttrs(ctx, slog.LevelWarn, "upload attempt failed, retrying",
 			slog.String("key", key), slog.Int("attempt", attempt),
 			slog.Int("max_attempts", u.cfg.MaxAttempts),
@@ -159,42 +160,4 @@ func (u *Uploader) newKey() string {
 	buf = append(buf, '/')
 	buf = hex.AppendEncode(buf, id[:])
 	return string(buf)
-}
-
-// backoffCeiling returns the backoff ceiling after the given failed attempt
-// (1-based): initial·2^(attempt−1), capped at maxBackoff.
-func backoffCeiling(initial, maxBackoff time.Duration, attempt int) time.Duration {
-	d := initial
-	for i := 1; i < attempt && d < maxBackoff; i++ {
-		if d > maxBackoff/2 { // also keeps d*2 from overflowing
-			return maxBackoff
-		}
-		d *= 2
-	}
-	return min(d, maxBackoff)
-}
-
-// fullJitter draws uniformly from [0, ceiling]: spreading retries of many
-// uploaders over the whole window avoids synchronized retry storms
-// ("Exponential Backoff And Jitter", AWS Architecture Blog, 2015).
-func fullJitter(ceiling time.Duration) time.Duration {
-	if ceiling <= 0 {
-		return 0
-	}
-	return time.Duration(mrand.Int64N(int64(ceiling) + 1))
-}
-
-// sleepCtx waits for d or until ctx is done, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

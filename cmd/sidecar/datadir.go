@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/magiconair/properties"
+
+	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
 
 // dataDir is the sidecar's data.dir, locked for the life of the process so
@@ -61,7 +63,7 @@ func (d *dataDir) loadMeta(nodeID int32) error {
 		}
 		d.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
 		body := fmt.Sprintf("# written by the diskless sidecar at first start; do not edit\ncluster.id=%s\nnode.id=%d\nversion=1\n", d.clusterID, nodeID)
-		return writeFileSync(metaPath, []byte(body))
+		return fsutil.WriteFile(metaPath, []byte(body), 0o644)
 	}
 	p, err := properties.LoadFile(metaPath, properties.UTF8)
 	if err != nil {
@@ -81,34 +83,4 @@ func (d *dataDir) loadMeta(nodeID int32) error {
 
 func (d *dataDir) close() {
 	d.lock.Close() // closing the descriptor releases the flock
-}
-
-// writeFileSync writes a small file atomically and durably: temp file,
-// fsync, rename, fsync of the directory.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
 }
