@@ -584,7 +584,7 @@ func (s *state) applyTopicConfig(r *topicConfigRecord) error {
 		return inconsistent("topic %q has the zero id", r.TopicName)
 	case s.topics[r.TopicID] != nil:
 		return inconsistent("topic id %s created twice", r.TopicID)
-	case validateTopicName(r.TopicName) != nil:
+	case topicconfig.ValidateName(r.TopicName) != nil:
 		return inconsistent("invalid topic name %q", r.TopicName)
 	case r.NumPartitions < 1 || r.NumPartitions > MaxPartitionsPerTopic:
 		return inconsistent("topic %q has %d partitions", r.TopicName, r.NumPartitions)

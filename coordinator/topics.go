@@ -39,21 +39,16 @@ func (c *Coordinator) publishCatalog(st *state) {
 	c.catalog.Store(cat)
 }
 
-// copyTopic returns t with its own copy of Config.Raw, so callers cannot
-// change the catalog.
-func copyTopic(t *Topic) Topic {
-	out := *t
-	out.Config.Raw = maps.Clone(t.Config.Raw)
-	return out
-}
-
-// Topic returns the topic named name, if it exists.
+// Topic returns the topic named name, if it exists. Topics are immutable
+// snapshots: Config.Raw is shared with the catalog and must not be
+// modified (a config change publishes a new Topic). Produce and Fetch look
+// topics up on every request, so this does not allocate.
 func (c *Coordinator) Topic(name string) (Topic, bool) {
 	t := c.catalog.Load().byName[name]
 	if t == nil {
 		return Topic{}, false
 	}
-	return copyTopic(t), true
+	return *t, true
 }
 
 // TopicByID returns the topic with id, if it exists.
@@ -62,7 +57,7 @@ func (c *Coordinator) TopicByID(id TopicID) (Topic, bool) {
 	if t == nil {
 		return Topic{}, false
 	}
-	return copyTopic(t), true
+	return *t, true
 }
 
 // Topics returns every topic, sorted by name.
@@ -70,31 +65,9 @@ func (c *Coordinator) Topics() []Topic {
 	cat := c.catalog.Load()
 	out := make([]Topic, len(cat.sorted))
 	for i, t := range cat.sorted {
-		out[i] = copyTopic(t)
+		out[i] = *t
 	}
 	return out
-}
-
-// maxTopicNameLen is Kafka's limit on topic names.
-const maxTopicNameLen = 249
-
-// validateTopicName applies Kafka's topic name rules: 1 … 249 characters
-// of [a-zA-Z0-9._-], and not "." or "..".
-func validateTopicName(name string) error {
-	if name == "" || name == "." || name == ".." {
-		return fmt.Errorf("topic name %q is not allowed", name)
-	}
-	if len(name) > maxTopicNameLen {
-		return fmt.Errorf("topic name is %d characters long, the limit is %d", len(name), maxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		switch b := name[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
-		default:
-			return fmt.Errorf("topic name %q contains %q; only [a-zA-Z0-9._-] are allowed", name, b)
-		}
-	}
-	return nil
 }
 
 // collisionName maps a topic name to the name its metrics would use: Kafka
@@ -115,7 +88,7 @@ func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_
 // after a failure in between the topic does not exist and its partition
 // records are ignored (docs/format/metadata-records.md).
 func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (Topic, error) {
-	if err := validateTopicName(name); err != nil {
+	if err := topicconfig.ValidateName(name); err != nil {
 		return Topic{}, fmt.Errorf("coordinator: %w: %s", kerr.InvalidTopicException, err)
 	}
 	if partitions < 1 || partitions > MaxPartitionsPerTopic {

@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
+
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
 // Without an authorizer Kafka reports every operation a resource type
@@ -94,7 +96,7 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 	}
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(name)
-	if msg := checkTopicName(name); msg != "" {
+	if topicconfig.ValidateName(name) != nil {
 		mt.ErrorCode = kerr.InvalidTopicException.Code
 		return mt
 	}

@@ -78,8 +78,8 @@ func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 // createTopic validates and (unless validateOnly) creates one topic,
 // filling rt.
 func (s *Server) createTopic(ctx context.Context, validateOnly bool, t *kmsg.CreateTopicsRequestTopic, rt *kmsg.CreateTopicsResponseTopic) {
-	if msg := checkTopicName(t.Topic); msg != "" {
-		setCreateError(rt, kerr.InvalidTopicException.Code, "%s", msg)
+	if err := topicconfig.ValidateName(t.Topic); err != nil {
+		setCreateError(rt, kerr.InvalidTopicException.Code, "%s", err)
 		return
 	}
 	if _, exists := s.catalog.Topic(t.Topic); exists {

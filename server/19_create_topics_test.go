@@ -169,16 +169,16 @@ func TestTopicConfigEntries(t *testing.T) {
 }
 
 func TestCheckTopicName(t *testing.T) {
-	long := make([]byte, maxTopicNameLen+1)
+	long := make([]byte, topicconfig.MaxNameLen+1)
 	for i := range long {
 		long[i] = 'a'
 	}
 	for name, ok := range map[string]bool{
-		"orders": true, "a.b_c-D9": true, string(long[:maxTopicNameLen]): true,
+		"orders": true, "a.b_c-D9": true, string(long[:topicconfig.MaxNameLen]): true,
 		"": false, ".": false, "..": false, string(long): false, "a b": false, "a/b": false, "é": false,
 	} {
-		if got := checkTopicName(name) == ""; got != ok {
-			t.Errorf("checkTopicName(%q) valid=%v, want %v", name, got, ok)
+		if got := topicconfig.ValidateName(name) == nil; got != ok {
+			t.Errorf("ValidateName(%q) valid=%v, want %v", name, got, ok)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 
@@ -12,31 +11,6 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
-
-// maxTopicNameLen is Kafka's limit on topic names.
-const maxTopicNameLen = 249
-
-// checkTopicName returns why name is not a legal Kafka topic name, or "" if
-// it is: 1–249 characters from [a-zA-Z0-9._-], and neither "." nor "..".
-// Such names are answered INVALID_TOPIC_EXCEPTION.
-func checkTopicName(name string) string {
-	switch {
-	case name == "":
-		return "topic name must not be empty"
-	case name == "." || name == "..":
-		return fmt.Sprintf("topic name %q is not allowed", name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Sprintf("topic name is %d characters long; at most %d are allowed", len(name), maxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		switch b := name[i]; {
-		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
-		default:
-			return fmt.Sprintf("topic name %q holds %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, b)
-		}
-	}
-	return ""
-}
 
 // createErrorCode maps an error of Catalog.CreateTopic to the code and
 // message a broker would answer (SPEC §12). Unexpected errors are logged and

@@ -187,3 +187,28 @@ func (c *Config) set(name, v string) error {
 	}
 	return nil
 }
+
+// MaxNameLen is Kafka's limit on topic names, in bytes.
+const MaxNameLen = 249
+
+// ValidateName applies Kafka's topic name rules: 1 … 249 characters of
+// [a-zA-Z0-9._-], and neither "." nor "..". Brokers answer a name breaking
+// them with INVALID_TOPIC_EXCEPTION; the error says which rule.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("topic name must not be empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("topic name is %d characters long; at most %d are allowed", len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return fmt.Errorf("topic name %q holds %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, b)
+		}
+	}
+	return nil
+}
