@@ -39,7 +39,8 @@ type Topic struct {
 	Name       string
 	Partitions int32
 	// Config is the parsed topic config (SPEC §11); Config.Raw holds what
-	// was set explicitly.
+	// was set explicitly. A Topic is an immutable snapshot: Config.Raw is
+	// shared with the catalog and must not be modified.
 	Config topicconfig.Config
 }
 
