@@ -54,10 +54,14 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	if err := validateComponents(cfg); err != nil {
 		return nil, err
 	}
-	if a.dir, err = openDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+	if a.dir, err = openDataDir(cfg.DataDir, cfg); err != nil {
 		return nil, err
 	}
 	closers = append(closers, a.dir.close)
+	// Objects live under <diskless.object.key.prefix>/<cluster.id>/: data
+	// dirs that share a bucket (and prefix) by mistake never see, and so
+	// never orphan-scan away, each other's objects.
+	cfg.ObjectKeyPrefix += "/" + a.dir.clusterID
 
 	metrics, err := telemetry.NewPrometheus()
 	if err != nil {
@@ -175,8 +179,8 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 }
 
 // shutdown stops in dependency order: the listener stops reading and waits
-// for the answers of requests already read (which need the produce pipeline
-// to finish their files); then the produce pipeline drains; then the cache
+// for the answers of requests already read while the produce pipeline
+// seals its active file and drains (those answers need it); then the cache
 // and the coordinator close. Everything must finish within timeout.
 func (a *app) shutdown(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -185,16 +189,22 @@ func (a *app) shutdown(timeout time.Duration) error {
 	if a.http != nil {
 		a.http.ready.Store(false) // out of load balancers first
 	}
-	// The server waits for produce answers; the pipeline keeps sealing
-	// files by age meanwhile, so the two drain together.
-	if err := a.server.Shutdown(ctx); err != nil {
+	// The server stops reading and waits for the answers of the requests
+	// it read; meanwhile the produce pipeline seals the active file at
+	// once (instead of at its age) and drains, which is what those
+	// answers wait for. A produce request a reader was still decoding
+	// when the pipeline closed gets NOT_LEADER_OR_FOLLOWER, which
+	// clients retry elsewhere or after the restart.
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- a.server.Shutdown(ctx) }()
+	if err := a.produce.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("produce: %w", err))
+	}
+	if err := <-serverDone; err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
 	if err := <-a.served; err != nil {
 		errs = append(errs, fmt.Errorf("serve: %w", err))
-	}
-	if err := a.produce.Close(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("produce: %w", err))
 	}
 	a.cache.Close()
 	if err := a.coord.Close(); err != nil {

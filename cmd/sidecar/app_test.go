@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +87,58 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 			a.shutdown(10 * time.Second)
 		})
 	}
+}
+
+// TestDataDirBindings: a data.dir is bound at first start to its node.id,
+// shard count and object store; a later start with another value is
+// refused naming the key, before anything in the directory changes.
+func TestDataDirBindings(t *testing.T) {
+	cfg := testConfig(t)
+	a, err := start(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(cfg.DataDir, "meta.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cluster.id", "node.id = 0", "coordinator.shards = 1", "object.store = file"} {
+		if !strings.Contains(string(meta), want) {
+			t.Fatalf("meta.properties lacks %q:\n%s", want, meta)
+		}
+	}
+	before, _ := os.ReadDir(filepath.Join(cfg.DataDir, "coordinator"))
+	for _, c := range []struct {
+		set, key string
+	}{
+		{"node.id=3", "node.id"},
+		{"diskless.metadata.topic.num.partitions=4", "diskless.metadata.topic.num.partitions"},
+		{"diskless.storage.backend=s3", "diskless.storage.s3.bucket"},
+	} {
+		sets := []string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + cfg.DataDir, c.set}
+		if c.key == "diskless.storage.s3.bucket" {
+			sets = append(sets, "diskless.storage.s3.bucket=b", "diskless.storage.s3.endpoint=http://127.0.0.1:1")
+		}
+		bad, err := LoadConfig("", sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = start(bad, quiet)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Key != c.key {
+			t.Fatalf("start with %s: %v, want a refusal naming %s", c.set, err, c.key)
+		}
+	}
+	after, _ := os.ReadDir(filepath.Join(cfg.DataDir, "coordinator"))
+	if len(after) != len(before) {
+		t.Fatalf("a refused start changed the coordinator directory: %d entries, then %d", len(before), len(after))
+	}
+	again, err := start(cfg, quiet)
+	if err != nil {
+		t.Fatalf("the original settings are refused after the refusals: %v", err)
+	}
+	again.shutdown(10 * time.Second)
 }

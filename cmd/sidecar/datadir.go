@@ -21,7 +21,7 @@ import (
 //
 //	data.dir/
 //	  .lock             flock(2)ed while the sidecar runs
-//	  meta.properties   cluster.id and node.id, written at first start
+//	  meta.properties   what the directory is bound to (see bindings)
 //	  coordinator/      one metadata log per coordinator shard
 //	  objects/          WAL objects (local-directory object store)
 type dataDir struct {
@@ -30,10 +30,40 @@ type dataDir struct {
 	clusterID string
 }
 
+// binding is a setting recorded in meta.properties at first start that the
+// directory's content depends on: a later start with another value would
+// find its metadata unusable (another node's, shards hashed differently,
+// objects in another store), so it is refused, naming the config key.
+type binding struct {
+	name  string // in meta.properties
+	key   string // the config key that sets it
+	value string
+	why   string
+}
+
+// bindings returns what a data.dir is bound to under cfg.
+func bindings(cfg Config) []binding {
+	store := "file"
+	if cfg.StorageBackend == "s3" {
+		store = "s3://" + cfg.S3Bucket + "/" + cfg.S3Prefix
+	}
+	storeKey := "diskless.storage.backend"
+	if cfg.StorageBackend == "s3" {
+		storeKey = "diskless.storage.s3.bucket"
+	}
+	return []binding{
+		{"node.id", "node.id", strconv.Itoa(int(cfg.NodeID)), "it belongs to another node"},
+		{"coordinator.shards", "diskless.metadata.topic.num.partitions", strconv.Itoa(int(cfg.MetadataShards)),
+			"its partitions are assigned to shards by a hash of the shard count"},
+		{"object.store", storeKey, store,
+			"its coordinator logs reference objects in that store (use another data.dir for another store)"},
+	}
+}
+
 // openDataDir creates data.dir if needed, takes its lock and reads or
-// writes meta.properties. A node.id different from the one recorded there
-// is refused: the directory belongs to another node.
-func openDataDir(path string, nodeID int32) (*dataDir, error) {
+// writes meta.properties: the cluster id, and the settings the directory is
+// bound to (bindings), each refused if it differs from the recorded one.
+func openDataDir(path string, cfg Config) (*dataDir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, &ConfigError{Key: "data.dir", Value: path, Err: err}
 	}
@@ -47,38 +77,50 @@ func openDataDir(path string, nodeID int32) (*dataDir, error) {
 			Err: fmt.Errorf("locked by another process (is another sidecar running on it?): %w", err)}
 	}
 	d := &dataDir{path: path, lock: lock}
-	if err := d.loadMeta(nodeID); err != nil {
+	if err := d.loadMeta(bindings(cfg)); err != nil {
 		d.close()
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *dataDir) loadMeta(nodeID int32) error {
+func (d *dataDir) loadMeta(bs []binding) error {
 	metaPath := filepath.Join(d.path, "meta.properties")
+	p := properties.NewProperties()
+	dirty := false
 	if _, err := os.Stat(metaPath); errors.Is(err, fs.ErrNotExist) {
 		var id [16]byte
 		if _, err := rand.Read(id[:]); err != nil {
 			return err
 		}
-		d.clusterID = base64.RawURLEncoding.EncodeToString(id[:])
-		body := fmt.Sprintf("# written by the diskless sidecar at first start; do not edit\ncluster.id=%s\nnode.id=%d\nversion=1\n", d.clusterID, nodeID)
-		return fsutil.WriteFile(metaPath, []byte(body), 0o644)
-	}
-	p, err := properties.LoadFile(metaPath, properties.UTF8)
-	if err != nil {
+		p.MustSet("cluster.id", base64.RawURLEncoding.EncodeToString(id[:]))
+		p.MustSet("version", "1")
+		dirty = true
+	} else if p, err = properties.LoadFile(metaPath, properties.UTF8); err != nil {
 		return fmt.Errorf("reading %s: %w", metaPath, err)
 	}
 	d.clusterID = p.GetString("cluster.id", "")
-	recorded, err := strconv.ParseInt(p.GetString("node.id", ""), 10, 32)
-	if d.clusterID == "" || err != nil {
-		return fmt.Errorf("%s is damaged: it needs cluster.id and node.id", metaPath)
+	if d.clusterID == "" {
+		return fmt.Errorf("%s is damaged: it has no cluster.id", metaPath)
 	}
-	if int32(recorded) != nodeID {
-		return &ConfigError{Key: "node.id", Value: strconv.Itoa(int(nodeID)),
-			Err: fmt.Errorf("data.dir %s belongs to node.id %d", d.path, recorded)}
+	for _, b := range bs {
+		recorded, ok := p.Get(b.name)
+		switch {
+		case !ok:
+			// First start, or a directory from before this binding was
+			// recorded: record the current value.
+			p.MustSet(b.name, b.value)
+			dirty = true
+		case recorded != b.value:
+			return &ConfigError{Key: b.key, Value: b.value,
+				Err: fmt.Errorf("data.dir %s was created with %s=%s and cannot change: %s", d.path, b.name, recorded, b.why)}
+		}
 	}
-	return nil
+	if !dirty {
+		return nil
+	}
+	body := "# written by the diskless sidecar; do not edit: data.dir is bound to these values\n" + p.String()
+	return fsutil.WriteFile(metaPath, []byte(body), 0o644)
 }
 
 func (d *dataDir) close() {
