@@ -78,6 +78,10 @@ func failed(n int, err *kerr.Error) []coordinator.CommitBatchResult {
 // answered with KAFKA_STORAGE_ERROR, and Close returns ctx's error after
 // the goroutines are gone.
 func (h *Handler) Close(ctx context.Context) error {
+	// Past the deadline, cancel uploads and commits even if this call is
+	// still waiting for mu (a seal blocked on a full queue holds it): the
+	// cancelled pipeline drains the queues and the seal goes through.
+	defer context.AfterFunc(ctx, h.pipeCancel)()
 	h.mu.Lock()
 	if h.mu.closed {
 		h.mu.Unlock()

@@ -20,6 +20,7 @@
 package produce
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -57,6 +58,10 @@ type Committer interface {
 type ObjectCache interface {
 	Put(key string, data []byte)
 }
+
+// queueDepth is the number of sealed files each pipeline queue holds; a
+// seal waits when it is full. A variable so tests can make it small.
+var queueDepth = 1024
 
 // ErrClosed is returned by Close when called twice.
 var ErrClosed = errors.New("produce: handler closed")
@@ -111,8 +116,8 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 		memory:    semaphore.NewWeighted(cfg.MaxPendingBytes),
 		// The queues hold pointers only; their depth is bounded in bytes
 		// by memory, so a generous length never grows the heap much.
-		toUpload: make(chan *file, 1024),
-		toCommit: make(chan *file, 1024),
+		toUpload: make(chan *file, queueDepth),
+		toCommit: make(chan *file, queueDepth),
 	}
 	var err error
 	if h.metrics, err = newMetrics(cfg.MeterProvider, h.pending.Load); err != nil {
@@ -167,7 +172,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	var (
 		entries []pendingEntry
 		refs    []partitionRef
-		bytes   int64
+		size    int64
 		// seen catches a partition named twice in one request, which no
 		// client sends; both copies are refused rather than stored twice.
 		seen map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition
@@ -214,13 +219,20 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 				sp.ErrorCode = verr.Code
 				continue
 			}
+			if req.Acks == 0 {
+				// An acks=0 request is not answered, so the server stops
+				// accounting for its frame as soon as it is appended;
+				// keep only the accepted bytes, which the pipeline's
+				// memory bound counts, not the whole frame.
+				hdr = batch.Header(bytes.Clone(hdr))
+			}
 			tsType := batch.TimestampCreateTime
 			if cfg.LogAppendTime {
 				tsType = batch.TimestampLogAppendTime
 			}
 			refs = append(refs, partitionRef{resp: sp, entry: len(entries), logAppendTime: cfg.LogAppendTime})
 			entries = append(entries, newPendingEntry(topic.ID, rp.Partition, hdr, tsType))
-			bytes += int64(len(hdr))
+			size += int64(len(hdr))
 		}
 	}
 	if seen != nil {
@@ -228,7 +240,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		// first copy was accepted.
 		kept := refs[:0]
 		keptEntries := entries[:0]
-		var keptBytes int64
+		var keptSize int64
 		for _, r := range refs {
 			if r.resp.ErrorCode != 0 {
 				continue
@@ -237,9 +249,9 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			r.entry = len(keptEntries)
 			kept = append(kept, r)
 			keptEntries = append(keptEntries, e)
-			keptBytes += int64(len(e.Batch))
+			keptSize += int64(len(e.Batch))
 		}
-		refs, entries, bytes = kept, keptEntries, keptBytes
+		refs, entries, size = kept, keptEntries, keptSize
 	}
 	if len(entries) == 0 {
 		return answered(req, resp)
@@ -256,7 +268,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	// Wait for room in the pipeline, up to the request's timeout (a
 	// request with no time left still goes in if there is room now). The
 	// cap lets a single request larger than the whole budget through alone.
-	need := min(bytes, h.cfg.MaxPendingBytes)
+	need := min(size, h.cfg.MaxPendingBytes)
 	if !h.memory.TryAcquire(need) {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 		err := h.memory.Acquire(wctx, need)

@@ -1,6 +1,7 @@
 package produce
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,20 +51,26 @@ func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool
 
 // fakeUploader stores objects in memory. block, when set, is called with the
 // upload's sequence number (1-based) before it completes; fail makes it
-// return an error.
+// return an error; hang makes every upload wait for its context's end, as
+// a store that never answers would.
 type fakeUploader struct {
 	mu      sync.Mutex
 	n       int
 	objects map[string][]byte
 	block   func(n int)
 	fail    error
+	hang    bool
 }
 
 func (u *fakeUploader) Upload(ctx context.Context, data []byte) (string, error) {
 	u.mu.Lock()
 	u.n++
-	n, block, fail := u.n, u.block, u.fail
+	n, block, fail, hang := u.n, u.block, u.fail, u.hang
 	u.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
 	if block != nil {
 		block(n)
 	}
@@ -478,4 +485,67 @@ func TestSealBeforeOverflow(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAcksZeroKeepsOnlyAcceptedBytes: an acks=0 request is not answered, so
+// its frame is not held by the server; the pipeline keeps its own copy of
+// the accepted batches, not views into the frame.
+func TestAcksZeroKeepsOnlyAcceptedBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Second})
+		b := good(1)
+		want := bytes.Clone(b)
+		r.h.Produce(context.Background(), request(9, 0, "ct", part{0, b}))()
+		clear(b) // the frame's memory is reused or freed once answered
+		if err := r.h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.up.objects[r.cm.order[0]]; !bytes.Equal(got, want) {
+			t.Fatal("the stored batch changed with the request's frame: the pipeline kept a view, not a copy")
+		}
+	})
+}
+
+// TestCloseHonoursDeadline: with the store never answering and the
+// pipeline's queues full (so that sealing blocks while holding the handler's
+// lock), Close still returns ctx's error at its deadline, and every request
+// is answered.
+func TestCloseHonoursDeadline(t *testing.T) {
+	old := queueDepth
+	queueDepth = 1
+	defer func() { queueDepth = old }()
+	// Real time: a produce request waiting on the handler's mutex is not
+	// durably blocked, so a synctest bubble's clock would never advance.
+	{
+		r := newRig(t, Config{CommitInterval: time.Millisecond, UploadConcurrency: 1})
+		r.up.hang = true
+		// Appending waits for the lock a blocked seal holds, so each
+		// request is made from its own goroutine.
+		answers := make(chan *kmsg.ProduceResponse, 5)
+		for i := range 5 {
+			go func() {
+				answers <- r.h.Produce(context.Background(), request(9, -1, "ct", part{int32(i % 3), good(1)}))()
+			}()
+			time.Sleep(10 * time.Millisecond) // each its own file
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := r.h.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close past its deadline returned %v, want %v", err, context.DeadlineExceeded)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Fatalf("Close returned %v after it was called, long past its 200ms deadline", took)
+		}
+		for range 5 {
+			resp := <-answers
+			for _, tp := range resp.Topics {
+				for _, p := range tp.Partitions {
+					if p.ErrorCode == 0 {
+						t.Fatal("a request whose file was never stored was answered with success")
+					}
+				}
+			}
+		}
+	}
 }
