@@ -12,7 +12,11 @@
 // A read is served from the blocks it overlaps. A missing block is loaded
 // whole with one ranged read of [i·B, (i+1)·B); the last block of an object
 // comes back short with io.EOF, and is cached with a mark that the object
-// ends there, so later reads past the end cost nothing.
+// ends there, so later reads past the end cost nothing. Only the bare io.EOF
+// of the RangeReader marks an end: any other error — io.ErrUnexpectedEOF,
+// an error wrapping io.EOF — fails the load and caches nothing, since a
+// false end would make reads across it fail without a GET until the block
+// is evicted.
 //
 // Loads are single-flight: concurrent misses on one block share one read,
 // and its error, if any, goes to every waiter and is not cached. A load runs
@@ -75,7 +79,9 @@ import (
 // RangeReader is what the cache needs from the object store:
 // objstore.Store satisfies it. ReadAt has io.ReaderAt semantics (n <
 // len(p) only with an error; io.EOF when the object ends first) and must
-// honour ctx.
+// honour ctx. io.EOF, unwrapped, must mean that the object ends after the n
+// bytes read (as the store knows it, not as a short answer suggests): the
+// cache remembers it.
 type RangeReader interface {
 	ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error)
 }
@@ -384,10 +390,12 @@ func (c *Cache) readStore(ctx context.Context, key string, p []byte, off int64) 
 	switch {
 	case n < 0 || n > len(p):
 		err = fmt.Errorf("store returned %d bytes for a %d-byte read (err %v)", n, len(p), err)
-	case n == len(p) && (err == nil || errors.Is(err, io.EOF)):
+	case n == len(p) && (err == nil || err == io.EOF):
 		return nil
-	case err == nil || errors.Is(err, io.EOF):
+	case err == nil || err == io.EOF:
 		err = fmt.Errorf("object ends at %d: %w", off+int64(n), io.ErrUnexpectedEOF)
+	default:
+		err = notEOF(err)
 	}
 	return fmt.Errorf("cache: read %s [%d, %d) bypassing the cache: %w", key, off, off+int64(len(p)), err)
 }
@@ -496,8 +504,9 @@ func (c *Cache) load(ctx context.Context, l *load) {
 		err = fmt.Errorf("store returned %d of %d bytes without an error, breaking io.ReaderAt", n, len(buf))
 	case err == nil:
 		b = &block{bk: l.bk, data: buf}
-	case errors.Is(err, io.EOF):
-		// The object ends in (or before) this block.
+	case err == io.EOF:
+		// The object ends in (or before) this block. Only the bare io.EOF
+		// says so (RangeReader); errors wrapping it are failures.
 		err = nil
 		data := buf[:n]
 		if n < len(buf) {
@@ -507,6 +516,7 @@ func (c *Cache) load(ctx context.Context, l *load) {
 		b.eof.Store(true)
 	}
 	if err != nil {
+		err = notEOF(err)
 		if errors.Is(context.Cause(ctx), ErrClosed) {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
@@ -516,6 +526,18 @@ func (c *Cache) load(ctx context.Context, l *load) {
 		b.lastUse = c.now().UnixMilli() // unpublished yet: finish takes the lock after
 	}
 	c.finish(l, b, err)
+}
+
+// notEOF returns err, a reader's failure, such that it does not match
+// io.EOF: one that wraps io.EOF (net/http's `Get "…": EOF` for a connection
+// closed before the answer) would read as the object's end to callers that
+// test with errors.Is. Such an error becomes io.ErrUnexpectedEOF, keeping
+// its text but not its chain.
+func notEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %v", io.ErrUnexpectedEOF, err)
+	}
+	return err
 }
 
 // finish publishes a load's outcome to its waiters and, on success, caches

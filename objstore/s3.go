@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -25,7 +27,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
@@ -560,6 +564,19 @@ func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *s3.Abort
 // that timed out is retried up to S3Config.MaxAttempts attempts in all,
 // keeping the bytes already read. A zero-length read costs a HeadObject
 // (to report ErrNotExist faithfully).
+//
+// The end of the object is learnt only from what the store says about the
+// object, never from a body that is shorter than asked: the size in the
+// answer's Content-Range ("bytes first-last/size"; "*" is unknown), a 416
+// (InvalidRange) for a range starting at or after the end, or, when the
+// store ignores the range and sends the whole object, the body's
+// Content-Length or its framed end. An answer may lack Content-Length
+// (chunked, or HTTP/2): its length is then unknown, and it is read up to
+// what its Content-Range announces. A body shorter than its Content-Range,
+// and a range that stops short of both len(p) and the object's end, are
+// failures (io.ErrUnexpectedEOF), retried for the missing bytes. No error
+// but the bare io.EOF at the end wraps io.EOF, so callers that test with
+// errors.Is cannot take a failure for the end either.
 func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
@@ -590,6 +607,11 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 			return n, err
 		case classifyS3(err) == s3NotFound:
 			return n, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+		case errors.Is(err, io.EOF):
+			// The connection closed where an answer was due (net/http's
+			// `Get "…": EOF`): a failure, which must not read as the
+			// object's end to callers testing with errors.Is.
+			err = fmt.Errorf("%w: %v", io.ErrUnexpectedEOF, err)
 		}
 		if ctx.Err() != nil || attempt >= s.cfg.MaxAttempts {
 			return n, wrapErr("read", key, err)
@@ -605,8 +627,10 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 }
 
 // readOnce makes one GET attempt for len(p) > 0 bytes at off. It returns
-// io.EOF (unwrapped) only when the object ends before p is full, and
-// another error when the body ends early for another reason.
+// io.EOF (unwrapped) only when the store says that the object ends before
+// p is full or at its end, and io.ErrUnexpectedEOF (wrapped) when the
+// answer holds fewer bytes than it announces or than p without reaching
+// the end.
 func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (int, error) {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
@@ -620,62 +644,153 @@ func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (in
 		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1)
 	})
 	if err != nil {
-		if code, ok := httpStatus(err); ok && code == http.StatusRequestedRangeNotSatisfiable {
+		if rangeNotSatisfiable(err) {
 			return 0, io.EOF // off is at or past the end (or the object is empty)
 		}
 		return 0, err
 	}
 	defer out.Body.Close()
-	body := io.Reader(out.Body)
-	length := aws.ToInt64(out.ContentLength) // bytes in this response; -1 if not said
 	if cr := aws.ToString(out.ContentRange); cr != "" {
-		start, err := parseContentRangeStart(cr)
-		if err != nil {
-			return 0, err
-		}
-		if start != off {
-			return 0, fmt.Errorf("response range %q does not start at %d", cr, off)
-		}
-	} else {
-		// The store ignored the range and sends the whole object.
-		if length >= 0 && off >= length {
-			return 0, io.EOF
-		}
-		if _, err := io.CopyN(io.Discard, body, off); err != nil {
-			return 0, err
-		}
-		length -= off
+		return readRange(out.Body, cr, out.ContentLength, p, off)
 	}
-	// The store cuts a range at the object's end: a response shorter than
-	// asked means the object ends there.
-	want := int64(len(p))
-	if length >= 0 {
-		want = min(want, length)
+	// The store ignored the range and sends the whole object.
+	framed := false
+	if raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response); ok {
+		// Chunked coding and HTTP/2 streams mark their end; a body that
+		// runs until the connection closes (HTTP/1 without a length) does
+		// not tell its end from a broken connection.
+		framed = raw.ProtoMajor >= 2 || slices.Contains(raw.TransferEncoding, "chunked")
 	}
-	n, err := io.ReadFull(body, p[:want])
+	return readWhole(out.Body, out.ContentLength, framed, p, off)
+}
+
+// rangeNotSatisfiable reports a 416 answer: S3's InvalidRange, for a range
+// that starts at or after the object's end.
+func rangeNotSatisfiable(err error) bool {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "InvalidRange" {
+		return true
+	}
+	code, ok := httpStatus(err)
+	return ok && code == http.StatusRequestedRangeNotSatisfiable
+}
+
+// readRange reads a ranged answer (206) for p at off: Content-Range cr,
+// Content-Length length (nil when absent).
+func readRange(body io.Reader, cr string, length *int64, p []byte, off int64) (int, error) {
+	first, last, size, err := parseContentRange(cr)
 	if err != nil {
-		// Less than the response promised: a broken connection or a
-		// timeout, not the end of the object.
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("response body ended after %d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
-		}
-		return n, err
+		return 0, err
 	}
-	if n < len(p) {
+	if first != off {
+		return 0, fmt.Errorf("response range %q does not start at %d", cr, off)
+	}
+	sent := last - first + 1
+	if length != nil && *length != sent {
+		return 0, fmt.Errorf("response of %d bytes for range %q: %w", *length, cr, io.ErrUnexpectedEOF)
+	}
+	n, err := readFull(body, p[:min(sent, int64(len(p)))])
+	if err != nil {
+		return n, bodyError(err, n, cr)
+	}
+	switch {
+	case size >= 0 && off+int64(n) == size:
+		return n, io.EOF
+	case n == len(p):
+		return n, nil
+	}
+	// The store sent less than asked, but not up to the object's end (or
+	// without saying where that is): ask again for the rest.
+	return n, fmt.Errorf("response range %q stops short of the %d bytes asked: %w", cr, len(p), io.ErrUnexpectedEOF)
+}
+
+// readWhole reads p at off from an answer that is the whole object: its
+// Content-Length (nil when absent) is the object's size; without one, the
+// object ends where a framed body does.
+func readWhole(body io.Reader, length *int64, framed bool, p []byte, off int64) (int, error) {
+	if length != nil && off >= *length {
+		return 0, io.EOF
+	}
+	if length == nil && !framed {
+		return 0, fmt.Errorf("whole-object response without Content-Length or framing: %w", io.ErrUnexpectedEOF)
+	}
+	if skipped, err := io.CopyN(io.Discard, body, off); err != nil {
+		if err == io.EOF && length == nil {
+			return 0, io.EOF // the framed body ended, the object before off
+		}
+		return 0, bodyError(err, int(skipped), "whole object")
+	}
+	want := int64(len(p))
+	if length != nil {
+		want = min(want, *length-off)
+	}
+	n, err := readFull(body, p[:want])
+	switch {
+	case err == io.EOF && length == nil:
+		return n, io.EOF // the framed body ended: so does the object
+	case err != nil:
+		return n, bodyError(err, n, "whole object")
+	case length != nil && off+int64(n) == *length:
 		return n, io.EOF
 	}
 	return n, nil
 }
 
-// parseContentRangeStart returns the first byte of "bytes first-last/total".
-func parseContentRangeStart(v string) (int64, error) {
-	rest, ok := strings.CutPrefix(v, "bytes ")
-	first, _, ok2 := strings.Cut(rest, "-")
-	n, err := strconv.ParseInt(first, 10, 64)
-	if !ok || !ok2 || err != nil {
-		return 0, fmt.Errorf("bad Content-Range %q", v)
+// readFull is io.ReadFull that keeps a body's own end apart from a broken
+// body: it returns io.EOF when the body ended properly (its framing said
+// so) before p was full, and the body's error otherwise (net/http reports
+// a connection that broke mid-body as io.ErrUnexpectedEOF).
+func readFull(body io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := body.Read(p[n:])
+		n += m
+		if err != nil {
+			if n == len(p) {
+				break
+			}
+			return n, err
+		}
 	}
 	return n, nil
+}
+
+// bodyError describes a body that failed after n bytes of what: its end
+// before the bytes announced, clean or not, is io.ErrUnexpectedEOF.
+func bodyError(err error, n int, what string) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("response body of %s ended after %d bytes: %w", what, n, io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+// parseContentRange parses "bytes first-last/size" (RFC 9110 §14.4); size
+// is -1 for "*" (unknown).
+func parseContentRange(v string) (first, last, size int64, err error) {
+	bad := fmt.Errorf("bad Content-Range %q", v)
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	rng, total, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	size = -1
+	var err3 error
+	if total != "*" {
+		size, err3 = strconv.ParseInt(total, 10, 64)
+	}
+	if err1 != nil || err2 != nil || err3 != nil || first < 0 || last < first || (size >= 0 && last >= size) {
+		return 0, 0, 0, bad
+	}
+	return first, last, size, nil
 }
 
 // Delete implements Store.Delete (DeleteObject; S3 answers success for a

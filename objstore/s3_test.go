@@ -357,6 +357,78 @@ func TestS3ReadFaults(t *testing.T) {
 	}
 }
 
+// TestS3ReadReframedAnswers: a GET answered without Content-Length
+// (chunked), or with fewer bytes than its Content-Range announces, or not
+// at all, never reads as the end of the object: ReadAt returns the bytes
+// in the middle of the object, io.EOF only at its real end, and an error
+// that is neither io.EOF nor wraps it when the bytes do not come.
+func TestS3ReadReframedAnswers(t *testing.T) {
+	e := newS3Env(t)
+	s := e.store(t, quick(objstore.S3Config{RequestTimeout: time.Second}))
+	const size = 1 << 20
+	data := randomBytes(size)
+	if err := s.Put(t.Context(), "reframed/obj", data); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		ok      = iota // all len bytes, nil
+		eof            // the bytes up to the end, io.EOF
+		okOrEOF        // all len bytes, which end the object: nil or io.EOF
+		failure        // a transient error
+	)
+	tests := []struct {
+		name     string
+		fault    s3fault.Fault
+		times    int // 0: every GET
+		off, len int64
+		want     int
+		gets     int64
+	}{
+		{"chunked, mid-object", s3fault.Chunked(), 0, 300_000, 600_000, ok, 1},
+		{"chunked, across the end", s3fault.Chunked(), 0, size - 1000, 5000, eof, 1},
+		{"chunked, up to the end", s3fault.Chunked(), 0, size - 1000, 1000, okOrEOF, 1},
+		{"chunked, past the end", s3fault.Chunked(), 0, size, 10, eof, 1},
+		{"short body once, mid-object", s3fault.ShortBody(100_000), 1, 300_000, 600_000, ok, 2},
+		{"empty body once, mid-object", s3fault.ShortBody(0), 1, 300_000, 600_000, ok, 2},
+		{"short body once, across the end", s3fault.ShortBody(10), 1, size - 1000, 5000, eof, 2},
+		{"empty body once, across the end", s3fault.ShortBody(0), 1, size - 1000, 5000, eof, 2},
+		{"short body always, mid-object", s3fault.ShortBody(100_000), 0, 300_000, 600_000, failure, 3},
+		{"empty body always, mid-object", s3fault.ShortBody(0), 0, 300_000, 600_000, failure, 3},
+		{"empty body always, across the end", s3fault.ShortBody(0), 0, size - 1000, 5000, failure, 3},
+		{"hang up always", s3fault.Hangup(), 0, 300_000, 600_000, failure, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.proxy.Clear()
+			e.proxy.ResetCounts()
+			e.proxy.Add(&s3fault.Rule{Kind: s3fault.GetObject, Times: tt.times, Fault: tt.fault})
+			p := make([]byte, tt.len)
+			n, err := s.ReadAt(t.Context(), "reframed/obj", p, tt.off)
+			e.proxy.Clear()
+			// net/http resends a GET once by itself when a reused
+			// connection is closed before the answer: no count for those.
+			if got := e.proxy.Count(s3fault.GetObject); tt.gets >= 0 && got != tt.gets {
+				t.Errorf("%d GETs, want %d", got, tt.gets)
+			}
+			end := min(tt.off+tt.len, size)
+			switch tt.want {
+			case ok, okOrEOF, eof:
+				errOK := (err == nil && tt.want != eof) || (err == io.EOF && tt.want != ok)
+				if !errOK || int64(n) != end-tt.off || !bytes.Equal(p[:n], data[tt.off:end]) {
+					t.Fatalf("ReadAt = %d, %v; want the %d bytes of [%d, %d), with io.EOF: %v", n, err, end-tt.off, tt.off, end, tt.want != ok)
+				}
+			case failure:
+				if err == nil || errors.Is(err, io.EOF) || errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPermanent) {
+					t.Fatalf("ReadAt = %d, %v; want a transient error, not (wrapping) io.EOF", n, err)
+				}
+				if n >= len(p) || !bytes.Equal(p[:n], data[tt.off:tt.off+int64(n)]) {
+					t.Fatalf("ReadAt = %d, %v: wrong bytes before the error", n, err)
+				}
+			}
+		})
+	}
+}
+
 // TestS3Check: Check finds a missing bucket (permanent) and a working one.
 func TestS3Check(t *testing.T) {
 	e := newS3Env(t)

@@ -67,8 +67,10 @@ func classifyS3(err error) s3Class {
 		return s3RetryRequest
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		// A response body that ended before its Content-Length: the
-		// connection broke mid-answer.
+		// An answer with fewer bytes than it announced (Content-Length
+		// or Content-Range), one stopping short of the range asked, or a
+		// connection closed before the answer: a GET again (ReadAt asks
+		// for the missing bytes) usually gets them.
 		return s3RetryRequest
 	}
 	var apiErr smithy.APIError

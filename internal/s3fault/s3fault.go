@@ -1,10 +1,11 @@
 // Package s3fault is a fault-injecting HTTP proxy for S3 (path-style
 // requests), for tests: put it between a client and an S3-compatible server
 // and it forwards every request, except those that a Rule picks, which get
-// a Fault instead — a 503 SlowDown or another error, a reset connection, a
-// delay, a slow or truncated response body, an answer lost after the
-// server acted. It also counts the requests by Kind (PutObject,
-// UploadPart, ...), so that tests can pin what a scenario costs.
+// a Fault instead — a 503 SlowDown or another error, a reset or hung-up
+// connection, a delay, a slow, truncated or chunked response body, a body
+// shorter than its Content-Range, an answer lost after the server acted.
+// It also counts the requests by Kind (PutObject, UploadPart, ...), so
+// that tests can pin what a scenario costs.
 //
 // The proxy keeps the Host header of each request, so SigV4 signatures made
 // for the proxy's address stay valid at the server.
@@ -218,6 +219,45 @@ func EndBodyEarly(n int64) Fault {
 		writeHeader(w, resp)
 		_, _ = io.CopyN(w, resp.Body, n)
 		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}}
+}
+
+// Chunked forwards the request and passes the answer on in chunked
+// transfer coding, without Content-Length, as a server streaming a body of
+// unknown length does (over HTTP/2 an answer may equally lack the header).
+// The status and the other headers, Content-Range among them, are kept.
+func Chunked() Fault {
+	return Fault{name: "chunked", after: func(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+		resp.Header.Del("Content-Length")
+		writeHeader(w, resp)
+		// Headers sent before the body's length is known: net/http
+		// switches to chunked coding.
+		_ = http.NewResponseController(w).Flush()
+		_, _ = io.Copy(w, resp.Body)
+	}}
+}
+
+// ShortBody forwards the request and passes the answer on chunked, without
+// Content-Length, with only its first n body bytes and a proper end of the
+// body (the last chunk), keeping the status and Content-Range: a
+// well-formed answer that holds fewer bytes than the range it announces.
+// Unlike TruncateBody and EndBodyEarly, nothing at the HTTP level is
+// broken; only Content-Range tells that bytes are missing.
+func ShortBody(n int64) Fault {
+	return Fault{name: fmt.Sprintf("short body of %d bytes", n), after: func(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+		resp.Header.Del("Content-Length")
+		writeHeader(w, resp)
+		_ = http.NewResponseController(w).Flush()
+		_, _ = io.CopyN(w, resp.Body, n)
+	}}
+}
+
+// Hangup closes the connection the ordinary way (FIN) without forwarding
+// the request or answering it: the client reads EOF where the status line
+// should be.
+func Hangup() Fault {
+	return Fault{name: "hang up", before: func(w http.ResponseWriter, r *http.Request) bool {
 		panic(http.ErrAbortHandler)
 	}}
 }

@@ -156,6 +156,70 @@ func TestProxyFaults(t *testing.T) {
 	}
 }
 
+// TestProxyReframedBodies: Chunked and ShortBody drop Content-Length and
+// send chunked, keeping the other headers; ShortBody ends the body cleanly
+// early; Hangup answers nothing.
+func TestProxyReframedBodies(t *testing.T) {
+	const body = "0123456789"
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("Content-Range", "bytes 0-9/20")
+		w.Header().Set("Content-Length", "10")
+		w.WriteHeader(http.StatusPartialContent)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(up.Close)
+	p := s3fault.Start(t, up.URL)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	tests := []struct {
+		name     string
+		fault    s3fault.Fault
+		wantBody string
+	}{
+		{"chunked", s3fault.Chunked(), body},
+		{"short body", s3fault.ShortBody(4), body[:4]},
+		{"short body, none", s3fault.ShortBody(0), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p.Clear()
+			p.Add(&s3fault.Rule{Kind: s3fault.GetObject, Fault: tt.fault})
+			resp, err := client.Get(p.URL + "/b/k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || string(b) != tt.wantBody {
+				t.Fatalf("body %q, %v; want %q read to a clean end", b, err, tt.wantBody)
+			}
+			if resp.StatusCode != http.StatusPartialContent || resp.ContentLength != -1 ||
+				resp.Header.Get("Content-Length") != "" || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+				t.Fatalf("status %d, length %d, Content-Length %q, transfer encoding %q; want 206, chunked without a length",
+					resp.StatusCode, resp.ContentLength, resp.Header.Get("Content-Length"), resp.TransferEncoding)
+			}
+			if got := resp.Header.Get("Content-Range"); got != "bytes 0-9/20" {
+				t.Fatalf("Content-Range %q, want it kept", got)
+			}
+		})
+	}
+
+	p.Clear()
+	p.Add(&s3fault.Rule{Kind: s3fault.GetObject, Fault: s3fault.Hangup()})
+	before := reached.Load()
+	if resp, err := client.Get(p.URL + "/b/k"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("hang up: got an answer (%d)", resp.StatusCode)
+	} else if !errors.Is(err, io.EOF) {
+		t.Fatalf("hang up: %v, want EOF before the answer", err)
+	}
+	if reached.Load() != before {
+		t.Fatal("a hung-up request was forwarded")
+	}
+}
+
 // TestProxyCloseEndsStalledRequests: Close returns while a request stalls.
 func TestProxyCloseEndsStalledRequests(t *testing.T) {
 	up, _ := upstream(t, "0123456789")
