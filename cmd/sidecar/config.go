@@ -122,6 +122,21 @@ func msOption(key, def, doc string, lo, hi int64, field func(*Config) *time.Dura
 	}}
 }
 
+// periodOption is msOption for how often a background task runs: -1
+// disables the task, otherwise at least 1 ms (0 would mean a busy loop or
+// a ticker that refuses to start, neither of which an operator means).
+func periodOption(key, def, doc string, hi int64, field func(*Config) *time.Duration) option {
+	o := msOption(key, def, doc, -1, hi, field)
+	set := o.set
+	o.set = func(c *Config, v string) error {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n == 0 {
+			return fmt.Errorf("must be -1 (disabled) or in [1, %d] ms", hi)
+		}
+		return set(c, v)
+	}
+	return o
+}
+
 func boolOption(key, def, doc string, field func(*Config) *bool) option {
 	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
 		switch strings.ToLower(strings.TrimSpace(v)) {
@@ -221,9 +236,9 @@ var options = []option{
 			c.HTTPListener = v
 			return nil
 		}},
-	msOption("diskless.retention.check.interval.ms", "300000", "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", -1, 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
+	periodOption("diskless.retention.check.interval.ms", "300000", "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
 	msOption("diskless.file.deletion.delay.ms", "60000", "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
-	msOption("diskless.coordinator.orphan.scan.interval.ms", "600000", "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", -1, 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
+	periodOption("diskless.coordinator.orphan.scan.interval.ms", "600000", "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
 	msOption("diskless.coordinator.orphan.scan.grace.period.ms", "3600000", "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",

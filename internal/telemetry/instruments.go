@@ -123,6 +123,26 @@ func NewProducer(mp metric.MeterProvider, next ProduceHandler) *Producer {
 	}
 }
 
+// acksOptions are the latency histogram's acks attribute sets, built once:
+// "-1", "0", "1", and "invalid" for any other value a client sends (Kafka
+// answers those INVALID_REQUIRED_ACKS), so that a client cannot grow the
+// number of series.
+var acksOptions = [...]metric.MeasurementOption{
+	metric.WithAttributeSet(attribute.NewSet(attribute.String("acks", "-1"))),
+	metric.WithAttributeSet(attribute.NewSet(attribute.String("acks", "0"))),
+	metric.WithAttributeSet(attribute.NewSet(attribute.String("acks", "1"))),
+	metric.WithAttributeSet(attribute.NewSet(attribute.String("acks", "invalid"))),
+}
+
+// acksOption returns the acks attribute set for a produce request's acks.
+func acksOption(acks int16) metric.MeasurementOption {
+	switch acks {
+	case -1, 0, 1:
+		return acksOptions[acks+1]
+	}
+	return acksOptions[3]
+}
+
 // Produce implements server.Producer.
 func (p *Producer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	start := time.Now()
@@ -134,10 +154,10 @@ func (p *Producer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func()
 	}
 	p.bytes.Add(ctx, n)
 	wait := p.next.Produce(ctx, req)
-	acks := attribute.Int("acks", int(req.Acks))
+	acks := acksOption(req.Acks)
 	return func() *kmsg.ProduceResponse {
 		resp := wait()
-		p.latency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(acks))
+		p.latency.Record(ctx, time.Since(start).Seconds(), acks)
 		if resp != nil {
 			for i := range resp.Topics {
 				for _, pr := range resp.Topics[i].Partitions {

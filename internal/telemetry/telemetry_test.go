@@ -68,6 +68,11 @@ func TestExport(t *testing.T) {
 	req.Acks = -1
 	req.Topics = []kmsg.ProduceRequestTopic{{Partitions: []kmsg.ProduceRequestTopicPartition{{Records: make([]byte, 7)}}}}
 	NewProducer(p, fakeProducer{code: 2}).Produce(context.Background(), req)()
+	for _, acks := range []int16{2, 5, -7} { // Kafka refuses these: one series for all
+		bad := *req
+		bad.Acks = acks
+		NewProducer(p, fakeProducer{code: 2}).Produce(context.Background(), &bad)()
+	}
 	NewFetcher(p, fakeFetcher{}).Fetch(context.Background(), kmsg.NewPtrFetchRequest())
 	NewShards(p, fakeShards{}).CommitFile(context.Background(), 3, &coordinator.CommitFileRequest{})
 
@@ -79,9 +84,10 @@ func TestExport(t *testing.T) {
 		"diskless_upload_bytes_total 1000",
 		"diskless_cache_store_reads_total 5",
 		"diskless_fetch_bytes_total 42",
-		"diskless_produce_received_bytes_total 7",
-		`diskless_produce_partition_errors_total{error="CORRUPT_MESSAGE"} 1`,
+		"diskless_produce_received_bytes_total 28", // 7 bytes in each of 4 requests
+		`diskless_produce_partition_errors_total{error="CORRUPT_MESSAGE"} 4`,
 		`diskless_produce_latency_seconds_count{acks="-1"} 1`,
+		`diskless_produce_latency_seconds_count{acks="invalid"} 3`,
 		`diskless_commit_latency_seconds_count{shard="3"} 1`,
 		"go_goroutines",
 	} {
