@@ -68,4 +68,13 @@
 // output, and waits for one of [Config.DecompressConcurrency] slots. A
 // batch over those limits answers its partition CORRUPT_MESSAGE and logs a
 // warning naming it.
+//
+// The candidate does not answer when the log start lies inside it and the
+// records it was chosen for are below it (deleted): the lookup then walks
+// the index after it with FindBatches, in pages that start at 64 KiB and
+// double up to 64 MiB, to the first batch reaching the timestamp, or, for
+// max timestamp, to the first batch reaching the candidate's max timestamp
+// or else the high watermark (lookup.go). A batch chosen for its max
+// timestamp whose records, all at or above the log start, do not hold it is
+// corrupt: CORRUPT_MESSAGE, with a warning naming it.
 package fetch

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,10 +14,18 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// scanPageBytes is the MaxBytes of the FindBatches calls a timestamp lookup
-// makes when it has to look past the coordinator's candidate batch. Only
-// coordinates come back, no data, so a page can be large.
-const scanPageBytes = 64 << 20
+// Page sizes of the FindBatches calls a timestamp lookup makes when it has
+// to look past the coordinator's candidate batch (see walk), as MaxBytes:
+// the sum of the ByteSize of the batches returned. Only coordinates come
+// back, no data. The first page is small because most walks end at the
+// first batch after the candidate: at Kafka's default batch.size (16 KiB),
+// 64 KiB is a handful of coordinates. Each further page doubles, so a long
+// walk asks for scanPageBytes from its 11th call on and costs one call per
+// 64 MiB of batches from there.
+const (
+	firstPageBytes = 64 << 10
+	scanPageBytes  = 64 << 20
+)
 
 // hit is a record position found by a lookup: offset and timestamp (ms),
 // −1/−1 for none.
@@ -42,14 +51,28 @@ type lookup struct {
 
 // atOrAfter returns the first record at or above the log start offset with
 // a timestamp ≥ target, looking in c, the coordinator's candidate (the first
-// batch whose max timestamp is ≥ target), and then in the batches after it:
-// c's qualifying records may all lie below the log start offset.
+// batch whose max timestamp is ≥ target), and then in the batches after it.
+//
+// A batch whose max timestamp is ≥ target but that has no such record at
+// or above the log start offset is passed over only when the log start lies
+// inside it (or has moved past it): its qualifying records were deleted.
+// When the log start is at or below its base offset, every record was
+// scanned and its header (which the index copies) claims a timestamp no
+// record has: the batch is corrupt, and the partition gets CORRUPT_MESSAGE
+// rather than an answer from further on. Other errors: those of scan and
+// walk.
 func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
 		if c.MaxTimestamp() >= target {
-			if at, errc := l.first(ctx, &c, atLeast); errc != nil || at != miss {
+			at, errc := l.first(ctx, &c, atLeast)
+			if errc != nil || at != miss {
 				return at, errc
+			}
+			if l.logStart <= c.BaseOffset {
+				l.corrupt(&c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
+					target, c.MaxTimestamp()))
+				return miss, kerr.CorruptMessage
 			}
 		}
 		found := false
@@ -67,32 +90,73 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 }
 
 // maxTimestamp returns the earliest record at or above the log start offset
-// holding the partition's largest timestamp, given c, the coordinator's
+// holding the largest timestamp among those, given c, the coordinator's
 // candidate: the earliest batch with the largest max timestamp.
+//
+// Usually c's first record holding its max timestamp is the answer. When
+// the log start lies inside c that record may be deleted, and the answer is
+// then c's largest record left or, if larger, the first record holding the
+// largest max timestamp of the batches after c (largestAfter). If the log
+// start is at or below c's base offset and no record holds c's max
+// timestamp, c's header is false: CORRUPT_MESSAGE, as in atOrAfter. Other
+// errors: those of scan and walk.
 func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate) (hit, *kerr.Error) {
-	best, errc := l.largest(ctx, &c)
-	if errc != nil || (best != miss && best.timestamp == c.MaxTimestamp()) {
-		return best, errc
+	// Each turn starts with (1) every record at or above the log start
+	// offset and before c timestamped below c's max timestamp, and (2) no
+	// batch after c, below the high watermark, with a larger max
+	// timestamp. The coordinator's candidate meets both. A turn moves on
+	// to later, the earliest batch after c with the largest max timestamp,
+	// only if that is larger than every record c has left: (2) holds by
+	// the choice of later, (1) by that and because the batches between c
+	// and later have smaller max timestamps. If later then neither answers
+	// nor is corrupt, the log start has passed its base offset.
+	for {
+		best, errc := l.largest(ctx, &c)
+		if errc != nil {
+			return miss, errc
+		}
+		if best != miss && best.timestamp == c.MaxTimestamp() {
+			return best, nil
+		}
+		if l.logStart <= c.BaseOffset {
+			l.corrupt(&c, fmt.Sprintf("the largest record timestamp is %d, the batch's max timestamp is %d",
+				best.timestamp, c.MaxTimestamp()))
+			return miss, kerr.CorruptMessage
+		}
+		later, found, errc := l.largestAfter(ctx, &c)
+		if errc != nil {
+			return miss, errc
+		}
+		if best != miss && best.offset < l.logStart {
+			// The log start moved past best during the walk: c has
+			// less left.
+			if best, errc = l.largest(ctx, &c); errc != nil {
+				return miss, errc
+			}
+		}
+		if !found || (best != miss && later.MaxTimestamp() <= best.timestamp) {
+			return best, nil
+		}
+		c = later
 	}
-	// c's largest timestamp lies below the log start offset, which has
-	// moved into c: the answer is best or lies in a later batch.
+}
+
+// largestAfter returns the earliest batch after c, below the high
+// watermark, with the largest max timestamp, and whether there is one. The
+// walk stops at the first batch reaching c's max timestamp, which no later
+// batch exceeds (see maxTimestamp); otherwise it reads every coordinate up
+// to the high watermark, in pages (see walk). The coordinator cannot name
+// the largest batch after an offset, which would make this one call.
+func (l *lookup) largestAfter(ctx context.Context, c *coordinator.BatchCoordinate) (coordinator.BatchCoordinate, bool, *kerr.Error) {
 	var later coordinator.BatchCoordinate
 	found := false
-	errc = l.walk(ctx, c.LastOffset+1, func(b *coordinator.BatchCoordinate) bool {
+	errc := l.walk(ctx, c.LastOffset+1, func(b *coordinator.BatchCoordinate) bool {
 		if !found || b.MaxTimestamp() > later.MaxTimestamp() {
 			later, found = *b, true
 		}
-		return true
+		return later.MaxTimestamp() < c.MaxTimestamp()
 	})
-	if errc != nil || !found || (best != miss && later.MaxTimestamp() <= best.timestamp) {
-		return best, errc
-	}
-	want := later.MaxTimestamp()
-	at, errc := l.first(ctx, &later, func(ts int64) bool { return ts == want })
-	if errc != nil || at == miss {
-		return best, errc
-	}
-	return at, nil
+	return later, found, errc
 }
 
 // first returns the first record of c at or above the log start offset
@@ -221,12 +285,17 @@ func (l *lookup) corrupt(c *coordinator.BatchCoordinate, why string) {
 
 // walk calls fn for each batch from offset from on, in offset order, up to
 // the high watermark the lookup started with, until fn returns false; fn
-// must copy a batch it keeps. A log start offset that
-// has moved past from is followed; an offset past the end ends the walk.
+// must copy a batch it keeps. A log start offset that has moved past from
+// is followed; an offset past the end ends the walk. Pages start at
+// firstPageBytes and double up to scanPageBytes, so a walk that fn ends
+// early reads few coordinates. Errors: the coordinator's, or
+// UNKNOWN_SERVER_ERROR for an answer that breaks FindBatches' contract.
 func (l *lookup) walk(ctx context.Context, from int64, fn func(*coordinator.BatchCoordinate) bool) *kerr.Error {
-	req := []coordinator.FindBatchesRequest{{TopicID: l.tp.TopicID, Partition: l.tp.Partition, MaxBytes: scanPageBytes}}
+	req := []coordinator.FindBatchesRequest{{TopicID: l.tp.TopicID, Partition: l.tp.Partition}}
+	page := int32(firstPageBytes)
 	for from < l.hwm {
-		req[0].Offset = from
+		req[0].Offset, req[0].MaxBytes = from, page
+		page = min(2*page, scanPageBytes)
 		rs := l.h.coord.FindBatches(ctx, req)
 		if len(rs) != 1 {
 			return kerr.UnknownServerError

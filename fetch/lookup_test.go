@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,7 +18,9 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -421,6 +425,234 @@ func TestListOffsetsLargeBatch(t *testing.T) {
 			p := e.h.ListOffsets(t.Context(), listReq(8, "big", 0, tss[19])).Topics[0].Partitions[0]
 			if p.ErrorCode != 0 || p.Offset != 19 || p.Timestamp != tss[19] {
 				t.Errorf("error %d offset %d timestamp %d, want 19 %d", p.ErrorCode, p.Offset, p.Timestamp, tss[19])
+			}
+		})
+	}
+}
+
+// falseMaxBatch is an uncompressed batch of records at tss whose header
+// claims maxTS as its max timestamp (CRC updated): a header that lies, as
+// the index copies it at commit.
+func falseMaxBatch(tb testing.TB, maxTS int64, tss ...int64) []byte {
+	tb.Helper()
+	b := makeBatch(tb, batch.CodecNone, 10, tss...)
+	binary.BigEndian.PutUint64(b[35:], uint64(maxTS)) // maxTimestamp (SPEC §1)
+	batch.Header(b).UpdateCRC()
+	if got := batch.Header(b).MaxTimestamp(); got != maxTS {
+		tb.Fatalf("header max timestamp %d, want %d", got, maxTS)
+	}
+	return b
+}
+
+// TestListOffsetsFalseMaxTimestamp: a batch whose header (and so the
+// index) claims a max timestamp above every record's, with the log start at
+// or below its base offset, is corrupt: a lookup it is the candidate of
+// gets CORRUPT_MESSAGE on its partition, with a warning naming the batch,
+// instead of an answer from a later batch. Other partitions of the request
+// are answered. With the log start inside the batch the missing records
+// may have been deleted, so the lookup goes on to later batches.
+func TestListOffsetsFalseMaxTimestamp(t *testing.T) {
+	// Every partition: 0–1 at 100 200; 2–4 at 1000 1010 1020 (partitions
+	// 0, 1, 3: header max 9000); 5–6 at 4000 6000.
+	logs := &logBuffer{}
+	e := newEnv(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	e.coord.createTopic("f", 4)
+	for p, logStart := range []int64{0, 2, 0, 3} {
+		mid := makeBatch(t, batch.CodecNone, 10, 1000, 1010, 1020)
+		if p != 2 {
+			mid = falseMaxBatch(t, 9000, 1000, 1010, 1020)
+		}
+		e.commit("f", int32(p), commitOpts{},
+			makeBatch(t, batch.CodecNone, 10, 100, 200), mid, makeBatch(t, batch.CodecNone, 10, 4000, 6000))
+		e.coord.setLogStart("f", int32(p), logStart)
+	}
+	type answer struct {
+		errc              int16
+		offset, timestamp int64
+	}
+	corrupt := answer{kerr.CorruptMessage.Code, -1, -1}
+	for _, tc := range []struct {
+		name string
+		ts   int64
+		want []answer // by partition
+	}{
+		// Partitions: log start below the false batch, at its base, none
+		// false, inside the false batch.
+		{name: "timestamp", ts: 3000, want: []answer{corrupt, corrupt, {0, 5, 4000}, {0, 5, 4000}}},
+		{name: "max timestamp", ts: -3, want: []answer{corrupt, corrupt, {0, 6, 6000}, {0, 6, 6000}}},
+		// The false batch is not the candidate: 1020 is within its header.
+		{name: "timestamp within the records", ts: 1015, want: []answer{{0, 4, 1020}, {0, 4, 1020}, {0, 4, 1020}, {0, 4, 1020}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := listReq(8, "f", 0, tc.ts)
+			for p := int32(1); p < 4; p++ {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp = p, tc.ts
+				req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+			}
+			var got []answer
+			for _, p := range e.h.ListOffsets(t.Context(), req).Topics[0].Partitions {
+				got = append(got, answer{p.ErrorCode, p.Offset, p.Timestamp})
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("answers %v, want %v", got, tc.want)
+			}
+		})
+	}
+	l := logs.String()
+	for _, p := range []string{"partition=0", "partition=1"} {
+		if !strings.Contains(l, "corrupt batch") || !regexp.MustCompile(p+` offset=2 object=wal/000\d`).MatchString(l) {
+			t.Errorf("no warning naming the false batch of %s; logs:\n%s", p, l)
+		}
+	}
+	if strings.Contains(l, "partition=2") || strings.Contains(l, "partition=3") {
+		t.Errorf("warnings for partitions without a false header; logs:\n%s", l)
+	}
+}
+
+// TestListOffsetsLogStartInsideCandidate: with the log start inside the
+// candidate batch, timestamp and max-timestamp lookups answer from the
+// candidate's records left or from later batches, also when retention moves
+// the log start during the lookup (at its first FindBatches call). The
+// answer never falls below the log start.
+func TestListOffsetsLogStartInsideCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		batches  [][]int64 // timestamps of each batch, offsets from 0
+		logStart int64
+		moveTo   int64 // the log start at the first FindBatches call; 0: unmoved
+		ts       int64
+		offset   int64
+		stamp    int64
+	}{
+		{name: "timestamp: the candidate's record left", batches: [][]int64{{3000, 1000, 2000}, {2500, 2600}},
+			logStart: 1, ts: 1500, offset: 2, stamp: 2000},
+		{name: "timestamp: the next batch", batches: [][]int64{{3000, 1000, 2000}, {2500, 2600}},
+			logStart: 1, ts: 2550, offset: 4, stamp: 2600},
+		{name: "timestamp: none left", batches: [][]int64{{3000, 1000, 2000}, {2500, 2600}},
+			logStart: 1, ts: 2700, offset: -1, stamp: -1},
+		{name: "max timestamp: the candidate's record left", batches: [][]int64{{3000, 1000, 2000}, {1500, 1600}},
+			logStart: 1, ts: -3, offset: 2, stamp: 2000},
+		{name: "max timestamp: a later batch is larger", batches: [][]int64{{3000, 1000, 2000}, {2500, 2600}, {2550}},
+			logStart: 1, ts: -3, offset: 4, stamp: 2600},
+		{name: "max timestamp: a later batch ties the candidate's record left", batches: [][]int64{{3000, 1000, 2000}, {2000}},
+			logStart: 1, ts: -3, offset: 2, stamp: 2000},
+		{name: "max timestamp: later batches reach the candidate's max", batches: [][]int64{{3000, 1000, 2000}, {2500, 3000}, {3000}},
+			logStart: 1, ts: -3, offset: 4, stamp: 3000},
+		{name: "max timestamp: the log start moves past the candidate",
+			batches:  [][]int64{{3000, 1000, 2000}, {1500, 1600}, {1700, 1100}},
+			logStart: 1, moveTo: 3, ts: -3, offset: 5, stamp: 1700},
+		{name: "max timestamp: the log start moves past the candidate's largest record, not past the next",
+			batches:  [][]int64{{3000, 1000, 2000, 1900}, {1500, 1700}},
+			logStart: 1, moveTo: 3, ts: -3, offset: 3, stamp: 1900},
+		{name: "max timestamp: the log start moves into the later batch, past its largest record",
+			batches:  [][]int64{{3000, 1000, 2000}, {2500, 1500}, {1800, 1700}},
+			logStart: 1, moveTo: 4, ts: -3, offset: 5, stamp: 1800},
+		{name: "timestamp: the log start moves into the next batch, past its record",
+			batches:  [][]int64{{3000, 1000, 2000}, {2500, 1500}, {1800, 2600}},
+			logStart: 1, moveTo: 4, ts: 2400, offset: 6, stamp: 2600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.coord.createTopic("s", 1)
+			for _, tss := range tc.batches {
+				e.commit("s", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, tss...))
+			}
+			e.coord.setLogStart("s", 0, tc.logStart)
+			if tc.moveTo != 0 {
+				e.coord.onFind = func() {
+					e.coord.onFind = nil
+					e.coord.setLogStart("s", 0, tc.moveTo)
+				}
+			}
+			p := e.h.ListOffsets(t.Context(), listReq(8, "s", 0, tc.ts)).Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || p.Offset != tc.offset || p.Timestamp != tc.stamp {
+				t.Errorf("error %d offset %d timestamp %d, want 0 %d %d", p.ErrorCode, p.Offset, p.Timestamp, tc.offset, tc.stamp)
+			}
+		})
+	}
+}
+
+// countingCoord is a Coordinator that counts FindBatches calls and the
+// coordinates they return.
+type countingCoord struct {
+	Coordinator
+	finds, coords atomic.Int64
+}
+
+func (c *countingCoord) FindBatches(ctx context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult {
+	c.finds.Add(1)
+	rs := c.Coordinator.FindBatches(ctx, reqs)
+	for i := range rs {
+		c.coords.Add(int64(len(rs[i].Batches)))
+	}
+	return rs
+}
+
+// TestListOffsetsWalkCost pins the FindBatches calls, and the coordinates
+// they return, of lookups that look past a candidate holding the log start
+// (offsets 0–2 at 9000 1000 2000, log start 1), on a partition of 100,000
+// more batches: 16 KiB index entries at 3000 whose bytes do not exist (a
+// lookup that read one would fail), and one real batch, the answer. Pages
+// start at 64 KiB (the real batch and three entries) and double up to
+// 64 MiB (4096 entries); a max-timestamp walk stops at the first batch
+// reaching the candidate's max timestamp. Without one it reads the whole
+// index: the coordinator cannot name the largest batch after an offset.
+func TestListOffsetsWalkCost(t *testing.T) {
+	const fillers = 100_000
+	for _, tc := range []struct {
+		name          string
+		ts            int64
+		at            int     // fillers before the real batch
+		real          []int64 // the real batch's timestamps
+		offset, stamp int64
+		finds, coords int64
+	}{
+		{name: "timestamp, answered by the next batch", ts: 2500, at: 0, real: []int64{3000},
+			offset: 3, stamp: 3000, finds: 1, coords: 4},
+		{name: "max timestamp, the next batch reaches the candidate's", ts: -3, at: 0, real: []int64{9000},
+			offset: 3, stamp: 9000, finds: 1, coords: 4},
+		// Pages of 4, 8, … 4096 entries: 8188 after 11 calls, then 4096.
+		{name: "max timestamp, reached 10,000 batches on", ts: -3, at: 10_000, real: []int64{9000},
+			offset: 3 + 10_000, stamp: 9000, finds: 12, coords: 8188 + 4096},
+		{name: "max timestamp, never reached: the whole index", ts: -3, at: fillers, real: []int64{5000},
+			offset: 3 + fillers, stamp: 5000, finds: 11 + 23, coords: fillers + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.coord.createTopic("w", 1)
+			e.commit("w", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 9000, 1000, 2000))
+			fill := func(n int) {
+				if n == 0 {
+					return
+				}
+				bs := make([]coordinator.BatchCoordinate, n)
+				e.coord.mu.Lock()
+				base := e.coord.mu.byName["w"].parts[0].hwm
+				e.coord.mu.Unlock()
+				for i := range bs {
+					bs[i] = coordinator.BatchCoordinate{ObjectKey: "absent", FileSize: 1 << 30, ByteSize: 16 << 10,
+						BaseOffset: base + int64(i), LastOffset: base + int64(i),
+						TimestampType: batch.TimestampCreateTime, BatchMaxTimestamp: 3000}
+				}
+				e.coord.add("w", 0, bs...)
+			}
+			fill(tc.at)
+			e.commit("w", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, tc.real...))
+			fill(fillers - tc.at)
+			e.coord.setLogStart("w", 0, 1)
+
+			cc := &countingCoord{Coordinator: e.coord}
+			h, err := New(Config{Logger: discardLogger}, cc, e.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := h.ListOffsets(t.Context(), listReq(8, "w", 0, tc.ts)).Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || p.Offset != tc.offset || p.Timestamp != tc.stamp {
+				t.Errorf("error %d offset %d timestamp %d, want 0 %d %d", p.ErrorCode, p.Offset, p.Timestamp, tc.offset, tc.stamp)
+			}
+			if f, c := cc.finds.Load(), cc.coords.Load(); f != tc.finds || c != tc.coords {
+				t.Errorf("%d FindBatches calls returning %d coordinates, want %d and %d", f, c, tc.finds, tc.coords)
 			}
 		})
 	}
