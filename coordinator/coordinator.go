@@ -227,6 +227,44 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
+// Err reports the coordinator's health, for a health check (/healthz):
+// nil while every shard serves; ErrClosed once Close has begun; otherwise
+// an error wrapping ErrShardFailed and each failed shard's cause, naming
+// the shards ("coordinator: shard failed: shard 1: …; shard 3: …"). A
+// shard fails when it could not rebuild its state from its metadata log
+// after a failed write (see ErrShardFailed); it answers
+// KAFKA_STORAGE_ERROR until the process restarts, while the other shards
+// go on. Err takes each shard's read lock in turn, which no shard holds
+// across disk IO, so it is cheap and never waits for the disk; it is safe
+// for concurrent use.
+func (c *Coordinator) Err() error {
+	c.closeMu.RLock()
+	closed := c.closed
+	c.closeMu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	format, args := "%w", []any{ErrShardFailed}
+	for _, s := range c.shards {
+		s.mu.RLock()
+		failed := s.mu.failed
+		s.mu.RUnlock()
+		if failed == nil {
+			continue
+		}
+		sep := "; "
+		if len(args) == 1 {
+			sep = ": "
+		}
+		format += sep + "shard %d: %w"
+		args = append(args, s.id, failed)
+	}
+	if len(args) == 1 {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
 // ShardFor returns the shard, in [0, numShards), that owns a partition:
 //
 //	h     = FNV-1a 32-bit hash of the 16 topic id bytes

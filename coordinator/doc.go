@@ -45,32 +45,41 @@
 //
 // Specified in docs/format/metadata-records.md. The embedded backend keeps
 // each shard in Dir/shard-<n>/ as segment files named by the index of
-// their first record (a 16-byte header: "DSML", version 1, base index),
-// holding frames:
+// their first record (a 16-byte header: "DSML", version 2, base index),
+// holding groups: the records of one Append (one write, one fsync), each
+// in a frame, then a group end:
 //
-//	+----------------+----------------+------------------------------+
-//	| length uint32  | crc uint32     | body (length bytes)          |
-//	+----------------+----------------+------------------------------+
+//	frame:     | length uint32 | crc uint32 | body (length bytes) |
+//	group end: | "DSGE" | count uint32 | first int64 | length uint64 | group crc uint32 | crc uint32 |
 //
 // big-endian; length is 1 … MaxRecordBytes; crc is CRC-32C (Castagnoli)
-// over the length bytes and the body. The body is a KRaft-style metadata
-// record: uvarint frame version 1, uvarint record key, uvarint version 0,
-// then the record in Kafka's flexible-version encoding (compact strings
-// and arrays, tagged fields after every struct). Keys: 100
-// DisklessPartitionCreatedRecord, 101 DisklessTopicDeletedRecord, 102
+// over the length bytes and the body. A group end (32 bytes; "DSGE" is
+// never a valid frame length) gives the group's record count, the index
+// of its first record, the length in bytes of its frames and a CRC-32C
+// over them, and a CRC-32C of its own first 28 bytes. Group ends are not
+// records: record indexes count frames only. The body is a KRaft-style
+// metadata record: uvarint frame version 1, uvarint record key, uvarint
+// version 0, then the record in Kafka's flexible-version encoding
+// (compact strings and arrays, tagged fields after every struct). Keys:
+// 100 DisklessPartitionCreatedRecord, 101 DisklessTopicDeletedRecord, 102
 // DisklessFileCommittedRecord, 103 DisklessRecordsDeletedRecord (SPEC §8),
 // and the project's 104 DisklessTopicConfigRecord (the catalog entry; the
 // commit point of CreateTopic), 105 DisklessProducerIdBlockRecord and 106
 // DisklessFileDeletedRecord.
 //
-// On open, a short frame, bad length or bad CRC in the last segment with
-// no valid frame anywhere after it is a torn tail, truncated with a
-// warning naming the bytes dropped; followed by a valid frame, or in any
-// other segment, it is ErrCorrupt naming the file and byte offset. Every
-// SnapshotIntervalRecords records a shard starts a new segment at N and
-// freezes a copy of its state (on the driver, O(files + partitions)), then
-// encodes and writes it (N.snapshot, the state after records [0, N)) on a
-// snapshot goroutine while commits go on, and only then deletes older
-// segments and snapshots; Open loads the newest valid snapshot and
-// replays the records after it.
+// On open, replay applies a group's records only once its group end has
+// verified the group. In the last segment, the group holding the first bad
+// spot (a short frame, bad length or CRC, a bad or missing group end) is a
+// torn group — the last Append, whose fsync never returned — unless a
+// later group verifies completely or bytes follow the bad group's own
+// group end (both mean a later Append ran, so the bad group's fsync had
+// returned): a torn group is truncated whole, from its first frame, with a
+// warning naming the bytes dropped; otherwise, and in any other segment,
+// it is ErrCorrupt naming the file and byte offset. Every
+// SnapshotIntervalRecords records a shard starts a new segment at N
+// (always between groups) and freezes a copy of its state (on the driver,
+// O(files + partitions)), then encodes and writes it (N.snapshot, the
+// state after records [0, N)) on a snapshot goroutine while commits go on,
+// and only then deletes older segments and snapshots; Open loads the
+// newest valid snapshot and replays the records after it.
 package coordinator

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,9 +23,11 @@ import (
 
 // Segment and snapshot file layout (docs/format/metadata-records.md).
 const (
-	segmentMagic      = "DSML"
-	snapshotMagic     = "DSMS"
-	fileFormatVersion = 1
+	segmentMagic  = "DSML"
+	snapshotMagic = "DSMS"
+	// fileFormatVersion 2 added group ends; version 1 segments are not
+	// read.
+	fileFormatVersion = 2
 	// snapshotFormatVersion 2 added the file table's owners and closed
 	// flags (record 106); version 1 snapshots are not read.
 	snapshotFormatVersion = 2
@@ -41,13 +44,17 @@ const (
 )
 
 // ErrCorrupt is returned (wrapped) when the metadata log holds bytes that
-// cannot be a torn tail: a bad frame in a sealed segment, a bad segment
-// header, or a gap in record indexes. The log is left untouched.
+// cannot be a torn tail: a bad frame or group end in a sealed segment; one
+// in the last segment followed by a group that verifies, or by bytes
+// written after its group's end; a bad segment header or format version;
+// or a gap in record indexes (docs/format/metadata-records.md §Torn tail
+// rule). The log is left untouched.
 var ErrCorrupt = errors.New("coordinator: metadata log corrupt")
 
 // fileLog is the embedded metadata log: segment files of CRC-framed
-// records in one directory, appended with one write and one fsync per group
-// (docs/format/metadata-records.md). It implements SnapshotLog.
+// records in one directory, appended with one write and one fsync per
+// group, each group closed by a group end that lets replay keep or drop it
+// whole (docs/format/metadata-records.md). It implements SnapshotLog.
 //
 // The shard driver calls every method but SaveSnapshot; SaveSnapshot runs
 // on the shard's snapshot goroutine, concurrently with Append. It touches
@@ -249,7 +256,9 @@ func (l *fileLog) Replay(ctx context.Context, from int64, fn func(index int64, b
 }
 
 // replaySegment reads segment base and returns the index after its last
-// record. In the last segment a bad frame starts a torn tail, truncated.
+// record. It calls fn only for records of groups whose group end verified
+// them. In the last segment, bad data at the tail is a torn group and is
+// truncated (tornTail); anywhere else it is ErrCorrupt.
 func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from int64, fn func(int64, []byte) error) (int64, error) {
 	path := l.segmentPath(base)
 	f := l.f
@@ -279,19 +288,20 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 	if _, err := f.ReadAt(hdr, 0); err != nil {
 		return 0, fmt.Errorf("%w: %s: reading header: %v", ErrCorrupt, path, err)
 	}
-	if string(hdr[:4]) != segmentMagic || binary.BigEndian.Uint32(hdr[4:]) != fileFormatVersion ||
-		int64(binary.BigEndian.Uint64(hdr[8:])) != base {
+	if string(hdr[:4]) != segmentMagic || int64(binary.BigEndian.Uint64(hdr[8:])) != base {
 		return 0, fmt.Errorf("%w: %s: bad segment header %x", ErrCorrupt, path, hdr)
 	}
-	fr := newFrameReader(io.NewSectionReader(f, segmentHeaderSize, size-segmentHeaderSize), segmentHeaderSize, size)
+	if v := binary.BigEndian.Uint32(hdr[4:]); v != fileFormatVersion {
+		return 0, fmt.Errorf("%w: %s: segment format version %d, this build reads only version %d",
+			ErrCorrupt, path, v, fileFormatVersion)
+	}
+	gr := newGroupReader(io.NewSectionReader(f, segmentHeaderSize, size-segmentHeaderSize), segmentHeaderSize, size)
 	idx := base
 	for {
-		if (idx-base)%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return 0, err
-			}
+		if err := ctx.Err(); err != nil {
+			return 0, err
 		}
-		body, err := fr.next()
+		bodies, err := gr.next(idx)
 		if err == io.EOF {
 			break
 		}
@@ -299,33 +309,36 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 			if !isFrameError(err) {
 				return 0, fmt.Errorf("coordinator: replay %s: %w", path, err)
 			}
+			bad := idx + int64(gr.records())
 			if !last {
-				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v", ErrCorrupt, path, fr.off, idx, err)
+				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v", ErrCorrupt, path, gr.bad, bad, err)
 			}
-			// A torn tail is what a crash leaves after the last fsync:
-			// nothing valid follows it. A valid frame after the bad one
-			// was written, and fsynced, after it: the bad frame held
-			// acknowledged records and truncating would drop them.
-			next, serr := findFrame(f, fr.off+1, size)
+			badEnd := int64(-1)
+			if gr.badEnd {
+				badEnd = gr.bad
+			}
+			evidence, serr := tornTail(f, gr.start, size, idx, badEnd)
 			if serr != nil {
 				return 0, fmt.Errorf("coordinator: replay %s: %w", path, serr)
 			}
-			if next >= 0 {
-				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v; a valid frame follows at byte %d, so this is not a torn tail",
-					ErrCorrupt, path, fr.off, idx, err, next)
+			if evidence != "" {
+				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v; not a torn tail: %s",
+					ErrCorrupt, path, gr.bad, bad, err, evidence)
 			}
-			if err := l.truncateTail(f, path, fr.off, size, err); err != nil {
+			if err := l.truncateTail(f, path, gr.start, size, gr.bad, err); err != nil {
 				return 0, err
 			}
-			size = fr.off
+			size = gr.start
 			break
 		}
-		if idx >= from {
-			if err := fn(idx, body); err != nil {
-				return 0, fmt.Errorf("%s at byte %d (record %d): %w", path, fr.off-int64(len(body))-frameHeaderSize, idx, err)
+		for i, body := range bodies {
+			if idx >= from {
+				if err := fn(idx, body); err != nil {
+					return 0, fmt.Errorf("%s at byte %d (record %d): %w", path, gr.frameOffset(i), idx, err)
+				}
 			}
+			idx++
 		}
-		idx++
 	}
 	if last {
 		l.size = size
@@ -333,20 +346,72 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 	return idx, nil
 }
 
-func (l *fileLog) truncateTail(f *os.File, path string, off, size int64, reason error) error {
+// tornTail decides whether bad data in the group of the last segment that
+// starts at byte start with record first is what a crash left of the last
+// group — written by an Append whose fsync never returned, so nothing in
+// it was acknowledged — or damage to acknowledged records. badEnd is the
+// offset of the bad spot when it is a group end (magic intact), else −1.
+// It returns "" for a torn group, else the evidence that the group's fsync
+// returned:
+//
+//   - a later group verifies completely (its group end's own CRC, a start
+//     after start, the group CRC over its bytes): it was written, and
+//     fsynced, after the bad group, and fsyncs are ordered;
+//   - the bad group's own group end (its CRC holds, it names first and
+//     reaches back to start; or the bad spot itself, when it is a group
+//     end) is followed by more bytes: only a later Append writes past a
+//     group end, and it starts only after the previous fsync returned.
+//
+// Neither can come from a crash during the last Append, whatever order
+// the kernel persisted its pages in. The scan reads the segment from
+// start once (scanGroupEnds), plus the bytes of each candidate group.
+func tornTail(f io.ReaderAt, start, size, first, badEnd int64) (string, error) {
+	own := badEnd
+	var evidence string
+	_, err := scanGroupEnds(f, start, size, func(pos int64, g groupEnd) (bool, error) {
+		ok, err := groupVerifies(f, pos, g, start+1)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			evidence = fmt.Sprintf("a complete group of %d records from record %d follows it at bytes %d … %d",
+				g.count, g.first, g.start(pos), pos+groupEndSize)
+			return true, nil
+		}
+		if own < 0 && g.start(pos) == start && g.first == first {
+			own = pos
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if evidence == "" && own >= 0 && own+groupEndSize < size {
+		evidence = fmt.Sprintf("its group ends at byte %d and %d more bytes were written after that end",
+			own, size-own-groupEndSize)
+	}
+	return evidence, nil
+}
+
+// truncateTail drops the torn group that starts at off (the bad data is
+// at bad), fsyncs, and logs what was dropped.
+func (l *fileLog) truncateTail(f *os.File, path string, off, size, bad int64, reason error) error {
 	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
 	}
-	l.logger.Warn("coordinator: truncated torn tail of metadata log",
-		"file", path, "offset", off, "dropped_bytes", size-off, "reason", reason.Error())
+	l.logger.Warn("coordinator: truncated torn tail of metadata log (a group whose write never completed)",
+		"file", path, "offset", off, "dropped_bytes", size-off, "bad_at", bad, "reason", reason.Error())
 	return nil
 }
 
-// Append implements Log: one write and one fsync for all bodies. On failure
-// the segment is truncated back to its size before the call.
+// Append implements Log: one write and one fsync for all bodies, framed
+// and followed by a group end (docs/format/metadata-records.md §Group
+// end), so that replay keeps the group whole or drops it whole. On failure
+// the segment is truncated back to its size before the call. An empty
+// bodies writes nothing.
 func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
 	if err := l.failed(); err != nil {
 		return err
@@ -357,6 +422,12 @@ func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(bodies) == 0 {
+		return nil
+	}
+	if uint64(len(bodies)) > math.MaxUint32 {
+		return fmt.Errorf("coordinator: %d records in one group (limit %d)", len(bodies), uint32(math.MaxUint32))
+	}
 	buf := l.buf[:0]
 	for _, b := range bodies {
 		if len(b) == 0 || len(b) > MaxRecordBytes {
@@ -364,6 +435,12 @@ func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
 		}
 		buf = appendFrame(buf, b)
 	}
+	buf = appendGroupEnd(buf, groupEnd{
+		count:    uint32(len(bodies)),
+		first:    l.next,
+		length:   int64(len(buf)),
+		groupCRC: crc32.Checksum(buf, castagnoli),
+	})
 	if cap(buf) <= maxRetainedAppendBuffer {
 		l.buf = buf
 	} else {

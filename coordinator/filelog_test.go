@@ -3,12 +3,16 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,50 +91,116 @@ func TestFileLogAppendBeforeReplay(t *testing.T) {
 	}
 }
 
-// TestFileLogDamagedLastSegment damages the only (so the last) segment.
-// Damage that a crash can cause — bad bytes with nothing valid after them
-// — is a torn tail: reopening keeps exactly the intact records, truncates
-// the rest with a warning, and appends after them. A bad frame followed
-// by a valid one held acknowledged records: reopening fails with
-// ErrCorrupt naming the file and byte offset, and leaves the file alone.
+// segLayout is where the frames and group ends of an undamaged segment
+// are.
+type segLayout struct {
+	frames []int64 // frames[i]: offset of record i of the segment
+	ends   []int64 // ends[g]: offset of the group end of group g
+	size   int64
+}
+
+// segmentLayout walks an undamaged segment.
+func segmentLayout(t *testing.T, path string) segLayout {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := segLayout{size: int64(len(b))}
+	for off := segmentHeaderSize; off < len(b); {
+		if isGroupEnd(b[off:]) {
+			lay.ends = append(lay.ends, int64(off))
+			off += groupEndSize
+			continue
+		}
+		_, n, err := decodeFrame(b[off:])
+		if err != nil {
+			t.Fatalf("frame at %d: %v", off, err)
+		}
+		lay.frames = append(lay.frames, int64(off))
+		off += n
+	}
+	return lay
+}
+
+// TestFileLogDamagedLastSegment damages the only (so the last) segment,
+// written as two groups: records 0 … 10 and 11 … 21. Damage that a crash
+// can cause — bad bytes in the last group, in any order, or after it,
+// with no complete group after them — is a torn group: reopening keeps
+// exactly the groups before it, truncates the rest with a warning, and
+// appends after them. Damage followed by a complete group, or by bytes a
+// later append wrote after the damaged group's end, is in acknowledged
+// records: reopening fails with ErrCorrupt naming the file and byte
+// offset, and leaves the file alone.
 func TestFileLogDamagedLastSegment(t *testing.T) {
 	records := bodies("r", 22)
-	frameStart := make([]int64, len(records)+1) // frameStart[i]: offset of frame i
-	frameStart[0] = segmentHeaderSize
-	for i, b := range records {
-		frameStart[i+1] = frameStart[i] + int64(frameHeaderSize+len(b))
-	}
 	n := len(records)
 	cases := []struct {
 		name   string
-		damage func(t *testing.T, path string, size int64)
+		damage func(t *testing.T, path string, lay segLayout)
 		// keep is how many records survive a torn tail; −1: the log is
-		// corrupt at byte corruptAt.
+		// corrupt at byte corruptAt(lay).
 		keep      int
-		corruptAt int64
+		corruptAt func(lay segLayout) int64
 	}{
-		{"clean", func(*testing.T, string, int64) {}, n, 0},
-		{"torn: half a frame header", func(t *testing.T, p string, size int64) { truncate(t, p, frameStart[n-1]+4) }, n - 1, 0},
-		{"torn: half a body", func(t *testing.T, p string, size int64) { truncate(t, p, size-3) }, n - 1, 0},
-		{"torn: bad crc in last frame", func(t *testing.T, p string, size int64) { flip(t, p, size-1) }, n - 1, 0},
-		{"torn: bad length in last frame", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[n-1]) }, n - 1, 0},
-		{"torn: zeros appended", func(t *testing.T, p string, size int64) { appendBytes(t, p, make([]byte, 100)) }, n, 0},
-		{"torn: length too large appended", func(t *testing.T, p string, size int64) {
+		{"clean", func(*testing.T, string, segLayout) {}, n, nil},
+		{"torn: half a frame header", func(t *testing.T, p string, lay segLayout) { truncate(t, p, lay.frames[n-1]+4) }, 11, nil},
+		{"torn: half a body", func(t *testing.T, p string, lay segLayout) { truncate(t, p, lay.ends[1]-3) }, 11, nil},
+		{"torn: group end missing", func(t *testing.T, p string, lay segLayout) { truncate(t, p, lay.ends[1]) }, 11, nil},
+		{"torn: half a group end", func(t *testing.T, p string, lay segLayout) { truncate(t, p, lay.ends[1]+groupEndSize/2) }, 11, nil},
+		{"torn: bad group end crc", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.size-1) }, 11, nil},
+		{"torn: bad group end count", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.ends[1]+7) }, 11, nil},
+		{"torn: group end zeroed", func(t *testing.T, p string, lay segLayout) { zero(t, p, lay.ends[1], groupEndSize) }, 11, nil},
+		{"torn: bad crc in last frame", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.ends[1]-1) }, 11, nil},
+		{"torn: bad length in last frame", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.frames[n-1]) }, 11, nil},
+		{"torn: middle frame of the last group", func(t *testing.T, p string, lay segLayout) {
+			flip(t, p, lay.frames[16]+frameHeaderSize+1)
+		}, 11, nil},
+		{"torn: middle frame of the last group zeroed", func(t *testing.T, p string, lay segLayout) {
+			zero(t, p, lay.frames[16], lay.frames[17]-lay.frames[16])
+		}, 11, nil},
+		{"torn: first frame of the last group", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.frames[11]+5) }, 11, nil},
+		{"torn: zeros appended", func(t *testing.T, p string, lay segLayout) { appendBytes(t, p, make([]byte, 100)) }, n, nil},
+		{"torn: length too large appended", func(t *testing.T, p string, lay segLayout) {
 			appendBytes(t, p, []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 1})
-		}, n, 0},
-		{"torn: zeroed last two frames", func(t *testing.T, p string, size int64) {
-			zero(t, p, frameStart[n-2], size-frameStart[n-2])
-		}, n - 2, 0},
-		{"corrupt: bad crc in frame 7 of 22", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[8]-1) }, -1, frameStart[7]},
-		{"corrupt: bad crc in the next to last frame", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[n-1]-1) }, -1, frameStart[n-2]},
-		{"corrupt: bad length in frame 7", func(t *testing.T, p string, size int64) { flip(t, p, frameStart[7]+1) }, -1, frameStart[7]},
-		{"corrupt: zeroed frame 3", func(t *testing.T, p string, size int64) {
-			zero(t, p, frameStart[3], frameStart[4]-frameStart[3])
-		}, -1, frameStart[3]},
-		{"corrupt: frame 7 cut out", func(t *testing.T, p string, size int64) {
+		}, n, nil},
+		{"torn: valid frames appended without a group end", func(t *testing.T, p string, lay segLayout) {
+			appendBytes(t, p, appendFrame(appendFrame(nil, []byte("x")), []byte("y")))
+		}, n, nil},
+		{"torn: zeroed last two frames and group end", func(t *testing.T, p string, lay segLayout) {
+			zero(t, p, lay.frames[n-2], lay.size-lay.frames[n-2])
+		}, 11, nil},
+		{"corrupt: bad crc in frame 7 of 22", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.frames[8]-1) },
+			-1, func(lay segLayout) int64 { return lay.frames[7] }},
+		{"corrupt: bad crc in the last frame of the first group", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.ends[0]-1) },
+			-1, func(lay segLayout) int64 { return lay.frames[10] }},
+		{"corrupt: bad length in frame 7", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.frames[7]+1) },
+			-1, func(lay segLayout) int64 { return lay.frames[7] }},
+		{"corrupt: zeroed frame 3", func(t *testing.T, p string, lay segLayout) {
+			zero(t, p, lay.frames[3], lay.frames[4]-lay.frames[3])
+		}, -1, func(lay segLayout) int64 { return lay.frames[3] }},
+		{"corrupt: frame 7 cut out", func(t *testing.T, p string, lay segLayout) {
 			b, _ := os.ReadFile(p)
-			os.WriteFile(p, append(b[:frameStart[7]:frameStart[7]], b[frameStart[7]+5:]...), 0o644)
-		}, -1, frameStart[7]},
+			os.WriteFile(p, append(b[:lay.frames[7]:lay.frames[7]], b[lay.frames[7]+5:]...), 0o644)
+		}, -1, func(lay segLayout) int64 { return lay.frames[7] }},
+		{"corrupt: first group end", func(t *testing.T, p string, lay segLayout) { flip(t, p, lay.ends[0]+20) },
+			-1, func(lay segLayout) int64 { return lay.ends[0] }},
+		{"corrupt: first group end missing", func(t *testing.T, p string, lay segLayout) {
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, append(b[:lay.ends[0]:lay.ends[0]], b[lay.ends[0]+groupEndSize:]...), 0o644)
+		}, -1, func(lay segLayout) int64 { return lay.ends[0] }},
+		{"corrupt: damaged first group, then a torn one", func(t *testing.T, p string, lay segLayout) {
+			flip(t, p, lay.frames[5]+frameHeaderSize)
+			truncate(t, p, lay.frames[15])
+		}, -1, func(lay segLayout) int64 { return lay.frames[5] }},
+		{"corrupt: damaged first group end, then a torn group", func(t *testing.T, p string, lay segLayout) {
+			flip(t, p, lay.ends[0]+20)
+			truncate(t, p, lay.frames[15])
+		}, -1, func(lay segLayout) int64 { return lay.ends[0] }},
+		{"corrupt: damaged last group, written past its end", func(t *testing.T, p string, lay segLayout) {
+			flip(t, p, lay.frames[16]+frameHeaderSize)
+			appendBytes(t, p, make([]byte, 10))
+		}, -1, func(lay segLayout) int64 { return lay.frames[16] }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,8 +215,11 @@ func TestFileLogDamagedLastSegment(t *testing.T) {
 			}
 			l.Close()
 			path := l.segmentPath(0)
-			st, _ := os.Stat(path)
-			tc.damage(t, path, st.Size())
+			lay := segmentLayout(t, path)
+			if len(lay.frames) != n || len(lay.ends) != 2 {
+				t.Fatalf("segment holds %d frames and %d group ends", len(lay.frames), len(lay.ends))
+			}
+			tc.damage(t, path, lay)
 			damaged, _ := os.ReadFile(path)
 
 			logs := &logBuffer{}
@@ -156,7 +229,7 @@ func TestFileLogDamagedLastSegment(t *testing.T) {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("replay: %v, want ErrCorrupt", err)
 				}
-				if want := fmt.Sprintf("%s at byte %d ", path, tc.corruptAt); !strings.Contains(err.Error(), want) {
+				if want := fmt.Sprintf("%s at byte %d ", path, tc.corruptAt(lay)); !strings.Contains(err.Error(), want) {
 					t.Fatalf("error %q does not name %q", err, want)
 				}
 				if after, _ := os.ReadFile(path); !bytes.Equal(after, damaged) {
@@ -173,7 +246,7 @@ func TestFileLogDamagedLastSegment(t *testing.T) {
 			if next != int64(tc.keep) || !reflect.DeepEqual(got, records[:tc.keep]) {
 				t.Fatalf("kept %d records (next %d), want %d", len(got), next, tc.keep)
 			}
-			wantSize := frameStart[tc.keep]
+			wantSize := map[int]int64{11: lay.frames[11], n: lay.size}[tc.keep]
 			after, _ := os.Stat(path)
 			if after.Size() != wantSize {
 				t.Fatalf("file is %d bytes after repair, want %d", after.Size(), wantSize)
@@ -199,10 +272,156 @@ func TestFileLogDamagedLastSegment(t *testing.T) {
 	}
 }
 
-// TestFindFrame pins the scan that tells a torn tail from corruption,
-// including frames larger than its read window.
-func TestFindFrame(t *testing.T) {
-	big := bytes.Repeat([]byte{0x5a}, scanWindow+1000)
+// writeGroups appends one group per element of groups to a fresh log in
+// dir, closes it and returns the segment's path and the byte offset of
+// every record's frame (format-agnostic: group ends are skipped).
+func writeGroups(t *testing.T, dir string, groups ...[][]byte) (string, []int64) {
+	t.Helper()
+	l := openTestLog(t, dir, nil)
+	if _, _, err := replayAll(t, l, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if err := l.Append(context.Background(), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	path := l.segmentPath(0)
+	return path, frameOffsets(t, path)
+}
+
+// reopenKeeps reopens the log in dir and checks that replay succeeds with
+// exactly want, that the segment ends right after them (at size), that a
+// warning named the bytes dropped, and that an append after the repair
+// survives another reopen.
+func reopenKeeps(t *testing.T, dir string, want [][]byte, size int64) {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("%020d%s", 0, segmentSuffix))
+	before, _ := os.Stat(path)
+	logs := &logBuffer{}
+	l := openTestLog(t, dir, logs)
+	got, next, err := replayAll(t, l, 0)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if next != int64(len(want)) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("kept %d records (next %d), want %d", len(got), next, len(want))
+	}
+	if after, _ := os.Stat(path); after.Size() != size {
+		t.Fatalf("segment is %d bytes after repair, want %d", after.Size(), size)
+	}
+	if w := fmt.Sprintf("dropped_bytes=%d", before.Size()-size); !strings.Contains(logs.String(), w) {
+		t.Fatalf("no warning naming %s:\n%s", w, logs.String())
+	}
+	extra := []byte("appended after the repair")
+	if err := l.Append(context.Background(), [][]byte{extra}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openTestLog(t, dir, nil)
+	got, next, err = replayAll(t, l, 0)
+	if err != nil || next != int64(len(want))+1 || !reflect.DeepEqual(got, append(slices.Clone(want), extra)) {
+		t.Fatalf("after re-append and reopen: %d records (next %d), %v", len(got), next, err)
+	}
+}
+
+// longBodies returns n bodies of 100 bytes, so that cutting a group end's
+// worth of bytes from the end of a segment cuts into one frame only when
+// there are no group ends.
+func longBodies(prefix string, n int) [][]byte {
+	out := bodies(prefix, n)
+	for i := range out {
+		out[i] = append(out[i], bytes.Repeat([]byte{'.'}, 100-len(out[i]))...)
+	}
+	return out
+}
+
+// TestFileLogTornGroupDropped: a power loss while the last group was being
+// written persisted its pages out of order — its middle frame is torn,
+// the frames after it and its group end made it. Its fsync never
+// returned, so this is a torn tail: the whole group goes, earlier groups
+// stay, and appends go on. (Before group ends, the valid frame after the
+// torn one made this ErrCorrupt.)
+func TestFileLogTornGroupDropped(t *testing.T) {
+	dir := t.TempDir()
+	g1, g2, g3 := longBodies("a", 3), longBodies("b", 4), longBodies("c", 3)
+	path, frames := writeGroups(t, dir, g1, g2, g3)
+	flip(t, path, frames[8]+frameHeaderSize+10) // the middle frame of g3
+	reopenKeeps(t, dir, slices.Concat(g1, g2), frames[7])
+}
+
+// TestFileLogCorruptGroupBeforeCompleteGroup: the same damage in a group
+// followed by a complete group is not a torn tail — the later group was
+// fsynced after it, so it held acknowledged records: ErrCorrupt, log
+// untouched.
+func TestFileLogCorruptGroupBeforeCompleteGroup(t *testing.T) {
+	dir := t.TempDir()
+	path, frames := writeGroups(t, dir, longBodies("a", 3), longBodies("b", 3), longBodies("c", 2))
+	flip(t, path, frames[4]+frameHeaderSize+10) // the middle frame of the second group
+	damaged, _ := os.ReadFile(path)
+	l := openTestLog(t, dir, nil)
+	_, _, err := replayAll(t, l, 0)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at byte %d ", path, frames[4])) {
+		t.Fatalf("replay: %v, want ErrCorrupt naming byte %d", err, frames[4])
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, damaged) {
+		t.Fatal("corrupt segment was modified")
+	}
+}
+
+// TestFileLogGroupEndMissing: the last group's frames are all valid but
+// its group end never made it (a crash after the frames' pages, before
+// the end's): the group was not acknowledged, so it goes whole.
+func TestFileLogGroupEndMissing(t *testing.T) {
+	dir := t.TempDir()
+	g1, g2 := longBodies("a", 3), longBodies("b", 3)
+	path, frames := writeGroups(t, dir, g1, g2)
+	st, _ := os.Stat(path)
+	truncate(t, path, st.Size()-groupEndSize)
+	reopenKeeps(t, dir, g1, frames[3])
+}
+
+// TestFileLogTornGroupEnd: the last group end itself is torn (cut short,
+// or its bytes garbled): the group goes whole. A torn group end followed
+// by a complete group is corruption.
+func TestFileLogTornGroupEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string, size int64)
+	}{
+		{"cut short", func(t *testing.T, p string, size int64) { truncate(t, p, size-groupEndSize/2) }},
+		{"garbled", func(t *testing.T, p string, size int64) { flip(t, p, size-groupEndSize/2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			g1, g2 := longBodies("a", 3), longBodies("b", 3)
+			path, frames := writeGroups(t, dir, g1, g2)
+			st, _ := os.Stat(path)
+			tc.damage(t, path, st.Size())
+			reopenKeeps(t, dir, g1, frames[3])
+		})
+	}
+	t.Run("followed by a complete group", func(t *testing.T) {
+		dir := t.TempDir()
+		path, frames := writeGroups(t, dir, longBodies("a", 3), longBodies("b", 3), longBodies("c", 3))
+		end := frames[6] - groupEndSize // the second group's end
+		flip(t, path, end+groupEndSize/2)
+		l := openTestLog(t, dir, nil)
+		if _, _, err := replayAll(t, l, 0); !errors.Is(err, ErrCorrupt) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%s at byte %d ", path, end)) {
+			t.Fatalf("replay: %v, want ErrCorrupt naming byte %d", err, end)
+		}
+	})
+}
+
+// TestScanGroupEnds pins the scan that tells a torn group from
+// corruption: group ends at any offset, their own CRC checked, across
+// read windows.
+func TestScanGroupEnds(t *testing.T) {
+	ge := appendGroupEnd(nil, groupEnd{count: 2, first: 7, length: 100, groupCRC: 0xabcd})
+	bad := slices.Clone(ge)
+	bad[10] ^= 1
 	cases := []struct {
 		name string
 		data []byte
@@ -210,23 +429,112 @@ func TestFindFrame(t *testing.T) {
 		want int64
 	}{
 		{"empty", nil, 0, -1},
-		{"zeros", make([]byte, 3*frameHeaderSize), 0, -1},
-		{"frame at start", appendFrame(nil, []byte("abc")), 0, 0},
-		{"after garbage", append([]byte{1, 2, 3}, appendFrame(nil, []byte("abc"))...), 0, 3},
-		{"from skips it", append([]byte{1, 2, 3}, appendFrame(nil, []byte("abc"))...), 4, -1},
-		{"truncated frame", appendFrame(nil, []byte("abcdef"))[:10], 0, -1},
-		{"bad crc", func() []byte { b := appendFrame(nil, []byte("abc")); b[9] ^= 1; return b }(), 0, -1},
-		{"frame larger than the window", append(make([]byte, 7), appendFrame(nil, big)...), 1, 7},
-		{"frame across windows", append(make([]byte, scanWindow-4), appendFrame(nil, []byte("xyz"))...), 0, scanWindow - 4},
+		{"zeros", make([]byte, 3*groupEndSize), 0, -1},
+		{"group end at start", ge, 0, 0},
+		{"after garbage", append([]byte{'D', 'S', 'G', 3}, ge...), 0, 4},
+		{"from skips it", append([]byte{1, 2, 3}, ge...), 4, -1},
+		{"cut short", ge[:groupEndSize-1], 0, -1},
+		{"bad crc", bad, 0, -1},
+		{"bad one, then a good one", append(slices.Clone(bad), ge...), 0, groupEndSize},
+		{"a frame is not a group end", appendFrame(nil, []byte("DSGE")), 0, -1},
+		{"across windows", append(make([]byte, scanWindow-4), ge...), 0, scanWindow - 4},
+		{"in the second window", append(make([]byte, scanWindow+100), ge...), 0, scanWindow + 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := findFrame(bytes.NewReader(tc.data), tc.from, int64(len(tc.data)))
+			got, err := scanGroupEnds(bytes.NewReader(tc.data), tc.from, int64(len(tc.data)), func(int64, groupEnd) (bool, error) {
+				return true, nil
+			})
 			if err != nil || got != tc.want {
-				t.Fatalf("findFrame = %d, %v; want %d", got, err, tc.want)
+				t.Fatalf("scanGroupEnds = %d, %v; want %d", got, err, tc.want)
 			}
 		})
 	}
+}
+
+// encodeGroup returns the frames and group end that Append writes for
+// bodies, the first of which has record index first.
+func encodeGroup(first int64, bodies ...[]byte) []byte {
+	var b []byte
+	for _, body := range bodies {
+		b = appendFrame(b, body)
+	}
+	return appendGroupEnd(b, groupEnd{count: uint32(len(bodies)), first: first, length: int64(len(b)),
+		groupCRC: crc32.Checksum(b, castagnoli)})
+}
+
+func TestDecodeGroupEndCorruption(t *testing.T) {
+	good := appendGroupEnd(nil, groupEnd{count: 3, first: 42, length: 300, groupCRC: 0x1234})
+	// mutate changes a field and recomputes the group end's own CRC, so
+	// that only the field is wrong.
+	mutate := func(f func(b []byte)) []byte {
+		b := slices.Clone(good)
+		f(b)
+		binary.BigEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
+		return b
+	}
+	cases := []struct {
+		name    string
+		b       []byte
+		wantErr error
+	}{
+		{"good", good, nil},
+		{"empty", nil, errFrameShort},
+		{"short", good[:groupEndSize-1], errFrameShort},
+		{"bad magic", mutate(func(b []byte) { b[3] = 'X' }), errGroupEnd},
+		{"bad crc", func() []byte { b := slices.Clone(good); b[29] ^= 1; return b }(), errGroupEnd},
+		{"flipped field", func() []byte { b := slices.Clone(good); b[9] ^= 1; return b }(), errGroupEnd},
+		{"count 0", mutate(func(b []byte) { binary.BigEndian.PutUint32(b[4:], 0) }), errGroupEnd},
+		{"negative first", mutate(func(b []byte) { b[8] = 0x80 }), errGroupEnd},
+		{"length below count frames", mutate(func(b []byte) { binary.BigEndian.PutUint64(b[16:], 3*(frameHeaderSize+1)-1) }), errGroupEnd},
+		{"negative length", mutate(func(b []byte) { b[16] = 0x80 }), errGroupEnd},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := decodeGroupEnd(tc.b)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && g != (groupEnd{count: 3, first: 42, length: 300, groupCRC: 0x1234}) {
+				t.Fatalf("decoded %+v", g)
+			}
+		})
+	}
+}
+
+// FuzzGroupReader: whatever the bytes, reading groups does not panic, and
+// every group it returns re-encodes to exactly the bytes it consumed.
+func FuzzGroupReader(f *testing.F) {
+	f.Add(encodeGroup(0, []byte("a"), []byte("bc")))
+	f.Add(append(encodeGroup(0, []byte("a")), encodeGroup(1, []byte("xyz"), []byte("q"), []byte("r"))...))
+	f.Add(encodeGroup(0, []byte("a"))[:20])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		gr := newGroupReader(bytes.NewReader(b), 0, int64(len(b)))
+		idx := int64(0)
+		for {
+			from := gr.off
+			bodies, err := gr.next(idx)
+			if err == io.EOF {
+				if gr.off != int64(len(b)) {
+					t.Fatalf("EOF at %d of %d bytes", gr.off, len(b))
+				}
+				return
+			}
+			if err != nil {
+				if !isFrameError(err) {
+					t.Fatalf("not a frame error: %v", err)
+				}
+				if gr.bad < gr.start || gr.bad > int64(len(b)) || gr.start != from {
+					t.Fatalf("bad at %d, group at %d, from %d", gr.bad, gr.start, from)
+				}
+				return
+			}
+			if again := encodeGroup(idx, bodies...); !bytes.Equal(again, b[from:gr.off]) {
+				t.Fatalf("group at %d re-encodes differently", from)
+			}
+			idx += int64(len(bodies))
+		}
+	})
 }
 
 func truncate(t *testing.T, path string, size int64) {
@@ -302,6 +610,14 @@ func TestFileLogCorruptSealedSegment(t *testing.T) {
 			truncate(t, p, st.Size()-1)
 		}},
 		{"bad header", func(t *testing.T, p string) { flip(t, p, 0) }},
+		{"group end missing", func(t *testing.T, p string) {
+			st, _ := os.Stat(p)
+			truncate(t, p, st.Size()-groupEndSize)
+		}},
+		{"bad group end", func(t *testing.T, p string) {
+			st, _ := os.Stat(p)
+			flip(t, p, st.Size()-1)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -346,10 +662,7 @@ func snapshot(l SnapshotLog, index int64, data []byte) error {
 
 func writeSegment(t *testing.T, path string, base int64, bodies [][]byte) {
 	t.Helper()
-	b := segmentHeader(base)
-	for _, body := range bodies {
-		b = appendFrame(b, body)
-	}
+	b := append(segmentHeader(base), encodeGroup(base, bodies...)...)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

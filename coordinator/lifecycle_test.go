@@ -232,6 +232,66 @@ func TestTornTailTruncatedAtOpen(t *testing.T) {
 	}
 }
 
+// TestTornGroupDroppedAtOpen: a power loss while a group of three commits
+// was being written left its middle frame torn but the frames after it
+// and its group end on disk (pages persisted out of order). None of the
+// three was acknowledged, so Open drops the whole group with a warning,
+// the state is the one before it, and commits go on and survive a
+// restart. (Before group ends, the valid frame after the torn one made
+// Open refuse with ErrCorrupt.)
+func TestTornGroupDroppedAtOpen(t *testing.T) {
+	e := newEnv(t, 1, func(c *Config) { c.SnapshotIntervalRecords = -1 })
+	top := e.createTopic("t", 1, nil)
+	e.commit(nextKey(), plain(top, 0, 2))
+	before := answers(t, e.c)
+	seg := filepath.Join(e.cfg.Dir, "shard-0", "00000000000000000000.log")
+	st, _ := os.Stat(seg)
+	groupStart := st.Size()
+
+	// One group of three commits: hold the driver while they queue.
+	gate := holdShard(t, e.c.shards[0])
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, e.c.shards[0], 3)
+	close(gate)
+	wg.Wait()
+	e.c.Close()
+	e.c = nil
+
+	var group []int64 // the frames of the last group
+	for _, off := range frameOffsets(t, seg) {
+		if off >= groupStart {
+			group = append(group, off)
+		}
+	}
+	if len(group) != 3 || group[0] != groupStart {
+		t.Fatalf("last group has frames at %v, want 3 from byte %d", group, groupStart)
+	}
+	flip(t, seg, group[1]+frameHeaderSize+3)
+	st, _ = os.Stat(seg)
+	e.open()
+	if after := answers(t, e.c); after != before {
+		t.Fatalf("answers are not those before the torn group:\n%s\n%s", before, after)
+	}
+	if w := fmt.Sprintf("dropped_bytes=%d", st.Size()-groupStart); !strings.Contains(e.logs.String(), w) {
+		t.Fatalf("no warning naming %s:\n%s", w, e.logs.String())
+	}
+	if r := e.commit(nextKey(), plain(top, 0, 1))[0]; r.Err != nil || r.BaseOffset != 2 {
+		t.Fatalf("commit after repair: %+v, want base offset 2", r)
+	}
+	before = answers(t, e.c)
+	e.reopen()
+	if after := answers(t, e.c); after != before {
+		t.Fatalf("answers differ after restart:\n%s\n%s", before, after)
+	}
+}
+
 // TestMidLogCorruptionRefusesOpen is the review's repro: one flipped byte
 // in frame 7 of 22 of a shard's only segment. Truncating there would drop
 // fifteen acknowledged records; Open must refuse instead, naming the file
@@ -260,7 +320,8 @@ func TestMidLogCorruptionRefusesOpen(t *testing.T) {
 	}
 }
 
-// frameOffsets returns the byte offset of every frame of a segment.
+// frameOffsets returns the byte offset of every record frame of a
+// segment (group ends skipped).
 func frameOffsets(t *testing.T, path string) []int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -269,6 +330,10 @@ func frameOffsets(t *testing.T, path string) []int64 {
 	}
 	var out []int64
 	for off := segmentHeaderSize; off < len(b); {
+		if isGroupEnd(b[off:]) {
+			off += groupEndSize
+			continue
+		}
 		_, n, err := decodeFrame(b[off:])
 		if err != nil {
 			t.Fatalf("frame at %d: %v", off, err)
@@ -284,8 +349,15 @@ func TestUndecodableRecordRefusesOpen(t *testing.T) {
 	e.createTopic("t", 1, nil)
 	e.c.Close()
 	e.c = nil
-	seg := filepath.Join(e.cfg.Dir, "shard-0", "00000000000000000000.log")
-	appendBytes(t, seg, appendFrame(nil, []byte{1, 99, 0})) // good CRC, unknown key
+	// A whole group whose record has a good CRC and an unknown key.
+	l := openTestLog(t, filepath.Join(e.cfg.Dir, "shard-0"), nil)
+	if _, _, err := replayAll(t, l, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(context.Background(), [][]byte{{1, 99, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
 	if _, err := Open(e.cfg); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("Open: %v, want ErrBadRecord", err)
 	}
@@ -524,6 +596,75 @@ func TestShardFailsWhenRebuildFails(t *testing.T) {
 	e.reopen()
 	if r := e.commit(nextKey(), plain(top, p1, 1))[0]; r.Err != nil || r.BaseOffset != 1 {
 		t.Fatalf("after restart: %+v", r)
+	}
+}
+
+// TestCoordinatorErr: Err is nil while every shard serves, names the
+// failed shard and its cause (wrapping ErrShardFailed) once a shard could
+// not rebuild its state, is safe to call while commits run, and is nil
+// again after a restart on a working disk; ErrClosed after Close.
+func TestCoordinatorErr(t *testing.T) {
+	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
+	e := newEnv(t, 3, withTestLogs(logs, mu))
+	top := e.createTopic("t", 6, nil)
+	var p1, p2 int32 = -1, -1 // partitions on shards 1 and 2
+	for p := range int32(6) {
+		switch e.c.ShardFor(top.ID, p) {
+		case 1:
+			p1 = p
+		case 2:
+			p2 = p
+		}
+	}
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err of a healthy coordinator: %v", err)
+	}
+
+	// Health checks run concurrently with commits and the failure.
+	stop := make(chan struct{})
+	var checks sync.WaitGroup
+	for range 4 {
+		checks.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := e.c.Err(); err != nil && !errors.Is(err, ErrShardFailed) {
+					t.Errorf("Err: %v", err)
+				}
+			}
+		})
+	}
+	e.commit(nextKey(), plain(top, p2, 1))
+	logs[1].setFail(func([][]byte) (bool, error) { return false, errors.New("disk gone") })
+	logs[1].failReplay.Store(true)
+	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); err == nil {
+		t.Fatal("commit with failing log succeeded")
+	}
+	e.commit(nextKey(), plain(top, p2, 1))
+	close(stop)
+	checks.Wait()
+
+	err := e.c.Err()
+	if !errors.Is(err, ErrShardFailed) {
+		t.Fatalf("Err with shard 1 failed: %v, want ErrShardFailed", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "shard 1: ") || !strings.Contains(msg, "injected replay failure") ||
+		strings.Contains(msg, "shard 0") || strings.Contains(msg, "shard 2") {
+		t.Fatalf("Err = %q, want it to name shard 1 and its cause, and no other shard", msg)
+	}
+
+	logs[1].failReplay.Store(false)
+	logs[1].setFail(nil)
+	e.reopen()
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err after restart: %v", err)
+	}
+	e.c.Close()
+	if err := e.c.Err(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Err after Close: %v, want ErrClosed", err)
 	}
 }
 
