@@ -37,8 +37,8 @@ const listOffsetsEarliestLocal int64 = -4
 // read, or ctx ends while waiting for a decompression slot) or
 // CORRUPT_MESSAGE (that batch fails its checks, does not decompress or
 // parse, or decompresses past Config.MaxDecompressedBytes before the
-// answer; or a batch chosen for the max timestamp its header gives, the
-// log start at or below its base offset, has no record bearing it out).
+// answer). A batch whose header claims a max timestamp none of its
+// records has is passed over with a warning, not an error (lookup.go).
 func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.Version = req.Version

@@ -75,6 +75,8 @@
 // double up to 64 MiB, to the first batch reaching the timestamp, or, for
 // max timestamp, to the first batch reaching the candidate's max timestamp
 // or else the high watermark (lookup.go). A batch chosen for its max
-// timestamp whose records, all at or above the log start, do not hold it is
-// corrupt: CORRUPT_MESSAGE, with a warning naming it.
+// timestamp whose records, all at or above the log start, do not hold it
+// has a false header (produce validates headers only, where Kafka's broker
+// would rewrite it): a warning names it and the lookup passes over it the
+// same way, so the partition still gets an answer.
 package fetch

@@ -54,13 +54,14 @@ type lookup struct {
 // batch whose max timestamp is ≥ target), and then in the batches after it.
 //
 // A batch whose max timestamp is ≥ target but that has no such record at
-// or above the log start offset is passed over only when the log start lies
-// inside it (or has moved past it): its qualifying records were deleted.
-// When the log start is at or below its base offset, every record was
-// scanned and its header (which the index copies) claims a timestamp no
-// record has: the batch is corrupt, and the partition gets CORRUPT_MESSAGE
-// rather than an answer from further on. Other errors: those of scan and
-// walk.
+// or above the log start offset is passed over: usually the log start lies
+// inside it and its qualifying records were deleted. When the log start is
+// at or below its base offset, every record was scanned and its header
+// (which the index copies) claims a timestamp no record has. Kafka's broker
+// would have rewritten that header on produce; this sidecar validates
+// headers only (DESIGN §Decisions), so it logs a warning naming the batch
+// and passes over it as well, answering as a broker would have. Errors:
+// those of scan and walk.
 func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
@@ -72,7 +73,6 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 			if l.logStart <= c.BaseOffset {
 				l.corrupt(&c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
 					target, c.MaxTimestamp()))
-				return miss, kerr.CorruptMessage
 			}
 		}
 		found := false
@@ -98,8 +98,11 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 // then c's largest record left or, if larger, the first record holding the
 // largest max timestamp of the batches after c (largestAfter). If the log
 // start is at or below c's base offset and no record holds c's max
-// timestamp, c's header is false: CORRUPT_MESSAGE, as in atOrAfter. Other
-// errors: those of scan and walk.
+// timestamp, c's header is false (see atOrAfter): the lookup logs a warning
+// and goes on the same way, taking c's largest record for its max. That
+// answer is the best the index allows, not an exact one: a batch before c
+// may hold a larger record than c really has, and finding it would mean
+// reading every batch. Errors: those of scan and walk.
 func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate) (hit, *kerr.Error) {
 	// Each turn starts with (1) every record at or above the log start
 	// offset and before c timestamped below c's max timestamp, and (2) no
@@ -121,7 +124,6 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 		if l.logStart <= c.BaseOffset {
 			l.corrupt(&c, fmt.Sprintf("the largest record timestamp is %d, the batch's max timestamp is %d",
 				best.timestamp, c.MaxTimestamp()))
-			return miss, kerr.CorruptMessage
 		}
 		later, found, errc := l.largestAfter(ctx, &c)
 		if errc != nil {
