@@ -78,34 +78,23 @@ func failed(n int, err *kerr.Error) []coordinator.CommitBatchResult {
 // answered with KAFKA_STORAGE_ERROR, and Close returns ctx's error after
 // the goroutines are gone.
 func (h *Handler) Close(ctx context.Context) error {
+	if h.closing.Swap(true) {
+		return ErrClosed // and leaves the first call's drain alone
+	}
 	// Past the deadline, cancel uploads and commits even if this call is
 	// still waiting for mu (a seal blocked on a full queue holds it): the
 	// cancelled pipeline drains the queues and the seal goes through.
 	defer context.AfterFunc(ctx, h.pipeCancel)()
 	h.mu.Lock()
-	if h.mu.closed {
-		h.mu.Unlock()
-		return ErrClosed
-	}
 	h.mu.closed = true
 	h.sealLocked(sealClose)
 	close(h.toUpload)
 	close(h.toCommit)
 	h.mu.Unlock()
 
-	drained := make(chan struct{})
-	go func() { h.wg.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-ctx.Done():
-		select {
-		case <-drained: // finished just in time
-		default:
-			h.pipeCancel()
-			<-drained
-			return ctx.Err()
-		}
-	}
+	h.wg.Wait()
 	h.pipeCancel()
-	return nil
+	// Non-nil whenever ctx ended before the drain did, so a cancelled
+	// file is never reported as a clean close.
+	return ctx.Err()
 }

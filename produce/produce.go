@@ -79,6 +79,8 @@ type Handler struct {
 	// the file is answered.
 	memory *semaphore.Weighted
 
+	// closing is set by the first Close.
+	closing atomic.Bool
 	// mu guards the active file and the closed flag.
 	mu struct {
 		sync.Mutex
@@ -172,7 +174,9 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	var (
 		entries []pendingEntry
 		refs    []partitionRef
-		size    int64
+		// size is the bytes of the accepted batches; offered, of every
+		// partition's records.
+		size, offered int64
 		// seen catches a partition named twice in one request, which no
 		// client sends; both copies are refused rather than stored twice.
 		seen map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition
@@ -190,6 +194,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		for pi := range rt.Partitions {
 			rp, sp := &rt.Partitions[pi], &st.Partitions[pi]
 			*sp = newPartitionResponse(rp.Partition)
+			offered += int64(len(rp.Records))
 			if terr != nil {
 				sp.ErrorCode = terr.Code
 				continue
@@ -218,13 +223,6 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			if verr != nil {
 				sp.ErrorCode = verr.Code
 				continue
-			}
-			if req.Acks == 0 {
-				// An acks=0 request is not answered, so the server stops
-				// accounting for its frame as soon as it is appended;
-				// keep only the accepted bytes, which the pipeline's
-				// memory bound counts, not the whole frame.
-				hdr = batch.Header(bytes.Clone(hdr))
 			}
 			tsType := batch.TimestampCreateTime
 			if cfg.LogAppendTime {
@@ -255,6 +253,17 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	}
 	if len(entries) == 0 {
 		return answered(req, resp)
+	}
+	if size < offered {
+		// Some of the request's bytes were refused. The entries are views
+		// into the request's frame, which the server accounts for only
+		// until it answers (acks=0: at once; a client that has gone: at
+		// once too), while the pipeline's memory bound counts accepted
+		// bytes only: copy them, so the file does not keep the refused
+		// bytes alive uncounted.
+		for i := range entries {
+			entries[i].Batch = batch.Header(bytes.Clone(entries[i].Batch))
+		}
 	}
 	if len(entries) > h.cfg.MaxBatchesPerFile {
 		// More partitions in one request than a file may hold: no client

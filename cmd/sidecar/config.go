@@ -123,8 +123,9 @@ func msOption(key, def, doc string, lo, hi int64, field func(*Config) *time.Dura
 }
 
 // periodOption is msOption for how often a background task runs: -1
-// disables the task, otherwise at least 1 ms (0 would mean a busy loop or
-// a ticker that refuses to start, neither of which an operator means).
+// disables the task, otherwise at least 1 ms. 0 is refused: it reads as
+// "never" or "always" to an operator, and the coordinator would silently
+// take it for its default period instead.
 func periodOption(key, def, doc string, hi int64, field func(*Config) *time.Duration) option {
 	o := msOption(key, def, doc, -1, hi, field)
 	set := o.set

@@ -61,8 +61,8 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"s3 without a bucket", []string{"diskless.storage.backend=s3"}, "diskless.storage.s3.bucket"},
 		{"part below S3's minimum", []string{"diskless.upload.part.bytes=1048576"}, "diskless.upload.part.bytes"},
 		{"no upload concurrency", []string{"diskless.upload.concurrency=0"}, "diskless.upload.concurrency"},
-		{"retention checked in a busy loop", []string{"diskless.retention.check.interval.ms=0"}, "diskless.retention.check.interval.ms"},
-		{"orphans scanned in a busy loop", []string{"diskless.coordinator.orphan.scan.interval.ms=0"}, "diskless.coordinator.orphan.scan.interval.ms"},
+		{"retention check period of 0", []string{"diskless.retention.check.interval.ms=0"}, "diskless.retention.check.interval.ms"},
+		{"orphan scan period of 0", []string{"diskless.coordinator.orphan.scan.interval.ms=0"}, "diskless.coordinator.orphan.scan.interval.ms"},
 		{"bad path style", []string{"diskless.storage.s3.path.style=yes"}, "diskless.storage.s3.path.style"},
 	}
 	for _, c := range cases {
