@@ -103,6 +103,9 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, fmt.Errorf("opening the coordinator: %w", err)
 	}
 	closers = append(closers, func() { a.coord.Close() })
+	if a.http != nil {
+		a.http.setHealth(coordinatorHealth(a.coord))
+	}
 	if err := telemetry.ObserveCoordinator(metrics, a.coord.Stats()); err != nil {
 		return nil, err
 	}
@@ -331,4 +334,16 @@ func validateComponents(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// coordinatorHealth is /healthz's check: a failed coordinator shard makes
+// the process unhealthy. A coordinator closing in a graceful stop is not:
+// the process is finishing its files and will exit by itself.
+func coordinatorHealth(c interface{ Err() error }) func() error {
+	return func() error {
+		if err := c.Err(); err != nil && !errors.Is(err, coordinator.ErrClosed) {
+			return err
+		}
+		return nil
+	}
 }

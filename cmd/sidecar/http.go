@@ -13,7 +13,10 @@ import (
 // httpEndpoint serves the operator's HTTP endpoint (http.listener):
 //
 //	GET /metrics   the OpenTelemetry metrics in the Prometheus text format
-//	GET /healthz   200 while the process runs (liveness)
+//	GET /healthz   200 while the process runs and every coordinator shard
+//	               serves; 503 naming the shards when one has failed (it
+//	               answers KAFKA_STORAGE_ERROR until a restart, so a
+//	               liveness probe that restarts the process is the cure)
 //	GET /readyz    200 while the Kafka listener serves, 503 before it does
 //	               and from the moment a shutdown starts (readiness: take
 //	               the sidecar out of a load balancer before it stops)
@@ -21,7 +24,9 @@ type httpEndpoint struct {
 	srv   *http.Server
 	ln    net.Listener
 	ready atomic.Bool
-	done  chan struct{}
+	// health, once set, reports what /healthz answers: nil is healthy.
+	health atomic.Pointer[func() error]
+	done   chan struct{}
 }
 
 func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoint, error) {
@@ -33,6 +38,12 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if check := e.health.Load(); check != nil {
+			if err := (*check)(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -52,6 +63,10 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 	log.Info("http endpoint started", slog.String("addr", ln.Addr().String()))
 	return e, nil
 }
+
+// setHealth makes /healthz answer 503 with check's error whenever it
+// returns one. Until it is called (start-up), /healthz answers 200.
+func (e *httpEndpoint) setHealth(check func() error) { e.health.Store(&check) }
 
 func (e *httpEndpoint) close(ctx context.Context) {
 	e.ready.Store(false)
