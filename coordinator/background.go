@@ -18,6 +18,9 @@ type Stats struct {
 	// partition indexes (retention, DeleteRecords, topic deletion); a
 	// file shared by two shards counts once per shard.
 	FilesReleased atomic.Int64
+	// FilesForgotten counts closed files a shard dropped from its file
+	// table (state.forgetClosed), their slots freed for reuse.
+	FilesForgotten atomic.Int64
 	// ObjectsDeleted counts objects the file lifecycle deleted.
 	ObjectsDeleted atomic.Int64
 	// DeleteFailures counts object deletes that failed (file lifecycle

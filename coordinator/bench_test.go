@@ -232,3 +232,60 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClosedFiles runs the whole life of 100 000 files through a
+// shard state — committed 250 ms of log time apart (the default commit
+// interval), released at once by a log start move, closed (record 106) —
+// and reports the heap the file table keeps for them (heapB/file: retained
+// bytes over all 100 000), its size at the end (slots, keys) and the
+// snapshot's (snapshotB). Keys are
+// as long as real ones ("wal/<cluster id>/<32 hex digits>", 59 bytes). The
+// timed loop goes on with the same life, one file per iteration.
+func BenchmarkClosedFiles(b *testing.B) {
+	const files, stepMs = 100_000, 250
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	tid := TopicID{1}
+	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+		b.Fatal(err)
+	}
+	p := st.partitions[TopicPartition{tid, 0}]
+	n := 0
+	life := func() {
+		key := fmt.Sprintf("wal/AAAAAAAAAAAAAAAAAAAAAA/%032x", n)
+		t := int64(1_700_000_000_000 + n*stepMs)
+		n++
+		recs := []record{
+			&fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 1 << 23, OwnerIDs: []int32{0},
+				Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{{Magic: 2, ByteSize: 1 << 23,
+					AssignedBaseOffset: p.hwm, AssignedLastOffset: p.hwm, LogAppendTimestamp: t, BatchMaxTimestamp: t, ProducerID: -1}}}}}}},
+			&recordsDeletedRecord{TopicID: tid, NewLogStartOffset: p.hwm + 1},
+			&fileDeletedRecord{ObjectKey: key},
+		}
+		for _, r := range recs {
+			if err := st.apply(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	life() // the partition's first index chunk and the maps exist from here
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range files {
+		life()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	slots, keys := len(st.files), len(st.fileByKey)
+	snap := len(st.appendSnapshot(nil))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		life()
+	}
+	// After the loop: ResetTimer drops reported metrics.
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/files, "heapB/file")
+	b.ReportMetric(float64(slots), "slots")
+	b.ReportMetric(float64(keys), "keys")
+	b.ReportMetric(float64(snap), "snapshotB")
+}

@@ -301,11 +301,13 @@ func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (ps *produc
 	return ps, res, false
 }
 
-// replayCommit answers a repeated CommitFile for a file already in the
-// file table (fi) when the original answer is no longer cached: batches
-// found at their byte offset get their assigned offsets and Duplicate;
-// others (refused the first time, or since deleted) get
-// KAFKA_STORAGE_ERROR, since their original answer is unknown.
+// replayCommit answers a repeated CommitFile for a file still in the
+// file table (slot fi) when the original answer is no longer cached:
+// batches found at their byte offset get their assigned offsets and
+// Duplicate; others (refused the first time, or since deleted) get
+// KAFKA_STORAGE_ERROR, since their original answer is unknown. A key the
+// shard has forgotten is not in the file table: see
+// forgetClosedFilesAfterMs for why no repeat comes that late.
 func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResult {
 	f := &s.files[fi]
 	results := make([]CommitBatchResult, len(req.Batches))
@@ -316,7 +318,7 @@ func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResu
 			results[i] = errorResult(kerr.KafkaStorageError)
 			continue
 		}
-		e := p.findInFile(fi, b.ByteOffset)
+		e := s.findInFile(p, fi, b.ByteOffset)
 		if e == nil {
 			results[i] = errorResult(kerr.KafkaStorageError)
 			continue
@@ -331,13 +333,16 @@ func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResu
 	return results
 }
 
-// findInFile returns the batch of file fi at byteOffset. File indexes are
-// non-decreasing along a partition's index (files are numbered in commit
-// order), so the file's batches are found by binary search.
-func (p *partition) findInFile(fi, byteOffset int32) *batchEntry {
+// findInFile returns p's batch of the file in slot fi at byteOffset.
+// Commit numbers (fileEntry.seq) never decrease along a partition's index
+// — slot numbers do not follow commit order once slots are reused — and
+// a file's batches in a partition are contiguous, so they are found by
+// binary search.
+func (s *state) findInFile(p *partition, fi, byteOffset int32) *batchEntry {
 	x := &p.batches
 	n := x.len()
-	for i := x.search(n, func(e *batchEntry) bool { return e.file >= fi }); i < n; i++ {
+	seq := s.files[fi].seq
+	for i := x.search(n, func(e *batchEntry) bool { return s.files[e.file].seq >= seq }); i < n; i++ {
 		e := x.at(i)
 		if e.file != fi {
 			break

@@ -41,6 +41,32 @@
 // shard holds. Stats counts all of it. These loops are owned by the
 // Coordinator: started by Open, cancelled and joined by Close.
 //
+// # Forgetting closed files
+//
+// A shard's file table (batches name their file by slot) would otherwise
+// grow by every file ever committed: about 170 bytes of heap each, 59 MB
+// a day at one file per 250 ms, and the snapshot with it
+// (BenchmarkClosedFiles). So a closed file is forgotten by the first
+// commit whose log-append time is more than forgetClosedFilesAfterMs (1
+// hour) past its own — closed files in the order they were closed, each
+// when due — online and in replay alike: its key leaves the table, it
+// answers FileUnknown, and a later commit reuses its slot. Only forgotten
+// files' slots are reused, so a slot with live batches, or of a released
+// file on the lifecycle's work list, never changes hands. The table holds
+// the live, released and recently closed files.
+//
+// Invariant that makes it safe: no CommitFile of a key comes after the
+// shard forgot it — it would commit the key anew, over a deleted object.
+// Keys are never reused (SPEC §7), so only a late retry of the file's own
+// commit could; and every commit attempt of an object is decided within
+// OrphanScanGracePeriod (≥ 10 minutes, default 1 hour) of its upload —
+// the assumption the orphan scan already rests on, against the
+// committer's diskless.commit.max.attempts (5) calls with under a second
+// of backoff in all. A file is closed only once the grace period has
+// passed since its commit (plus FileDeletionDelay, 1 minute, when the
+// shard deletes the object itself), and forgotten only once a later
+// commit is an hour of log time younger than it.
+//
 // # Metadata log format
 //
 // Specified in docs/format/metadata-records.md. The embedded backend keeps

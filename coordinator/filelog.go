@@ -29,8 +29,10 @@ const (
 	// read.
 	fileFormatVersion = 2
 	// snapshotFormatVersion 2 added the file table's owners and closed
-	// flags (record 106); version 1 snapshots are not read.
-	snapshotFormatVersion = 2
+	// flags (record 106); 3 added commit numbers, free slots and the
+	// closed-file queue (forgotten files, state.forgetClosed). Snapshots
+	// of other versions are not read.
+	snapshotFormatVersion = 3
 	// segmentHeaderSize: magic, format version uint32, base index int64.
 	segmentHeaderSize = 16
 	// snapshotHeaderSize: magic, format version uint32, index int64, data

@@ -174,6 +174,9 @@ func TestRestartRebuildsIdenticalState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3, func(c *Config) { c.SnapshotIntervalRecords = tc.snapshots })
 			workload(t, e, 40)
+			if n := churnFiles(t, e, 24); n == 0 {
+				t.Fatal("no file forgotten")
+			}
 			before, beforeState := answers(t, e.c), stateBytes(e.c)
 			e.reopen()
 			after, afterState := answers(t, e.c), stateBytes(e.c)
@@ -975,10 +978,14 @@ func TestCloseWithQueuedRequests(t *testing.T) {
 }
 
 // TestSnapshotEquivalence: the state loaded from a snapshot plus the
-// records after it equals the state replayed from record 0.
+// records after it equals the state replayed from record 0, also after
+// closed files were forgotten and their slots reused.
 func TestSnapshotEquivalence(t *testing.T) {
 	e := newEnv(t, 2, func(c *Config) { c.SnapshotIntervalRecords = -1 })
 	workload(t, e, 30)
+	if n := churnFiles(t, e, 24); n == 0 {
+		t.Fatal("no file forgotten")
+	}
 	full := stateBytes(e.c)
 	e.c.Close()
 	e.c = nil

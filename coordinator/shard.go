@@ -198,7 +198,7 @@ func (s *shard) process(group []*request) {
 
 	s.mu.Lock()
 	st := s.mu.st
-	releases := st.releases
+	releases, forgets := st.releases, st.forgets
 	inGroup := make(map[string]int) // object key → index in ps, this group
 	for i, r := range group {
 		p := &ps[i]
@@ -259,6 +259,7 @@ func (s *shard) process(group []*request) {
 	}
 	s.mu.Unlock()
 	s.c.stats.FilesReleased.Add(st.releases - releases)
+	s.c.stats.FilesForgotten.Add(st.forgets - forgets)
 	if catalog && s.id == 0 {
 		s.c.publishCatalog(st)
 	}

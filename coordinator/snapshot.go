@@ -31,8 +31,11 @@ var ErrBadSnapshot = errors.New("coordinator: malformed snapshot")
 // (batchIndex.freeze), because the driver never changes an encoded field
 // of a batch entry once it is in an index — it appends past the frozen
 // length, drops chunks from its own copy of the chunk list (records 103)
-// and rewrites only prefixMaxTs, which is not encoded. File entries are copied (their closed flag changes); owner
-// sets and topic entries are immutable once created.
+// and rewrites only prefixMaxTs, which is not encoded. The file table,
+// the closed-file queue and the free slots are copied (entries close,
+// slots are freed and reused); owner sets and topic entries are immutable
+// once created. The file table holds only live, released and recently
+// closed files (state.forgetClosed), so its copy stays small.
 //
 // BenchmarkSnapshot (2M batches over 1000 partitions, 20 000 files):
 // freeze 0.67 ms on the driver, against 23 ms of encoding (2.9 GB/s) plus
@@ -42,7 +45,10 @@ type frozenState struct {
 	nextProducerID int64
 	lastAppendTime int64
 	nextSweep      int64
+	nextFileSeq    int64
 	files          []fileEntry
+	closed         []int32
+	free           []int32
 	ownerSets      [][]int32
 	topics         []*topicEntry
 	partitions     []frozenPartition
@@ -69,7 +75,10 @@ func (s *state) freeze() *frozenState {
 		nextProducerID: s.nextProducerID,
 		lastAppendTime: s.lastAppendTime,
 		nextSweep:      s.nextSweep,
+		nextFileSeq:    s.nextFileSeq,
 		files:          slices.Clone(s.files),
+		closed:         slices.Clone(s.closedFiles()),
+		free:           slices.Clone(s.freeSlots),
 		ownerSets:      s.ownerSets[:len(s.ownerSets):len(s.ownerSets)],
 		topics:         slices.Collect(maps.Values(s.topics)),
 		partitions:     make([]frozenPartition, 0, len(s.partitions)),
@@ -103,11 +112,14 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 	dst = kbin.AppendInt64(dst, fz.nextProducerID)
 	dst = kbin.AppendInt64(dst, fz.lastAppendTime)
 	dst = kbin.AppendInt64(dst, fz.nextSweep)
+	dst = kbin.AppendInt64(dst, fz.nextFileSeq)
 
+	// Slots in order, free ones too: batches refer to files by slot.
 	dst = kbin.AppendCompactArrayLen(dst, len(fz.files))
 	for i := range fz.files {
 		f := &fz.files[i]
 		dst = kbin.AppendCompactString(dst, f.key)
+		dst = kbin.AppendInt64(dst, f.seq)
 		dst = kbin.AppendInt64(dst, f.size)
 		dst = kbin.AppendInt64(dst, f.appendTime)
 		dst = kbin.AppendInt8(dst, f.format)
@@ -121,6 +133,8 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 			dst = kbin.AppendInt32(dst, id)
 		}
 	}
+	dst = appendSlots(dst, fz.closed)
+	dst = appendSlots(dst, fz.free)
 
 	slices.SortFunc(fz.topics, func(a, b *topicEntry) int { return bytes.Compare(a.id[:], b.id[:]) })
 	dst = kbin.AppendCompactArrayLen(dst, len(fz.topics))
@@ -172,6 +186,14 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 	return appendTags(dst)
 }
 
+func appendSlots(dst []byte, slots []int32) []byte {
+	dst = kbin.AppendCompactArrayLen(dst, len(slots))
+	for _, fi := range slots {
+		dst = kbin.AppendInt32(dst, fi)
+	}
+	return dst
+}
+
 func compareTP(a, b TopicPartition) int {
 	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
 		return c
@@ -195,49 +217,16 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	s.nextProducerID = r.Int64()
 	s.lastAppendTime = r.Int64()
 	s.nextSweep = r.Int64()
+	s.nextFileSeq = r.Int64()
 	if s.nextProducerID < 0 {
 		return fmt.Errorf("next producer id %d", s.nextProducerID)
 	}
-
-	n, err := readArrayLen(r, 1+8+8+1+1+1)
-	if err != nil {
+	if err := s.readFiles(r); err != nil {
 		return err
 	}
-	if n > math.MaxInt32 {
-		return errors.New("file table too large")
-	}
-	s.files = make([]fileEntry, n)
-	for i := range s.files {
-		f := &s.files[i]
-		if f.key, err = readString(r); err != nil {
-			return err
-		}
-		f.size = r.Int64()
-		f.appendTime = r.Int64()
-		f.format = r.Int8()
-		f.closed = r.Bool()
-		k, err := readArrayLen(r, 4)
-		if err != nil {
-			return err
-		}
-		owners := make([]int32, k)
-		for j := range owners {
-			owners[j] = r.Int32()
-		}
-		if _, dup := s.fileByKey[f.key]; dup || f.key == "" {
-			return fmt.Errorf("file key %q empty or repeated", f.key)
-		}
-		if f.closed != (k == 0) || (!f.closed && (!ownersNormal(owners, s.shard) || owners[0] < 0 || owners[k-1] >= MaxShards)) {
-			return fmt.Errorf("file %q: closed %v with owners %v", f.key, f.closed, owners)
-		}
-		f.owners = -1
-		if !f.closed {
-			f.owners = s.internOwners(owners)
-		}
-		s.fileByKey[f.key] = int32(i)
-	}
 
-	if n, err = readArrayLen(r, 16+1+4+1+1); err != nil {
+	n, err := readArrayLen(r, 16+1+4+1+1)
+	if err != nil {
 		return err
 	}
 	for range n {
@@ -291,6 +280,98 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	return nil
 }
 
+// readFiles reads the file table, the closed-file queue and the free
+// slots, and checks that every slot is in exactly the one place its
+// entry says: a free slot on the free list, a closed file in the queue.
+func (s *state) readFiles(r *kbin.Reader) error {
+	n, err := readArrayLen(r, 1+8+8+8+1+1+1)
+	if err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return errors.New("file table too large")
+	}
+	s.files = make([]fileEntry, n)
+	seqs := make([]int64, 0, n)
+	closed, free := 0, 0
+	for i := range s.files {
+		f := &s.files[i]
+		if f.key, err = readString(r); err != nil {
+			return err
+		}
+		f.seq = r.Int64()
+		f.size = r.Int64()
+		f.appendTime = r.Int64()
+		f.format = r.Int8()
+		f.closed = r.Bool()
+		k, err := readArrayLen(r, 4)
+		if err != nil {
+			return err
+		}
+		owners := make([]int32, k)
+		for j := range owners {
+			owners[j] = r.Int32()
+		}
+		if f.key == "" {
+			// A free slot: nothing but the marks of one.
+			if *f != (fileEntry{closed: true}) || k != 0 {
+				return fmt.Errorf("free slot %d holds a file", i)
+			}
+			*f = freeFile
+			free++
+			continue
+		}
+		if _, dup := s.fileByKey[f.key]; dup {
+			return fmt.Errorf("file key %q repeated", f.key)
+		}
+		if f.seq < 0 || f.seq >= s.nextFileSeq {
+			return fmt.Errorf("file %q: commit number %d, next %d", f.key, f.seq, s.nextFileSeq)
+		}
+		if f.closed != (k == 0) || (!f.closed && (!ownersNormal(owners, s.shard) || owners[0] < 0 || owners[k-1] >= MaxShards)) {
+			return fmt.Errorf("file %q: closed %v with owners %v", f.key, f.closed, owners)
+		}
+		f.owners = -1
+		if f.closed {
+			closed++
+		} else {
+			f.owners = s.internOwners(owners)
+		}
+		s.fileByKey[f.key] = int32(i)
+		seqs = append(seqs, f.seq)
+	}
+	slices.Sort(seqs)
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] == seqs[i-1] {
+			return fmt.Errorf("commit number %d repeated", seqs[i])
+		}
+	}
+	seen := make([]bool, n)
+	readSlots := func(what string, want int, ok func(*fileEntry) bool) ([]int32, error) {
+		k, err := readArrayLen(r, 4)
+		if err != nil {
+			return nil, err
+		}
+		if k != want {
+			return nil, fmt.Errorf("%d %s slots listed, %d in the file table", k, what, want)
+		}
+		slots := make([]int32, k)
+		for j := range slots {
+			fi := r.Int32()
+			if fi < 0 || int(fi) >= n || seen[fi] || !ok(&s.files[fi]) {
+				return nil, fmt.Errorf("%s slot %d listed twice, or not %s", what, fi, what)
+			}
+			seen[fi] = true
+			slots[j] = fi
+		}
+		return slots, nil
+	}
+	if s.closedQueue, err = readSlots("closed", closed, func(f *fileEntry) bool { return f.closed && !f.free() }); err != nil {
+		return err
+	}
+	s.freeSlots, err = readSlots("free", free, (*fileEntry).free)
+	return err
+}
+
 func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 	n, err := readArrayLen(r, 8+4+4+4+4+8+1)
 	if err != nil {
@@ -300,7 +381,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		return fmt.Errorf("log start %d, high watermark %d", p.logStart, p.hwm)
 	}
 	next := int64(-1)
-	prevFile := int32(0)
+	prevSeq := int64(0)
 	for i := range n {
 		var e batchEntry
 		e.baseOffset = r.Int64()
@@ -314,10 +395,10 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 			return errTruncated
 		}
 		switch {
-		case e.file < 0 || int(e.file) >= len(s.files):
-			return fmt.Errorf("batch at %d in file %d of %d", e.baseOffset, e.file, len(s.files))
-		case e.file < prevFile:
-			return fmt.Errorf("batch at %d: file indexes go backwards", e.baseOffset)
+		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free():
+			return fmt.Errorf("batch at %d in file slot %d of %d, or a free one", e.baseOffset, e.file, len(s.files))
+		case s.files[e.file].seq < prevSeq:
+			return fmt.Errorf("batch at %d: files go backwards in commit order", e.baseOffset)
 		case e.lastOffsetDelta < 0 || e.byteOffset < 0 || e.byteSize < 1 || e.baseOffset < 0:
 			return fmt.Errorf("batch at %d malformed", e.baseOffset)
 		case e.tsType != batch.TimestampCreateTime && e.tsType != batch.TimestampLogAppendTime:
@@ -329,7 +410,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		case e.baseOffset > math.MaxInt64-int64(e.lastOffsetDelta)-1:
 			return fmt.Errorf("batch at %d overflows", e.baseOffset)
 		}
-		next, prevFile = e.lastOffset()+1, e.file
+		next, prevSeq = e.lastOffset()+1, s.files[e.file].seq
 		p.bytes += int64(e.byteSize)
 		f := &s.files[e.file]
 		f.live++

@@ -34,17 +34,37 @@ type state struct {
 	// CreateTopic makes; a log from elsewhere may hold others, found in
 	// partitions only. Derived.
 	topicParts map[TopicID][]*partition
-	// files is the file table: one entry per committed file, indexed by
-	// batchEntry.file; fileByKey maps object keys to it. Entries are never
-	// removed (a closed file keeps answering a repeated CommitFile).
+	// files is the file table, indexed by batchEntry.file (a slot);
+	// fileByKey maps the object keys of the files it holds to their slots.
+	// A file holds its slot from its commit until it is forgotten: closed
+	// (record 106) and committed more than forgetClosedFilesAfterMs of log
+	// time before a later commit (forgetClosed). Its key then leaves
+	// fileByKey and its slot, emptied (fileEntry.free), goes on freeSlots
+	// for a later commit to reuse. Only forgotten files' slots are reused,
+	// so a slot with live batches, or released and not closed, never
+	// changes hands while a batch entry or the file lifecycle refers to
+	// it. The table holds the live, released and recently closed files,
+	// not every file ever committed (docs/format/metadata-records.md
+	// §Forgetting closed files).
 	files     []fileEntry
 	fileByKey map[string]int32
+	// freeSlots holds the slots of forgotten files; addFile takes the
+	// last one first.
+	freeSlots []int32
+	// closedQueue[closedHead:] holds the closed files not yet forgotten,
+	// in close order: forgetClosed pops from the front.
+	closedQueue []int32
+	closedHead  int
+	// nextFileSeq is the commit number the next committed file gets
+	// (fileEntry.seq).
+	nextFileSeq int64
 	// released holds the files with no live batch left that are not
 	// closed yet (record 106): the file lifecycle's work list. Derived.
 	released map[int32]struct{}
-	// releases counts files released since this state was built, for
-	// Stats. Not state: not in snapshots.
+	// releases and forgets count files released and forgotten since
+	// this state was built, for Stats. Not state: not in snapshots.
 	releases int64
+	forgets  int64
 	// ownerSets interns the files' owner sets (record 102's OwnerIds,
 	// ascending, this shard included); fileEntry.owners indexes it.
 	// Derived: snapshots store each open file's owners.
@@ -75,6 +95,24 @@ type state struct {
 // treat expired state as absent).
 const producerSweepIntervalMs = 60_000
 
+// forgetClosedFilesAfterMs is how much log time must separate a closed
+// file's commit from a later commit before that commit forgets it
+// (forgetClosed): 1 hour. A forgotten key is answered as never committed
+// (FileUnknown), and a CommitFile of it would commit it anew — so no
+// commit attempt of a file may come this late. None does (doc.go,
+// "Forgetting closed files"): every attempt is decided within
+// OrphanScanGracePeriod (≥ 10 minutes, default 1 hour) of the upload, the
+// committer giving up after diskless.commit.max.attempts (5) calls with
+// under a second of backoff, and a file is closed only once that grace
+// period has passed since its commit. The hour on top keeps a closed file
+// answering FileClosed, and a repeated commit of it answered from the
+// table, for at least an hour of log time after its commit. A constant,
+// not a Config field: what is forgotten is part of the state, which must
+// follow from the log alone (DESIGN invariant 6) — a snapshot taken under
+// one horizon and replayed under another would differ from a replay from
+// the start. BenchmarkClosedFiles measures what forgetting saves.
+const forgetClosedFilesAfterMs = 3_600_000
+
 // Limits on what a shard accepts (docs/format/metadata-records.md §Limits).
 const (
 	// MaxCommitBatches is the most batches one CommitFile may carry: each
@@ -90,12 +128,17 @@ const (
 	maxEncodedBatchBytes = 100
 )
 
-// fileEntry is one committed file in the file table.
+// fileEntry is one slot of the file table: a committed file, or a free
+// slot (free) left by a forgotten one.
 type fileEntry struct {
-	key        string
+	key        string // "" in a free slot
 	size       int64
 	appendTime int64 // ms, the commit's log-append time
-	format     int8
+	// seq numbers the shard's file commits from 0, in log order. Slots are
+	// reused, so slot numbers say nothing of commit order; seq does: it
+	// never decreases along a partition index (findInFile).
+	seq    int64
+	format int8
 	// closed is set by record 106: the shard is done with the object
 	// (deleted, or left to a lower owner).
 	closed bool
@@ -105,6 +148,13 @@ type fileEntry struct {
 	// owners indexes state.ownerSets; −1 once closed.
 	owners int32
 }
+
+// freeFile is what a free slot holds.
+var freeFile = fileEntry{closed: true, owners: -1}
+
+// free reports whether the slot is free: its file was forgotten and no
+// file has taken it since.
+func (f *fileEntry) free() bool { return f.key == "" }
 
 // topicEntry is one topic of the catalog.
 type topicEntry struct {
@@ -340,7 +390,7 @@ func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
 	if _, ok := s.fileByKey[r.ObjectKey]; ok {
 		return inconsistent("file %q committed twice", r.ObjectKey)
 	}
-	if len(s.files) >= math.MaxInt32 {
+	if len(s.freeSlots) == 0 && len(s.files) >= math.MaxInt32 {
 		return inconsistent("file table full")
 	}
 	if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 || len(r.Topics[0].Partitions[0].Batches) == 0 {
@@ -390,13 +440,61 @@ func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
 	return nil
 }
 
+// addFile adds a committed file to the file table, in the last freed slot
+// if there is one, else in a new one, and returns its slot.
 func (s *state) addFile(key string, size int64, format int8, appendTime int64, owners []int32) int32 {
-	fi := int32(len(s.files))
-	s.files = append(s.files, fileEntry{key: key, size: size, appendTime: appendTime, format: format,
-		owners: s.internOwners(owners)})
+	f := fileEntry{key: key, size: size, appendTime: appendTime, seq: s.nextFileSeq, format: format,
+		owners: s.internOwners(owners)}
+	s.nextFileSeq++
+	var fi int32
+	if n := len(s.freeSlots); n > 0 {
+		fi = s.freeSlots[n-1]
+		s.freeSlots = s.freeSlots[:n-1]
+		s.files[fi] = f
+	} else {
+		fi = int32(len(s.files))
+		s.files = append(s.files, f)
+	}
 	s.fileByKey[key] = fi
 	return fi
 }
+
+// forgetClosed forgets the closed files at the front of closedQueue
+// committed more than forgetClosedFilesAfterMs before log time now: their
+// keys leave fileByKey and their slots go on freeSlots. It stops at the
+// first that is not due, so a file may wait behind one closed before it
+// and committed later (files are closed about in commit order: each
+// after the same grace period); each file is popped once, so a commit
+// pays O(1) amortised. Called at every file commit (finishFile), online
+// and in replay alike, so that the same log forgets the same files at
+// the same records.
+func (s *state) forgetClosed(now int64) {
+	if now < math.MinInt64+forgetClosedFilesAfterMs {
+		return
+	}
+	cutoff := now - forgetClosedFilesAfterMs
+	for s.closedHead < len(s.closedQueue) {
+		fi := s.closedQueue[s.closedHead]
+		f := &s.files[fi]
+		if f.appendTime >= cutoff {
+			break
+		}
+		delete(s.fileByKey, f.key)
+		*f = freeFile
+		s.freeSlots = append(s.freeSlots, fi)
+		s.closedQueue[s.closedHead] = 0
+		s.closedHead++
+		s.forgets++
+	}
+	// Reclaim the popped front once it is most of the array.
+	if h := s.closedHead; h > 0 && h >= len(s.closedQueue)/2 {
+		s.closedQueue = append(s.closedQueue[:0], s.closedQueue[h:]...)
+		s.closedHead = 0
+	}
+}
+
+// closedFiles returns the closed files not yet forgotten, in close order.
+func (s *state) closedFiles() []int32 { return s.closedQueue[s.closedHead:] }
 
 // internOwners returns the index in ownerSets of the owner set ids,
 // normalised to ascending unique shard ids including this shard (a record
@@ -508,12 +606,14 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *committe
 	})
 }
 
-// finishFile ends a file commit at log-append time t.
+// finishFile ends a file commit at log-append time t: the log's clock
+// moves on, which may expire producer state and forget closed files.
 func (s *state) finishFile(t int64) {
 	s.lastAppendTime = max(s.lastAppendTime, t)
 	if t >= s.nextSweep {
 		s.sweepProducers(t)
 	}
+	s.forgetClosed(s.lastAppendTime)
 }
 
 // sweepProducers drops producer state idle for expirationMs at time now.
@@ -633,6 +733,7 @@ func (s *state) applyFileDeleted(r *fileDeletedRecord) error {
 	f.closed = true
 	f.owners = -1
 	delete(s.released, fi)
+	s.closedQueue = append(s.closedQueue, fi)
 	return nil
 }
 
@@ -641,7 +742,8 @@ type FileState int8
 
 // File states, in lifecycle order.
 const (
-	// FileUnknown: the shard never committed a batch of the object.
+	// FileUnknown: the shard never committed a batch of the object, or
+	// closed it and has since forgotten it (state.forgetClosed).
 	FileUnknown FileState = iota
 	// FileLive: some of the shard's batches in the object are still in a
 	// partition index (HasLiveBatches in KIP-1164's DescribeFiles).
@@ -651,6 +753,7 @@ const (
 	FileReleased
 	// FileClosed: the shard is done with the object (record 106): it
 	// deleted it, or left that to a lower owner that also committed it.
+	// Answered until the shard forgets the file, then FileUnknown.
 	FileClosed
 )
 

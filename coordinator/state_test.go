@@ -212,6 +212,8 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	st.apply(&producerIDBlockRecord{FirstProducerID: 0, BlockSize: 1000})
 	f.Add(st.appendSnapshot(nil))
 	f.Add(newState(0, 1, discardLogger()).appendSnapshot(nil))
+	_, churned := lifecycleRecords(f, 60) // free slots, closed files
+	f.Add(churned.appendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 		if err := st.decodeSnapshot(b); err != nil {
