@@ -103,6 +103,11 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, fmt.Errorf("opening the coordinator: %w", err)
 	}
 	closers = append(closers, func() { a.coord.Close() })
+	// The store answered and the coordinator opened: only now is the
+	// directory bound to these values (a failed start binds nothing).
+	if err := a.dir.saveMeta(); err != nil {
+		return nil, err
+	}
 	if a.http != nil {
 		a.http.setHealth(coordinatorHealth(a.coord))
 	}

@@ -142,3 +142,42 @@ func TestDataDirBindings(t *testing.T) {
 	}
 	again.shutdown(10 * time.Second)
 }
+
+// TestFailedFirstStartBindsNothing: a first start that fails before the
+// store answered (here, an S3 endpoint nobody listens on) leaves no
+// meta.properties, so the same data.dir starts with corrected values.
+func TestFailedFirstStartBindsNothing(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	dir := t.TempDir()
+	base := []string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + dir}
+	bad, err := LoadConfig("", append(base, "diskless.storage.backend=s3",
+		"diskless.storage.s3.bucket=mistyped", "diskless.storage.s3.endpoint=http://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = start(bad, quiet)
+	if err == nil {
+		t.Fatal("start against an S3 endpoint nobody listens on succeeded")
+	}
+	t.Logf("refused: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, "meta.properties")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed first start left meta.properties (stat: %v)", err)
+	}
+	good, err := LoadConfig("", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := start(good, quiet)
+	if err != nil {
+		t.Fatalf("start with corrected values after a failed first start: %v", err)
+	}
+	if err := a.shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(dir, "meta.properties"))
+	if err != nil || !strings.Contains(string(meta), "object.store = file") {
+		t.Fatalf("meta.properties after a good start: %q, %v", meta, err)
+	}
+}

@@ -117,3 +117,15 @@ func TestAdvertisedVersionsMatchHandlers(t *testing.T) {
 		t.Errorf("not advertised: %v", want)
 	}
 }
+
+// TestDeployExampleLoads: the commented example in deploy/ is a valid
+// configuration.
+func TestDeployExampleLoads(t *testing.T) {
+	cfg, err := LoadConfig("../../deploy/sidecar.properties", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listener.Port == 9092 {
+		t.Error("the example takes port 9092, the broker's next to it")
+	}
+}

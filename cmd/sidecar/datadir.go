@@ -28,6 +28,9 @@ type dataDir struct {
 	path      string
 	lock      *os.File
 	clusterID string
+	// meta is the meta.properties to write at saveMeta (first start, or a
+	// binding recorded for the first time); nil when the file is current.
+	meta []byte
 }
 
 // binding is a setting recorded in meta.properties at first start that the
@@ -119,8 +122,24 @@ func (d *dataDir) loadMeta(bs []binding) error {
 	if !dirty {
 		return nil
 	}
-	body := "# written by the diskless sidecar; do not edit: data.dir is bound to these values\n" + p.String()
-	return fsutil.WriteFile(metaPath, []byte(body), 0o644)
+	d.meta = []byte("# written by the diskless sidecar; do not edit: data.dir is bound to these values\n" + p.String())
+	return nil
+}
+
+// saveMeta writes meta.properties if loadMeta changed it. start calls it
+// once the object store answered and the coordinator opened, so that a
+// start that fails before then (a mistyped bucket, bad credentials, a port
+// in use) binds the directory to nothing and can be retried with fixed
+// values.
+func (d *dataDir) saveMeta() error {
+	if d.meta == nil {
+		return nil
+	}
+	if err := fsutil.WriteFile(filepath.Join(d.path, "meta.properties"), d.meta, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Join(d.path, "meta.properties"), err)
+	}
+	d.meta = nil
+	return nil
 }
 
 func (d *dataDir) close() {

@@ -19,7 +19,8 @@ func (c *coordErr) Err() error { return c.err }
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // no idle conns for goleak
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
