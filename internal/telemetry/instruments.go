@@ -80,6 +80,7 @@ func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 	return observe(Meter(mp), []counter{
 		{"diskless.retention.moves", "{move}", "log start offsets moved by retention", &s.RetentionMoves},
 		{"diskless.files.released", "{file}", "files whose batches are all gone from a shard", &s.FilesReleased},
+		{"diskless.files.forgotten", "{file}", "closed files dropped from a shard's file table an hour (of log time) after their commit", &s.FilesForgotten},
 		{"diskless.objects.deleted", "{object}", "objects deleted by the file lifecycle", &s.ObjectsDeleted},
 		{"diskless.objects.delete.failures", "{object}", "object deletes that failed (retried on the next pass)", &s.DeleteFailures},
 		{"diskless.orphans.found", "{object}", "objects older than the grace period that no shard holds", &s.OrphansFound},
