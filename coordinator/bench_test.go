@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
 // nopLog is a Log that keeps nothing: benchmarks of the decision path
@@ -59,32 +61,13 @@ func BenchmarkCommitFile(b *testing.B) {
 // BenchmarkFindBatches looks up random offsets in a partition index of 1M
 // batches, 1 MiB per answer, and reports the index's memory per batch.
 func BenchmarkFindBatches(b *testing.B) {
-	const files, perFile = 1000, 1000
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
-	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
-		b.Fatal(err)
-	}
-	p := st.partitions[TopicPartition{tid, 0}]
-	for f := range files {
-		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: make([]committedBatch, perFile)}}}}}
-		for i := range rec.Topics[0].Partitions[0].Batches {
-			base := p.hwm + int64(i)*10
-			rec.Topics[0].Partitions[0].Batches[i] = committedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384,
-				AssignedBaseOffset: base, AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f), ProducerID: -1}
-		}
-		if err := st.apply(rec); err != nil {
-			b.Fatal(err)
-		}
-	}
+	st, p := benchIndex(b, batch.TimestampCreateTime, false)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	p.visible, p.visHWM = true, p.hwm
-	heapPerBatch := float64(after.HeapAlloc-before.HeapAlloc) / (files * perFile)
+	heapPerBatch := float64(after.HeapAlloc-before.HeapAlloc) / float64(p.batches.len())
 	r := rand.New(rand.NewPCG(1, 2))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -95,6 +78,99 @@ func BenchmarkFindBatches(b *testing.B) {
 		}
 	}
 	b.ReportMetric(heapPerBatch, "heapB/batch")
+}
+
+// benchIndex returns a state with one published partition of 1000 files
+// × 1000 batches (10 records, 16 KiB each) of type tsType, whose max
+// timestamps (CreateTime) or append times (LogAppendTime) are the file's
+// number: rising through the index, equal within a file. With outlier, a
+// file of one CreateTime batch at 2^40 ms comes first: the candidate of
+// every lookup, so that a lookup past it takes ListOffsetsFrom's slow
+// path, as fetch's TestListOffsetsWalkCost does.
+func benchIndex(b *testing.B, tsType int8, outlier bool) (*state, *partition) {
+	const files, perFile = 1000, 1000
+	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
+	tid := TopicID{1}
+	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+		b.Fatal(err)
+	}
+	p := st.partitions[TopicPartition{tid, 0}]
+	commit := func(bs []committedBatch) {
+		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
+			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: bs}}}}}
+		if err := st.apply(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if outlier {
+		commit([]committedBatch{{Magic: 2, ByteSize: 16384, AssignedLastOffset: 9, BatchMaxTimestamp: 1 << 40, ProducerID: -1}})
+	}
+	for f := range files {
+		bs := make([]committedBatch, perFile)
+		for i := range bs {
+			base := p.hwm + int64(i)*10
+			bs[i] = committedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384, AssignedBaseOffset: base,
+				AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f), TimestampType: tsType,
+				ProducerID: -1}
+		}
+		commit(bs)
+	}
+	p.visible, p.visHWM = true, p.hwm
+	return st, p
+}
+
+// BenchmarkListOffsetsFrom measures timestamp lookups in a partition index
+// of 1M batches (benchIndex): ListOffsets, for comparison; ListOffsetsFrom
+// from random offsets with random targets (mostly its O(log n) path, as
+// no earlier batch reaches the target); and its worst case, from the
+// batch after a candidate holding the largest timestamp at the start of
+// the index, as fetch asks when the log start lies inside the candidate
+// or its header is false: the rest of the first chunk (4095 batches) read
+// one by one, 244 chunk summaries, one binary search in the last chunk.
+// fetch's lookups used to page through the coordinates instead, all of
+// them for a max timestamp no later batch reaches
+// (TestListOffsetsWalkCost).
+func BenchmarkListOffsetsFrom(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		tsType  int8
+		outlier bool
+		from    func(r *rand.Rand, hwm int64) int64
+		ts      func(r *rand.Rand) int64
+		want    int64 // the candidate's base offset, −1: any
+	}{
+		{name: "ListOffsets/timestamp", ts: func(r *rand.Rand) int64 { return r.Int64N(1000) }, want: -1},
+		{name: "ListOffsets/max", ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 999 * 10_000},
+		{name: "random/timestamp", from: func(r *rand.Rand, hwm int64) int64 { return r.Int64N(hwm) },
+			ts: func(r *rand.Rand) int64 { return r.Int64N(1000) }, want: -1},
+		{name: "random/max", from: func(r *rand.Rand, hwm int64) int64 { return r.Int64N(hwm) },
+			ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: -1},
+		{name: "past the candidate/timestamp", outlier: true, from: func(*rand.Rand, int64) int64 { return 10 },
+			ts: func(*rand.Rand) int64 { return 999 }, want: 10 + 999*10_000},
+		{name: "past the candidate/max", outlier: true, from: func(*rand.Rand, int64) int64 { return 10 },
+			ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
+		{name: "past the candidate/max/LogAppendTime", tsType: batch.TimestampLogAppendTime, outlier: true,
+			from: func(*rand.Rand, int64) int64 { return 10 },
+			ts:   func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			st, p := benchIndex(b, bc.tsType, bc.outlier)
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				var res ListOffsetsResult
+				if bc.from == nil {
+					res = st.listOffsets(p, bc.ts(r))
+				} else {
+					res = st.listOffsetsFrom(p, bc.ts(r), bc.from(r, p.hwm))
+				}
+				if res.Err != nil || res.Candidate == nil || (bc.want >= 0 && res.Candidate.BaseOffset != bc.want) {
+					b.Fatalf("%+v, candidate %+v; want the batch at %d", res, res.Candidate, bc.want)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkSnapshot measures, for a shard of 2M batches (1000 partitions,

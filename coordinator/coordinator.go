@@ -418,6 +418,39 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp TopicPartition, timest
 	return s.mu.st.listOffsets(p, timestamp)
 }
 
+// ListOffsetsFrom is ListOffsets restricted to the batches that hold an
+// offset ≥ from, for a lookup that has to look past a batch it was given
+// (SPEC §5: the candidate's qualifying records lie below the log start
+// offset, or its header claims a max timestamp no record has): with from
+// its last offset + 1, the next candidate in one call. A timestamp ≥ 0 →
+// Candidate = the first batch, in offset order, holding an offset ≥ from
+// whose effective max timestamp (BatchCoordinate.MaxTimestamp) is ≥ it;
+// ListOffsetsMaxTimestamp → Candidate = the earliest batch holding an
+// offset ≥ from with the largest effective max timestamp among those. A
+// batch holding from and offsets below it counts; a from at or below the
+// log start offset makes it ListOffsets. No such batch (from at or past
+// the high watermark included) → no Candidate, Offset and Timestamp −1.
+// ListOffsetsEarliest and ListOffsetsLatest, and the errors, are as in
+// ListOffsets; LogStartOffset and HighWatermark are the partition's as of
+// this answer.
+//
+// Cost, under the shard's read lock: O(log n) in the partition's n
+// batches when no batch before from reaches the answer's timestamp (for
+// ListOffsetsMaxTimestamp: the largest of the partition); otherwise the
+// rest of from's index chunk (at most 4096 batches), one summary per
+// later chunk and a binary search in one chunk: O(4096 + n/4096).
+// BenchmarkListOffsetsFrom, 1M batches: 1.3–1.8 µs from random offsets,
+// 17–28 µs in the worst case (from the second batch of a chunk, past a
+// candidate holding the partition's largest timestamp).
+func (c *Coordinator) ListOffsetsFrom(ctx context.Context, tp TopicPartition, timestamp, from int64) ListOffsetsResult {
+	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
+	defer s.unlock()
+	if err != nil {
+		return ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+	}
+	return s.mu.st.listOffsetsFrom(p, timestamp, from)
+}
+
 // lookup finds a partition's shard and index and returns with the shard's
 // read lock held (release with s.unlock, also on error; s may be nil).
 func (c *Coordinator) lookup(cat *catalog, id TopicID, partition int32) (*shard, *partition, *kerr.Error) {

@@ -15,7 +15,7 @@
 // request against the state — applying accepted batches one by one, so a
 // retry of a batch earlier in the same file or group is a duplicate —
 // appends the group's records with one Append (one fsync), and only then
-// publishes the new high watermarks to FindBatches, ListOffsets and Watch
+// publishes the new high watermarks to FindBatches, ListOffsets(From) and Watch
 // and answers. If the append fails, every request of the group gets the
 // error and the state is rebuilt by replaying the log, so memory never
 // holds what is not durable; if that fails too, the shard answers

@@ -35,8 +35,13 @@ const (
 // a chunk its encoded fields never change; a chunk's entries field is
 // written only while it is the last chunk (appends, and the first chunk's
 // growth); dropping chunks clones the chunk slice rather than re-slicing
-// or clearing it. Otherwise only prefixMaxTs and lastOffset fields are
-// written, which the snapshot does not read.
+// or clearing it. Otherwise only the prefixMaxTs, maxTs and lastOffset
+// fields are written, which the snapshot does not read.
+//
+// The timestamp summaries are derived, never stored: push and dropFront
+// keep them, and a snapshot load rebuilds them by pushing every entry
+// again (with head 0, so chunk boundaries may move; the searches do not
+// depend on where they fall).
 type batchIndex struct {
 	// chunks holds the chunks by value: a lookup loads the entries'
 	// address from this array directly (BenchmarkFindBatches).
@@ -56,6 +61,13 @@ type indexChunk struct {
 	// prefixMaxTs is the largest effective max timestamp of the chunk's
 	// entries and of all entries before them in the index.
 	prefixMaxTs int64
+	// maxTs is the largest effective max timestamp of the chunk's own
+	// entries (the first chunk's from head on): its last entry's in-chunk
+	// prefixMaxTs, kept here so that the searches from an entry
+	// (searchTimestampFrom, searchMaxFrom) read one summary per chunk
+	// from this array instead of an entry in each chunk. 8 bytes per
+	// chunk of indexChunkLen entries.
+	maxTs int64
 	// lastOffset is the last offset of the chunk's last entry, so that
 	// searches pick a chunk without touching the entries of others.
 	lastOffset int64
@@ -186,6 +198,135 @@ func (x *batchIndex) searchTimestamp(n int, ts int64) int {
 	return c<<indexChunkShift + lo - x.head
 }
 
+// firstReaching returns the first slot in [lo, hi) of chunk c whose
+// in-chunk prefixMaxTs is ≥ ts, or hi. That slot's entry is the first of
+// [lo, hi) whose own effective max timestamp reaches ts when lo is where
+// the chunk's prefix starts (0, or head in chunk 0) or the prefix at
+// lo−1 is below ts.
+func (x *batchIndex) firstReaching(c, lo, hi int, ts int64) int {
+	es := x.chunks[c].entries[:hi]
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if es[m].prefixMaxTs < ts {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// restOfChunk returns, for entry i < n, its chunk c, its slot, the slot
+// where the chunk's in-chunk prefix starts (start: 0, or head in chunk
+// 0), the end of the first n entries within c (end), and the chunk
+// holding entry n−1 and its end slot (last, lastEnd).
+func (x *batchIndex) restOfChunk(i, n int) (c, slot, start, end, last, lastEnd int) {
+	pos := x.head + i
+	c, slot = pos>>indexChunkShift, pos&indexChunkMask
+	last, _, lastEnd = x.lastChunk(n)
+	if c == 0 {
+		start = x.head
+	}
+	end = len(x.chunks[c].entries)
+	if c == last {
+		end = lastEnd
+	}
+	return c, slot, start, end, last, lastEnd
+}
+
+// searchTimestampFrom returns the first j in [i, n) whose entry's own
+// effective max timestamp (effTs) is ≥ ts, or n; 0 ≤ i ≤ n ≤ len. This
+// is the timestamp lookup of SPEC §5 restricted to the entries from i on.
+//
+// When no entry before i reaches ts, the running maxima answer it as
+// searchTimestamp does, in O(log n). Otherwise they cannot (every prefix
+// from i on already reaches ts), and it reads: the rest of i's chunk —
+// by binary search when the in-chunk prefix before i is below ts, else
+// entry by entry up to the first reaching ts, at most indexChunkLen
+// calls of effTs — then one maxTs per following chunk, then a binary
+// search in the first chunk whose maximum reaches ts: O(indexChunkLen +
+// len/indexChunkLen) (BenchmarkListOffsetsFrom).
+func (x *batchIndex) searchTimestampFrom(i, n int, ts int64, effTs func(*batchEntry) int64) int {
+	if i >= n {
+		return n
+	}
+	if i == 0 || x.prefixMaxTs(i-1) < ts {
+		return x.searchTimestamp(n, ts)
+	}
+	c, slot, start, end, last, lastEnd := x.restOfChunk(i, n)
+	base := -x.head
+	if es := x.chunks[c].entries; es[end-1].prefixMaxTs >= ts {
+		if slot == start || es[slot-1].prefixMaxTs < ts {
+			return base + c<<indexChunkShift + x.firstReaching(c, slot, end, ts)
+		}
+		for k := slot; k < end; k++ {
+			if effTs(&es[k]) >= ts {
+				return base + c<<indexChunkShift + k
+			}
+		}
+	}
+	for c++; c < last; c++ {
+		if x.chunks[c].maxTs >= ts {
+			return base + c<<indexChunkShift + x.firstReaching(c, 0, indexChunkLen, ts)
+		}
+	}
+	// Entry n−1's chunk, after i's: its in-chunk prefix covers [0, lastEnd)
+	// only, where its maxTs may cover entries not yet published.
+	if c == last && x.chunks[last].entries[lastEnd-1].prefixMaxTs >= ts {
+		return base + last<<indexChunkShift + x.firstReaching(last, 0, lastEnd, ts)
+	}
+	return n
+}
+
+// searchMaxFrom returns the earliest j in [i, n) whose entry's effective
+// max timestamp (effTs) is the largest of [i, n); 0 ≤ i < n ≤ len. This
+// is the max-timestamp lookup of SPEC §5 restricted to the entries from
+// i on.
+//
+// When the largest of [0, n) is not reached before i, the running maxima
+// answer it in O(log n). Otherwise it reads: the rest of i's chunk — by
+// binary search when the in-chunk prefix before i is below the chunk's
+// largest, else entry by entry, at most indexChunkLen calls of effTs —
+// then one maxTs per following chunk, keeping the first of the largest,
+// then a binary search in the winning chunk for its first entry reaching
+// that maximum: O(indexChunkLen + len/indexChunkLen)
+// (BenchmarkListOffsetsFrom).
+func (x *batchIndex) searchMaxFrom(i, n int, effTs func(*batchEntry) int64) int {
+	if top := x.prefixMaxTs(n - 1); i == 0 || x.prefixMaxTs(i-1) < top {
+		return x.searchTimestamp(n, top)
+	}
+	c, slot, start, end, last, lastEnd := x.restOfChunk(i, n)
+	base := -x.head
+	var best int64
+	j := -1
+	if es := x.chunks[c].entries; slot == start || es[slot-1].prefixMaxTs < es[end-1].prefixMaxTs {
+		best = es[end-1].prefixMaxTs
+		j = base + c<<indexChunkShift + x.firstReaching(c, slot, end, best)
+	} else {
+		for k := slot; k < end; k++ {
+			if v := effTs(&es[k]); j < 0 || v > best {
+				best, j = v, base+c<<indexChunkShift+k
+			}
+		}
+	}
+	// Strictly larger only: the earliest chunk holding the largest wins.
+	win, winEnd := -1, 0
+	for c++; c < last; c++ {
+		if v := x.chunks[c].maxTs; v > best {
+			best, win, winEnd = v, c, indexChunkLen
+		}
+	}
+	if c == last {
+		if v := x.chunks[last].entries[lastEnd-1].prefixMaxTs; v > best {
+			best, win, winEnd = v, last, lastEnd
+		}
+	}
+	if win >= 0 {
+		j = base + win<<indexChunkShift + x.firstReaching(win, 0, winEnd, best)
+	}
+	return j
+}
+
 // push appends e; ts is its effective max timestamp. It writes only past
 // the last entry: no entry moves, except that the first chunk of an index
 // reallocates while it grows to indexChunkLen.
@@ -199,7 +340,8 @@ func (x *batchIndex) push(e batchEntry, ts int64) {
 		} else {
 			prev = x.chunks[c-1].prefixMaxTs
 		}
-		x.chunks = append(x.chunks, indexChunk{entries: make([]batchEntry, 0, capacity), prefixMaxTs: prev})
+		x.chunks = append(x.chunks, indexChunk{entries: make([]batchEntry, 0, capacity), prefixMaxTs: prev,
+			maxTs: math.MinInt64})
 	}
 	ch := &x.chunks[c]
 	if x.n > 0 && pos&indexChunkMask > 0 {
@@ -213,16 +355,17 @@ func (x *batchIndex) push(e batchEntry, ts int64) {
 	}
 	ch.entries = append(ch.entries, e)
 	ch.prefixMaxTs = max(ch.prefixMaxTs, ts)
+	ch.maxTs = ts // the in-chunk prefix maximum, at the chunk's last entry
 	ch.lastOffset = e.lastOffset()
 	x.n++
 }
 
 // dropFront removes the first k entries (0 < k ≤ len). Whole chunks are
 // released; the running maxima are recomputed for what changed only: the
-// new first chunk's entries up to the first unchanged one, and the
-// chunks' maxima up to the first unchanged one — at most indexChunkLen
-// entries plus one step per chunk. effTs returns an entry's effective max
-// timestamp.
+// new first chunk's entries up to the first unchanged one (and so its
+// maxTs), and the chunks' maxima up to the first unchanged one — at most
+// indexChunkLen entries plus one step per chunk. effTs returns an entry's
+// effective max timestamp.
 func (x *batchIndex) dropFront(k int, effTs func(*batchEntry) int64) {
 	if k >= x.n {
 		*x = batchIndex{}
@@ -250,6 +393,8 @@ func (x *batchIndex) dropFront(k int, effTs func(*batchEntry) int64) {
 		}
 		e.prefixMaxTs = v
 	}
+	first := &x.chunks[0]
+	first.maxTs = first.entries[len(first.entries)-1].prefixMaxTs
 	v = math.MinInt64
 	for i := range x.chunks {
 		ch := &x.chunks[i]

@@ -40,6 +40,17 @@ func checkIndex(t *testing.T, step string, x *batchIndex, want []batchEntry, ts 
 		if k < len(x.chunks)-1 && len(ch.entries) != indexChunkLen || cap(ch.entries) > indexChunkLen {
 			t.Fatalf("%s: chunk %d of %d has %d entries, capacity %d", step, k, len(x.chunks), len(ch.entries), cap(ch.entries))
 		}
+		es := ch.entries
+		if k == 0 {
+			es = es[x.head:]
+		}
+		own := int64(math.MinInt64)
+		for i := range es {
+			own = max(own, ts(&es[i]))
+		}
+		if ch.maxTs != own {
+			t.Fatalf("%s: chunk %d of %d has maxTs %d, its entries' largest is %d", step, k, len(x.chunks), ch.maxTs, own)
+		}
 	}
 	checkView(t, step, x.freeze(), want)
 }
@@ -63,8 +74,9 @@ func checkView(t *testing.T, step string, v indexView, want []batchEntry) {
 // TestIndexMatchesSlice runs random appends and front drops — within a
 // chunk, at chunk boundaries, across several chunks, of everything — on a
 // chunked index and on a flat slice, and checks they hold the same
-// entries, running maxima and searches after every step, and that views
-// frozen earlier keep what they had.
+// entries, running maxima, chunk maxima and searches after every step
+// (the searches from an entry every 10th), and that views frozen earlier
+// keep what they had.
 func TestIndexMatchesSlice(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	var (
@@ -133,6 +145,9 @@ func TestIndexMatchesSlice(t *testing.T) {
 			checkView(t, step+" (earlier view)", f.v, f.want)
 		}
 		checkSearches(t, fmt.Sprintf("step %d %s", i, step), &x, want, ts, r)
+		if i%10 == 0 {
+			checkSearchesFrom(t, fmt.Sprintf("step %d %s", i, step), &x, want, ts, r)
+		}
 	}
 }
 
@@ -180,6 +195,150 @@ func checkSearches(t *testing.T, step string, x *batchIndex, want []batchEntry, 
 	}
 }
 
+// checkSearchesFrom compares searchTimestampFrom and searchMaxFrom with
+// linear scans of want, from entries at and around chunk boundaries, the
+// ends and random places, over the whole index and random prefixes of it.
+func checkSearchesFrom(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64, r *rand.Rand) {
+	t.Helper()
+	if len(want) == 0 {
+		if x.searchTimestampFrom(0, 0, 5, ts) != 0 {
+			t.Fatalf("%s: searchTimestampFrom of an empty index", step)
+		}
+		return
+	}
+	// Entry i sits at slot (head+i)&indexChunkMask: the entries around
+	// a few chunks' first slots, and the first and last few.
+	var bounds []int
+	for b := indexChunkLen - x.head; b-1 < len(want); b += indexChunkLen {
+		bounds = append(bounds, b)
+	}
+	var froms []int
+	for range min(len(bounds), 3) {
+		b := bounds[r.IntN(len(bounds))]
+		froms = append(froms, b-1, b, b+1)
+	}
+	froms = append(froms, 0, 1, 2, len(want)-2, len(want)-1, len(want))
+	for range 4 {
+		froms = append(froms, r.IntN(len(want)+1))
+	}
+	for _, i := range froms {
+		if i < 0 || i > len(want) {
+			continue
+		}
+		for _, n := range []int{len(want), i + r.IntN(len(want)-i+1)} {
+			if n < i {
+				continue
+			}
+			if n > i {
+				wantJ := i
+				for j := i + 1; j < n; j++ {
+					if ts(&want[j]) > ts(&want[wantJ]) {
+						wantJ = j
+					}
+				}
+				if got := x.searchMaxFrom(i, n, ts); got != wantJ {
+					t.Fatalf("%s: searchMaxFrom(%d, %d) = %d, want %d (timestamp %d)", step, i, n, got, wantJ, ts(&want[wantJ]))
+				}
+			}
+			targets := []int64{math.MinInt64, math.MaxInt64}
+			for range 3 {
+				targets = append(targets, ts(&want[r.IntN(len(want))])+r.Int64N(3)-1)
+			}
+			if i < len(want) {
+				targets = append(targets, ts(&want[i]), ts(&want[i])+1)
+			}
+			for _, target := range targets {
+				wantJ := n
+				for j := i; j < n; j++ {
+					if ts(&want[j]) >= target {
+						wantJ = j
+						break
+					}
+				}
+				if got := x.searchTimestampFrom(i, n, target, ts); got != wantJ {
+					t.Fatalf("%s: searchTimestampFrom(%d, %d, %d) = %d, want %d", step, i, n, target, got, wantJ)
+				}
+			}
+		}
+	}
+}
+
+// TestIndexSearchesFrom runs random appends and front drops on indexes of
+// several chunks whose timestamps follow different shapes — random within
+// a small range (many ties), rising with outliers, falling (every prefix
+// before an entry already holds the largest), constant — and compares the
+// searches from an entry (searchTimestampFrom, searchMaxFrom) with linear
+// scans after every step, also on an index rebuilt by pushing the same
+// entries again, as a snapshot load does.
+func TestIndexSearchesFrom(t *testing.T) {
+	shapes := []struct {
+		name string
+		ts   func(r *rand.Rand, i int64) int64
+	}{
+		{"random, many ties", func(r *rand.Rand, _ int64) int64 { return r.Int64N(50) }},
+		{"rising with outliers", func(r *rand.Rand, i int64) int64 {
+			if r.IntN(300) == 0 {
+				return i + 1_000_000
+			}
+			return i + r.Int64N(200) - 100
+		}},
+		{"falling", func(r *rand.Rand, i int64) int64 { return 1_000_000 - i - r.Int64N(3) }},
+		{"constant", func(*rand.Rand, int64) int64 { return 7 }},
+	}
+	for si, shape := range shapes {
+		t.Run(shape.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(si), 13))
+			var (
+				x    batchIndex
+				want []batchEntry
+				next int64
+			)
+			ts := func(e *batchEntry) int64 { return e.maxTimestamp }
+			push := func(n int) {
+				for range n {
+					e := batchEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), byteSize: 1, maxTimestamp: shape.ts(r, next)}
+					next = e.lastOffset() + 1
+					x.push(e, ts(&e))
+					want = append(want, e)
+				}
+			}
+			drop := func(k int) {
+				if k > 0 {
+					x.dropFront(k, ts)
+					want = append([]batchEntry(nil), want[k:]...)
+				}
+			}
+			push(5*indexChunkLen + r.IntN(indexChunkLen))
+			for step := range 30 {
+				switch r.IntN(5) {
+				case 0:
+					push(1 + r.IntN(20))
+				case 1:
+					push(indexChunkLen/2 + r.IntN(indexChunkLen))
+				case 2:
+					drop(r.IntN(min(len(want), 30)))
+				case 3:
+					if k := indexChunkLen - x.head; len(want) > k {
+						drop(k) // onto a chunk boundary
+					}
+				case 4:
+					if len(want) > 2*indexChunkLen {
+						drop(r.IntN(len(want) - indexChunkLen)) // across chunks
+					}
+				}
+				name := fmt.Sprintf("step %d, %d entries from slot %d", step, len(want), x.head)
+				checkIndex(t, name, &x, append([]batchEntry(nil), want...), ts)
+				checkSearchesFrom(t, name, &x, want, ts, r)
+				var again batchIndex
+				for i := range want {
+					again.push(want[i], ts(&want[i]))
+				}
+				checkSearchesFrom(t, name+", rebuilt", &again, want, ts, r)
+			}
+		})
+	}
+}
+
 // TestIndexEntriesNeverMove: past the first chunk, appending never moves
 // an entry (no copy of the index under the shard lock, whatever its size),
 // and dropping chunks releases them.
@@ -202,8 +361,8 @@ func TestIndexEntriesNeverMove(t *testing.T) {
 	}
 }
 
-// TestLargePartitionReads checks FindBatches, ListOffsets by timestamp and
-// retention's arithmetic against brute force on a partition spanning
+// TestLargePartitionReads checks FindBatches, ListOffsets by timestamp,
+// ListOffsetsFrom and retention's arithmetic against brute force on a partition spanning
 // several index chunks, with CreateTime and LogAppendTime batches, after
 // log start moves inside a chunk, onto a chunk boundary and across
 // chunks, and after a snapshot round trip.
@@ -301,6 +460,37 @@ func TestLargePartitionReads(t *testing.T) {
 					t.Fatalf("%s: ListOffsets(%d) = %d, want none", step, ts, lo.Candidate.BaseOffset)
 				case want >= 0 && (lo.Candidate == nil || lo.Candidate.BaseOffset != live[want].base):
 					t.Fatalf("%s: ListOffsets(%d) = %+v, want %d", step, ts, lo.Candidate, live[want].base)
+				}
+			}
+			// ListOffsetsFrom: the same over the batches holding an offset
+			// ≥ from, from anywhere in (and just outside) the partition.
+			from := p.logStart - 2 + r.Int64N(p.hwm-p.logStart+4)
+			if r.IntN(4) == 0 {
+				from = live[r.IntN(len(live))].base // a batch boundary, as fetch asks
+			}
+			after := live
+			for len(after) > 0 && after[0].last < from {
+				after = after[1:]
+			}
+			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), ListOffsetsMaxTimestamp} {
+				want := -1
+				for j, b := range after {
+					if ts == ListOffsetsMaxTimestamp && (want < 0 || b.eff > after[want].eff) ||
+						ts != ListOffsetsMaxTimestamp && b.eff >= ts {
+						want = j
+						if ts != ListOffsetsMaxTimestamp {
+							break
+						}
+					}
+				}
+				lo := st.listOffsetsFrom(p, ts, from)
+				switch {
+				case lo.Err != nil || lo.Offset != -1 || lo.LogStartOffset != p.logStart || lo.HighWatermark != p.hwm:
+					t.Fatalf("%s: ListOffsetsFrom(%d, %d) = %+v", step, ts, from, lo)
+				case want < 0 && lo.Candidate != nil:
+					t.Fatalf("%s: ListOffsetsFrom(%d, %d) = %d, want none", step, ts, from, lo.Candidate.BaseOffset)
+				case want >= 0 && (lo.Candidate == nil || lo.Candidate.BaseOffset != after[want].base):
+					t.Fatalf("%s: ListOffsetsFrom(%d, %d) = %+v, want %d", step, ts, from, lo.Candidate, after[want].base)
 				}
 			}
 		}

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"math"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -80,6 +82,13 @@ scan:
 
 // listOffsets answers ListOffsets for p (SPEC §5).
 func (s *state) listOffsets(p *partition, timestamp int64) ListOffsetsResult {
+	return s.listOffsetsFrom(p, timestamp, math.MinInt64)
+}
+
+// listOffsetsFrom answers ListOffsetsFrom for p: ListOffsets over the
+// batches that hold an offset ≥ from (from ≤ the log start offset: all of
+// them); the earliest and latest answers do not depend on from.
+func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) ListOffsetsResult {
 	res := ListOffsetsResult{
 		LogStartOffset: p.visLogStart,
 		HighWatermark:  p.visHWM,
@@ -99,21 +108,25 @@ func (s *state) listOffsets(p *partition, timestamp int64) ListOffsetsResult {
 	}
 	x := &p.batches
 	n := p.visibleLen()
-	if n == 0 {
-		return res
+	// i: the batch holding from, or the first after it.
+	i := 0
+	if n == 0 || x.at(0).lastOffset() < from {
+		i = x.searchOffset(n, from)
 	}
-	target := timestamp
-	if timestamp == ListOffsetsMaxTimestamp {
-		// The earliest batch reaching the largest timestamp.
-		target = x.prefixMaxTs(n - 1)
-	}
-	// The prefix maximum is non-decreasing: the first batch whose prefix
-	// reaches target is the first batch whose own max timestamp does.
-	i := x.searchTimestamp(n, target)
 	if i == n {
 		return res
 	}
-	c := s.coordinate(x.at(i))
+	var j int
+	if timestamp == ListOffsetsMaxTimestamp {
+		// The earliest batch reaching the largest timestamp.
+		j = x.searchMaxFrom(i, n, s.effectiveMaxTs)
+	} else {
+		j = x.searchTimestampFrom(i, n, timestamp, s.effectiveMaxTs)
+	}
+	if j == n {
+		return res
+	}
+	c := s.coordinate(x.at(j))
 	res.Candidate = &c
 	return res
 }

@@ -133,6 +133,79 @@ func TestListOffsets(t *testing.T) {
 	}
 }
 
+// TestListOffsetsFrom: ListOffsetsFrom answers as ListOffsets over the
+// batches holding an offset ≥ from (readFixture: [0] at 50, [1,4] at 30,
+// [5,6] at 70, [7,9] at 70), also after DeleteRecords and a restart.
+func TestListOffsetsFrom(t *testing.T) {
+	e, top := readFixture(t)
+	type tc struct {
+		name      string
+		partition int32
+		ts, from  int64
+		offset    int64 // expected Offset
+		candidate int64 // expected Candidate base offset, -1: none
+		err       *kerr.Error
+	}
+	check := func(t *testing.T, cases []tc, logStart int64) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := e.c.ListOffsetsFrom(context.Background(), TopicPartition{top.ID, tc.partition}, tc.ts, tc.from)
+				if r.Err != tc.err {
+					t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
+				}
+				if r.Offset != tc.offset || r.Timestamp != -1 {
+					t.Fatalf("offset %d timestamp %d, want %d/-1", r.Offset, r.Timestamp, tc.offset)
+				}
+				if tc.partition == 0 && (r.LogStartOffset != logStart || r.HighWatermark != 10) {
+					t.Fatalf("offsets %d/%d, want %d/10", r.LogStartOffset, r.HighWatermark, logStart)
+				}
+				switch {
+				case tc.candidate < 0 && r.Candidate != nil:
+					t.Fatalf("candidate %+v, want none", r.Candidate)
+				case tc.candidate >= 0 && (r.Candidate == nil || r.Candidate.BaseOffset != tc.candidate):
+					t.Fatalf("candidate %+v, want batch at %d", r.Candidate, tc.candidate)
+				}
+			})
+		}
+	}
+	check(t, []tc{
+		{"earliest: from does not apply", 0, ListOffsetsEarliest, 5, 0, -1, nil},
+		{"latest: from does not apply", 0, ListOffsetsLatest, 5, 10, -1, nil},
+		{"timestamp, from the log start: as ListOffsets", 0, 31, 0, -1, 0, nil},
+		{"timestamp, from below the log start", 0, 31, -7, -1, 0, nil},
+		{"timestamp, from the next batch", 0, 31, 1, -1, 5, nil},
+		{"timestamp, the batch holding from counts", 0, 20, 3, -1, 1, nil},
+		{"timestamp, the batch holding from does not reach it", 0, 40, 3, -1, 5, nil},
+		{"timestamp, from a batch's last offset", 0, 70, 6, -1, 5, nil},
+		{"timestamp, the first of a tie passed", 0, 70, 7, -1, 7, nil},
+		{"timestamp, no batch from there reaches it", 0, 51, 10, -1, -1, nil},
+		{"timestamp, no batch reaches it", 0, 71, 1, -1, -1, nil},
+		{"max timestamp, from the log start: as ListOffsets", 0, ListOffsetsMaxTimestamp, 0, -1, 5, nil},
+		{"max timestamp, past a smaller batch", 0, ListOffsetsMaxTimestamp, 1, -1, 5, nil},
+		{"max timestamp, the earliest of a tie", 0, ListOffsetsMaxTimestamp, 6, -1, 5, nil},
+		{"max timestamp, the first of a tie passed", 0, ListOffsetsMaxTimestamp, 7, -1, 7, nil},
+		{"max timestamp, at the high watermark", 0, ListOffsetsMaxTimestamp, 10, -1, -1, nil},
+		{"max timestamp, past the high watermark", 0, ListOffsetsMaxTimestamp, 99, -1, -1, nil},
+		{"unsupported special value", 0, -4, 0, -1, -1, kerr.UnsupportedVersion},
+		{"empty partition", 1, ListOffsetsMaxTimestamp, 0, -1, -1, nil},
+		{"unknown partition", 5, 0, 0, -1, -1, kerr.UnknownTopicOrPartition},
+	}, 0)
+
+	tp := TopicPartition{top.ID, 0}
+	if _, err := e.c.DeleteRecords(context.Background(), tp, 6); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	t.Run("after DeleteRecords and a restart", func(t *testing.T) {
+		check(t, []tc{
+			{"timestamp, from below the log start", 0, 20, 0, -1, 5, nil},
+			{"timestamp, from the log start", 0, 70, 6, -1, 5, nil},
+			{"max timestamp, from below the log start", 0, ListOffsetsMaxTimestamp, 2, -1, 5, nil},
+			{"max timestamp, the first of a tie passed", 0, ListOffsetsMaxTimestamp, 7, -1, 7, nil},
+		}, 6)
+	})
+}
+
 func TestListOffsetsLogAppendTime(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)

@@ -133,8 +133,7 @@ func (h *Handler) listOffset(ctx context.Context, t *coordinator.Topic, version 
 	}
 	at := hit{res.Offset, res.Timestamp}
 	if res.Candidate != nil {
-		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, hwm: res.HighWatermark,
-			left: h.cfg.MaxDecompressedBytes}
+		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, left: h.cfg.MaxDecompressedBytes}
 		var errc *kerr.Error
 		if ts == coordinator.ListOffsetsMaxTimestamp {
 			at, errc = l.maxTimestamp(ctx, *res.Candidate)

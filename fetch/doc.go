@@ -70,13 +70,14 @@
 // warning naming it.
 //
 // The candidate does not answer when the log start lies inside it and the
-// records it was chosen for are below it (deleted): the lookup then walks
-// the index after it with FindBatches, in pages that start at 64 KiB and
-// double up to 64 MiB, to the first batch reaching the timestamp, or, for
-// max timestamp, to the first batch reaching the candidate's max timestamp
-// or else the high watermark (lookup.go). A batch chosen for its max
-// timestamp whose records, all at or above the log start, do not hold it
-// has a false header (produce validates headers only, where Kafka's broker
-// would rewrite it): a warning names it and the lookup passes over it the
-// same way, so the partition still gets an answer.
+// records it was chosen for are below it (deleted): the lookup then asks
+// the coordinator the same question about the batches after it
+// (ListOffsetsFrom: the first batch reaching the timestamp or, for max
+// timestamp, the earliest with the largest max timestamp), one call per
+// batch passed over whatever the partition's size (lookup.go). A batch
+// chosen for its max timestamp whose records, all at or above the log
+// start, do not hold it has a false header (produce validates headers
+// only, where Kafka's broker would rewrite it): a warning names it and the
+// lookup passes over it the same way, so the partition still gets an
+// answer.
 package fetch

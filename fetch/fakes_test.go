@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -24,7 +25,8 @@ import (
 // fakeCoord is an in-process coordinator over an in-memory batch index,
 // with the FindBatches and ListOffsets semantics of SPEC §9.
 type fakeCoord struct {
-	// onFind, if set, runs at the start of every FindBatches call: the
+	// onFind, if set, runs at the start of every FindBatches and
+	// ListOffsetsFrom call (not ListOffsets: a lookup's first call): the
 	// test's way to change the index between calls of one request.
 	onFind func()
 
@@ -168,6 +170,19 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []coordinator.FindBatche
 }
 
 func (c *fakeCoord) ListOffsets(_ context.Context, tp coordinator.TopicPartition, ts int64) coordinator.ListOffsetsResult {
+	return c.listOffsets(tp, ts, math.MinInt64)
+}
+
+func (c *fakeCoord) ListOffsetsFrom(_ context.Context, tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
+	if c.onFind != nil {
+		c.onFind()
+	}
+	return c.listOffsets(tp, ts, from)
+}
+
+// listOffsets answers ListOffsets over the batches holding an offset ≥
+// from, by linear scan.
+func (c *fakeCoord) listOffsets(tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.part(tp)
@@ -183,13 +198,13 @@ func (c *fakeCoord) ListOffsets(_ context.Context, tp coordinator.TopicPartition
 	case ts == coordinator.ListOffsetsMaxTimestamp:
 		for i := range p.batches {
 			b := &p.batches[i]
-			if res.Candidate == nil || b.MaxTimestamp() > res.Candidate.MaxTimestamp() {
+			if b.LastOffset >= from && (res.Candidate == nil || b.MaxTimestamp() > res.Candidate.MaxTimestamp()) {
 				res.Candidate = b
 			}
 		}
 	case ts >= 0:
 		for i := range p.batches {
-			if b := &p.batches[i]; b.MaxTimestamp() >= ts {
+			if b := &p.batches[i]; b.LastOffset >= from && b.MaxTimestamp() >= ts {
 				res.Candidate = b
 				break
 			}

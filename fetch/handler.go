@@ -36,6 +36,12 @@ type Coordinator interface {
 	// coordinator.ListOffsets* values) on one partition, from up-to-date
 	// state.
 	ListOffsets(ctx context.Context, tp coordinator.TopicPartition, timestamp int64) coordinator.ListOffsetsResult
+	// ListOffsetsFrom is ListOffsets over the batches holding an offset ≥
+	// from: for a timestamp ≥ 0 the first of them whose max timestamp
+	// reaches it, for coordinator.ListOffsetsMaxTimestamp the earliest
+	// with the largest among them. A timestamp lookup calls it once per
+	// batch it has to look past (lookup.go).
+	ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, timestamp, from int64) coordinator.ListOffsetsResult
 	// Watch returns a channel that is closed at the next commit that makes
 	// data visible. Take it before looking at the index, then wait on it.
 	Watch() <-chan struct{}

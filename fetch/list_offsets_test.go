@@ -278,8 +278,8 @@ func TestListOffsetsManyPartitions(t *testing.T) {
 }
 
 // TestListOffsetsLogStartMovesDuringLookup: retention moves the log start
-// past the batch after the candidate while the lookup walks the index; the
-// answer follows it and never falls below it.
+// past the batch after the candidate while the lookup looks past the
+// candidate; the answer follows it and never falls below it.
 func TestListOffsetsLogStartMovesDuringLookup(t *testing.T) {
 	e := listOffsetsEnv(t)
 	e.coord.onFind = func() {

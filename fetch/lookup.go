@@ -14,19 +14,6 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// Page sizes of the FindBatches calls a timestamp lookup makes when it has
-// to look past the coordinator's candidate batch (see walk), as MaxBytes:
-// the sum of the ByteSize of the batches returned. Only coordinates come
-// back, no data. The first page is small because most walks end at the
-// first batch after the candidate: at Kafka's default batch.size (16 KiB),
-// 64 KiB is a handful of coordinates. Each further page doubles, so a long
-// walk asks for scanPageBytes from its 11th call on and costs one call per
-// 64 MiB of batches from there.
-const (
-	firstPageBytes = 64 << 10
-	scanPageBytes  = 64 << 20
-)
-
 // hit is a record position found by a lookup: offset and timestamp (ms),
 // −1/−1 for none.
 type hit struct{ offset, timestamp int64 }
@@ -35,15 +22,16 @@ var miss = hit{-1, -1}
 
 // lookup finds records by timestamp in one partition for ListOffsets (SPEC
 // §5). It reads at most the batches that hold the answer, and scans each
-// only up to the answer.
+// only up to the answer. Each batch it has to look past costs one
+// coordinator call (next), whatever the partition's size.
 type lookup struct {
 	h     *Handler
 	topic string
 	tp    coordinator.TopicPartition
-	// logStart and hwm are the partition's offsets as of the coordinator's
-	// answer; logStart only moves up (a concurrent retention or
-	// DeleteRecords), and no answer falls below it.
-	logStart, hwm int64
+	// logStart is the partition's log start offset as of the
+	// coordinator's latest answer; it only moves up (a concurrent
+	// retention or DeleteRecords), and no answer falls below it.
+	logStart int64
 	// left is what the lookup may still decompress, in bytes; it starts
 	// at Config.MaxDecompressedBytes.
 	left int64
@@ -60,8 +48,9 @@ type lookup struct {
 // (which the index copies) claims a timestamp no record has. Kafka's broker
 // would have rewritten that header on produce; this sidecar validates
 // headers only (DESIGN §Decisions), so it logs a warning naming the batch
-// and passes over it as well, answering as a broker would have. Errors:
-// those of scan and walk.
+// and passes over it as well, answering as a broker would have. The next
+// batch to look in is the first after it whose max timestamp is ≥ target:
+// one coordinator call (next). Errors: those of scan and next.
 func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
@@ -75,17 +64,11 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 					target, c.MaxTimestamp()))
 			}
 		}
-		found := false
-		errc := l.walk(ctx, c.LastOffset+1, func(b *coordinator.BatchCoordinate) bool {
-			if b.MaxTimestamp() >= target {
-				c, found = *b, true
-				return false
-			}
-			return true
-		})
+		later, found, errc := l.next(ctx, &c, target)
 		if errc != nil || !found {
 			return miss, errc
 		}
+		c = later
 	}
 }
 
@@ -96,23 +79,24 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 // Usually c's first record holding its max timestamp is the answer. When
 // the log start lies inside c that record may be deleted, and the answer is
 // then c's largest record left or, if larger, the first record holding the
-// largest max timestamp of the batches after c (largestAfter). If the log
-// start is at or below c's base offset and no record holds c's max
-// timestamp, c's header is false (see atOrAfter): the lookup logs a warning
-// and goes on the same way, taking c's largest record for its max. That
-// answer is the best the index allows, not an exact one: a batch before c
-// may hold a larger record than c really has, and finding it would mean
-// reading every batch. Errors: those of scan and walk.
+// largest max timestamp of the batches after c (next: one coordinator
+// call). If the log start is at or below c's base offset and no record
+// holds c's max timestamp, c's header is false (see atOrAfter): the lookup
+// logs a warning and goes on the same way, taking c's largest record for
+// its max. That answer is the best the index allows, not an exact one: a
+// batch before c may hold a larger record than c really has, and finding
+// it would mean reading every batch. Errors: those of scan and next.
 func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate) (hit, *kerr.Error) {
 	// Each turn starts with (1) every record at or above the log start
 	// offset and before c timestamped below c's max timestamp, and (2) no
-	// batch after c, below the high watermark, with a larger max
-	// timestamp. The coordinator's candidate meets both. A turn moves on
-	// to later, the earliest batch after c with the largest max timestamp,
-	// only if that is larger than every record c has left: (2) holds by
-	// the choice of later, (1) by that and because the batches between c
-	// and later have smaller max timestamps. If later then neither answers
-	// nor is corrupt, the log start has passed its base offset.
+	// batch after c with a larger max timestamp, as of the coordinator
+	// answer that named c. The coordinator's candidate meets both. A turn
+	// moves on to later, the earliest batch after c with the largest max
+	// timestamp (as of a new answer), only if that is larger than every
+	// record c has left: (2) holds by the choice of later, (1) by that and
+	// because the batches between c and later have smaller max
+	// timestamps. If later then neither answers nor is corrupt, the log
+	// start has passed its base offset.
 	for {
 		best, errc := l.largest(ctx, &c)
 		if errc != nil {
@@ -125,13 +109,12 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 			l.corrupt(&c, fmt.Sprintf("the largest record timestamp is %d, the batch's max timestamp is %d",
 				best.timestamp, c.MaxTimestamp()))
 		}
-		later, found, errc := l.largestAfter(ctx, &c)
+		later, found, errc := l.next(ctx, &c, coordinator.ListOffsetsMaxTimestamp)
 		if errc != nil {
 			return miss, errc
 		}
 		if best != miss && best.offset < l.logStart {
-			// The log start moved past best during the walk: c has
-			// less left.
+			// The log start moved past best meanwhile: c has less left.
 			if best, errc = l.largest(ctx, &c); errc != nil {
 				return miss, errc
 			}
@@ -143,22 +126,28 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 	}
 }
 
-// largestAfter returns the earliest batch after c, below the high
-// watermark, with the largest max timestamp, and whether there is one. The
-// walk stops at the first batch reaching c's max timestamp, which no later
-// batch exceeds (see maxTimestamp); otherwise it reads every coordinate up
-// to the high watermark, in pages (see walk). The coordinator cannot name
-// the largest batch after an offset, which would make this one call.
-func (l *lookup) largestAfter(ctx context.Context, c *coordinator.BatchCoordinate) (coordinator.BatchCoordinate, bool, *kerr.Error) {
-	var later coordinator.BatchCoordinate
-	found := false
-	errc := l.walk(ctx, c.LastOffset+1, func(b *coordinator.BatchCoordinate) bool {
-		if !found || b.MaxTimestamp() > later.MaxTimestamp() {
-			later, found = *b, true
-		}
-		return later.MaxTimestamp() < c.MaxTimestamp()
-	})
-	return later, found, errc
+// next returns the coordinator's candidate for target (a timestamp ≥ 0 or
+// coordinator.ListOffsetsMaxTimestamp) among the batches after c, and
+// whether there is one: one ListOffsetsFrom call from c's last offset + 1,
+// answered from the partition as it is then (batches committed since the
+// lookup began included, batches below a log start that has moved past c
+// excluded). It takes up the log start offset of that answer. Errors: the
+// coordinator's, or UNKNOWN_SERVER_ERROR for a candidate that is not after
+// c (the lookup could not make progress).
+func (l *lookup) next(ctx context.Context, c *coordinator.BatchCoordinate, target int64) (coordinator.BatchCoordinate, bool, *kerr.Error) {
+	from := c.LastOffset + 1
+	r := l.h.coord.ListOffsetsFrom(ctx, l.tp, target, from)
+	if r.Err != nil {
+		return coordinator.BatchCoordinate{}, false, r.Err
+	}
+	l.logStart = max(l.logStart, r.LogStartOffset)
+	if r.Candidate == nil {
+		return coordinator.BatchCoordinate{}, false, nil
+	}
+	if r.Candidate.LastOffset < from {
+		return coordinator.BatchCoordinate{}, false, kerr.UnknownServerError
+	}
+	return *r.Candidate, true, nil
 }
 
 // first returns the first record of c at or above the log start offset
@@ -283,52 +272,4 @@ func (l *lookup) corrupt(c *coordinator.BatchCoordinate, why string) {
 	l.h.log.Warn("list offsets: corrupt batch", "topic", l.topic, "partition", l.tp.Partition,
 		"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
 		"reason", why)
-}
-
-// walk calls fn for each batch from offset from on, in offset order, up to
-// the high watermark the lookup started with, until fn returns false; fn
-// must copy a batch it keeps. A log start offset that has moved past from
-// is followed; an offset past the end ends the walk. Pages start at
-// firstPageBytes and double up to scanPageBytes, so a walk that fn ends
-// early reads few coordinates. Errors: the coordinator's, or
-// UNKNOWN_SERVER_ERROR for an answer that breaks FindBatches' contract.
-func (l *lookup) walk(ctx context.Context, from int64, fn func(*coordinator.BatchCoordinate) bool) *kerr.Error {
-	req := []coordinator.FindBatchesRequest{{TopicID: l.tp.TopicID, Partition: l.tp.Partition}}
-	page := int32(firstPageBytes)
-	for from < l.hwm {
-		req[0].Offset, req[0].MaxBytes = from, page
-		page = min(2*page, scanPageBytes)
-		rs := l.h.coord.FindBatches(ctx, req)
-		if len(rs) != 1 {
-			return kerr.UnknownServerError
-		}
-		r := &rs[0]
-		if r.Err != nil {
-			if r.Err.Code == kerr.OffsetOutOfRange.Code && from < r.LogStartOffset {
-				l.logStart = max(l.logStart, r.LogStartOffset)
-				from = r.LogStartOffset
-				continue
-			}
-			if r.Err.Code == kerr.OffsetOutOfRange.Code {
-				return nil // the end
-			}
-			return r.Err
-		}
-		l.logStart = max(l.logStart, r.LogStartOffset)
-		if len(r.Batches) == 0 {
-			return nil
-		}
-		for i := range r.Batches {
-			b := &r.Batches[i]
-			if b.BaseOffset >= l.hwm || !fn(b) {
-				return nil
-			}
-		}
-		next := r.Batches[len(r.Batches)-1].LastOffset + 1
-		if next <= from {
-			return kerr.UnknownServerError // the index went backwards
-		}
-		from = next
-	}
-	return nil
 }

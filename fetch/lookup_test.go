@@ -512,8 +512,8 @@ func TestListOffsetsFalseMaxTimestamp(t *testing.T) {
 // TestListOffsetsLogStartInsideCandidate: with the log start inside the
 // candidate batch, timestamp and max-timestamp lookups answer from the
 // candidate's records left or from later batches, also when retention moves
-// the log start during the lookup (at its first FindBatches call). The
-// answer never falls below the log start.
+// the log start during the lookup (at its first call past the candidate,
+// ListOffsetsFrom). The answer never falls below the log start.
 func TestListOffsetsLogStartInsideCandidate(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -572,11 +572,70 @@ func TestListOffsetsLogStartInsideCandidate(t *testing.T) {
 	}
 }
 
+// TestListOffsetsCommitDuringLookup: a lookup that looks past its
+// candidate asks about the partition as it is then, so a batch committed
+// since the lookup began can answer it: the answer is the one of the
+// partition at that call.
+func TestListOffsetsCommitDuringLookup(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		ts            int64
+		offset, stamp int64
+	}{
+		{name: "timestamp", ts: 2500, offset: 4, stamp: 2600},
+		{name: "max timestamp", ts: -3, offset: 4, stamp: 2600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.coord.createTopic("c", 1)
+			e.commit("c", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 3000, 1000, 2000))
+			e.coord.setLogStart("c", 0, 1)
+			e.coord.onFind = func() {
+				e.coord.onFind = nil
+				e.commit("c", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 2400, 2600))
+			}
+			p := e.h.ListOffsets(t.Context(), listReq(8, "c", 0, tc.ts)).Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || p.Offset != tc.offset || p.Timestamp != tc.stamp {
+				t.Errorf("error %d offset %d timestamp %d, want 0 %d %d", p.ErrorCode, p.Offset, p.Timestamp, tc.offset, tc.stamp)
+			}
+		})
+	}
+}
+
+// stuckCoord is a Coordinator whose ListOffsetsFrom answers with the
+// partition's ListOffsets candidate, wherever from is: one that breaks
+// ListOffsetsFrom's contract.
+type stuckCoord struct{ Coordinator }
+
+func (c stuckCoord) ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, ts, _ int64) coordinator.ListOffsetsResult {
+	return c.Coordinator.ListOffsets(ctx, tp, ts)
+}
+
+// TestListOffsetsFromNotAfter: a candidate from ListOffsetsFrom that is
+// not after the batch looked past would make the lookup loop; it answers
+// UNKNOWN_SERVER_ERROR instead.
+func TestListOffsetsFromNotAfter(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.coord.createTopic("n", 1)
+	e.commit("n", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 3000, 1000, 2000), makeBatch(t, batch.CodecNone, 10, 2600))
+	e.coord.setLogStart("n", 0, 1)
+	h, err := New(Config{Logger: discardLogger}, stuckCoord{e.coord}, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{2500, -3} {
+		p := h.ListOffsets(t.Context(), listReq(8, "n", 0, ts)).Topics[0].Partitions[0]
+		if p.ErrorCode != kerr.UnknownServerError.Code {
+			t.Errorf("timestamp %d: error %d offset %d, want UNKNOWN_SERVER_ERROR", ts, p.ErrorCode, p.Offset)
+		}
+	}
+}
+
 // countingCoord is a Coordinator that counts FindBatches calls and the
-// coordinates they return.
+// coordinates they return, and ListOffsets and ListOffsetsFrom calls.
 type countingCoord struct {
 	Coordinator
-	finds, coords atomic.Int64
+	finds, coords, lists, froms atomic.Int64
 }
 
 func (c *countingCoord) FindBatches(ctx context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult {
@@ -588,15 +647,26 @@ func (c *countingCoord) FindBatches(ctx context.Context, reqs []coordinator.Find
 	return rs
 }
 
-// TestListOffsetsWalkCost pins the FindBatches calls, and the coordinates
-// they return, of lookups that look past a candidate holding the log start
-// (offsets 0–2 at 9000 1000 2000, log start 1), on a partition of 100,000
-// more batches: 16 KiB index entries at 3000 whose bytes do not exist (a
-// lookup that read one would fail), and one real batch, the answer. Pages
-// start at 64 KiB (the real batch and three entries) and double up to
-// 64 MiB (4096 entries); a max-timestamp walk stops at the first batch
-// reaching the candidate's max timestamp. Without one it reads the whole
-// index: the coordinator cannot name the largest batch after an offset.
+func (c *countingCoord) ListOffsets(ctx context.Context, tp coordinator.TopicPartition, ts int64) coordinator.ListOffsetsResult {
+	c.lists.Add(1)
+	return c.Coordinator.ListOffsets(ctx, tp, ts)
+}
+
+func (c *countingCoord) ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
+	c.froms.Add(1)
+	return c.Coordinator.ListOffsetsFrom(ctx, tp, ts, from)
+}
+
+// TestListOffsetsWalkCost pins the coordinator calls of lookups that look
+// past a candidate holding the log start (offsets 0–2 at 9000 1000 2000,
+// log start 1), on a partition of 100,000 more batches: 16 KiB index
+// entries at 3000 whose bytes do not exist (a lookup that read one would
+// fail), and one real batch, the answer (or, with falseMax, a batch whose
+// header claims falseMax, passed over with a warning). Each batch looked
+// past costs one ListOffsetsFrom call and no FindBatches page, wherever
+// the next batch is: the lookups used to page through the coordinates
+// (up to 34 FindBatches calls returning 100,001 coordinates, for a max
+// timestamp no later batch reaches).
 func TestListOffsetsWalkCost(t *testing.T) {
 	const fillers = 100_000
 	for _, tc := range []struct {
@@ -604,18 +674,26 @@ func TestListOffsetsWalkCost(t *testing.T) {
 		ts            int64
 		at            int     // fillers before the real batch
 		real          []int64 // the real batch's timestamps
+		falseMax      int64   // ≠ 0: the real batch's header claims this
 		offset, stamp int64
-		finds, coords int64
+		froms         int64 // ListOffsetsFrom calls
 	}{
 		{name: "timestamp, answered by the next batch", ts: 2500, at: 0, real: []int64{3000},
-			offset: 3, stamp: 3000, finds: 1, coords: 4},
+			offset: 3, stamp: 3000, froms: 1},
 		{name: "max timestamp, the next batch reaches the candidate's", ts: -3, at: 0, real: []int64{9000},
-			offset: 3, stamp: 9000, finds: 1, coords: 4},
-		// Pages of 4, 8, … 4096 entries: 8188 after 11 calls, then 4096.
+			offset: 3, stamp: 9000, froms: 1},
 		{name: "max timestamp, reached 10,000 batches on", ts: -3, at: 10_000, real: []int64{9000},
-			offset: 3 + 10_000, stamp: 9000, finds: 12, coords: 8188 + 4096},
-		{name: "max timestamp, never reached: the whole index", ts: -3, at: fillers, real: []int64{5000},
-			offset: 3 + fillers, stamp: 5000, finds: 11 + 23, coords: fillers + 1},
+			offset: 3 + 10_000, stamp: 9000, froms: 1},
+		{name: "max timestamp, never reached: the largest after the candidate", ts: -3, at: fillers, real: []int64{5000},
+			offset: 3 + fillers, stamp: 5000, froms: 1},
+		// Past the candidate, then past the false header: no record
+		// reaches 5000.
+		{name: "timestamp, a false header 10,000 batches on", ts: 5000, at: 10_000, real: []int64{4000}, falseMax: 9000,
+			offset: -1, stamp: -1, froms: 2},
+		// The false header ties the candidate's max; past it, no batch
+		// beats its largest record.
+		{name: "max timestamp, a false header 10,000 batches on", ts: -3, at: 10_000, real: []int64{4000}, falseMax: 9000,
+			offset: 3 + 10_000, stamp: 4000, froms: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
@@ -637,7 +715,11 @@ func TestListOffsetsWalkCost(t *testing.T) {
 				e.coord.add("w", 0, bs...)
 			}
 			fill(tc.at)
-			e.commit("w", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, tc.real...))
+			real := makeBatch(t, batch.CodecNone, 10, tc.real...)
+			if tc.falseMax != 0 {
+				real = falseMaxBatch(t, tc.falseMax, tc.real...)
+			}
+			e.commit("w", 0, commitOpts{}, real)
 			fill(fillers - tc.at)
 			e.coord.setLogStart("w", 0, 1)
 
@@ -650,8 +732,9 @@ func TestListOffsetsWalkCost(t *testing.T) {
 			if p.ErrorCode != 0 || p.Offset != tc.offset || p.Timestamp != tc.stamp {
 				t.Errorf("error %d offset %d timestamp %d, want 0 %d %d", p.ErrorCode, p.Offset, p.Timestamp, tc.offset, tc.stamp)
 			}
-			if f, c := cc.finds.Load(), cc.coords.Load(); f != tc.finds || c != tc.coords {
-				t.Errorf("%d FindBatches calls returning %d coordinates, want %d and %d", f, c, tc.finds, tc.coords)
+			if f, c, l, fr := cc.finds.Load(), cc.coords.Load(), cc.lists.Load(), cc.froms.Load(); f != 0 || c != 0 || l != 1 || fr != tc.froms {
+				t.Errorf("%d FindBatches calls returning %d coordinates, %d ListOffsets and %d ListOffsetsFrom calls; want 0, 0, 1 and %d",
+					f, c, l, fr, tc.froms)
 			}
 		})
 	}
