@@ -186,16 +186,7 @@ func (x *batchIndex) searchTimestamp(n int, ts int64) int {
 	}
 	// Every chunk before c stays below ts, so within c the in-chunk
 	// prefix decides.
-	es := x.chunks[c].entries[:hi]
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if es[m].prefixMaxTs < ts {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return c<<indexChunkShift + lo - x.head
+	return c<<indexChunkShift + x.firstReaching(c, lo, hi, ts) - x.head
 }
 
 // firstReaching returns the first slot in [lo, hi) of chunk c whose
