@@ -118,6 +118,24 @@ func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
 		}
 	}
 	slices.Sort(l.mu.segs)
+	if n := len(l.mu.segs); n >= 2 {
+		// A last segment holding no record (its header at most) after
+		// another is a roll that did not finish (createSegment failed and
+		// appends went on in the segment before, or a crash came first):
+		// it holds nothing, and the segment before ends where the log
+		// does. Drop it, so Replay does not find segments out of order.
+		path := l.segmentPath(l.mu.segs[n-1])
+		if st, err := os.Stat(path); err == nil && st.Size() <= segmentHeaderSize {
+			logger.Warn("coordinator: removing an empty metadata log segment left by an unfinished roll", "file", path)
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+			}
+			if err := fsutil.SyncDir(dir); err != nil {
+				return nil, err
+			}
+			l.mu.segs = l.mu.segs[:n-1]
+		}
+	}
 	if len(l.mu.segs) == 0 {
 		if err := l.createSegment(0); err != nil {
 			return nil, err
@@ -153,12 +171,36 @@ func (l *fileLog) snapshotPath(index int64) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%020d%s", index, snapshotSuffix))
 }
 
+// validSegmentHeader reports whether f starts with segment base's header
+// (of any format version).
+func validSegmentHeader(f *os.File, base int64) bool {
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return false
+	}
+	return string(hdr[:4]) == segmentMagic && int64(binary.BigEndian.Uint64(hdr[8:])) == base
+}
+
 func segmentHeader(base int64) []byte {
 	h := make([]byte, segmentHeaderSize)
 	copy(h, segmentMagic)
 	binary.BigEndian.PutUint32(h[4:], fileFormatVersion)
 	binary.BigEndian.PutUint64(h[8:], uint64(base))
 	return h
+}
+
+// removeSegment removes a segment that createSegment could not finish, so
+// that appends going on in the previous one leave no segment out of order
+// for the next Replay. If that fails too, Replay starts the header-only
+// segment afresh or names it (see replaySegment).
+func (l *fileLog) removeSegment(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		l.logger.Error("coordinator: removing an unfinished metadata log segment", "file", path, "err", err)
+		return
+	}
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		l.logger.Error("coordinator: removing an unfinished metadata log segment", "file", path, "err", err)
+	}
 }
 
 // createSegment creates segment base, writes and fsyncs its header, fsyncs
@@ -171,10 +213,12 @@ func (l *fileLog) createSegment(base int64) error {
 	}
 	if err := writeHeaderSync(f, base); err != nil {
 		f.Close()
+		l.removeSegment(path)
 		return err
 	}
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		f.Close()
+		l.removeSegment(path)
 		return err
 	}
 	if l.f != nil {
@@ -276,8 +320,10 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 		return 0, fmt.Errorf("coordinator: replay: %w", err)
 	}
 	size := st.Size()
-	if last && size < segmentHeaderSize {
-		// Crashed right after creating the file: start it afresh.
+	if last && (size < segmentHeaderSize || (size == segmentHeaderSize && !validSegmentHeader(f, base))) {
+		// Crashed right after creating the file, before its header was
+		// durable (short, or its size but not its bytes): nothing follows
+		// the header, so start it afresh.
 		l.logger.Warn("coordinator: re-initialising metadata log segment with a torn header",
 			"file", path, "bytes", size)
 		if err := writeHeaderSync(f, base); err != nil {
@@ -294,7 +340,7 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 		return 0, fmt.Errorf("%w: %s: bad segment header %x", ErrCorrupt, path, hdr)
 	}
 	if v := binary.BigEndian.Uint32(hdr[4:]); v != fileFormatVersion {
-		return 0, fmt.Errorf("%w: %s: segment format version %d, this build reads only version %d",
+		return 0, fmt.Errorf("%w: %s: segment format version %d, this build reads only version %d: the data.dir was written by an older pre-release build; start on a new data.dir",
 			ErrCorrupt, path, v, fileFormatVersion)
 	}
 	gr := newGroupReader(io.NewSectionReader(f, segmentHeaderSize, size-segmentHeaderSize), segmentHeaderSize, size)
@@ -497,6 +543,14 @@ func (l *fileLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
 		}
 		path := l.snapshotPath(indexes[i])
 		data, err := readSnapshotFile(path, indexes[i])
+		var old errOldSnapshot
+		if errors.As(err, &old) {
+			// Skipping it would replay from segments it made obsolete and
+			// were deleted: refuse, saying why, rather than report the
+			// records missing.
+			return 0, nil, fmt.Errorf("%w: %s: snapshot format version %d, this build reads only version %d: the data.dir was written by an older pre-release build; start on a new data.dir",
+				ErrCorrupt, path, uint32(old), snapshotFormatVersion)
+		}
 		if err != nil {
 			l.logger.Warn("coordinator: skipping unreadable snapshot", "file", path, "err", err)
 			continue
@@ -521,6 +575,14 @@ func (l *fileLog) snapshotIndexes() ([]int64, error) {
 	return out, nil
 }
 
+// errOldSnapshot is a whole snapshot (its CRC matches) of an older format
+// version.
+type errOldSnapshot uint32
+
+func (e errOldSnapshot) Error() string {
+	return fmt.Sprintf("snapshot format version %d", uint32(e))
+}
+
 func readSnapshotFile(path string, index int64) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -529,7 +591,14 @@ func readSnapshotFile(path string, index int64) ([]byte, error) {
 	if len(b) < snapshotHeaderSize+4 {
 		return nil, errors.New("short snapshot file")
 	}
-	if string(b[:4]) != snapshotMagic || binary.BigEndian.Uint32(b[4:]) != snapshotFormatVersion {
+	if string(b[:4]) != snapshotMagic {
+		return nil, fmt.Errorf("bad snapshot header %x", b[:8])
+	}
+	if v := binary.BigEndian.Uint32(b[4:]); v != snapshotFormatVersion {
+		end := len(b) - 4
+		if v < snapshotFormatVersion && crc32.Checksum(b[:end], castagnoli) == binary.BigEndian.Uint32(b[end:]) {
+			return nil, errOldSnapshot(v) // whole, but of an older format
+		}
 		return nil, fmt.Errorf("bad snapshot header %x", b[:8])
 	}
 	if got := int64(binary.BigEndian.Uint64(b[8:])); got != index {
