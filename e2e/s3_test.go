@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,6 +165,22 @@ func TestS3FaultsWhileProducing(t *testing.T) {
 	}
 	if !strings.Contains(metrics, `diskless_produce_partition_errors_total{error="KAFKA_STORAGE_ERROR"}`) {
 		t.Errorf("no KAFKA_STORAGE_ERROR answered to producers during the outage")
+	}
+	// The S3 attempts the faults failed are visible by operation and outcome.
+	if ok := metricValue(t, metrics, `diskless_s3_requests_total{operation="PutObject",outcome="ok"}`); ok == 0 {
+		t.Errorf("no successful PutObject counted")
+	}
+	var failed float64
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, "diskless_s3_requests_total{") && !strings.Contains(l, `outcome="ok"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			mustNoErr(t, l, err)
+			failed += v
+		}
+	}
+	if failed == 0 {
+		t.Errorf("S3 faults were injected but no failed S3 attempt was counted")
 	}
 	verifyAcked(t, ctx, sc, topic, partitions, res.acked)
 	t.Logf("S3 requests: %v", st.Proxy.Counts())

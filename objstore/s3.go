@@ -125,6 +125,12 @@ type S3Config struct {
 	// Logger receives warnings: multipart uploads that could not be
 	// aborted, the SDK's own warnings. Default slog.Default().
 	Logger *slog.Logger
+	// OnAttempt, if not nil, is called with every HTTP attempt of the
+	// store's client once it has ended and been counted in S3.Stats, on
+	// the goroutine that made it, concurrently with others: it must be
+	// quick and safe for concurrent use. cmd/sidecar times attempts with
+	// it (telemetry.S3Durations).
+	OnAttempt func(S3Attempt)
 }
 
 func (c S3Config) withDefaults() S3Config {
@@ -214,6 +220,11 @@ func (c S3Config) Validate() error {
 // bad credentials, wrong region) wrap ErrPermanent, so neither layer
 // retries them.
 //
+// Every HTTP attempt of the client — each SDK retry, each GET of ReadAt's
+// loop — is counted by operation and outcome (throttled, server_error,
+// timeout, network, ...) in Stats, and passed to S3Config.OnAttempt with
+// its duration: what S3 itself does, below the upload layer's counts.
+//
 // Key layout: key k is stored as "<Prefix>/k". Keys that are
 // "<prefix>/<random hex>" (SPEC §7) spread requests over S3's key-range
 // partitions by their leading random characters.
@@ -226,6 +237,7 @@ type S3 struct {
 	log      *slog.Logger
 	now      func() time.Time
 	pageSize int32 // keys per List page; 0: the store's (1000 on S3); tests
+	stats    S3Stats
 }
 
 var _ Store = (*S3)(nil)
@@ -293,6 +305,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.APIOptions = append(o.APIOptions, s.addAttemptMeter)
 	})
 	s.uploader = manager.NewUploader(s.client, func(u *manager.Uploader) {
 		u.PartSize = cfg.PartSize

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // s3Class is what a failed S3 call calls for.
@@ -35,6 +38,11 @@ const (
 	// means the attempt timed out, which is worth another attempt).
 	s3Canceled
 )
+
+// throttleCodes are the error codes of throttling answers: S3's SlowDown
+// (503) and the codes AWS services and S3-compatible stores use for the same.
+var throttleCodes = []string{"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+	"TooManyRequestsException", "RequestThrottled", "BandwidthLimitExceeded"}
 
 // errStoredMismatch reports that the store's record of an object just put
 // differs from what was sent (size or checksum): the object is re-sent.
@@ -75,12 +83,13 @@ func classifyS3(err error) s3Class {
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode() {
-		case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-			"TooManyRequestsException", "RequestThrottled", "BandwidthLimitExceeded":
+		code := apiErr.ErrorCode()
+		if slices.Contains(throttleCodes, code) {
 			// Throttling (503 SlowDown on S3): the request was fine, the
 			// rate was not; retry after a backoff with jitter.
 			return s3RetryRequest
+		}
+		switch code {
 		case "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException",
 			"IncompleteBody", "OperationAborted":
 			// The server failed, gave up waiting for our body (a stalled
@@ -160,4 +169,74 @@ var s3Retryables = []retry.IsErrorRetryable{
 	retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
 		return aws.BoolTernary(classifyS3(err) == s3RetryRequest)
 	}),
+}
+
+// s3Outcome is the outcome (S3Stats, S3Attempt) of one HTTP attempt that
+// ended with err, nil for a 2xx answer. Where classifyS3 says what to do
+// about an error, s3Outcome says what happened on the wire: what the store
+// answered, or why no answer came. Error codes are S3's
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+func s3Outcome(err error) S3Outcome {
+	if err == nil {
+		return S3OK
+	}
+	var code string
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		code = apiErr.ErrorCode()
+	}
+	status, answered := httpStatus(err)
+	switch {
+	case slices.Contains(throttleCodes, code) ||
+		(answered && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable)):
+		// Throttling. On S3 every 503 asks for a lower request rate:
+		// SlowDown, ServiceUnavailable, and the 503 of a HEAD, which has no
+		// body to carry a code (the SDK derives one from the status text).
+		return S3Throttled
+	case code == "RequestTimeout" || code == "RequestTimeoutException":
+		// The store gave up waiting for the request's body (400): the
+		// upload stalled on the way.
+		return S3Timeout
+	case answered && status >= 500:
+		// Other server failures; S3's errors inside a 200 answer (to a
+		// CompleteMultipartUpload) too, which the SDK turns into a 500.
+		return S3ServerError
+	case answered && (status == http.StatusNotFound || status == http.StatusRequestedRangeNotSatisfiable) &&
+		code != "NoSuchBucket" && code != "NoSuchUpload":
+		// Normal answers about an object: there is none under the key
+		// (HEAD, GET, DELETE; ReadAt reports ErrNotExist), or the range
+		// starts at or past its end (ReadAt reports io.EOF). A missing
+		// bucket or multipart upload is not: those are client errors.
+		return S3OK
+	case answered && status >= 300:
+		// The store refused the request as sent: access denied, bad
+		// signature or checksum, a missing bucket or upload, a redirect to
+		// another region.
+		return S3ClientError
+	}
+	// No answer, or a 2xx answer whose body could not be read or parsed.
+	var timeout interface{ Timeout() bool }
+	var canceled interface{ CanceledError() bool }
+	var sendErr *smithyhttp.RequestSendError
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout()):
+		// A dial, TLS or response-header timeout, the attempt's deadline
+		// (a GET attempt's own, an upload attempt's) passing mid-request.
+		return S3Timeout
+	case errors.Is(err, context.Canceled) || (errors.As(err, &canceled) && canceled.CanceledError()):
+		// The caller gave up: a Put cancelled, or the uploader stopping
+		// the other parts of a multipart upload that failed.
+		return S3Canceled
+	case errors.As(err, &sendErr) || errors.As(err, &opErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary:
+		// The request could not be sent or its answer not read: connection
+		// refused or reset, closed where an answer was due (EOF), a body
+		// cut short, DNS or TLS failures.
+		return S3Network
+	}
+	// Signing or credential failures before anything was sent, an answer
+	// that did not parse.
+	return S3OtherError
 }

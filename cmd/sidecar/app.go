@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
@@ -76,7 +78,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		closers = append(closers, func() { a.http.close(context.Background()) })
 	}
 
-	store, closeStore, err := openStore(cfg, log.With(slog.String("component", "objstore")))
+	store, closeStore, err := openStore(cfg, log.With(slog.String("component", "objstore")), metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +234,8 @@ func (a *app) shutdown(timeout time.Duration) error {
 const storeCheckTimeout = 30 * time.Second
 
 // openStore opens the object store diskless.storage.backend names and
-// returns it with its release function.
+// returns it with its release function. An S3 store's requests are
+// exported to mp (telemetry.ObserveS3, telemetry.S3Durations).
 //
 // With S3 it checks, before anything else starts, that the bucket answers:
 // a bucket that does not exist or refuses the credentials is a
@@ -241,7 +244,7 @@ const storeCheckTimeout = 30 * time.Second
 // retries. It then aborts the multipart uploads under the WAL prefix older
 // than the orphan grace period — left by a process that died mid-upload —
 // best effort.
-func openStore(cfg Config, log *slog.Logger) (objstore.Store, func(), error) {
+func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.Store, func(), error) {
 	if cfg.StorageBackend != "s3" {
 		d, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
 		if err != nil {
@@ -253,9 +256,14 @@ func openStore(cfg Config, log *slog.Logger) (objstore.Store, func(), error) {
 	defer cancel()
 	scfg := s3Config(cfg)
 	scfg.Logger = log
+	scfg.OnAttempt = telemetry.S3Durations(mp)
 	s, err := objstore.NewS3(ctx, scfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+	if err := telemetry.ObserveS3(mp, s.Stats()); err != nil {
+		s.Close()
+		return nil, nil, err
 	}
 	if err := s.Check(ctx); err != nil {
 		s.Close()
