@@ -270,7 +270,17 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 		if errors.Is(err, objstore.ErrPermanent) {
 			return nil, nil, &ConfigError{Key: "diskless.storage.s3.bucket", Value: cfg.S3Bucket, Err: err}
 		}
-		return nil, nil, fmt.Errorf("opening the object store: %w", err)
+		// Unreachable or failing: maybe transient (exit 1, a supervisor
+		// retries), but name where it looked.
+		where := cfg.S3Endpoint
+		switch {
+		case where != "":
+		case cfg.S3Region != "":
+			where = "AWS S3 in " + cfg.S3Region
+		default:
+			where = "AWS S3 in the SDK's default region"
+		}
+		return nil, nil, fmt.Errorf("opening the object store (diskless.storage.s3.endpoint: %s, diskless.storage.s3.bucket: %s): %w", where, cfg.S3Bucket, err)
 	}
 	n, err := s.AbortStaleUploads(ctx, cfg.ObjectKeyPrefix+"/", cfg.OrphanScanGracePeriod)
 	if err != nil {

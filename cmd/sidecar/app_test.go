@@ -161,7 +161,9 @@ func TestFailedFirstStartBindsNothing(t *testing.T) {
 	if err == nil {
 		t.Fatal("start against an S3 endpoint nobody listens on succeeded")
 	}
-	t.Logf("refused: %v", err)
+	if !strings.Contains(err.Error(), "diskless.storage.s3.endpoint: http://127.0.0.1:1") {
+		t.Errorf("the refusal does not say where it looked: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "meta.properties")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a failed first start left meta.properties (stat: %v)", err)
 	}
