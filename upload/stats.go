@@ -3,8 +3,8 @@ package upload
 import "sync/atomic"
 
 // Stats counts an Uploader's work since New. The fields are updated
-// atomically and may be read at any time; a later issue exports them as
-// OpenTelemetry metrics (DESIGN.md, Observability).
+// atomically and may be read at any time; internal/telemetry exports them
+// as OpenTelemetry metrics (DESIGN §Observability).
 type Stats struct {
 	// Attempts counts Put calls made to the store, retries included.
 	Attempts atomic.Int64
