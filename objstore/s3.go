@@ -663,6 +663,19 @@ func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (in
 		return 0, err
 	}
 	defer out.Body.Close()
+	n, err := readAnswer(out, p, off)
+	if err != nil && err != io.EOF {
+		// An answer this read rejects (short, or with a range it did not
+		// ask for) is a failed attempt, however well its HTTP went.
+		if f, ok := out.Body.(interface{ fail(error) }); ok {
+			f.fail(err)
+		}
+	}
+	return n, err
+}
+
+// readAnswer reads p at off from a GET's answer (see readOnce).
+func readAnswer(out *s3.GetObjectOutput, p []byte, off int64) (int, error) {
 	if cr := aws.ToString(out.ContentRange); cr != "" {
 		return readRange(out.Body, cr, out.ContentLength, p, off)
 	}

@@ -171,6 +171,18 @@ var s3Retryables = []retry.IsErrorRetryable{
 	}),
 }
 
+// s3OutcomeOf is s3Outcome for an attempt at op: a 404 is a normal answer
+// only about an object (GetObject, HeadObject, DeleteObject); for any other
+// operation — a HeadBucket, whose answer has no error code to say
+// NoSuchBucket — it is a client error.
+func s3OutcomeOf(op S3Op, err error) S3Outcome {
+	o := s3Outcome(err)
+	if o == S3OK && err != nil && op != S3OpGetObject && op != S3OpHeadObject && op != S3OpDeleteObject {
+		return S3ClientError
+	}
+	return o
+}
+
 // s3Outcome is the outcome (S3Stats, S3Attempt) of one HTTP attempt that
 // ended with err, nil for a 2xx answer. Where classifyS3 says what to do
 // about an error, s3Outcome says what happened on the wire: what the store
@@ -225,8 +237,7 @@ func s3Outcome(err error) S3Outcome {
 		// (a GET attempt's own, an upload attempt's) passing mid-request.
 		return S3Timeout
 	case errors.Is(err, context.Canceled) || (errors.As(err, &canceled) && canceled.CanceledError()):
-		// The caller gave up: a Put cancelled, or the uploader stopping
-		// the other parts of a multipart upload that failed.
+		// The caller gave up: its context was cancelled.
 		return S3Canceled
 	case errors.As(err, &sendErr) || errors.As(err, &opErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||

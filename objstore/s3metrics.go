@@ -98,9 +98,8 @@ const (
 	// S3Network: the connection failed: refused, reset, closed where an
 	// answer was due, a body cut short.
 	S3Network
-	// S3Canceled: the caller gave up on the request (a cancelled Put, or
-	// the uploader stopping the other parts of a multipart upload that
-	// failed).
+	// S3Canceled: the caller gave up on the request (its context was
+	// cancelled: a Put or a read abandoned).
 	S3Canceled
 	// S3OtherError: anything else: a credential or signing failure before
 	// anything was sent, an answer that did not parse.
@@ -137,9 +136,9 @@ func (o S3Outcome) String() string {
 // reused connection broke before any answer, which the SDK never sees.
 //
 // Counters are updated atomically as attempts end and may be read at any
-// time. A GetObject attempt ends with its answer's body: at its end, at a
-// read error, or when it is closed before its end (which is how ReadAt
-// ends a read of a range: ok).
+// time. A GetObject attempt ends with its answer's body: at a read error,
+// when ReadAt rejects the answer (short of its Content-Range, or a range
+// not asked for), or when the body is closed (ok).
 type S3Stats struct {
 	// Requests[op][outcome] counts attempts at op that ended with outcome.
 	Requests [NumS3Ops][NumS3Outcomes]atomic.Int64
@@ -199,13 +198,13 @@ func (m attemptMeter) HandleDeserialize(ctx context.Context, in middleware.Deser
 			return out, md, err
 		}
 	}
-	m.s.record(op, s3Outcome(err), time.Since(start))
+	m.s.record(op, s3OutcomeOf(op, err), time.Since(start))
 	return out, md, err
 }
 
 // meteredBody is a GetObject answer's body that records its attempt when
-// the body ends: at its end (ok), at the first read error (s3Outcome of
-// it), or at Close, whichever comes first.
+// it ends: at the first read error (s3Outcome of it), when ReadAt rejects
+// the answer (fail), or at Close (ok), whichever comes first.
 type meteredBody struct {
 	io.ReadCloser
 	s     *S3
@@ -215,9 +214,11 @@ type meteredBody struct {
 
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil {
+	if err != nil && err != io.EOF {
 		b.end(err)
 	}
+	// At the body's end the attempt is not over yet: ReadAt may still
+	// reject the answer (fail); otherwise Close ends it ok.
 	return n, err
 }
 
@@ -225,6 +226,11 @@ func (b *meteredBody) Close() error {
 	b.end(nil)
 	return b.ReadCloser.Close()
 }
+
+// fail ends the attempt with err: ReadAt rejected the answer (a body
+// shorter than announced, a range it did not ask for) although the body
+// itself read without error.
+func (b *meteredBody) fail(err error) { b.end(err) }
 
 func (b *meteredBody) end(err error) {
 	if !b.done.CompareAndSwap(false, true) {

@@ -109,6 +109,15 @@ func TestS3RequestMetrics(t *testing.T) {
 			rules: []*s3fault.Rule{{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.TruncateBody(100_000)}},
 			run:   read,
 			want:  counts{"GetObject/network": 1, "GetObject/ok": 1}},
+		{name: "a well-formed answer shorter than its range", // ReadAt rejects it and asks again
+			rules: []*s3fault.Rule{{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.ShortBody(100_000)}},
+			run:   read,
+			want:  counts{"GetObject/network": 1, "GetObject/ok": 1}},
+		{name: "a missing bucket is a client error", // a HEAD's 404 carries no NoSuchBucket code
+			rules:   []*s3fault.Rule{{Kind: s3fault.Other, Fault: s3fault.Error(404, "NoSuchBucket")}},
+			run:     func(t *testing.T, s *objstore.S3) error { return s.Check(t.Context()) },
+			wantErr: true,
+			want:    counts{"HeadBucket/client_error": 1}},
 		{name: "GET body slower than the timeout", cfg: objstore.S3Config{RequestTimeout: time.Second},
 			rules: []*s3fault.Rule{{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.SlowBody(256 << 10)}},
 			run:   read,

@@ -134,25 +134,31 @@ func ObserveS3(mp metric.MeterProvider, s *objstore.S3Stats) error {
 // s3DurationBuckets (s) span one S3 attempt: a HEAD takes ~1 ms and a
 // 4 MiB ranged GET ~10 ms against local versitygw, an 8 MiB PUT ~45 ms
 // (DESIGN §Object storage, Measured); on S3 a GET's first byte is ~20 ms
-// at p90 and a 2–8 MiB PUT 200–400 ms at p99 (SPEC §13); an attempt that
-// hangs is cut at diskless.storage.s3.request.timeout.ms (5 s).
+// at p90 and a 2–8 MiB PUT 200–400 ms at p99 (SPEC §13). Only successful
+// attempts are timed, and they end well before the timeouts that cut a
+// hung one (diskless.storage.s3.request.timeout.ms, 5 s, for GETs and
+// answer headers; diskless.upload.attempt.timeout.ms, 10 s, for a PUT).
 var s3DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // S3Durations returns the recorder for objstore.S3Config.OnAttempt that
-// times each HTTP attempt of the S3 client in
+// times each successful HTTP attempt of the S3 client in
 // diskless.s3.request.duration{operation}, seconds: from sending the signed
-// request to the parsed answer (a GetObject: to the end of its body),
-// whatever the outcome.
+// request to the parsed answer (a GetObject: to the end of its body).
+// Failed attempts are only counted (diskless.s3.requests by outcome): a
+// 1 ms SlowDown or a 10 s timeout would say nothing about how fast the
+// store serves, and would drag the quantiles either way.
 func S3Durations(mp metric.MeterProvider) func(objstore.S3Attempt) {
 	duration := must(Meter(mp).Float64Histogram("diskless.s3.request.duration", metric.WithUnit("s"),
-		metric.WithDescription("duration of each HTTP attempt of the S3 client, by S3 operation (GetObject: to the end of the body)"),
+		metric.WithDescription("duration of each successful HTTP attempt of the S3 client, by S3 operation (GetObject: to the end of the body)"),
 		metric.WithExplicitBucketBoundaries(s3DurationBuckets...)))
 	var ops [objstore.NumS3Ops]metric.RecordOption
 	for op := range objstore.NumS3Ops {
 		ops[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op.String())))
 	}
 	return func(a objstore.S3Attempt) {
-		duration.Record(context.Background(), a.Duration.Seconds(), ops[a.Op])
+		if a.Outcome == objstore.S3OK {
+			duration.Record(context.Background(), a.Duration.Seconds(), ops[a.Op])
+		}
 	}
 }
 
