@@ -125,30 +125,29 @@ func (x *batchIndex) lastChunk(n int) (c, lo, hi int) {
 	return c, lo, end&indexChunkMask + 1
 }
 
-// searchOffset returns the first i < n whose entry's last offset is ≥ o,
-// or n: the entry holding offset o, the index being dense.
-func (x *batchIndex) searchOffset(n int, o int64) int {
-	if n == 0 {
-		return 0
-	}
-	// The first chunk, among the full ones before entry n−1's, whose last
-	// entry reaches o; else entry n−1's.
+// pickChunk is the searches' first step, for the first n entries (n > 0):
+// the first chunk, among the full ones before entry n−1's, whose summary
+// is not below what is sought (below false), else entry n−1's; and the
+// slots [lo, hi) of the first n entries that chunk holds.
+func (x *batchIndex) pickChunk(n int, below func(*indexChunk) bool) (c, lo, hi int) {
 	last, lo, hi := x.lastChunk(n)
-	c, ch := 0, last
-	for c < ch {
-		m := int(uint(c+ch) >> 1)
-		if x.chunks[m].lastOffset < o {
-			c = m + 1
-		} else {
-			ch = m
-		}
-	}
+	c = sort.Search(last, func(i int) bool { return !below(&x.chunks[i]) })
 	if c < last {
 		lo, hi = 0, indexChunkLen
 		if c == 0 {
 			lo = x.head
 		}
 	}
+	return c, lo, hi
+}
+
+// searchOffset returns the first i < n whose entry's last offset is ≥ o,
+// or n: the entry holding offset o, the index being dense.
+func (x *batchIndex) searchOffset(n int, o int64) int {
+	if n == 0 {
+		return 0
+	}
+	c, lo, hi := x.pickChunk(n, func(ch *indexChunk) bool { return ch.lastOffset < o })
 	es := x.chunks[c].entries[:hi]
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -168,24 +167,9 @@ func (x *batchIndex) searchTimestamp(n int, ts int64) int {
 	if n == 0 {
 		return 0
 	}
-	last, lo, hi := x.lastChunk(n)
-	c, ch := 0, last
-	for c < ch {
-		m := int(uint(c+ch) >> 1)
-		if x.chunks[m].prefixMaxTs < ts {
-			c = m + 1
-		} else {
-			ch = m
-		}
-	}
-	if c < last {
-		lo, hi = 0, indexChunkLen
-		if c == 0 {
-			lo = x.head
-		}
-	}
 	// Every chunk before c stays below ts, so within c the in-chunk
 	// prefix decides.
+	c, lo, hi := x.pickChunk(n, func(ch *indexChunk) bool { return ch.prefixMaxTs < ts })
 	return c<<indexChunkShift + x.firstReaching(c, lo, hi, ts) - x.head
 }
 
