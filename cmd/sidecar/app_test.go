@@ -27,24 +27,25 @@ func testConfig(t *testing.T, sets ...string) Config {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// startStop starts every component on cfg and stops them again, failing
+// the test with what if either step fails.
+func startStop(t *testing.T, cfg Config, what string) {
+	t.Helper()
+	a, err := start(cfg, quiet)
+	if err != nil {
+		t.Fatalf("%s: start: %v", what, err)
+	}
+	if err := a.shutdown(10 * time.Second); err != nil {
+		t.Fatalf("%s: shutdown: %v", what, err)
+	}
+}
+
 // TestStartAndShutdown starts every component in-process and stops them:
 // nothing may be left running (goleak), and the data.dir lock is released.
 func TestStartAndShutdown(t *testing.T) {
 	cfg := testConfig(t)
-	a, err := start(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.shutdown(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	b, err := start(cfg, quiet) // same data.dir: the lock was released
-	if err != nil {
-		t.Fatalf("restart on the same data.dir: %v", err)
-	}
-	if err := b.shutdown(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startStop(t, cfg, "first start")
+	startStop(t, cfg, "restart on the same data.dir (the lock was released)")
 }
 
 // TestStartFailuresNameTheKey: failures after some components were opened
@@ -80,11 +81,7 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 			// Everything opened was closed: the data.dir can be used again.
 			ok := testConfig(t)
 			ok.DataDir = cfg.DataDir
-			a, err := start(ok, quiet)
-			if err != nil {
-				t.Fatalf("data.dir still held after a failed start: %v", err)
-			}
-			a.shutdown(10 * time.Second)
+			startStop(t, ok, "data.dir after a failed start")
 		})
 	}
 }
@@ -94,13 +91,7 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 // refused naming the key, before anything in the directory changes.
 func TestDataDirBindings(t *testing.T) {
 	cfg := testConfig(t)
-	a, err := start(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.shutdown(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startStop(t, cfg, "first start")
 	meta, err := os.ReadFile(filepath.Join(cfg.DataDir, "meta.properties"))
 	if err != nil {
 		t.Fatal(err)
@@ -136,11 +127,7 @@ func TestDataDirBindings(t *testing.T) {
 	if len(after) != len(before) {
 		t.Fatalf("a refused start changed the coordinator directory: %d entries, then %d", len(before), len(after))
 	}
-	again, err := start(cfg, quiet)
-	if err != nil {
-		t.Fatalf("the original settings are refused after the refusals: %v", err)
-	}
-	again.shutdown(10 * time.Second)
+	startStop(t, cfg, "the original settings after the refusals")
 }
 
 // TestFailedFirstStartBindsNothing: a first start that fails before the
@@ -171,13 +158,7 @@ func TestFailedFirstStartBindsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := start(good, quiet)
-	if err != nil {
-		t.Fatalf("start with corrected values after a failed first start: %v", err)
-	}
-	if err := a.shutdown(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startStop(t, good, "corrected values after a failed first start")
 	meta, err := os.ReadFile(filepath.Join(dir, "meta.properties"))
 	if err != nil || !strings.Contains(string(meta), "object.store = file") {
 		t.Fatalf("meta.properties after a good start: %q, %v", meta, err)

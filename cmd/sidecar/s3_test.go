@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/diskless-sidecar/sidecar/internal/versitygw"
 )
@@ -35,14 +34,7 @@ func s3Sets(t *testing.T, bucket string) []string {
 // TestStartWithS3 starts every component on an S3 store (versitygw) and
 // stops them, leaking nothing.
 func TestStartWithS3(t *testing.T) {
-	cfg := testConfig(t, s3Sets(t, "sidecar")...)
-	a, err := start(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.shutdown(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startStop(t, testConfig(t, s3Sets(t, "sidecar")...), "on S3")
 }
 
 // TestStartWithS3Failures: a missing bucket is a configuration error
