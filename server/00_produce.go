@@ -16,9 +16,6 @@ func (s *Server) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) fu
 		if wait == nil {
 			return nil
 		}
-		if resp := wait(); resp != nil {
-			return resp
-		}
-		return nil // not a typed nil in the interface
+		return orNil(wait())
 	}
 }

@@ -14,8 +14,5 @@ func (s *Server) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.R
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.draining, cancel)()
-	if resp := s.fetcher.Fetch(ctx, req); resp != nil {
-		return resp
-	}
-	return nil
+	return orNil(s.fetcher.Fetch(ctx, req))
 }

@@ -8,8 +8,5 @@ import (
 
 // handleListOffsets delegates to the Fetcher (SPEC §5).
 func (s *Server) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
-	if resp := s.fetcher.ListOffsets(ctx, req); resp != nil {
-		return resp
-	}
-	return nil
+	return orNil(s.fetcher.ListOffsets(ctx, req))
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -8,7 +10,7 @@ import (
 // with supportedAPIs. Versions this server does not know never get here:
 // the reader answers them with apiVersionsUnsupported. No features are
 // advertised: the APIs served need none (KIP-584).
-func (s *Server) handleApiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
+func (s *Server) handleApiVersions(_ context.Context, req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = append([]kmsg.ApiVersionsResponseApiKey(nil), supportedAPIs...)
 	return resp

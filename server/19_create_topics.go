@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,11 +46,8 @@ const createdReplicationFactor int16 = 1
 // ValidateOnly).
 func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	if req.TimeoutMillis > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
-	}
+	ctx, cancel := withRequestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
 	count := make(map[string]int, len(req.Topics))
 	for i := range req.Topics {
 		count[req.Topics[i].Topic]++

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,11 +19,8 @@ import (
 // REQUEST_TIMED_OUT.
 func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	if req.TimeoutMillis > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
-	}
+	ctx, cancel := withRequestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt, out := &req.Topics[i], &resp.Topics[i]

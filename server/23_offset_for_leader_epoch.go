@@ -8,8 +8,5 @@ import (
 
 // handleOffsetForLeaderEpoch delegates to the Fetcher (SPEC §4).
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
-	if resp := s.fetcher.OffsetForLeaderEpoch(ctx, req); resp != nil {
-		return resp
-	}
-	return nil
+	return orNil(s.fetcher.OffsetForLeaderEpoch(ctx, req))
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -77,50 +78,54 @@ type route struct {
 	async func(s *Server, ctx context.Context, req kmsg.Request) kmsg.Response
 }
 
+// routes is how each API key is handled. Every key here must be in
+// supportedAPIs and vice versa.
+var routes = map[int16]route{
+	0: {inline: func(s *Server, ctx context.Context, r kmsg.Request) func() kmsg.Response {
+		return s.handleProduce(ctx, r.(*kmsg.ProduceRequest))
+	}},
+	1:  async((*Server).handleFetch),
+	2:  async((*Server).handleListOffsets),
+	3:  async((*Server).handleMetadata),
+	18: async((*Server).handleApiVersions),
+	19: async((*Server).handleCreateTopics),
+	21: async((*Server).handleDeleteRecords),
+	22: async((*Server).handleInitProducerID),
+	23: async((*Server).handleOffsetForLeaderEpoch),
+	32: async((*Server).handleDescribeConfigs),
+}
+
+// async routes requests of type Req to handle, on a goroutine of their own.
+func async[Req kmsg.Request](handle func(*Server, context.Context, Req) kmsg.Response) route {
+	return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
+		return handle(s, ctx, r.(Req))
+	}}
+}
+
 // routeFor returns how key is handled, or false for keys this server does
-// not implement. Every key here must be in supportedAPIs and vice versa.
+// not implement.
 func routeFor(key int16) (route, bool) {
-	switch key {
-	case 0:
-		return route{inline: func(s *Server, ctx context.Context, r kmsg.Request) func() kmsg.Response {
-			return s.handleProduce(ctx, r.(*kmsg.ProduceRequest))
-		}}, true
-	case 1:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleFetch(ctx, r.(*kmsg.FetchRequest))
-		}}, true
-	case 2:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleListOffsets(ctx, r.(*kmsg.ListOffsetsRequest))
-		}}, true
-	case 21:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleDeleteRecords(ctx, r.(*kmsg.DeleteRecordsRequest))
-		}}, true
-	case 32:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleDescribeConfigs(ctx, r.(*kmsg.DescribeConfigsRequest))
-		}}, true
-	case 23:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleOffsetForLeaderEpoch(ctx, r.(*kmsg.OffsetForLeaderEpochRequest))
-		}}, true
-	case 3:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleMetadata(ctx, r.(*kmsg.MetadataRequest))
-		}}, true
-	case 18:
-		return route{async: func(s *Server, _ context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleApiVersions(r.(*kmsg.ApiVersionsRequest))
-		}}, true
-	case 19:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleCreateTopics(ctx, r.(*kmsg.CreateTopicsRequest))
-		}}, true
-	case 22:
-		return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-			return s.handleInitProducerID(ctx, r.(*kmsg.InitProducerIDRequest))
-		}}, true
+	rt, ok := routes[key]
+	return rt, ok
+}
+
+// orNil returns resp as a kmsg.Response, nil (not a typed nil in the
+// interface, which the writer would try to encode) when resp is nil.
+func orNil[R interface {
+	*T
+	kmsg.Response
+}, T any](resp R) kmsg.Response {
+	if resp == nil {
+		return nil
 	}
-	return route{}, false
+	return resp
+}
+
+// withRequestTimeout bounds ctx by a request's TimeoutMillis (≤ 0: no
+// bound).
+func withRequestTimeout(ctx context.Context, timeoutMillis int32) (context.Context, context.CancelFunc) {
+	if timeoutMillis <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
 }
