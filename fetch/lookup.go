@@ -222,7 +222,7 @@ func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn fu
 		count:           h.RecordsCount(),
 	}
 	records := buf[batch.HeaderSize:]
-	var src io.Reader = bytes.NewReader(records)
+	var src recordReader = memRecords{bytes.NewReader(records)}
 	if codec := h.Codec(); codec != batch.CodecNone {
 		release, err := l.h.acquireDecompress(ctx)
 		if err != nil {
@@ -238,9 +238,9 @@ func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn fu
 		defer done()
 		budget := &budgetReader{r: r, left: l.left}
 		defer func() { l.left = budget.left }()
-		src = budget
+		src = bufio.NewReaderSize(budget, scanBufferSize)
 	}
-	err := scanRecords(bufio.NewReaderSize(src, scanBufferSize), span, func(offset, ts int64) bool {
+	err := scanRecords(src, span, func(offset, ts int64) bool {
 		return offset < l.logStart || fn(hit{offset, ts})
 	})
 	if err != nil {
@@ -249,9 +249,28 @@ func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn fu
 	return nil
 }
 
-// scanBufferSize is the buffer records are parsed from: the scan's whole
-// working set besides the codec's.
+// scanBufferSize is the buffer decompressed records are parsed from: the
+// scan's whole working set besides the codec's.
 const scanBufferSize = 16 << 10
+
+// memRecords is a recordReader over an uncompressed records section, which
+// is in memory already: read in place, with no buffer to fill and copy
+// through.
+type memRecords struct{ *bytes.Reader }
+
+// Discard skips n bytes, as bufio.Reader's does: fewer, with io.EOF, if the
+// records end first.
+func (r memRecords) Discard(n int) (int, error) {
+	if n < 0 {
+		return 0, bufio.ErrNegativeCount
+	}
+	if left := r.Len(); n > left {
+		_, _ = r.Seek(0, io.SeekEnd)
+		return left, io.EOF
+	}
+	_, _ = r.Seek(int64(n), io.SeekCurrent)
+	return n, nil
+}
 
 // scanFailed logs why c could not be scanned and returns CORRUPT_MESSAGE,
 // the code a broker sends for a batch it cannot decode, whose description
