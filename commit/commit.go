@@ -98,28 +98,34 @@ func New(cfg Config, shards Shards) (*Committer, error) {
 // shard could not be reached after MaxAttempts, or before ctx ended, get
 // KAFKA_STORAGE_ERROR, which producers retry (SPEC §2).
 func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, batches []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+	shard, byShard := c.split(batches)
+	if byShard == nil {
+		// One shard owns the whole object (always so with one shard): its
+		// batches go as they are and its answers come back in their order.
+		// Shards.CommitFile only reads req, and not after it returns.
+		if len(batches) == 0 {
+			return nil
+		}
+		rs, err := c.commitWithRetry(ctx, shard, c.request(objectKey, size, []int32{shard}, batches))
+		if err != nil {
+			return failed(len(batches))
+		}
+		return rs
+	}
+
 	results := make([]coordinator.CommitBatchResult, len(batches))
-	byShard := c.split(batches)
 	owners := make([]int32, 0, len(byShard))
 	for s := range byShard {
 		owners = append(owners, s)
 	}
 	slices.Sort(owners)
-
-	commitShard := func(shard int32) {
-		idx := byShard[shard]
-		req := &coordinator.CommitFileRequest{
-			ObjectKey:        objectKey,
-			ObjectFormat:     coordinator.ObjectFormatWriteAheadMultiSegment,
-			FileSize:         size,
-			UploaderBrokerID: c.cfg.NodeID,
-			OwnerIDs:         owners,
-			Batches:          make([]coordinator.CommitBatch, len(idx)),
-		}
+	commitShard := func(s int32) {
+		idx := byShard[s]
+		req := c.request(objectKey, size, owners, make([]coordinator.CommitBatch, len(idx)))
 		for i, bi := range idx {
 			req.Batches[i] = batches[bi]
 		}
-		rs, err := c.commitWithRetry(ctx, shard, req)
+		rs, err := c.commitWithRetry(ctx, s, req)
 		for i, bi := range idx {
 			if err != nil {
 				results[bi].Err = kerr.KafkaStorageError
@@ -127,10 +133,6 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 				results[bi] = rs[i]
 			}
 		}
-	}
-	if len(owners) == 1 {
-		commitShard(owners[0])
-		return results
 	}
 	var wg sync.WaitGroup
 	for _, s := range owners {
@@ -140,14 +142,51 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 	return results
 }
 
-// split groups batch indexes by owning shard, keeping object order.
-func (c *Committer) split(batches []coordinator.CommitBatch) map[int32][]int {
+// request builds one shard's CommitFile request.
+func (c *Committer) request(objectKey string, size int64, owners []int32, bs []coordinator.CommitBatch) *coordinator.CommitFileRequest {
+	return &coordinator.CommitFileRequest{
+		ObjectKey:        objectKey,
+		ObjectFormat:     coordinator.ObjectFormatWriteAheadMultiSegment,
+		FileSize:         size,
+		UploaderBrokerID: c.cfg.NodeID,
+		OwnerIDs:         owners,
+		Batches:          bs,
+	}
+}
+
+// failed answers n batches with KAFKA_STORAGE_ERROR.
+func failed(n int) []coordinator.CommitBatchResult {
+	rs := make([]coordinator.CommitBatchResult, n)
+	for i := range rs {
+		rs[i].Err = kerr.KafkaStorageError
+	}
+	return rs
+}
+
+// split groups batch indexes by owning shard, keeping object order. When a
+// single shard owns every batch (or there are none) it returns that shard
+// and a nil map, without building the index lists.
+func (c *Committer) split(batches []coordinator.CommitBatch) (int32, map[int32][]int) {
+	if len(batches) == 0 {
+		return 0, nil
+	}
+	first := c.shards.ShardFor(batches[0].TopicID, batches[0].Partition)
+	i := 1
+	for i < len(batches) && c.shards.ShardFor(batches[i].TopicID, batches[i].Partition) == first {
+		i++
+	}
+	if i == len(batches) {
+		return first, nil
+	}
 	byShard := make(map[int32][]int)
-	for i := range batches {
+	for j := range i {
+		byShard[first] = append(byShard[first], j)
+	}
+	for ; i < len(batches); i++ {
 		s := c.shards.ShardFor(batches[i].TopicID, batches[i].Partition)
 		byShard[s] = append(byShard[s], i)
 	}
-	return byShard
+	return first, byShard
 }
 
 func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {

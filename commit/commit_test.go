@@ -151,3 +151,35 @@ func TestConfigValidateNamesKey(t *testing.T) {
 		t.Fatalf("error %v does not name diskless.commit.max.attempts", err)
 	}
 }
+
+// nopShards owns every partition in shard 0 and answers every commit at
+// once, so that BenchmarkCommit measures the committer's own work.
+type nopShards struct{ n int32 }
+
+func (s nopShards) ShardFor(_ coordinator.TopicID, p int32) int32 { return p % s.n }
+
+func (nopShards) CommitFile(_ context.Context, _ int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+	return make([]coordinator.CommitBatchResult, len(req.Batches)), nil
+}
+
+// BenchmarkCommit measures splitting a file of 1000 batches by shard and
+// mapping the answers back, over shards that do nothing.
+func BenchmarkCommit(b *testing.B) {
+	for _, n := range []int32{1, 4} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			c, err := New(Config{}, nopShards{n: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			partitions := make([]int32, 1000)
+			for i := range partitions {
+				partitions[i] = int32(i % 100)
+			}
+			in := batches(partitions...)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Commit(context.Background(), "wal/k", 1000, in)
+			}
+		})
+	}
+}

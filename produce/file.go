@@ -69,17 +69,14 @@ type file struct {
 // request would take it past MaxBatchesPerFile or BufferMaxBytes, and after
 // the append if it reached BufferMaxBytes (a request larger than the
 // buffer makes a file of its own). It returns the file and the index of
-// the request's first entry in it. memory is the amount the caller
-// acquired, released when the file is answered.
-func (h *Handler) append(entries []pendingEntry, memory int64) (*file, int, error) {
+// the request's first entry in it. bytes is the sum of the entries' batch
+// lengths; memory is the amount the caller acquired, released when the file
+// is answered.
+func (h *Handler) append(entries []pendingEntry, bytes int, memory int64) (*file, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.closed {
 		return nil, 0, ErrClosed
-	}
-	bytes := 0
-	for i := range entries {
-		bytes += len(entries[i].Batch)
 	}
 	if f := h.mu.active; f != nil {
 		// Seal first rather than let this request take the file past a

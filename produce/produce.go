@@ -20,7 +20,6 @@
 package produce
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -134,10 +133,9 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 }
 
 // partitionRef ties one partition entry of a response to the file entry
-// whose result fills it.
+// whose result fills it: refs[i] is answered by the request's i-th entry.
 type partitionRef struct {
-	resp  *kmsg.ProduceResponseTopicPartition
-	entry int // index into file.entries
+	resp *kmsg.ProduceResponseTopicPartition
 	// logAppendTime is true when the topic uses LogAppendTime, so the
 	// response carries the append time instead of −1.
 	logAppendTime bool
@@ -180,6 +178,8 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		// seen catches a partition named twice in one request, which no
 		// client sends; both copies are refused rather than stored twice.
 		seen map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition
+		// dups is set when seen caught one.
+		dups bool
 	)
 	if len(req.Topics) > 1 || (len(req.Topics) == 1 && len(req.Topics[0].Partitions) > 1) {
 		seen = make(map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition)
@@ -191,6 +191,18 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		topic, terr := h.resolve(req.Version, rt)
+		// The topic's limits and timestamp type hold for all its partitions.
+		cfg := &topic.Config
+		lim := batch.Limits{
+			MaxBytes:        int(cfg.MaxMessageBytes),
+			AllowZstd:       req.Version >= 7,
+			CheckTimestamps: !cfg.LogAppendTime,
+		}
+		lim.MinTimestamp, lim.MaxTimestamp = batch.WindowMs(now, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs)
+		tsType := batch.TimestampCreateTime
+		if cfg.LogAppendTime {
+			tsType = batch.TimestampLogAppendTime
+		}
 		for pi := range rt.Partitions {
 			rp, sp := &rt.Partitions[pi], &st.Partitions[pi]
 			*sp = newPartitionResponse(rp.Partition)
@@ -208,48 +220,34 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 				if first, dup := seen[tp]; dup {
 					sp.ErrorCode = kerr.InvalidRequest.Code
 					first.ErrorCode = kerr.InvalidRequest.Code
+					dups = true
 					continue
 				}
 				seen[tp] = sp
 			}
-			cfg := &topic.Config
-			lim := batch.Limits{
-				MaxBytes:        int(cfg.MaxMessageBytes),
-				AllowZstd:       req.Version >= 7,
-				CheckTimestamps: !cfg.LogAppendTime,
-			}
-			lim.MinTimestamp, lim.MaxTimestamp = batch.WindowMs(now, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs)
 			hdr, verr := batch.ValidateProduce(rp.Records, lim)
 			if verr != nil {
 				sp.ErrorCode = verr.Code
 				continue
 			}
-			tsType := batch.TimestampCreateTime
-			if cfg.LogAppendTime {
-				tsType = batch.TimestampLogAppendTime
-			}
-			refs = append(refs, partitionRef{resp: sp, entry: len(entries), logAppendTime: cfg.LogAppendTime})
+			refs = append(refs, partitionRef{resp: sp, logAppendTime: cfg.LogAppendTime})
 			entries = append(entries, newPendingEntry(topic.ID, rp.Partition, hdr, tsType))
 			size += int64(len(hdr))
 		}
 	}
-	if seen != nil {
+	if dups {
 		// Drop the entries of partitions found duplicated after their
 		// first copy was accepted.
-		kept := refs[:0]
-		keptEntries := entries[:0]
-		var keptSize int64
-		for _, r := range refs {
+		kept := 0
+		for i, r := range refs {
 			if r.resp.ErrorCode != 0 {
+				size -= int64(len(entries[i].Batch))
 				continue
 			}
-			e := entries[r.entry]
-			r.entry = len(keptEntries)
-			kept = append(kept, r)
-			keptEntries = append(keptEntries, e)
-			keptSize += int64(len(e.Batch))
+			refs[kept], entries[kept] = r, entries[i]
+			kept++
 		}
-		refs, entries, size = kept, keptEntries, keptSize
+		refs, entries = refs[:kept], entries[:kept]
 	}
 	if len(entries) == 0 {
 		return answered(req, resp)
@@ -260,9 +258,13 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		// until it answers (acks=0: at once; a client that has gone: at
 		// once too), while the pipeline's memory bound counts accepted
 		// bytes only: copy them, so the file does not keep the refused
-		// bytes alive uncounted.
+		// bytes alive uncounted. One buffer serves the whole request: its
+		// entries all go into one file and are freed together.
+		buf := make([]byte, 0, size)
 		for i := range entries {
-			entries[i].Batch = batch.Header(bytes.Clone(entries[i].Batch))
+			start := len(buf)
+			buf = append(buf, entries[i].Batch...)
+			entries[i].Batch = batch.Header(buf[start:len(buf):len(buf)])
 		}
 	}
 	if len(entries) > h.cfg.MaxBatchesPerFile {
@@ -290,7 +292,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		}
 	}
 
-	f, first, err := h.append(entries, need)
+	f, first, err := h.append(entries, int(size), need)
 	if err != nil {
 		h.memory.Release(need)
 		for _, r := range refs {
@@ -311,8 +313,8 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 			// is no one to answer. The file still completes on its own.
 			return nil
 		}
-		for _, r := range refs {
-			res := &f.results[first+r.entry]
+		for i, r := range refs {
+			res := &f.results[first+i]
 			if res.Err != nil {
 				r.resp.ErrorCode = res.Err.Code
 				continue

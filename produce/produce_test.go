@@ -562,3 +562,65 @@ func TestCloseHonoursDeadline(t *testing.T) {
 		}
 	}
 }
+
+// nopUploader and nopCommitter keep nothing, so that BenchmarkProduce
+// measures the handler and its pipeline alone.
+type nopUploader struct{}
+
+func (nopUploader) Upload(context.Context, []byte) (string, error) { return "wal/k", nil }
+
+type nopCommitter struct{}
+
+func (nopCommitter) Commit(_ context.Context, _ string, _ int64, bs []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+	return make([]coordinator.CommitBatchResult, len(bs))
+}
+
+// BenchmarkProduce measures one acks=-1 request of three partitions of 1 KiB
+// batches through validation, the active file, packing and the fake upload
+// and commit, each request sealing its own file; "with-refused" adds a
+// fourth partition whose batch is corrupt, so the accepted batches are
+// copied out of the request.
+func BenchmarkProduce(b *testing.B) {
+	mk := func() []byte {
+		return batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Record{Value: make([]byte, 1<<10)})
+	}
+	corrupt := mk()
+	corrupt[len(corrupt)-1] ^= 1
+	for _, c := range []struct {
+		name  string
+		parts []part
+	}{
+		{"all-valid", []part{{0, mk()}, {1, mk()}, {2, mk()}}},
+		{"with-refused", []part{{0, mk()}, {1, mk()}, {2, mk()}, {0, nil}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h, err := New(Config{BufferMaxBytes: 1}, newCatalog(), nopUploader{}, nopCommitter{}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			req := request(9, -1, "ct", c.parts...)
+			if len(c.parts) == 4 {
+				// The refused batch goes to another topic so that the
+				// request names no partition twice.
+				rt := kmsg.NewProduceRequestTopic()
+				rt.Topic = "lat"
+				rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: corrupt}}
+				req.Topics[0].Partitions = req.Topics[0].Partitions[:3]
+				req.Topics = append(req.Topics, rt)
+			}
+			var n int64
+			for _, p := range c.parts[:3] {
+				n += int64(len(p.records))
+			}
+			b.SetBytes(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp := h.Produce(context.Background(), req)()
+				if resp.Topics[0].Partitions[0].ErrorCode != 0 {
+					b.Fatalf("code %d", resp.Topics[0].Partitions[0].ErrorCode)
+				}
+			}
+		})
+	}
+}
