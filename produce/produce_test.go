@@ -179,6 +179,20 @@ func codes(resp *kmsg.ProduceResponse) []int16 {
 	return cs
 }
 
+// wantAll fails t unless resp answers n partitions, all with code want.
+func wantAll(t *testing.T, resp *kmsg.ProduceResponse, n int, want int16, what string) {
+	t.Helper()
+	cs := codes(resp)
+	if len(cs) != n {
+		t.Fatalf("%s: %d partitions answered, want %d", what, len(cs), n)
+	}
+	for _, c := range cs {
+		if c != want {
+			t.Fatalf("%s: code %d, want %d", what, c, want)
+		}
+	}
+}
+
 func TestProduceAnswersEachPartition(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond})
 	corrupt := good(2)
@@ -232,12 +246,7 @@ func TestProduceRequestLevelErrors(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp := r.h.Produce(context.Background(), c.req)()
-			for _, code := range codes(resp) {
-				if code != c.want.Code {
-					t.Fatalf("code %d, want %s", code, c.want)
-				}
-			}
+			wantAll(t, r.h.Produce(context.Background(), c.req)(), len(c.req.Topics[0].Partitions), c.want.Code, c.want.Message)
 		})
 	}
 	if len(r.cm.order) != 0 {
@@ -320,11 +329,7 @@ func TestSealByBatchCount(t *testing.T) {
 		t.Fatalf("first request: code %d", c)
 	}
 	big := request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}, part{2, good(1)})
-	for _, c := range codes(r.h.Produce(context.Background(), big)()) {
-		if c != kerr.InvalidRequest.Code {
-			t.Fatalf("request over MaxBatchesPerFile: code %d", c)
-		}
-	}
+	wantAll(t, r.h.Produce(context.Background(), big)(), 3, kerr.InvalidRequest.Code, "request over MaxBatchesPerFile")
 	r.h.Close(context.Background())
 	if c := codes(w2()); c[0] != 0 || c[1] != 0 {
 		t.Fatalf("second request: codes %v", c)
@@ -421,11 +426,7 @@ func TestUploadFailureFailsTheFile(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond})
 	r.up.fail = errors.New("bucket gone")
 	resp := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}))()
-	for _, c := range codes(resp) {
-		if c != kerr.KafkaStorageError.Code {
-			t.Fatalf("code %d, want KAFKA_STORAGE_ERROR", c)
-		}
-	}
+	wantAll(t, resp, 2, kerr.KafkaStorageError.Code, "KAFKA_STORAGE_ERROR")
 	if len(r.cm.order) != 0 {
 		t.Fatal("a file that failed to upload was committed")
 	}
