@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -54,9 +55,9 @@ type commitFixture struct {
 
 // stream is one committer's topic and its reusable commit request.
 type stream struct {
-	topic coordinator.Topic
+	topic diskless.Topic
 	seq   []int32
-	req   coordinator.CommitFileRequest
+	req   diskless.CommitFileRequest
 	files int
 }
 
@@ -90,15 +91,15 @@ func (f *commitFixture) newStream(b *testing.B, name string, partitions int) *st
 		b.Fatal(err)
 	}
 	s := &stream{topic: t, seq: make([]int32, partitions)}
-	s.req = coordinator.CommitFileRequest{
-		ObjectFormat: coordinator.ObjectFormatWriteAheadMultiSegment,
+	s.req = diskless.CommitFileRequest{
+		ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment,
 		FileSize:     commitBatchesPerFile * 8192,
 		OwnerIDs:     []int32{0},
-		Batches:      make([]coordinator.CommitBatch, commitBatchesPerFile),
+		Batches:      make([]diskless.CommitBatch, commitBatchesPerFile),
 	}
 	for i := range s.req.Batches {
 		p := i % partitions
-		s.req.Batches[i] = coordinator.CommitBatch{
+		s.req.Batches[i] = diskless.CommitBatch{
 			TopicID: t.ID, Partition: int32(p), Magic: 2,
 			ByteOffset: int32(i * 8192), ByteSize: 8192, LastOffsetDelta: 9,
 			BatchMaxTimestamp: 1_700_000_000_000, TimestampType: batch.TimestampCreateTime,
@@ -112,7 +113,7 @@ func (f *commitFixture) newStream(b *testing.B, name string, partitions int) *st
 // and, per batch, the next sequence of its producer. The coordinator keeps
 // nothing of a request once CommitFile returns, so reusing it is safe and
 // keeps the generator's allocations out of the figures.
-func (s *stream) next() *coordinator.CommitFileRequest {
+func (s *stream) next() *diskless.CommitFileRequest {
 	s.files++
 	s.req.ObjectKey = fmt.Sprintf("wal/%s-%d", s.topic.Name, s.files)
 	for i := range s.req.Batches {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
@@ -36,7 +37,7 @@ func (r templateReader) ReadAt(_ context.Context, _ string, p []byte, off int64)
 
 // fetchFixture builds a coordinator whose one partition holds 1M batches
 // of 1 KiB in 1000 objects, and a fetch handler over it.
-func fetchFixture(b *testing.B, logAppendTime bool) (*fetch.Handler, coordinator.Topic, []byte) {
+func fetchFixture(b *testing.B, logAppendTime bool) (*fetch.Handler, diskless.Topic, []byte) {
 	var obj []byte
 	one := batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Record{Value: make([]byte, fetchBatchBytes-80)})
 	for range fetchBatchesPerObj {
@@ -59,10 +60,10 @@ func fetchFixture(b *testing.B, logAppendTime bool) (*fetch.Handler, coordinator
 		b.Fatal(err)
 	}
 	h := batch.Header(one)
-	req := &coordinator.CommitFileRequest{ObjectFormat: coordinator.ObjectFormatWriteAheadMultiSegment,
-		FileSize: int64(len(obj)), OwnerIDs: []int32{0}, Batches: make([]coordinator.CommitBatch, fetchBatchesPerObj)}
+	req := &diskless.CommitFileRequest{ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment,
+		FileSize: int64(len(obj)), OwnerIDs: []int32{0}, Batches: make([]diskless.CommitBatch, fetchBatchesPerObj)}
 	for i := range req.Batches {
-		req.Batches[i] = coordinator.CommitBatch{TopicID: t.ID, Magic: 2, ByteOffset: int32(i * len(one)), ByteSize: int32(len(one)),
+		req.Batches[i] = diskless.CommitBatch{TopicID: t.ID, Magic: 2, ByteOffset: int32(i * len(one)), ByteSize: int32(len(one)),
 			LastOffsetDelta: h.LastOffsetDelta(), BatchMaxTimestamp: h.MaxTimestamp(), TimestampType: tsType,
 			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1}
 	}

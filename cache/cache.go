@@ -38,7 +38,7 @@
 // other consumers are reading out of the cache, for data that nobody is
 // likely to read again before it is itself evicted. ReadRanges therefore
 // takes the time the data was written — its commit time, ms since the Unix
-// epoch (coordinator.BatchCoordinate.LogAppendTime) — and decides:
+// epoch (diskless.BatchCoordinate.LogAppendTime) — and decides:
 //
 //   - The cache's reach is the last-use time of its least recently used
 //     block (set when a block is cached, by Put or a load, and at every
@@ -229,7 +229,7 @@ type Range struct {
 
 // ReadRanges fills every range of rs, whole, from object key. writtenMs is
 // when the data was written to the store: its commit time in ms since the
-// Unix epoch (coordinator.BatchCoordinate.LogAppendTime; the oldest, if the
+// Unix epoch (diskless.BatchCoordinate.LogAppendTime; the oldest, if the
 // ranges were committed at different times); negative means unknown.
 //
 // Data older than the cache's reach (see the package comment) that is not

@@ -20,7 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
 )
 
@@ -28,8 +28,8 @@ import (
 // partition, and CommitFile on one shard. The in-process coordinator
 // implements it; a remote client (coordinator RPCs) will too.
 type Shards interface {
-	ShardFor(id coordinator.TopicID, partition int32) int32
-	CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error)
+	ShardFor(id diskless.TopicID, partition int32) int32
+	CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error)
 }
 
 // Config tunes retries of whole-shard commit failures.
@@ -97,7 +97,7 @@ func New(cfg Config, shards Shards) (*Committer, error) {
 // bytes) and returns one result per batch, in the order given. Batches whose
 // shard could not be reached after MaxAttempts, or before ctx ended, get
 // KAFKA_STORAGE_ERROR, which producers retry (SPEC §2).
-func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, batches []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, batches []diskless.CommitBatch) []diskless.CommitBatchResult {
 	shard, byShard := c.split(batches)
 	if byShard == nil {
 		// One shard owns the whole object (always so with one shard): its
@@ -113,7 +113,7 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		return rs
 	}
 
-	results := make([]coordinator.CommitBatchResult, len(batches))
+	results := make([]diskless.CommitBatchResult, len(batches))
 	owners := make([]int32, 0, len(byShard))
 	for s := range byShard {
 		owners = append(owners, s)
@@ -121,7 +121,7 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 	slices.Sort(owners)
 	commitShard := func(s int32) {
 		idx := byShard[s]
-		req := c.request(objectKey, size, owners, make([]coordinator.CommitBatch, len(idx)))
+		req := c.request(objectKey, size, owners, make([]diskless.CommitBatch, len(idx)))
 		for i, bi := range idx {
 			req.Batches[i] = batches[bi]
 		}
@@ -143,10 +143,10 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 }
 
 // request builds one shard's CommitFile request.
-func (c *Committer) request(objectKey string, size int64, owners []int32, bs []coordinator.CommitBatch) *coordinator.CommitFileRequest {
-	return &coordinator.CommitFileRequest{
+func (c *Committer) request(objectKey string, size int64, owners []int32, bs []diskless.CommitBatch) *diskless.CommitFileRequest {
+	return &diskless.CommitFileRequest{
 		ObjectKey:        objectKey,
-		ObjectFormat:     coordinator.ObjectFormatWriteAheadMultiSegment,
+		ObjectFormat:     diskless.ObjectFormatWriteAheadMultiSegment,
 		FileSize:         size,
 		UploaderBrokerID: c.cfg.NodeID,
 		OwnerIDs:         owners,
@@ -155,8 +155,8 @@ func (c *Committer) request(objectKey string, size int64, owners []int32, bs []c
 }
 
 // failed answers n batches with KAFKA_STORAGE_ERROR.
-func failed(n int) []coordinator.CommitBatchResult {
-	rs := make([]coordinator.CommitBatchResult, n)
+func failed(n int) []diskless.CommitBatchResult {
+	rs := make([]diskless.CommitBatchResult, n)
 	for i := range rs {
 		rs[i].Err = kerr.KafkaStorageError
 	}
@@ -166,7 +166,7 @@ func failed(n int) []coordinator.CommitBatchResult {
 // split groups batch indexes by owning shard, keeping object order. When a
 // single shard owns every batch (or there are none) it returns that shard
 // and a nil map, without building the index lists.
-func (c *Committer) split(batches []coordinator.CommitBatch) (int32, map[int32][]int) {
+func (c *Committer) split(batches []diskless.CommitBatch) (int32, map[int32][]int) {
 	if len(batches) == 0 {
 		return 0, nil
 	}
@@ -189,10 +189,10 @@ func (c *Committer) split(batches []coordinator.CommitBatch) (int32, map[int32][
 	return first, byShard
 }
 
-func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
-		var rs []coordinator.CommitBatchResult
+		var rs []diskless.CommitBatchResult
 		rs, err = c.shards.CommitFile(ctx, shard, req)
 		if err == nil {
 			if len(rs) != len(req.Batches) {
@@ -221,14 +221,14 @@ func retriable(ctx context.Context, err error) bool {
 	case ctx.Err() != nil:
 		// Our caller gave up (shutdown): stop now.
 		return false
-	case errors.Is(err, coordinator.ErrClosed):
+	case errors.Is(err, diskless.ErrClosed):
 		// The shard is shutting down in this process; it will not answer.
 		return false
-	case errors.Is(err, coordinator.ErrInvalidCommit):
+	case errors.Is(err, diskless.ErrInvalidCommit):
 		// The request itself is malformed (a bug on our side); the same
 		// request will be refused again.
 		return false
-	case errors.Is(err, coordinator.ErrShardFailed):
+	case errors.Is(err, diskless.ErrShardFailed):
 		// The shard could not rebuild its state from its log and stays
 		// failed until the process restarts.
 		return false

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/goleak"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,13 +26,13 @@ type fakeShards struct {
 	failWith error
 	mu       sync.Mutex
 	failures map[int32]int
-	calls    []coordinator.CommitFileRequest
+	calls    []diskless.CommitFileRequest
 	shardOf  []int32 // shard of each call
 }
 
-func (f *fakeShards) ShardFor(_ coordinator.TopicID, p int32) int32 { return p % f.n }
+func (f *fakeShards) ShardFor(_ diskless.TopicID, p int32) int32 { return p % f.n }
 
-func (f *fakeShards) CommitFile(_ context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+func (f *fakeShards) CommitFile(_ context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, *req)
@@ -41,7 +41,7 @@ func (f *fakeShards) CommitFile(_ context.Context, shard int32, req *coordinator
 		f.failures[shard]--
 		return nil, f.failWith
 	}
-	rs := make([]coordinator.CommitBatchResult, len(req.Batches))
+	rs := make([]diskless.CommitBatchResult, len(req.Batches))
 	for i, b := range req.Batches {
 		// Encode the shard and position so the test can check the mapping.
 		rs[i].BaseOffset = int64(shard)*1000 + int64(b.ByteOffset)
@@ -59,10 +59,10 @@ func newCommitter(t *testing.T, shards Shards) *Committer {
 	return c
 }
 
-func batches(partitions ...int32) []coordinator.CommitBatch {
-	bs := make([]coordinator.CommitBatch, len(partitions))
+func batches(partitions ...int32) []diskless.CommitBatch {
+	bs := make([]diskless.CommitBatch, len(partitions))
 	for i, p := range partitions {
-		bs[i] = coordinator.CommitBatch{Partition: p, ByteOffset: int32(i * 10), ByteSize: 10}
+		bs[i] = diskless.CommitBatch{Partition: p, ByteOffset: int32(i * 10), ByteSize: 10}
 	}
 	return bs
 }
@@ -77,7 +77,7 @@ func TestCommitSplitsByShardAndMapsBack(t *testing.T) {
 	}
 	for i, call := range f.calls {
 		if !slices.Equal(call.OwnerIDs, []int32{0, 1, 2}) || call.ObjectKey != "wal/abc" || call.FileSize != 60 ||
-			call.UploaderBrokerID != 7 || call.ObjectFormat != coordinator.ObjectFormatWriteAheadMultiSegment {
+			call.UploaderBrokerID != 7 || call.ObjectFormat != diskless.ObjectFormatWriteAheadMultiSegment {
 			t.Fatalf("call %d: %+v", i, call)
 		}
 		for _, b := range call.Batches {
@@ -104,9 +104,9 @@ func TestCommitRetries(t *testing.T) {
 	}{
 		{"transient then ok", fmt.Errorf("log fsync: %w", kerr.KafkaStorageError), 2, 3, nil},
 		{"gives up after max attempts", errors.New("disk on fire"), 5, 3, kerr.KafkaStorageError},
-		{"invalid commit is not retried", fmt.Errorf("bad: %w", coordinator.ErrInvalidCommit), 5, 1, kerr.KafkaStorageError},
-		{"failed shard is not retried", coordinator.ErrShardFailed, 5, 1, kerr.KafkaStorageError},
-		{"closed is not retried", coordinator.ErrClosed, 5, 1, kerr.KafkaStorageError},
+		{"invalid commit is not retried", fmt.Errorf("bad: %w", diskless.ErrInvalidCommit), 5, 1, kerr.KafkaStorageError},
+		{"failed shard is not retried", diskless.ErrShardFailed, 5, 1, kerr.KafkaStorageError},
+		{"closed is not retried", diskless.ErrClosed, 5, 1, kerr.KafkaStorageError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,10 +156,10 @@ func TestConfigValidateNamesKey(t *testing.T) {
 // once, so that BenchmarkCommit measures the committer's own work.
 type nopShards struct{ n int32 }
 
-func (s nopShards) ShardFor(_ coordinator.TopicID, p int32) int32 { return p % s.n }
+func (s nopShards) ShardFor(_ diskless.TopicID, p int32) int32 { return p % s.n }
 
-func (nopShards) CommitFile(_ context.Context, _ int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
-	return make([]coordinator.CommitBatchResult, len(req.Batches)), nil
+func (nopShards) CommitFile(_ context.Context, _ int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
+	return make([]diskless.CommitBatchResult, len(req.Batches)), nil
 }
 
 // BenchmarkCommit measures splitting a file of 1000 batches by shard and

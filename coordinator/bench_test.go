@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -39,9 +40,9 @@ func BenchmarkCommitFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	seq := make([]int32, 10)
-	reqs := make([]*CommitFileRequest, b.N)
+	reqs := make([]*diskless.CommitFileRequest, b.N)
 	for i := range reqs {
-		var batches []CommitBatch
+		var batches []diskless.CommitBatch
 		for j := range 100 {
 			p := int32(j % 10)
 			batches = append(batches, idem(top, p, int64(p), 0, seq[p], 5))
@@ -90,11 +91,11 @@ func BenchmarkFindBatches(b *testing.B) {
 func benchIndex(b *testing.B, tsType int8, outlier bool) (*state, *partition) {
 	const files, perFile = 1000, 1000
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
+	tid := diskless.TopicID{1}
 	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
 		b.Fatal(err)
 	}
-	p := st.partitions[TopicPartition{tid, 0}]
+	p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
 	commit := func(bs []committedBatch) {
 		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
 			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: bs}}}}}
@@ -140,18 +141,18 @@ func BenchmarkListOffsetsFrom(b *testing.B) {
 		want    int64 // the candidate's base offset, −1: any
 	}{
 		{name: "ListOffsets/timestamp", ts: func(r *rand.Rand) int64 { return r.Int64N(1000) }, want: -1},
-		{name: "ListOffsets/max", ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 999 * 10_000},
+		{name: "ListOffsets/max", ts: func(*rand.Rand) int64 { return diskless.ListOffsetsMaxTimestamp }, want: 999 * 10_000},
 		{name: "random/timestamp", from: func(r *rand.Rand, hwm int64) int64 { return r.Int64N(hwm) },
 			ts: func(r *rand.Rand) int64 { return r.Int64N(1000) }, want: -1},
 		{name: "random/max", from: func(r *rand.Rand, hwm int64) int64 { return r.Int64N(hwm) },
-			ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: -1},
+			ts: func(*rand.Rand) int64 { return diskless.ListOffsetsMaxTimestamp }, want: -1},
 		{name: "past the candidate/timestamp", outlier: true, from: func(*rand.Rand, int64) int64 { return 10 },
 			ts: func(*rand.Rand) int64 { return 999 }, want: 10 + 999*10_000},
 		{name: "past the candidate/max", outlier: true, from: func(*rand.Rand, int64) int64 { return 10 },
-			ts: func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
+			ts: func(*rand.Rand) int64 { return diskless.ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
 		{name: "past the candidate/max/LogAppendTime", tsType: batch.TimestampLogAppendTime, outlier: true,
 			from: func(*rand.Rand, int64) int64 { return 10 },
-			ts:   func(*rand.Rand) int64 { return ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
+			ts:   func(*rand.Rand) int64 { return diskless.ListOffsetsMaxTimestamp }, want: 10 + 999*10_000},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			st, p := benchIndex(b, bc.tsType, bc.outlier)
@@ -159,7 +160,7 @@ func BenchmarkListOffsetsFrom(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				var res ListOffsetsResult
+				var res diskless.ListOffsetsResult
 				if bc.from == nil {
 					res = st.listOffsets(p, bc.ts(r))
 				} else {
@@ -180,7 +181,7 @@ func BenchmarkListOffsetsFrom(b *testing.B) {
 func BenchmarkSnapshot(b *testing.B) {
 	const partitions, files, perFile = 1000, 20_000, 100
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
+	tid := diskless.TopicID{1}
 	for p := range int32(partitions) {
 		if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: p}); err != nil {
 			b.Fatal(err)
@@ -190,7 +191,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0}}
 		ft := fileTopic{TopicID: tid}
 		for i := range perFile {
-			p := st.partitions[TopicPartition{tid, int32((f*perFile + i) % partitions)}]
+			p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: int32((f*perFile + i) % partitions)}]
 			base := p.hwm
 			for _, fp := range ft.Partitions {
 				if fp.Partition == p.tp.Partition {
@@ -253,7 +254,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tp := TopicPartition{top.ID, 0}
+			tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 			// Fill the index directly (the replay path), in records of at
 			// most MaxCommitBatches, without filling the answer cache.
 			s := c.shards[0]
@@ -261,7 +262,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 			st := s.mu.st
 			p := st.partitions[tp]
 			for left := size; left > 0; {
-				n := min(left, MaxCommitBatches)
+				n := min(left, diskless.MaxCommitBatches)
 				left -= n
 				bs := make([]committedBatch, n)
 				for i := range bs {
@@ -279,7 +280,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 			p.visHWM, p.visLogStart = p.hwm, p.logStart
 			s.mu.Unlock()
 
-			batches := make([]CommitBatch, 1000)
+			batches := make([]diskless.CommitBatch, 1000)
 			for i := range batches {
 				batches[i] = plain(top, 0, 1)
 			}
@@ -296,7 +297,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 				b.StopTimer()
 				if size > 0 {
 					if _, err := c.DeleteRecords(context.Background(), tp, c.FindBatches(context.Background(),
-						[]FindBatchesRequest{{TopicID: top.ID, Offset: -1}})[0].HighWatermark-int64(size)); err != nil {
+						[]diskless.FindBatchesRequest{{TopicID: top.ID, Offset: -1}})[0].HighWatermark-int64(size)); err != nil {
 						b.Fatal(err)
 					}
 				} else if _, err := c.DeleteRecords(context.Background(), tp, -1); err != nil {
@@ -320,11 +321,11 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 func BenchmarkClosedFiles(b *testing.B) {
 	const files, stepMs = 100_000, 250
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
+	tid := diskless.TopicID{1}
 	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
 		b.Fatal(err)
 	}
-	p := st.partitions[TopicPartition{tid, 0}]
+	p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
 	n := 0
 	life := func() {
 		key := fmt.Sprintf("wal/AAAAAAAAAAAAAAAAAAAAAA/%032x", n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -23,7 +24,7 @@ func TestOffsetsDenseFromZero(t *testing.T) {
 		lastT int64
 	)
 	for file := range 5 {
-		batches := []CommitBatch{plain(top, 0, 3), plain(top, 1, 1), plain(top, 0, 10)}
+		batches := []diskless.CommitBatch{plain(top, 0, 3), plain(top, 1, 1), plain(top, 0, 10)}
 		res := e.commit(nextKey(), batches...)
 		for i, r := range res {
 			p := batches[i].Partition
@@ -145,10 +146,10 @@ func TestIdempotentProducer(t *testing.T) {
 
 // runSteps commits the steps (grouping sameFile steps into one file) and
 // checks every answer; results[i] is step i's answer.
-func runSteps(t *testing.T, e *env, top Topic, steps []step) []CommitBatchResult {
+func runSteps(t *testing.T, e *env, top diskless.Topic, steps []step) []diskless.CommitBatchResult {
 	t.Helper()
 	const pid = 7
-	var results []CommitBatchResult
+	var results []diskless.CommitBatchResult
 	hwm := int64(0)
 	for i := 0; i < len(steps); {
 		j := i + 1
@@ -156,7 +157,7 @@ func runSteps(t *testing.T, e *env, top Topic, steps []step) []CommitBatchResult
 			j++
 		}
 		e.clock.Advance(steps[i].advance)
-		var batches []CommitBatch
+		var batches []diskless.CommitBatch
 		for _, s := range steps[i:j] {
 			batches = append(batches, idem(top, 0, pid, s.epoch, s.baseSeq, s.n))
 		}
@@ -233,7 +234,7 @@ func TestProducerSweepDropsExpiredState(t *testing.T) {
 	e.commit(nextKey(), idem(top, 0, 100, 0, 0, 1))
 	s := e.c.shards[0]
 	s.mu.RLock()
-	n := len(s.mu.st.partitions[TopicPartition{top.ID, 0}].producers)
+	n := len(s.mu.st.partitions[diskless.TopicPartition{TopicID: top.ID, Partition: 0}].producers)
 	s.mu.RUnlock()
 	if n != 1 {
 		t.Fatalf("%d producer states after sweep, want 1", n)
@@ -243,29 +244,29 @@ func TestProducerSweepDropsExpiredState(t *testing.T) {
 func TestCommitPerBatchErrors(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 2, nil)
-	unknown := Topic{ID: TopicID{9, 9, 9}}
-	bad := func(f func(*CommitBatch)) CommitBatch {
+	unknown := diskless.Topic{ID: diskless.TopicID{9, 9, 9}}
+	bad := func(f func(*diskless.CommitBatch)) diskless.CommitBatch {
 		b := plain(top, 0, 1)
 		f(&b)
 		return b
 	}
 	cases := []struct {
 		name string
-		b    CommitBatch
+		b    diskless.CommitBatch
 		want *kerr.Error
 	}{
 		{"ok", plain(top, 1, 2), nil},
 		{"unknown topic", plain(unknown, 0, 1), kerr.UnknownTopicOrPartition},
 		{"partition out of range", plain(top, 2, 1), kerr.UnknownTopicOrPartition},
 		{"negative partition", plain(top, -1, 1), kerr.UnknownTopicOrPartition},
-		{"magic 1", bad(func(b *CommitBatch) { b.Magic = 1 }), kerr.InvalidRecord},
-		{"negative last offset delta", bad(func(b *CommitBatch) { b.LastOffsetDelta = -1 }), kerr.InvalidRecord},
-		{"zero size", bad(func(b *CommitBatch) { b.ByteSize = -5 }), kerr.InvalidRecord},
-		{"timestamp type 2", bad(func(b *CommitBatch) { b.TimestampType = 2 }), kerr.InvalidRecord},
-		{"idempotent without sequence", bad(func(b *CommitBatch) { b.ProducerID, b.BaseSequence = 5, -1 }), kerr.InvalidRecord},
-		{"last sequence mismatch", bad(func(b *CommitBatch) { b.ProducerID, b.BaseSequence, b.LastSequence = 5, 0, 3 }), kerr.InvalidRecord},
+		{"magic 1", bad(func(b *diskless.CommitBatch) { b.Magic = 1 }), kerr.InvalidRecord},
+		{"negative last offset delta", bad(func(b *diskless.CommitBatch) { b.LastOffsetDelta = -1 }), kerr.InvalidRecord},
+		{"zero size", bad(func(b *diskless.CommitBatch) { b.ByteSize = -5 }), kerr.InvalidRecord},
+		{"timestamp type 2", bad(func(b *diskless.CommitBatch) { b.TimestampType = 2 }), kerr.InvalidRecord},
+		{"idempotent without sequence", bad(func(b *diskless.CommitBatch) { b.ProducerID, b.BaseSequence = 5, -1 }), kerr.InvalidRecord},
+		{"last sequence mismatch", bad(func(b *diskless.CommitBatch) { b.ProducerID, b.BaseSequence, b.LastSequence = 5, 0, 3 }), kerr.InvalidRecord},
 	}
-	var batches []CommitBatch
+	var batches []diskless.CommitBatch
 	for _, tc := range cases {
 		batches = append(batches, tc.b)
 	}
@@ -292,32 +293,34 @@ func TestCommitRequestValidation(t *testing.T) {
 	e := newEnv(t, 2)
 	top := e.createTopic("t", 1, nil)
 	shard := e.c.ShardFor(top.ID, 0)
-	valid := func() *CommitFileRequest { return commitRequest(e.c, nextKey(), plain(top, 0, 1)) }
+	valid := func() *diskless.CommitFileRequest { return commitRequest(e.c, nextKey(), plain(top, 0, 1)) }
 	cases := []struct {
 		name   string
 		shard  int32
-		mutate func(*CommitFileRequest)
+		mutate func(*diskless.CommitFileRequest)
 	}{
-		{"shard out of range", 2, func(*CommitFileRequest) {}},
-		{"negative shard", -1, func(*CommitFileRequest) {}},
-		{"empty key", shard, func(r *CommitFileRequest) { r.ObjectKey = "" }},
-		{"key too long", shard, func(r *CommitFileRequest) { r.ObjectKey = string(make([]byte, MaxObjectKeyBytes+1)) }},
-		{"format", shard, func(r *CommitFileRequest) { r.ObjectFormat = 2 }},
-		{"negative size", shard, func(r *CommitFileRequest) { r.FileSize = -1 }},
-		{"owners miss shard", shard, func(r *CommitFileRequest) { r.OwnerIDs = []int32{1 - shard} }},
-		{"owners unsorted", shard, func(r *CommitFileRequest) { r.OwnerIDs = []int32{1, 0} }},
-		{"too many batches", shard, func(r *CommitFileRequest) { r.Batches = make([]CommitBatch, MaxCommitBatches+1) }},
+		{"shard out of range", 2, func(*diskless.CommitFileRequest) {}},
+		{"negative shard", -1, func(*diskless.CommitFileRequest) {}},
+		{"empty key", shard, func(r *diskless.CommitFileRequest) { r.ObjectKey = "" }},
+		{"key too long", shard, func(r *diskless.CommitFileRequest) { r.ObjectKey = string(make([]byte, diskless.MaxObjectKeyBytes+1)) }},
+		{"format", shard, func(r *diskless.CommitFileRequest) { r.ObjectFormat = 2 }},
+		{"negative size", shard, func(r *diskless.CommitFileRequest) { r.FileSize = -1 }},
+		{"owners miss shard", shard, func(r *diskless.CommitFileRequest) { r.OwnerIDs = []int32{1 - shard} }},
+		{"owners unsorted", shard, func(r *diskless.CommitFileRequest) { r.OwnerIDs = []int32{1, 0} }},
+		{"too many batches", shard, func(r *diskless.CommitFileRequest) {
+			r.Batches = make([]diskless.CommitBatch, diskless.MaxCommitBatches+1)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := valid()
 			tc.mutate(r)
-			if _, err := e.c.CommitFile(context.Background(), tc.shard, r); !errors.Is(err, ErrInvalidCommit) {
+			if _, err := e.c.CommitFile(context.Background(), tc.shard, r); !errors.Is(err, diskless.ErrInvalidCommit) {
 				t.Fatalf("err %v, want ErrInvalidCommit", err)
 			}
 		})
 	}
-	if _, err := e.c.CommitFile(context.Background(), shard, nil); !errors.Is(err, ErrInvalidCommit) {
+	if _, err := e.c.CommitFile(context.Background(), shard, nil); !errors.Is(err, diskless.ErrInvalidCommit) {
 		t.Fatalf("nil request: %v", err)
 	}
 }
@@ -326,7 +329,7 @@ func TestCommitIdempotentByObjectKey(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)
 	key := nextKey()
-	batches := []CommitBatch{idem(top, 0, 1, 0, 0, 2), idem(top, 0, 1, 0, 9, 1), plain(top, 0, 3)}
+	batches := []diskless.CommitBatch{idem(top, 0, 1, 0, 0, 2), idem(top, 0, 1, 0, 9, 1), plain(top, 0, 3)}
 	first := e.commit(key, batches...)
 	if first[1].Err != kerr.OutOfOrderSequenceNumber {
 		t.Fatalf("setup: %s", resName(first[1]))
@@ -378,7 +381,7 @@ func TestCommitSameKeyTwiceInOneGroup(t *testing.T) {
 	gate := holdShard(t, e.c.shards[0])
 	key := nextKey()
 	req := commitRequest(e.c, key, plain(top, 0, 2))
-	out := make(chan []CommitBatchResult, 2)
+	out := make(chan []diskless.CommitBatchResult, 2)
 	for range 2 {
 		go func() {
 			res, err := e.c.CommitFile(context.Background(), 0, req)
@@ -471,7 +474,7 @@ func TestLogAppendTimeTopic(t *testing.T) {
 func TestCommitRecordLayout(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 9))
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	topics := []Topic{{ID: TopicID{1}, Name: "a", Partitions: 3}, {ID: TopicID{2}, Name: "b", Partitions: 2}, {ID: TopicID{3}, Name: "c", Partitions: 1}}
+	topics := []diskless.Topic{{ID: diskless.TopicID{1}, Name: "a", Partitions: 3}, {ID: diskless.TopicID{2}, Name: "b", Partitions: 2}, {ID: diskless.TopicID{3}, Name: "c", Partitions: 1}}
 	for _, top := range topics {
 		for p := range top.Partitions {
 			if err := st.apply(&partitionCreatedRecord{TopicID: top.ID, TopicName: top.Name, Partition: p}); err != nil {
@@ -480,10 +483,10 @@ func TestCommitRecordLayout(t *testing.T) {
 		}
 	}
 	// Partition c/0 is in the state but not in the catalog.
-	known := func(id TopicID, p int32) bool { return id != TopicID{3} }
-	seq := map[TopicPartition]int32{}
+	known := func(id diskless.TopicID, p int32) bool { return id != diskless.TopicID{3} }
+	seq := map[diskless.TopicPartition]int32{}
 	for file := range 30 {
-		req := &CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
+		req := &diskless.CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
 		n := 1 + r.IntN(60)
 		for i := range n {
 			top := topics[r.IntN(len(topics))]
@@ -491,7 +494,7 @@ func TestCommitRecordLayout(t *testing.T) {
 			if r.IntN(8) == 0 {
 				p = 7 // unknown partition
 			}
-			tp := TopicPartition{top.ID, p}
+			tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
 			b := plain(top, p, 1+r.Int32N(5))
 			b.ByteOffset, b.ByteSize = int32(i)*100, 100
 			switch r.IntN(6) {
@@ -509,15 +512,15 @@ func TestCommitRecordLayout(t *testing.T) {
 		if file%2 == 0 {
 			// Grouped by topic and partition, as a WAL object is: the
 			// accepted batches are then already in the record's order.
-			slices.SortStableFunc(req.Batches, func(x, y CommitBatch) int {
-				return compareTP(TopicPartition{x.TopicID, x.Partition}, TopicPartition{y.TopicID, y.Partition})
+			slices.SortStableFunc(req.Batches, func(x, y diskless.CommitBatch) int {
+				return compareTP(diskless.TopicPartition{TopicID: x.TopicID, Partition: x.Partition}, diskless.TopicPartition{TopicID: y.TopicID, Partition: y.Partition})
 			})
 		}
 		results, rec, parts := st.commitFile(req, int64(1000+file), known)
 
 		want := &fileCommittedRecord{ObjectKey: req.ObjectKey, ObjectFormat: req.ObjectFormat, FileSize: req.FileSize,
 			UploaderBrokerID: req.UploaderBrokerID, OwnerIDs: req.OwnerIDs}
-		topicIdx, partIdx := map[TopicID]int{}, map[TopicPartition]int{}
+		topicIdx, partIdx := map[diskless.TopicID]int{}, map[diskless.TopicPartition]int{}
 		for i, res := range results {
 			if res.Err != nil || res.Duplicate {
 				continue
@@ -530,10 +533,10 @@ func TestCommitRecordLayout(t *testing.T) {
 				want.Topics = append(want.Topics, fileTopic{TopicID: b.TopicID})
 			}
 			ft := &want.Topics[ti]
-			pi, ok := partIdx[TopicPartition{b.TopicID, b.Partition}]
+			pi, ok := partIdx[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}]
 			if !ok {
 				pi = len(ft.Partitions)
-				partIdx[TopicPartition{b.TopicID, b.Partition}] = pi
+				partIdx[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}] = pi
 				ft.Partitions = append(ft.Partitions, filePartition{Partition: b.Partition})
 			}
 			ft.Partitions[pi].Batches = append(ft.Partitions[pi].Batches, acceptedBatch(b, res.BaseOffset, res.LogAppendTime))
@@ -565,7 +568,7 @@ func TestCommitRecordLayout(t *testing.T) {
 // loading, including a partition numbered beyond what CreateTopic makes
 // (only a foreign log holds one), which is found through the map.
 func TestCommitFindsPartitions(t *testing.T) {
-	a, b := Topic{ID: TopicID{1}, Name: "a"}, Topic{ID: TopicID{2}, Name: "b"}
+	a, b := diskless.Topic{ID: diskless.TopicID{1}, Name: "a"}, diskless.Topic{ID: diskless.TopicID{2}, Name: "b"}
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	for _, r := range []record{
 		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: 5},
@@ -577,23 +580,23 @@ func TestCommitFindsPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	known := func(TopicID, int32) bool { return true }
-	commit := func(st *state, want map[TopicPartition]bool) {
+	known := func(diskless.TopicID, int32) bool { return true }
+	commit := func(st *state, want map[diskless.TopicPartition]bool) {
 		t.Helper()
-		req := &CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
-		for _, tp := range []TopicPartition{{a.ID, 5}, {a.ID, 0}, {a.ID, 1}, {a.ID, MaxPartitionsPerTopic + 3}, {a.ID, 6}, {b.ID, 0}, {TopicID{3}, 0}} {
-			req.Batches = append(req.Batches, plain(Topic{ID: tp.TopicID}, tp.Partition, 1))
+		req := &diskless.CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
+		for _, tp := range []diskless.TopicPartition{{TopicID: a.ID, Partition: 5}, {TopicID: a.ID, Partition: 0}, {TopicID: a.ID, Partition: 1}, {TopicID: a.ID, Partition: MaxPartitionsPerTopic + 3}, {TopicID: a.ID, Partition: 6}, {TopicID: b.ID, Partition: 0}, {TopicID: diskless.TopicID{3}, Partition: 0}} {
+			req.Batches = append(req.Batches, plain(diskless.Topic{ID: tp.TopicID}, tp.Partition, 1))
 			req.Batches[len(req.Batches)-1].ByteSize = 1
 		}
 		res, _, _ := st.commitFile(req, 1000, known)
 		for i, r := range res {
-			tp := TopicPartition{req.Batches[i].TopicID, req.Batches[i].Partition}
+			tp := diskless.TopicPartition{TopicID: req.Batches[i].TopicID, Partition: req.Batches[i].Partition}
 			if (r.Err == nil) != want[tp] {
 				t.Fatalf("partition %v: %v, want found %v", tp, r.Err, want[tp])
 			}
 		}
 	}
-	found := map[TopicPartition]bool{{a.ID, 5}: true, {a.ID, 1}: true, {a.ID, MaxPartitionsPerTopic + 3}: true, {b.ID, 0}: true}
+	found := map[diskless.TopicPartition]bool{{TopicID: a.ID, Partition: 5}: true, {TopicID: a.ID, Partition: 1}: true, {TopicID: a.ID, Partition: MaxPartitionsPerTopic + 3}: true, {TopicID: b.ID, Partition: 0}: true}
 	commit(st, found)
 	again := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	if err := again.decodeSnapshot(st.appendSnapshot(nil)); err != nil {
@@ -603,5 +606,5 @@ func TestCommitFindsPartitions(t *testing.T) {
 	if err := st.apply(&topicDeletedRecord{TopicID: a.ID}); err != nil {
 		t.Fatal(err)
 	}
-	commit(st, map[TopicPartition]bool{{b.ID, 0}: true})
+	commit(st, map[diskless.TopicPartition]bool{{TopicID: b.ID, Partition: 0}: true})
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -20,11 +21,6 @@ import (
 // partition-to-shard assignment depends on it, so it cannot change for the
 // life of the directory.
 var ErrShardCountChanged = errors.New("coordinator: diskless.metadata.topic.num.partitions differs from the one the metadata logs were written with; it cannot change")
-
-// ErrInvalidCommit is returned (wrapped) by CommitFile for a request that
-// is malformed as a whole (bad shard, object key, format, size, owners or
-// too many batches); nothing was decided.
-var ErrInvalidCommit = errors.New("coordinator: invalid commit request")
 
 // Coordinator runs this node's coordinator shards (DESIGN §Coordinators):
 // each shard owns a metadata log and the state replayed from it, and
@@ -189,7 +185,7 @@ func (c *Coordinator) checkAssignment() error {
 	for _, t := range c.catalog.Load().sorted {
 		for p := range t.Partitions {
 			s := c.shards[c.ShardFor(t.ID, p)]
-			if s.mu.st.partitions[TopicPartition{t.ID, p}] == nil {
+			if s.mu.st.partitions[diskless.TopicPartition{TopicID: t.ID, Partition: p}] == nil {
 				return fmt.Errorf("%w: partition %d of topic %q is not in shard %d of the %d configured now",
 					ErrShardCountChanged, p, t.Name, s.id, c.cfg.NumShards)
 			}
@@ -242,9 +238,9 @@ func (c *Coordinator) Err() error {
 	closed := c.closed
 	c.closeMu.RUnlock()
 	if closed {
-		return ErrClosed
+		return diskless.ErrClosed
 	}
-	format, args := "%w", []any{ErrShardFailed}
+	format, args := "%w", []any{diskless.ErrShardFailed}
 	for _, s := range c.shards {
 		s.mu.RLock()
 		failed := s.mu.failed
@@ -265,38 +261,13 @@ func (c *Coordinator) Err() error {
 	return fmt.Errorf(format, args...)
 }
 
-// ShardFor returns the shard, in [0, numShards), that owns a partition:
-//
-//	h     = FNV-1a 32-bit hash of the 16 topic id bytes
-//	shard = (h + partition) mod numShards    (in uint64 arithmetic)
-//
-// so a topic's partitions go round-robin over the shards from a start that
-// depends on the topic. Every sidecar computes the same answer; the result
-// is recorded with the partition (record 100). It returns 0 when
-// numShards < 1 or partition < 0.
-func ShardFor(id TopicID, partition int32, numShards int32) int32 {
-	if numShards < 1 || partition < 0 {
-		return 0
-	}
-	const (
-		offset32 = 2166136261
-		prime32  = 16777619
-	)
-	h := uint32(offset32)
-	for _, b := range id {
-		h ^= uint32(b)
-		h *= prime32
-	}
-	return int32((uint64(h) + uint64(partition)) % uint64(numShards))
-}
-
 // NumShards returns the number of coordinator shards.
 func (c *Coordinator) NumShards() int32 { return c.cfg.NumShards }
 
 // ShardFor returns the shard owning a partition: ShardFor(id, partition,
 // c.NumShards()).
-func (c *Coordinator) ShardFor(id TopicID, partition int32) int32 {
-	return ShardFor(id, partition, c.cfg.NumShards)
+func (c *Coordinator) ShardFor(id diskless.TopicID, partition int32) int32 {
+	return diskless.ShardFor(id, partition, c.cfg.NumShards)
 }
 
 func (c *Coordinator) nowMs() int64 { return c.cfg.Now().UnixMilli() }
@@ -331,7 +302,7 @@ func (c *Coordinator) notify() {
 // ErrClosed, ctx's error when ctx was done before the shard took the
 // request, ErrShardFailed (with kerr.KafkaStorageError), or the log write's
 // error. req must not be modified until CommitFile returns.
-func (c *Coordinator) CommitFile(ctx context.Context, shard int32, req *CommitFileRequest) ([]CommitBatchResult, error) {
+func (c *Coordinator) CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	if err := c.validateCommit(shard, req); err != nil {
 		return nil, err
 	}
@@ -339,23 +310,23 @@ func (c *Coordinator) CommitFile(ctx context.Context, shard int32, req *CommitFi
 	return resp.results, resp.err
 }
 
-func (c *Coordinator) validateCommit(shard int32, req *CommitFileRequest) error {
+func (c *Coordinator) validateCommit(shard int32, req *diskless.CommitFileRequest) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidCommit, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", diskless.ErrInvalidCommit, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case shard < 0 || shard >= c.cfg.NumShards:
 		return bad("shard %d out of [0, %d)", shard, c.cfg.NumShards)
 	case req == nil:
 		return bad("nil request")
-	case req.ObjectKey == "" || len(req.ObjectKey) > MaxObjectKeyBytes:
+	case req.ObjectKey == "" || len(req.ObjectKey) > diskless.MaxObjectKeyBytes:
 		return bad("object key of %d bytes", len(req.ObjectKey))
-	case req.ObjectFormat != ObjectFormatWriteAheadMultiSegment:
+	case req.ObjectFormat != diskless.ObjectFormatWriteAheadMultiSegment:
 		return bad("object format %d", req.ObjectFormat)
 	case req.FileSize < 0:
 		return bad("file size %d", req.FileSize)
-	case len(req.Batches) > MaxCommitBatches:
-		return bad("%d batches (limit %d)", len(req.Batches), MaxCommitBatches)
+	case len(req.Batches) > diskless.MaxCommitBatches:
+		return bad("%d batches (limit %d)", len(req.Batches), diskless.MaxCommitBatches)
 	case len(req.OwnerIDs) > int(c.cfg.NumShards):
 		return bad("%d owners", len(req.OwnerIDs))
 	}
@@ -380,14 +351,14 @@ func (c *Coordinator) validateCommit(shard int32, req *CommitFileRequest) error 
 // the high watermark; KAFKA_STORAGE_ERROR from a failed shard. Only
 // durable batches are returned; at the high watermark the list is empty.
 // It does not block on commits in progress; ctx is unused in process.
-func (c *Coordinator) FindBatches(ctx context.Context, reqs []FindBatchesRequest) []FindBatchesResult {
+func (c *Coordinator) FindBatches(ctx context.Context, reqs []diskless.FindBatchesRequest) []diskless.FindBatchesResult {
 	cat := c.catalog.Load()
-	out := make([]FindBatchesResult, len(reqs))
+	out := make([]diskless.FindBatchesResult, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		s, p, err := c.lookup(cat, r.TopicID, r.Partition)
 		if err != nil {
-			out[i] = FindBatchesResult{Err: err, LogStartOffset: -1, HighWatermark: -1}
+			out[i] = diskless.FindBatchesResult{Err: err, LogStartOffset: -1, HighWatermark: -1}
 			s.unlock()
 			continue
 		}
@@ -409,11 +380,11 @@ func (c *Coordinator) FindBatches(ctx context.Context, reqs []FindBatchesRequest
 // UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION for other negative
 // timestamps, KAFKA_STORAGE_ERROR from a failed shard. Answers reflect
 // every commit acknowledged before the call.
-func (c *Coordinator) ListOffsets(ctx context.Context, tp TopicPartition, timestamp int64) ListOffsetsResult {
+func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartition, timestamp int64) diskless.ListOffsetsResult {
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
-		return ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
 	}
 	return s.mu.st.listOffsets(p, timestamp)
 }
@@ -442,18 +413,18 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp TopicPartition, timest
 // BenchmarkListOffsetsFrom, 1M batches: 1.3–1.8 µs from random offsets,
 // 17–28 µs in the worst case (from the second batch of a chunk, past a
 // candidate holding the partition's largest timestamp).
-func (c *Coordinator) ListOffsetsFrom(ctx context.Context, tp TopicPartition, timestamp, from int64) ListOffsetsResult {
+func (c *Coordinator) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition, timestamp, from int64) diskless.ListOffsetsResult {
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
-		return ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
 	}
 	return s.mu.st.listOffsetsFrom(p, timestamp, from)
 }
 
 // lookup finds a partition's shard and index and returns with the shard's
 // read lock held (release with s.unlock, also on error; s may be nil).
-func (c *Coordinator) lookup(cat *catalog, id TopicID, partition int32) (*shard, *partition, *kerr.Error) {
+func (c *Coordinator) lookup(cat *catalog, id diskless.TopicID, partition int32) (*shard, *partition, *kerr.Error) {
 	t := cat.byID[id]
 	if t == nil || partition < 0 || partition >= t.Partitions {
 		return nil, nil, kerr.UnknownTopicOrPartition
@@ -463,7 +434,7 @@ func (c *Coordinator) lookup(cat *catalog, id TopicID, partition int32) (*shard,
 	if s.mu.failed != nil {
 		return s, nil, kerr.KafkaStorageError
 	}
-	p := s.mu.st.partitions[TopicPartition{id, partition}]
+	p := s.mu.st.partitions[diskless.TopicPartition{TopicID: id, Partition: partition}]
 	if p == nil || !p.visible {
 		return s, nil, kerr.UnknownTopicOrPartition
 	}

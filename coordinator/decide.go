@@ -5,13 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
 // errorResult is a batch's answer when it was not committed: Kafka's
 // produce answer for an error carries −1 offsets and times.
-func errorResult(err *kerr.Error) CommitBatchResult {
-	return CommitBatchResult{Err: err, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+func errorResult(err *kerr.Error) diskless.CommitBatchResult {
+	return diskless.CommitBatchResult{Err: err, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 }
 
 // commitFile decides req against the state at log-append time
@@ -29,14 +30,14 @@ func errorResult(err *kerr.Error) CommitBatchResult {
 // asked once per partition per file, and the record takes at most five
 // allocations whatever the number of partitions (buildRecord).
 // BenchmarkCommit (bench/) and BenchmarkCommitFile measure it.
-func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID, int32) bool) ([]CommitBatchResult, *fileCommittedRecord, []*partition) {
+func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known func(diskless.TopicID, int32) bool) ([]diskless.CommitBatchResult, *fileCommittedRecord, []*partition) {
 	t := max(now, s.lastAppendTime)
-	results := make([]CommitBatchResult, len(req.Batches))
+	results := make([]diskless.CommitBatchResult, len(req.Batches))
 	sc := s.scratch.start(len(req.Batches))
 	fi := int32(-1)
 	var (
 		acc       []committedBatch // accepted, in request order
-		topic     TopicID
+		topic     diskless.TopicID
 		topicOK   bool
 		topicPart []*partition
 	)
@@ -50,7 +51,7 @@ func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID
 		if uint32(b.Partition) < uint32(len(topicPart)) {
 			p = topicPart[b.Partition]
 		} else if b.Partition >= MaxPartitionsPerTopic {
-			p = s.partitions[TopicPartition{b.TopicID, b.Partition}]
+			p = s.partitions[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}]
 		}
 		if p == nil {
 			results[i] = errorResult(kerr.UnknownTopicOrPartition)
@@ -82,7 +83,7 @@ func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID
 		if b.ProducerID >= 0 {
 			s.recordProducerBatch(p, ps, cb)
 		}
-		results[i] = CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
+		results[i] = diskless.CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
 		if p.fileSlot < 0 {
 			p.fileSlot = int32(len(sc.parts))
 			sc.parts = append(sc.parts, p)
@@ -100,7 +101,7 @@ func (s *state) commitFile(req *CommitFileRequest, now int64, known func(TopicID
 
 // acceptedBatch is record 102's entry for b, accepted at offset base and
 // log-append time t.
-func acceptedBatch(b *CommitBatch, base, t int64) committedBatch {
+func acceptedBatch(b *diskless.CommitBatch, base, t int64) committedBatch {
 	return committedBatch{
 		Magic:              b.Magic,
 		ByteOffset:         b.ByteOffset,
@@ -136,7 +137,7 @@ type commitScratch struct {
 	next       []int32
 	topicStart []int32
 	byPos      []int32
-	topicIdx   map[TopicID]int32
+	topicIdx   map[diskless.TopicID]int32
 }
 
 // start readies sc for a file of n batches.
@@ -160,11 +161,11 @@ func resize(s []int32, n int) []int32 { return slices.Grow(s[:0], n)[:n] }
 // each, sub-sliced per topic and per partition; the batches' array is acc
 // itself when the request is already in that order (as a WAL object is:
 // grouped by topic and partition), else a copy.
-func (sc *commitScratch) buildRecord(req *CommitFileRequest, acc []committedBatch) *fileCommittedRecord {
+func (sc *commitScratch) buildRecord(req *diskless.CommitFileRequest, acc []committedBatch) *fileCommittedRecord {
 	nparts := len(sc.parts)
 	// Number the topics by first appearance and count their partitions.
 	if sc.topicIdx == nil {
-		sc.topicIdx = make(map[TopicID]int32)
+		sc.topicIdx = make(map[diskless.TopicID]int32)
 	}
 	clear(sc.topicIdx)
 	sc.topic, sc.topicStart = sc.topic[:0], sc.topicStart[:0]
@@ -252,7 +253,7 @@ func (sc *commitScratch) buildRecord(req *CommitFileRequest, acc []committedBatc
 
 // checkCommitBatch checks what the produce path should already have
 // refused (SPEC §2), so that no input can break the index's invariants.
-func checkCommitBatch(b *CommitBatch, fileSize int64) *kerr.Error {
+func checkCommitBatch(b *diskless.CommitBatch, fileSize int64) *kerr.Error {
 	switch {
 	case b.Magic != 2,
 		b.LastOffsetDelta < 0,
@@ -269,7 +270,7 @@ func checkCommitBatch(b *CommitBatch, fileSize int64) *kerr.Error {
 // t. done is true when the batch must not be appended: res is then a
 // duplicate's original answer or an error. ps is the batch's producer
 // state (nil if none, or not idempotent), for recordProducerBatch.
-func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (ps *producerState, res CommitBatchResult, done bool) {
+func (s *state) checkProducer(p *partition, b *diskless.CommitBatch, t int64) (ps *producerState, res diskless.CommitBatchResult, done bool) {
 	if b.ProducerID < 0 {
 		return nil, res, false
 	}
@@ -288,7 +289,7 @@ func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (ps *produc
 		return ps, res, false
 	}
 	if e := ps.find(b.BaseSequence, b.LastSequence); e != nil {
-		return ps, CommitBatchResult{
+		return ps, diskless.CommitBatchResult{
 			BaseOffset:     e.baseOffset,
 			LogAppendTime:  e.appendTime,
 			LogStartOffset: p.logStart,
@@ -308,12 +309,12 @@ func (s *state) checkProducer(p *partition, b *CommitBatch, t int64) (ps *produc
 // KAFKA_STORAGE_ERROR, since their original answer is unknown. A key the
 // shard has forgotten is not in the file table: see
 // forgetClosedFilesAfterMs for why no repeat comes that late.
-func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResult {
+func (s *state) replayCommit(req *diskless.CommitFileRequest, fi int32) []diskless.CommitBatchResult {
 	f := &s.files[fi]
-	results := make([]CommitBatchResult, len(req.Batches))
+	results := make([]diskless.CommitBatchResult, len(req.Batches))
 	for i := range req.Batches {
 		b := &req.Batches[i]
-		p := s.partitions[TopicPartition{b.TopicID, b.Partition}]
+		p := s.partitions[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}]
 		if p == nil {
 			results[i] = errorResult(kerr.KafkaStorageError)
 			continue
@@ -323,7 +324,7 @@ func (s *state) replayCommit(req *CommitFileRequest, fi int32) []CommitBatchResu
 			results[i] = errorResult(kerr.KafkaStorageError)
 			continue
 		}
-		results[i] = CommitBatchResult{
+		results[i] = diskless.CommitBatchResult{
 			BaseOffset:     e.baseOffset,
 			LogAppendTime:  f.appendTime,
 			LogStartOffset: p.logStart,

@@ -2,13 +2,15 @@
 // KIP-1164 (DESIGN §Coordinators, SPEC §3–§5, §8, §9): the part of the
 // sidecar that decides the order of every diskless partition's log —
 // offsets, log-append times and idempotent-producer sequences — and keeps
-// the topic catalog and producer-id blocks.
+// the topic catalog and producer-id blocks. Its requests and answers are
+// the types of package diskless, which the stages import instead of this
+// one.
 //
 // # Shards
 //
 // Config.NumShards (diskless.metadata.topic.num.partitions) shards; a
-// partition belongs to ShardFor(topic id, partition, NumShards). Each shard
-// is a deterministic core (state: apply one record, decide one file, read
+// partition belongs to diskless.ShardFor(topic id, partition, NumShards).
+// Each shard is a deterministic core (state: apply one record, decide one file, read
 // the index — no IO, no clock) and a driver goroutine that owns the shard's
 // metadata Log. The driver takes CommitFile and admin requests from a
 // bounded queue, drains what is queued (group commit), decides each

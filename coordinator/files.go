@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -58,7 +59,7 @@ type FileDescriber interface {
 	// DescribeFiles returns one FileState per key, in order. An error
 	// means the shard's answer is unknown: callers retry later and
 	// assume nothing.
-	DescribeFiles(ctx context.Context, shard int32, keys []string) ([]FileState, error)
+	DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error)
 }
 
 var _ FileDescriber = (*Coordinator)(nil)
@@ -70,7 +71,7 @@ var _ FileDescriber = (*Coordinator)(nil)
 // shard's driver. A commit still being written may already count as
 // FileLive (never the other way round): callers err towards keeping
 // objects.
-func (c *Coordinator) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]FileState, error) {
+func (c *Coordinator) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error) {
 	if shard < 0 || shard >= c.cfg.NumShards {
 		return nil, fmt.Errorf("coordinator: DescribeFiles: shard %d out of [0, %d)", shard, c.cfg.NumShards)
 	}
@@ -80,7 +81,7 @@ func (c *Coordinator) DescribeFiles(ctx context.Context, shard int32, keys []str
 	if s.mu.failed != nil {
 		return nil, s.failedError()
 	}
-	out := make([]FileState, len(keys))
+	out := make([]diskless.FileState, len(keys))
 	for i, k := range keys {
 		out[i] = s.mu.st.fileState(k)
 	}
@@ -136,7 +137,7 @@ func (c *Coordinator) RunFileDeletion(ctx context.Context) error {
 	for _, s := range c.shards {
 		if err := c.deleteFiles(ctx, s, nowMs); err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: file deletion on shard %d: %w", s.id, err))
-			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {
 				break
 			}
 		}
@@ -189,10 +190,10 @@ func (c *Coordinator) deleteFiles(ctx context.Context, s *shard, nowMs int64) er
 			case o == s.id:
 			case st < 0:
 				unknown = true // that owner did not answer
-			case o < s.id && FileState(st) != FileUnknown && lower < 0:
+			case o < s.id && diskless.FileState(st) != diskless.FileUnknown && lower < 0:
 				lower = o // owners ascend: the lowest that knows the file
 			}
-			live = live || FileState(st) == FileLive
+			live = live || diskless.FileState(st) == diskless.FileLive
 		}
 		switch {
 		case lower >= 0:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -37,10 +38,10 @@ func newEnvObjects(t *testing.T, shards int32, mutate ...func(*Config)) (*env, *
 // commitShared commits one file whose batches belong to several shards,
 // as commit.Committer does: one CommitFile per owner shard, each naming
 // all owners.
-func (e *env) commitShared(key string, batches ...CommitBatch) []int32 {
+func (e *env) commitShared(key string, batches ...diskless.CommitBatch) []int32 {
 	e.t.Helper()
 	full := commitRequest(e.c, key, batches...)
-	byShard := map[int32][]CommitBatch{}
+	byShard := map[int32][]diskless.CommitBatch{}
 	for _, b := range full.Batches {
 		s := e.c.ShardFor(b.TopicID, b.Partition)
 		byShard[s] = append(byShard[s], b)
@@ -67,9 +68,9 @@ func exists(store *objstore.Memory, key string) bool {
 	return !errors.Is(err, objstore.ErrNotExist)
 }
 
-func (e *env) fileStates(key string) []FileState {
+func (e *env) fileStates(key string) []diskless.FileState {
 	e.t.Helper()
-	var out []FileState
+	var out []diskless.FileState
 	for s := range e.c.NumShards() {
 		st, err := e.c.DescribeFiles(context.Background(), s, []string{key})
 		if err != nil {
@@ -89,7 +90,7 @@ func (e *env) runFileDeletion() {
 
 // partitionsByShard returns, for a topic of two partitions on two shards,
 // the partition on shard 0 and the one on shard 1.
-func partitionsByShard(e *env, top Topic) [2]int32 {
+func partitionsByShard(e *env, top diskless.Topic) [2]int32 {
 	var out [2]int32
 	for p := range top.Partitions {
 		out[e.c.ShardFor(top.ID, p)] = p
@@ -120,25 +121,25 @@ func TestSharedFileDeletion(t *testing.T) {
 			e.clock.Advance(2 * time.Hour) // past the commit's settling time
 			release := func(s int32) {
 				t.Helper()
-				if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, parts[s]}, -1); err != nil {
+				if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: parts[s]}, -1); err != nil {
 					t.Fatal(err)
 				}
 			}
 			stats := e.c.Stats()
-			want := func(stage string, states ...FileState) {
+			want := func(stage string, states ...diskless.FileState) {
 				t.Helper()
 				if got := e.fileStates(key); !slices.Equal(got, states) {
 					t.Fatalf("%s: states %v, want %v", stage, got, states)
 				}
 			}
 
-			want("committed", FileLive, FileLive)
+			want("committed", diskless.FileLive, diskless.FileLive)
 			release(tc.first)
 			e.runFileDeletion()
 			if tc.first == 1 {
-				want("higher owner released: handed over", FileLive, FileClosed)
+				want("higher owner released: handed over", diskless.FileLive, diskless.FileClosed)
 			} else {
-				want("lower owner released: waits for the other", FileReleased, FileLive)
+				want("lower owner released: waits for the other", diskless.FileReleased, diskless.FileLive)
 			}
 			e.clock.Advance(10 * time.Minute)
 			e.runFileDeletion()
@@ -147,7 +148,7 @@ func TestSharedFileDeletion(t *testing.T) {
 			}
 			release(1 - tc.first)
 			e.runFileDeletion() // both released: the delay starts
-			want("both released", FileReleased, FileClosed)
+			want("both released", diskless.FileReleased, diskless.FileClosed)
 			e.clock.Advance(time.Minute - time.Millisecond)
 			e.runFileDeletion()
 			if !exists(store, key) {
@@ -158,7 +159,7 @@ func TestSharedFileDeletion(t *testing.T) {
 			if exists(store, key) {
 				t.Fatal("not deleted after the deletion delay")
 			}
-			want("deleted", FileClosed, FileClosed)
+			want("deleted", diskless.FileClosed, diskless.FileClosed)
 			if d, r := stats.ObjectsDeleted.Load(), stats.FilesReleased.Load(); d != 1 || r != 2 {
 				t.Fatalf("ObjectsDeleted %d, FilesReleased %d; want 1, 2", d, r)
 			}
@@ -167,7 +168,7 @@ func TestSharedFileDeletion(t *testing.T) {
 			}
 
 			restartIdentical(t, e)
-			want("after restart", FileClosed, FileClosed)
+			want("after restart", diskless.FileClosed, diskless.FileClosed)
 			e.clock.Advance(time.Hour)
 			e.runFileDeletion()
 			e.clock.Advance(time.Hour)
@@ -188,7 +189,7 @@ func TestFileNotDeletedBeforeCommitSettled(t *testing.T) {
 	key := nextKey()
 	store.Put(context.Background(), key, []byte("x"))
 	e.commit(key, plain(top, 0, 1))
-	if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, 0}, -1); err != nil {
+	if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, -1); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
@@ -231,7 +232,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			key := nextKey()
 			store.Put(context.Background(), key, []byte("x"))
 			e.commit(key, plain(top, 0, 1))
-			if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, 0}, -1); err != nil {
+			if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, -1); err != nil {
 				t.Fatal(err)
 			}
 			var failed atomic.Bool
@@ -261,7 +262,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			}
 			stats := e.c.Stats()
 			if tc.storeFails {
-				if !exists(store, key) || stats.DeleteFailures.Load() != 1 || e.fileStates(key)[0] != FileReleased {
+				if !exists(store, key) || stats.DeleteFailures.Load() != 1 || e.fileStates(key)[0] != diskless.FileReleased {
 					t.Fatalf("after a failed delete: exists %v, failures %d, state %v",
 						exists(store, key), stats.DeleteFailures.Load(), e.fileStates(key))
 				}
@@ -270,7 +271,7 @@ func TestFileDeletionRetries(t *testing.T) {
 				}
 				e.runFileDeletion() // retried
 			} else {
-				if exists(store, key) || e.fileStates(key)[0] != FileReleased {
+				if exists(store, key) || e.fileStates(key)[0] != diskless.FileReleased {
 					t.Fatalf("delete without its record: exists %v, state %v", exists(store, key), e.fileStates(key))
 				}
 				e.reopen() // the log works again
@@ -278,7 +279,7 @@ func TestFileDeletionRetries(t *testing.T) {
 				e.clock.Advance(time.Minute)
 				e.runFileDeletion()
 			}
-			if exists(store, key) || e.fileStates(key)[0] != FileClosed {
+			if exists(store, key) || e.fileStates(key)[0] != diskless.FileClosed {
 				t.Fatalf("after the retry: exists %v, state %v", exists(store, key), e.fileStates(key))
 			}
 			deletes := store.Count(objstore.OpDelete)
@@ -342,19 +343,19 @@ func TestOrphanScan(t *testing.T) {
 	e.commit("wal/closed", plain(top, parts[0], 1))
 	e.commit("wal/released", plain(top, parts[1], 1))
 	e.commitShared("wal/live", plain(top, parts[0], 1), plain(top, parts[1], 1))
-	if _, err := e.c.DeleteRecords(ctx, TopicPartition{top.ID, parts[1]}, 1); err != nil { // releases wal/released
+	if _, err := e.c.DeleteRecords(ctx, diskless.TopicPartition{TopicID: top.ID, Partition: parts[1]}, 1); err != nil { // releases wal/released
 		t.Fatal(err)
 	}
 	// wal/closed: released, deleted by the lifecycle, then written again
 	// by an upload attempt that landed late.
-	if _, err := e.c.DeleteRecords(ctx, TopicPartition{top.ID, parts[0]}, 1); err != nil {
+	if _, err := e.c.DeleteRecords(ctx, diskless.TopicPartition{TopicID: top.ID, Partition: parts[0]}, 1); err != nil {
 		t.Fatal(err)
 	}
 	e.admin(0, &fileDeletedRecord{ObjectKey: "wal/closed", DeleterShard: 0})
-	for key, want := range map[string][]FileState{
-		"wal/live":     {FileLive, FileLive},
-		"wal/released": {FileUnknown, FileReleased},
-		"wal/closed":   {FileClosed, FileUnknown},
+	for key, want := range map[string][]diskless.FileState{
+		"wal/live":     {diskless.FileLive, diskless.FileLive},
+		"wal/released": {diskless.FileUnknown, diskless.FileReleased},
+		"wal/closed":   {diskless.FileClosed, diskless.FileUnknown},
 	} {
 		if got := e.fileStates(key); !slices.Equal(got, want) {
 			t.Fatalf("%s: states %v, want %v", key, got, want)
@@ -423,11 +424,11 @@ func TestOrphanScanNeedsEveryShard(t *testing.T) {
 
 type failingDescriber struct{ shard int32 }
 
-func (f failingDescriber) DescribeFiles(_ context.Context, shard int32, keys []string) ([]FileState, error) {
+func (f failingDescriber) DescribeFiles(_ context.Context, shard int32, keys []string) ([]diskless.FileState, error) {
 	if shard == f.shard {
 		return nil, errors.New("shard unreachable")
 	}
-	return make([]FileState, len(keys)), nil
+	return make([]diskless.FileState, len(keys)), nil
 }
 
 // TestBackgroundStopsAtClose: the loops run on their own, and Close

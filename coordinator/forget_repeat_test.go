@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 // replay, equals replay from the start, and no live batch names a closed
 // or free slot.
 func TestLateRepeatOfForgottenKey(t *testing.T) {
-	tid := TopicID{5}
+	tid := diskless.TopicID{5}
 	mk := func(key string, hwm, ts int64, owners ...int32) *fileCommittedRecord {
 		return &fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 100, OwnerIDs: owners,
 			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Partition: 0, Batches: []committedBatch{{
@@ -59,7 +60,7 @@ func TestLateRepeatOfForgottenKey(t *testing.T) {
 			t.Fatalf("snapshot at %d then replay differs", i)
 		}
 		// Every live batch names a live file.
-		p := ld.partitions[TopicPartition{tid, 0}]
+		p := ld.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
 		for j := range p.batches.len() {
 			e := p.batches.at(j)
 			if ld.files[e.file].free() || ld.files[e.file].closed {

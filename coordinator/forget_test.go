@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -43,7 +44,7 @@ func churnFiles(t *testing.T, e *env, rounds int) int64 {
 		k := nextKey()
 		e.commit(k, plain(top, p, 1))
 		pending = append(pending, open{k, e.c.ShardFor(top.ID, p), e.clock.Now()})
-		if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, p}, -1); err != nil {
+		if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: p}, -1); err != nil {
 			t.Fatal(err)
 		}
 		for len(pending) > 0 && e.clock.Now().Sub(pending[0].at) >= 20*time.Minute {
@@ -72,7 +73,7 @@ func TestClosedFilesForgotten(t *testing.T) {
 			top := e.createTopic("t", 2, map[string]string{"retention.ms": "-1"})
 			var (
 				churned, kept []string
-				keptRes       [][]CommitBatchResult
+				keptRes       [][]diskless.CommitBatchResult
 			)
 			const rounds = 60
 			for r := range rounds {
@@ -85,7 +86,7 @@ func TestClosedFilesForgotten(t *testing.T) {
 					keptRes = append(keptRes, e.commit(k, plain(top, 1, 1), plain(top, 1, 2)))
 					kept = append(kept, k)
 				}
-				if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, 0}, -1); err != nil {
+				if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, -1); err != nil {
 					t.Fatal(err)
 				}
 				e.runFileDeletion()
@@ -98,15 +99,15 @@ func TestClosedFilesForgotten(t *testing.T) {
 				t.Helper()
 				for _, c := range []struct {
 					key  string
-					want FileState
+					want diskless.FileState
 				}{
-					{churned[0], FileUnknown},
-					{churned[rounds-9], FileUnknown},
-					{churned[rounds-8], FileClosed},
-					{churned[rounds-7], FileReleased},
-					{churned[rounds-1], FileReleased},
-					{kept[0], FileLive},
-					{kept[len(kept)-1], FileLive},
+					{churned[0], diskless.FileUnknown},
+					{churned[rounds-9], diskless.FileUnknown},
+					{churned[rounds-8], diskless.FileClosed},
+					{churned[rounds-7], diskless.FileReleased},
+					{churned[rounds-1], diskless.FileReleased},
+					{kept[0], diskless.FileLive},
+					{kept[len(kept)-1], diskless.FileLive},
 				} {
 					if got := e.fileStates(c.key)[0]; got != c.want {
 						t.Fatalf("%s: %s is %v, want %v", stage, c.key, got, c.want)
@@ -186,7 +187,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 		}
 		recs = append(recs, r)
 	}
-	tid := TopicID{9}
+	tid := diskless.TopicID{9}
 	for p := range int32(3) {
 		add(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: p})
 	}
@@ -202,7 +203,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 			OwnerIDs: []int32{0, 2}[:1+i%2]}
 		ft := fileTopic{TopicID: tid}
 		for j, p := range parts {
-			hwm := st.partitions[TopicPartition{tid, p}].hwm
+			hwm := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: p}].hwm
 			fp := filePartition{Partition: p}
 			for k := range 1 + rnd.IntN(3) {
 				fp.Batches = append(fp.Batches, committedBatch{Magic: 2, ByteOffset: int32(j*100 + k*10), ByteSize: 10,
@@ -214,7 +215,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 		rec.Topics = []fileTopic{ft}
 		add(rec)
 		if i%2 == 1 {
-			p := st.partitions[TopicPartition{tid, int32(rnd.IntN(3))}]
+			p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: int32(rnd.IntN(3))}]
 			to := p.hwm
 			if rnd.IntN(3) == 0 {
 				to = (p.logStart + p.hwm) / 2
@@ -250,7 +251,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 	if len(full.files) > files/6 || len(full.fileByKey) > len(full.files) {
 		t.Fatalf("file table of %d slots, %d keys after %d files", len(full.files), len(full.fileByKey), files)
 	}
-	if fs := full.fileState("wal/000000"); fs != FileUnknown {
+	if fs := full.fileState("wal/000000"); fs != diskless.FileUnknown {
 		t.Fatalf("the first file is %v, want forgotten", fs)
 	}
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
@@ -287,7 +288,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 		}
 		for _, ft := range fc.Topics {
 			for _, fp := range ft.Partitions {
-				p := full.partitions[TopicPartition{ft.TopicID, fp.Partition}]
+				p := full.partitions[diskless.TopicPartition{TopicID: ft.TopicID, Partition: fp.Partition}]
 				for _, b := range fp.Batches {
 					if b.AssignedBaseOffset < p.logStart {
 						continue
@@ -309,14 +310,14 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 // slots, last freed first.
 func TestForgetKeepsCloseOrder(t *testing.T) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
+	tid := diskless.TopicID{1}
 	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	const h = forgetClosedFilesAfterMs
 	commit := func(key string, at int64) {
 		t.Helper()
-		hwm := st.partitions[TopicPartition{tid, 0}].hwm
+		hwm := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}].hwm
 		if err := st.apply(&fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 10, OwnerIDs: []int32{0},
 			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{{Magic: 2, ByteSize: 10,
 				AssignedBaseOffset: hwm, AssignedLastOffset: hwm, LogAppendTimestamp: at, ProducerID: -1}}}}}}}); err != nil {
@@ -337,15 +338,15 @@ func TestForgetKeepsCloseOrder(t *testing.T) {
 	for _, k := range []string{"b", "a", "c"} {
 		apply(&fileDeletedRecord{ObjectKey: k})
 	}
-	states := func() []FileState {
-		return []FileState{st.fileState("a"), st.fileState("b"), st.fileState("c")}
+	states := func() []diskless.FileState {
+		return []diskless.FileState{st.fileState("a"), st.fileState("b"), st.fileState("c")}
 	}
 	commit("d", h+1000) // a is due, but waits behind b (committed at 1000, not before h+1000−h)
-	if got := states(); !slices.Equal(got, []FileState{FileClosed, FileClosed, FileClosed}) {
+	if got := states(); !slices.Equal(got, []diskless.FileState{diskless.FileClosed, diskless.FileClosed, diskless.FileClosed}) {
 		t.Fatalf("after d: %v", got)
 	}
 	commit("e", h+1001) // b, then a, are due; c is not
-	if got := states(); !slices.Equal(got, []FileState{FileUnknown, FileUnknown, FileClosed}) {
+	if got := states(); !slices.Equal(got, []diskless.FileState{diskless.FileUnknown, diskless.FileUnknown, diskless.FileClosed}) {
 		t.Fatalf("after e: %v", got)
 	}
 	// b's slot (1) was freed before a's (0): the next file takes a's.
@@ -360,7 +361,7 @@ func TestForgetKeepsCloseOrder(t *testing.T) {
 	if fi := st.fileByKey["g"]; fi != 1 {
 		t.Fatalf("g in slot %d, want 1", fi)
 	}
-	if st.fileState("c") != FileUnknown || !slices.Equal(st.freeSlots, []int32{2}) || len(st.files) != 5 {
+	if st.fileState("c") != diskless.FileUnknown || !slices.Equal(st.freeSlots, []int32{2}) || len(st.files) != 5 {
 		t.Fatalf("c %v, free %v, %d slots", st.fileState("c"), st.freeSlots, len(st.files))
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -112,7 +113,7 @@ func (e *env) reopen() {
 	e.open()
 }
 
-func (e *env) createTopic(name string, partitions int32, configs map[string]string) Topic {
+func (e *env) createTopic(name string, partitions int32, configs map[string]string) diskless.Topic {
 	e.t.Helper()
 	tp, err := e.c.CreateTopic(context.Background(), name, partitions, configs)
 	if err != nil {
@@ -127,7 +128,7 @@ func nextKey() string { return fmt.Sprintf("wal/%08d", keySeq.Add(1)) }
 
 // commit commits batches (all owned by one shard) under key and fails the
 // test on a request error.
-func (e *env) commit(key string, batches ...CommitBatch) []CommitBatchResult {
+func (e *env) commit(key string, batches ...diskless.CommitBatch) []diskless.CommitBatchResult {
 	e.t.Helper()
 	res, err := e.tryCommit(key, batches...)
 	if err != nil {
@@ -136,7 +137,7 @@ func (e *env) commit(key string, batches ...CommitBatch) []CommitBatchResult {
 	return res
 }
 
-func (e *env) tryCommit(key string, batches ...CommitBatch) ([]CommitBatchResult, error) {
+func (e *env) tryCommit(key string, batches ...diskless.CommitBatch) ([]diskless.CommitBatchResult, error) {
 	e.t.Helper()
 	req := commitRequest(e.c, key, batches...)
 	return e.c.CommitFile(context.Background(), req.OwnerIDs[0], req)
@@ -144,14 +145,14 @@ func (e *env) tryCommit(key string, batches ...CommitBatch) ([]CommitBatchResult
 
 // commitRequest lays batches out back to back in one file, all for the
 // shard of the first batch.
-func commitRequest(c *Coordinator, key string, batches ...CommitBatch) *CommitFileRequest {
+func commitRequest(c *Coordinator, key string, batches ...diskless.CommitBatch) *diskless.CommitFileRequest {
 	shard := int32(0)
 	if len(batches) > 0 {
 		shard = c.ShardFor(batches[0].TopicID, batches[0].Partition)
 	}
-	req := &CommitFileRequest{
+	req := &diskless.CommitFileRequest{
 		ObjectKey:        key,
-		ObjectFormat:     ObjectFormatWriteAheadMultiSegment,
+		ObjectFormat:     diskless.ObjectFormatWriteAheadMultiSegment,
 		UploaderBrokerID: 1,
 		OwnerIDs:         []int32{shard},
 	}
@@ -171,8 +172,8 @@ func commitRequest(c *Coordinator, key string, batches ...CommitBatch) *CommitFi
 }
 
 // plain returns a non-idempotent batch of n records.
-func plain(t Topic, partition int32, n int32) CommitBatch {
-	return CommitBatch{
+func plain(t diskless.Topic, partition int32, n int32) diskless.CommitBatch {
+	return diskless.CommitBatch{
 		TopicID:           t.ID,
 		Partition:         partition,
 		Magic:             2,
@@ -187,16 +188,19 @@ func plain(t Topic, partition int32, n int32) CommitBatch {
 }
 
 // idem returns an idempotent batch of n records.
-func idem(t Topic, partition int32, pid int64, epoch int16, baseSeq, n int32) CommitBatch {
+func idem(t diskless.Topic, partition int32, pid int64, epoch int16, baseSeq, n int32) diskless.CommitBatch {
 	b := plain(t, partition, n)
 	b.ProducerID, b.ProducerEpoch = pid, epoch
 	b.BaseSequence, b.LastSequence = baseSeq, batch.AddSequence(baseSeq, n-1)
 	return b
 }
 
-func withSize(b CommitBatch, size int32) CommitBatch { b.ByteSize = size; return b }
+func withSize(b diskless.CommitBatch, size int32) diskless.CommitBatch { b.ByteSize = size; return b }
 
-func withMaxTs(b CommitBatch, ts int64) CommitBatch { b.BatchMaxTimestamp = ts; return b }
+func withMaxTs(b diskless.CommitBatch, ts int64) diskless.CommitBatch {
+	b.BatchMaxTimestamp = ts
+	return b
+}
 
 func errName(err error) string {
 	if err == nil {
@@ -205,15 +209,15 @@ func errName(err error) string {
 	return err.Error()
 }
 
-func resName(r CommitBatchResult) string {
+func resName(r diskless.CommitBatchResult) string {
 	if r.Err != nil {
 		return r.Err.Message
 	}
 	return "NONE"
 }
 
-func (e *env) find(t Topic, partition int32, offset int64, maxBytes int32) FindBatchesResult {
-	return e.c.FindBatches(context.Background(), []FindBatchesRequest{{TopicID: t.ID, Partition: partition, Offset: offset, MaxBytes: maxBytes}})[0]
+func (e *env) find(t diskless.Topic, partition int32, offset int64, maxBytes int32) diskless.FindBatchesResult {
+	return e.c.FindBatches(context.Background(), []diskless.FindBatchesRequest{{TopicID: t.ID, Partition: partition, Offset: offset, MaxBytes: maxBytes}})[0]
 }
 
 // stateBytes returns the snapshot encoding of every shard's state, which

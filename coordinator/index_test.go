@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -370,8 +371,8 @@ func TestLargePartitionReads(t *testing.T) {
 	const files, perFile = 14, 1000 // 3.4 chunks
 	r := rand.New(rand.NewPCG(3, 5))
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{1}
-	tp := TopicPartition{tid, 0}
+	tid := diskless.TopicID{1}
+	tp := diskless.TopicPartition{TopicID: tid, Partition: 0}
 	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
 		t.Fatal(err)
 	}
@@ -439,9 +440,9 @@ func TestLargePartitionReads(t *testing.T) {
 			if res.Err != nil || len(res.Batches) != n || res.Batches[0].BaseOffset != live[i].base {
 				t.Fatalf("%s: FindBatches(%d, %d) = %d batches from %+v, want %d from %d", step, o, maxBytes, len(res.Batches), res.Batches[0], n, live[i].base)
 			}
-			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), ListOffsetsMaxTimestamp} {
+			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), diskless.ListOffsetsMaxTimestamp} {
 				target := ts
-				if ts == ListOffsetsMaxTimestamp {
+				if ts == diskless.ListOffsetsMaxTimestamp {
 					target = math.MinInt64
 					for _, b := range live {
 						target = max(target, b.eff)
@@ -472,13 +473,13 @@ func TestLargePartitionReads(t *testing.T) {
 			for len(after) > 0 && after[0].last < from {
 				after = after[1:]
 			}
-			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), ListOffsetsMaxTimestamp} {
+			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), diskless.ListOffsetsMaxTimestamp} {
 				want := -1
 				for j, b := range after {
-					if ts == ListOffsetsMaxTimestamp && (want < 0 || b.eff > after[want].eff) ||
-						ts != ListOffsetsMaxTimestamp && b.eff >= ts {
+					if ts == diskless.ListOffsetsMaxTimestamp && (want < 0 || b.eff > after[want].eff) ||
+						ts != diskless.ListOffsetsMaxTimestamp && b.eff >= ts {
 						want = j
-						if ts != ListOffsetsMaxTimestamp {
+						if ts != diskless.ListOffsetsMaxTimestamp {
 							break
 						}
 					}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -115,11 +115,11 @@ func answers(t *testing.T, c *Coordinator) string {
 	for _, top := range c.Topics() {
 		fmt.Fprintf(&b, "topic %s %s %d %v\n", top.Name, top.ID, top.Partitions, top.Config)
 		for p := range top.Partitions {
-			tp := TopicPartition{top.ID, p}
+			tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
 			for _, off := range []int64{-1, 0, 1, 5, 1 << 40} {
-				fmt.Fprintf(&b, "find %d@%d %+v\n", p, off, c.FindBatches(ctx, []FindBatchesRequest{{TopicID: top.ID, Partition: p, Offset: off, MaxBytes: 1 << 20}})[0])
+				fmt.Fprintf(&b, "find %d@%d %+v\n", p, off, c.FindBatches(ctx, []diskless.FindBatchesRequest{{TopicID: top.ID, Partition: p, Offset: off, MaxBytes: 1 << 20}})[0])
 			}
-			for _, ts := range []int64{ListOffsetsEarliest, ListOffsetsLatest, ListOffsetsMaxTimestamp, -7, 0, 1_700_000_000_000, 1 << 60} {
+			for _, ts := range []int64{diskless.ListOffsetsEarliest, diskless.ListOffsetsLatest, diskless.ListOffsetsMaxTimestamp, -7, 0, 1_700_000_000_000, 1 << 60} {
 				r := c.ListOffsets(ctx, tp, ts)
 				fmt.Fprintf(&b, "list %d@%d %v %d %d %d %d", p, ts, r.Err, r.LogStartOffset, r.HighWatermark, r.Offset, r.Timestamp)
 				if r.Candidate != nil {
@@ -147,7 +147,7 @@ func workload(t *testing.T, e *env, files int) {
 		}
 		pid := int64(i % 2)
 		k := [2]int64{pid, int64(p)}
-		batches := []CommitBatch{
+		batches := []diskless.CommitBatch{
 			withMaxTs(plain(top, p, int32(1+i%5)), int64(1_700_000_000_000+i*37%11)),
 			idem(top, p, pid, 0, seq[k], 2),
 		}
@@ -377,7 +377,7 @@ func TestGroupCommitUsesOneFsync(t *testing.T) {
 	const n = 50
 	gate := holdShard(t, e.c.shards[0])
 	var wg sync.WaitGroup
-	results := make([][]CommitBatchResult, n)
+	results := make([][]diskless.CommitBatchResult, n)
 	for i := range n {
 		wg.Go(func() {
 			res, err := e.tryCommit(nextKey(), plain(top, int32(i%4), 1), plain(top, int32((i+1)%4), 1))
@@ -416,7 +416,7 @@ func TestGroupCommitUsesOneFsync(t *testing.T) {
 
 func TestConcurrentCommits(t *testing.T) {
 	e := newEnv(t, 4, func(c *Config) { c.SnapshotIntervalRecords = 50 })
-	var topics []Topic
+	var topics []diskless.Topic
 	for i := range 3 {
 		topics = append(topics, e.createTopic(fmt.Sprintf("t%d", i), 4, nil))
 	}
@@ -425,13 +425,13 @@ func TestConcurrentCommits(t *testing.T) {
 		files   = 40
 	)
 	type key struct {
-		tp  TopicPartition
+		tp  diskless.TopicPartition
 		off int64
 	}
 	var (
 		mu    sync.Mutex
 		taken = map[key]bool{}
-		total = map[TopicPartition]int64{}
+		total = map[diskless.TopicPartition]int64{}
 	)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -441,7 +441,7 @@ func TestConcurrentCommits(t *testing.T) {
 			for i := range files {
 				// One idempotent batch of the worker's own producer, and a
 				// plain batch to another partition of the same shard.
-				batches := []CommitBatch{idem(top, p, pid, 0, int32(i*3), 3)}
+				batches := []diskless.CommitBatch{idem(top, p, pid, 0, int32(i*3), 3)}
 				for q := range int32(4) {
 					if q != p && e.c.ShardFor(top.ID, q) == e.c.ShardFor(top.ID, p) {
 						batches = append(batches, plain(top, q, 2))
@@ -458,7 +458,7 @@ func TestConcurrentCommits(t *testing.T) {
 					if r.Err != nil || r.Duplicate {
 						t.Errorf("worker %d file %d batch %d: %s dup=%v", w, i, j, resName(r), r.Duplicate)
 					}
-					tp := TopicPartition{top.ID, batches[j].Partition}
+					tp := diskless.TopicPartition{TopicID: top.ID, Partition: batches[j].Partition}
 					k := key{tp, r.BaseOffset}
 					if taken[k] {
 						t.Errorf("offset %d of %v assigned twice", r.BaseOffset, tp)
@@ -502,7 +502,7 @@ func TestConcurrentCommits(t *testing.T) {
 	rg.Wait()
 	before := answers(t, e.c)
 	for tp, n := range total {
-		if r := e.find(Topic{ID: tp.TopicID}, tp.Partition, 0, 0); r.HighWatermark != n {
+		if r := e.find(diskless.Topic{ID: tp.TopicID}, tp.Partition, 0, 0); r.HighWatermark != n {
 			t.Fatalf("%v: high watermark %d, want %d", tp, r.HighWatermark, n)
 		}
 	}
@@ -528,7 +528,7 @@ func TestAppendFailure(t *testing.T) {
 
 			logs[0].setFail(func([][]byte) (bool, error) { return tc.written, errors.New("injected disk failure") })
 			key := nextKey()
-			batches := []CommitBatch{idem(top, 0, 5, 0, 2, 3), plain(top, 0, 1)}
+			batches := []diskless.CommitBatch{idem(top, 0, 5, 0, 2, 3), plain(top, 0, 1)}
 			if res, err := e.tryCommit(key, batches...); err == nil {
 				t.Fatalf("commit with failing log: %+v, want error", res)
 			}
@@ -581,13 +581,13 @@ func TestShardFailsWhenRebuildFails(t *testing.T) {
 		t.Fatal("commit succeeded")
 	}
 	_, err := e.tryCommit(nextKey(), plain(top, p1, 1))
-	if !errors.Is(err, ErrShardFailed) || !errors.Is(err, kerr.KafkaStorageError) {
+	if !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("commit to failed shard: %v", err)
 	}
 	if r := e.find(top, p1, 0, 0); r.Err != kerr.KafkaStorageError {
 		t.Fatalf("find on failed shard: %s", errName(r.Err))
 	}
-	if r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, p1}, ListOffsetsLatest); r.Err != kerr.KafkaStorageError {
+	if r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: p1}, diskless.ListOffsetsLatest); r.Err != kerr.KafkaStorageError {
 		t.Fatalf("list offsets on failed shard: %s", errName(r.Err))
 	}
 	// The other shard is unaffected.
@@ -634,7 +634,7 @@ func TestCoordinatorErr(t *testing.T) {
 					return
 				default:
 				}
-				if err := e.c.Err(); err != nil && !errors.Is(err, ErrShardFailed) {
+				if err := e.c.Err(); err != nil && !errors.Is(err, diskless.ErrShardFailed) {
 					t.Errorf("Err: %v", err)
 				}
 			}
@@ -651,7 +651,7 @@ func TestCoordinatorErr(t *testing.T) {
 	checks.Wait()
 
 	err := e.c.Err()
-	if !errors.Is(err, ErrShardFailed) {
+	if !errors.Is(err, diskless.ErrShardFailed) {
 		t.Fatalf("Err with shard 1 failed: %v, want ErrShardFailed", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "shard 1: ") || !strings.Contains(msg, "injected replay failure") ||
@@ -666,7 +666,7 @@ func TestCoordinatorErr(t *testing.T) {
 		t.Fatalf("Err after restart: %v", err)
 	}
 	e.c.Close()
-	if err := e.c.Err(); !errors.Is(err, ErrClosed) {
+	if err := e.c.Err(); !errors.Is(err, diskless.ErrClosed) {
 		t.Fatalf("Err after Close: %v, want ErrClosed", err)
 	}
 }
@@ -709,7 +709,7 @@ func TestProducerIDsUniqueAcrossReopen(t *testing.T) {
 func TestCreateTopic(t *testing.T) {
 	e := newEnv(t, 3)
 	first := e.createTopic("orders", 5, map[string]string{"retention.ms": "1000"})
-	if first.ID == (TopicID{}) || first.Partitions != 5 || first.Config.RetentionMs != 1000 || first.Config.Raw["retention.ms"] != "1000" {
+	if first.ID == (diskless.TopicID{}) || first.Partitions != 5 || first.Config.RetentionMs != 1000 || first.Config.Raw["retention.ms"] != "1000" {
 		t.Fatalf("created %+v", first)
 	}
 	cases := []struct {
@@ -905,30 +905,6 @@ func TestOpenRefusesShardCountChange(t *testing.T) {
 	})
 }
 
-func TestShardFor(t *testing.T) {
-	id := TopicID{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8}
-	// Pinned: every sidecar, every version, must compute the same.
-	golden := []int32{ShardFor(id, 0, 7), ShardFor(id, 1, 7), ShardFor(id, 2, 7), ShardFor(TopicID{}, 0, 50)}
-	if want := []int32{golden[0], (golden[0] + 1) % 7, (golden[0] + 2) % 7}; !reflect.DeepEqual(golden[:3], want) {
-		t.Fatalf("partitions not round-robin: %v", golden)
-	}
-	h := fnv.New32a()
-	h.Write(make([]byte, 16))
-	if want := int32(uint64(h.Sum32()) % 50); golden[3] != want {
-		t.Fatalf("ShardFor(zero id, 0, 50) = %d, want %d", golden[3], want)
-	}
-	for _, tc := range []struct {
-		p, n, want int32
-	}{{0, 0, 0}, {5, -1, 0}, {-1, 4, 0}, {math.MaxInt32, 1, 0}} {
-		if got := ShardFor(id, tc.p, tc.n); got != tc.want {
-			t.Fatalf("ShardFor(id, %d, %d) = %d, want %d", tc.p, tc.n, got, tc.want)
-		}
-	}
-	if got := ShardFor(id, math.MaxInt32, 1024); got < 0 || got >= 1024 {
-		t.Fatalf("out of range: %d", got)
-	}
-}
-
 func TestCloseStopsEverything(t *testing.T) {
 	e := newEnv(t, 2)
 	top := e.createTopic("t", 1, nil)
@@ -938,13 +914,13 @@ func TestCloseStopsEverything(t *testing.T) {
 	if err := e.c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); !errors.Is(err, ErrClosed) {
+	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); !errors.Is(err, diskless.ErrClosed) {
 		t.Fatalf("commit after close: %v", err)
 	}
-	if _, err := e.c.AllocateProducerID(context.Background()); !errors.Is(err, ErrClosed) {
+	if _, err := e.c.AllocateProducerID(context.Background()); !errors.Is(err, diskless.ErrClosed) {
 		t.Fatalf("allocate after close: %v", err)
 	}
-	if _, err := e.c.CreateTopic(context.Background(), "u", 1, nil); !errors.Is(err, ErrClosed) {
+	if _, err := e.c.CreateTopic(context.Background(), "u", 1, nil); !errors.Is(err, diskless.ErrClosed) {
 		t.Fatalf("create after close: %v", err)
 	}
 	e.c = nil
@@ -970,7 +946,7 @@ func TestCloseWithQueuedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 20 {
-		if err := <-errs; err != nil && !errors.Is(err, ErrClosed) {
+		if err := <-errs; err != nil && !errors.Is(err, diskless.ErrClosed) {
 			t.Fatalf("queued commit: %v", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -54,7 +55,7 @@ func (c *Coordinator) RunOrphanScan(ctx context.Context) error {
 				return fmt.Errorf("coordinator: orphan scan: DescribeFiles on shard %d: %w", shard, err)
 			}
 			for i, st := range states {
-				held[i] = held[i] || st == FileLive || st == FileReleased
+				held[i] = held[i] || st == diskless.FileLive || st == diskless.FileReleased
 			}
 		}
 		var orphans []string

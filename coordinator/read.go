@@ -3,6 +3,7 @@ package coordinator
 import (
 	"math"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -21,9 +22,9 @@ func (p *partition) visibleLen() int {
 	return x.search(n, func(e *batchEntry) bool { return e.baseOffset >= p.visHWM })
 }
 
-func (s *state) coordinate(e *batchEntry) BatchCoordinate {
+func (s *state) coordinate(e *batchEntry) diskless.BatchCoordinate {
 	f := &s.files[e.file]
-	return BatchCoordinate{
+	return diskless.BatchCoordinate{
 		ObjectKey:         f.key,
 		FileSize:          f.size,
 		ByteOffset:        int64(e.byteOffset),
@@ -39,8 +40,8 @@ func (s *state) coordinate(e *batchEntry) BatchCoordinate {
 // findBatches answers FindBatches for p (SPEC §4, §9): the batch holding
 // offset, then following batches while their total ByteSize stays within
 // maxBytes; the first batch is always included (KIP-74).
-func (s *state) findBatches(p *partition, offset int64, maxBytes int32) FindBatchesResult {
-	res := FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM}
+func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless.FindBatchesResult {
+	res := diskless.FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM}
 	if offset < p.visLogStart || offset > p.visHWM {
 		res.Err = kerr.OffsetOutOfRange
 		return res
@@ -69,7 +70,7 @@ scan:
 			end++
 		}
 	}
-	res.Batches = make([]BatchCoordinate, 0, end-i)
+	res.Batches = make([]diskless.BatchCoordinate, 0, end-i)
 	for j := i; j < end; {
 		run := x.run(j, end)
 		for k := range run {
@@ -81,28 +82,28 @@ scan:
 }
 
 // listOffsets answers ListOffsets for p (SPEC §5).
-func (s *state) listOffsets(p *partition, timestamp int64) ListOffsetsResult {
+func (s *state) listOffsets(p *partition, timestamp int64) diskless.ListOffsetsResult {
 	return s.listOffsetsFrom(p, timestamp, math.MinInt64)
 }
 
 // listOffsetsFrom answers ListOffsetsFrom for p: ListOffsets over the
 // batches that hold an offset ≥ from (from ≤ the log start offset: all of
 // them); the earliest and latest answers do not depend on from.
-func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) ListOffsetsResult {
-	res := ListOffsetsResult{
+func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.ListOffsetsResult {
+	res := diskless.ListOffsetsResult{
 		LogStartOffset: p.visLogStart,
 		HighWatermark:  p.visHWM,
 		Offset:         -1,
 		Timestamp:      -1,
 	}
 	switch {
-	case timestamp == ListOffsetsEarliest:
+	case timestamp == diskless.ListOffsetsEarliest:
 		res.Offset = p.visLogStart
 		return res
-	case timestamp == ListOffsetsLatest:
+	case timestamp == diskless.ListOffsetsLatest:
 		res.Offset = p.visHWM
 		return res
-	case timestamp < 0 && timestamp != ListOffsetsMaxTimestamp:
+	case timestamp < 0 && timestamp != diskless.ListOffsetsMaxTimestamp:
 		res.Err = kerr.UnsupportedVersion
 		return res
 	}
@@ -117,7 +118,7 @@ func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) ListOffsets
 		return res
 	}
 	var j int
-	if timestamp == ListOffsetsMaxTimestamp {
+	if timestamp == diskless.ListOffsetsMaxTimestamp {
 		// The earliest batch reaching the largest timestamp.
 		j = x.searchMaxFrom(i, n, s.effectiveMaxTs)
 	} else {

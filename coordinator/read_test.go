@@ -6,13 +6,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
 // readFixture commits, to partition 0, batches of 1, 4, 2 and 3 records
 // (offsets [0], [1,4], [5,6], [7,9]) of 100, 200, 300 and 400 bytes with
 // max timestamps 50, 30, 70, 70; partition 1 stays empty.
-func readFixture(t *testing.T) (*env, Topic) {
+func readFixture(t *testing.T) (*env, diskless.Topic) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 2, nil)
 	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 1), 100), 50), withMaxTs(withSize(plain(top, 0, 4), 200), 30))
@@ -46,9 +47,9 @@ func TestFindBatches(t *testing.T) {
 		{"empty partition above", 1, 1, 1000, nil, kerr.OffsetOutOfRange},
 		{"unknown partition", 2, 0, 1000, nil, kerr.UnknownTopicOrPartition},
 	}
-	var reqs []FindBatchesRequest
+	var reqs []diskless.FindBatchesRequest
 	for _, tc := range cases {
-		reqs = append(reqs, FindBatchesRequest{TopicID: top.ID, Partition: tc.partition, Offset: tc.offset, MaxBytes: tc.maxBytes})
+		reqs = append(reqs, diskless.FindBatchesRequest{TopicID: top.ID, Partition: tc.partition, Offset: tc.offset, MaxBytes: tc.maxBytes})
 	}
 	// One call for all: results come back in request order.
 	results := e.c.FindBatches(context.Background(), reqs)
@@ -98,9 +99,9 @@ func TestListOffsets(t *testing.T) {
 		candidate int64 // expected Candidate base offset, -1: none
 		err       *kerr.Error
 	}{
-		{"earliest", 0, ListOffsetsEarliest, 0, -1, nil},
-		{"latest", 0, ListOffsetsLatest, 10, -1, nil},
-		{"max timestamp: earliest batch holding it", 0, ListOffsetsMaxTimestamp, -1, 5, nil},
+		{"earliest", 0, diskless.ListOffsetsEarliest, 0, -1, nil},
+		{"latest", 0, diskless.ListOffsetsLatest, 10, -1, nil},
+		{"max timestamp: earliest batch holding it", 0, diskless.ListOffsetsMaxTimestamp, -1, 5, nil},
 		{"timestamp 0: first batch", 0, 0, -1, 0, nil},
 		{"timestamp equal to first max", 0, 50, -1, 0, nil},
 		{"first batch in offset order, not by time", 0, 31, -1, 0, nil},
@@ -108,15 +109,15 @@ func TestListOffsets(t *testing.T) {
 		{"timestamp equal to largest", 0, 70, -1, 5, nil},
 		{"no match", 0, 71, -1, -1, nil},
 		{"unsupported special value", 0, -4, -1, -1, kerr.UnsupportedVersion},
-		{"empty: earliest", 1, ListOffsetsEarliest, 0, -1, nil},
-		{"empty: latest", 1, ListOffsetsLatest, 0, -1, nil},
+		{"empty: earliest", 1, diskless.ListOffsetsEarliest, 0, -1, nil},
+		{"empty: latest", 1, diskless.ListOffsetsLatest, 0, -1, nil},
 		{"empty: timestamp", 1, 0, -1, -1, nil},
-		{"empty: max timestamp", 1, ListOffsetsMaxTimestamp, -1, -1, nil},
+		{"empty: max timestamp", 1, diskless.ListOffsetsMaxTimestamp, -1, -1, nil},
 		{"unknown partition", 5, 0, -1, -1, kerr.UnknownTopicOrPartition},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, tc.partition}, tc.ts)
+			r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: tc.partition}, tc.ts)
 			if r.Err != tc.err {
 				t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
 			}
@@ -149,7 +150,7 @@ func TestListOffsetsFrom(t *testing.T) {
 	check := func(t *testing.T, cases []tc, logStart int64) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				r := e.c.ListOffsetsFrom(context.Background(), TopicPartition{top.ID, tc.partition}, tc.ts, tc.from)
+				r := e.c.ListOffsetsFrom(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: tc.partition}, tc.ts, tc.from)
 				if r.Err != tc.err {
 					t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
 				}
@@ -169,8 +170,8 @@ func TestListOffsetsFrom(t *testing.T) {
 		}
 	}
 	check(t, []tc{
-		{"earliest: from does not apply", 0, ListOffsetsEarliest, 5, 0, -1, nil},
-		{"latest: from does not apply", 0, ListOffsetsLatest, 5, 10, -1, nil},
+		{"earliest: from does not apply", 0, diskless.ListOffsetsEarliest, 5, 0, -1, nil},
+		{"latest: from does not apply", 0, diskless.ListOffsetsLatest, 5, 10, -1, nil},
 		{"timestamp, from the log start: as ListOffsets", 0, 31, 0, -1, 0, nil},
 		{"timestamp, from below the log start", 0, 31, -7, -1, 0, nil},
 		{"timestamp, from the next batch", 0, 31, 1, -1, 5, nil},
@@ -180,18 +181,18 @@ func TestListOffsetsFrom(t *testing.T) {
 		{"timestamp, the first of a tie passed", 0, 70, 7, -1, 7, nil},
 		{"timestamp, no batch from there reaches it", 0, 51, 10, -1, -1, nil},
 		{"timestamp, no batch reaches it", 0, 71, 1, -1, -1, nil},
-		{"max timestamp, from the log start: as ListOffsets", 0, ListOffsetsMaxTimestamp, 0, -1, 5, nil},
-		{"max timestamp, past a smaller batch", 0, ListOffsetsMaxTimestamp, 1, -1, 5, nil},
-		{"max timestamp, the earliest of a tie", 0, ListOffsetsMaxTimestamp, 6, -1, 5, nil},
-		{"max timestamp, the first of a tie passed", 0, ListOffsetsMaxTimestamp, 7, -1, 7, nil},
-		{"max timestamp, at the high watermark", 0, ListOffsetsMaxTimestamp, 10, -1, -1, nil},
-		{"max timestamp, past the high watermark", 0, ListOffsetsMaxTimestamp, 99, -1, -1, nil},
+		{"max timestamp, from the log start: as ListOffsets", 0, diskless.ListOffsetsMaxTimestamp, 0, -1, 5, nil},
+		{"max timestamp, past a smaller batch", 0, diskless.ListOffsetsMaxTimestamp, 1, -1, 5, nil},
+		{"max timestamp, the earliest of a tie", 0, diskless.ListOffsetsMaxTimestamp, 6, -1, 5, nil},
+		{"max timestamp, the first of a tie passed", 0, diskless.ListOffsetsMaxTimestamp, 7, -1, 7, nil},
+		{"max timestamp, at the high watermark", 0, diskless.ListOffsetsMaxTimestamp, 10, -1, -1, nil},
+		{"max timestamp, past the high watermark", 0, diskless.ListOffsetsMaxTimestamp, 99, -1, -1, nil},
 		{"unsupported special value", 0, -4, 0, -1, -1, kerr.UnsupportedVersion},
-		{"empty partition", 1, ListOffsetsMaxTimestamp, 0, -1, -1, nil},
+		{"empty partition", 1, diskless.ListOffsetsMaxTimestamp, 0, -1, -1, nil},
 		{"unknown partition", 5, 0, 0, -1, -1, kerr.UnknownTopicOrPartition},
 	}, 0)
 
-	tp := TopicPartition{top.ID, 0}
+	tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 	if _, err := e.c.DeleteRecords(context.Background(), tp, 6); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,8 @@ func TestListOffsetsFrom(t *testing.T) {
 		check(t, []tc{
 			{"timestamp, from below the log start", 0, 20, 0, -1, 5, nil},
 			{"timestamp, from the log start", 0, 70, 6, -1, 5, nil},
-			{"max timestamp, from below the log start", 0, ListOffsetsMaxTimestamp, 2, -1, 5, nil},
-			{"max timestamp, the first of a tie passed", 0, ListOffsetsMaxTimestamp, 7, -1, 7, nil},
+			{"max timestamp, from below the log start", 0, diskless.ListOffsetsMaxTimestamp, 2, -1, 5, nil},
+			{"max timestamp, the first of a tie passed", 0, diskless.ListOffsetsMaxTimestamp, 7, -1, 7, nil},
 		}, 6)
 	})
 }
@@ -209,7 +210,7 @@ func TestListOffsetsFrom(t *testing.T) {
 func TestListOffsetsLogAppendTime(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)
-	lat := func(n int32) CommitBatch {
+	lat := func(n int32) diskless.CommitBatch {
 		b := withMaxTs(plain(top, 0, n), 1) // producer's timestamps are ignored
 		b.TimestampType = batch.TimestampLogAppendTime
 		return b
@@ -217,11 +218,11 @@ func TestListOffsetsLogAppendTime(t *testing.T) {
 	t0 := e.commit(nextKey(), lat(2))[0].LogAppendTime
 	e.clock.Advance(10_000_000)
 	t1 := e.commit(nextKey(), lat(1))[0].LogAppendTime
-	r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, t0+1)
+	r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, t0+1)
 	if r.Candidate == nil || r.Candidate.BaseOffset != 2 || r.Candidate.MaxTimestamp() != t1 {
 		t.Fatalf("candidate %+v, want the batch at 2 appended at %d", r.Candidate, t1)
 	}
-	r = e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, ListOffsetsMaxTimestamp)
+	r = e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, diskless.ListOffsetsMaxTimestamp)
 	if r.Candidate == nil || r.Candidate.BaseOffset != 2 {
 		t.Fatalf("max timestamp candidate %+v", r.Candidate)
 	}
@@ -246,7 +247,7 @@ func TestWatch(t *testing.T) {
 	}
 	// A commit that makes nothing visible leaves the watch open.
 	w := e.c.Watch()
-	e.commit(nextKey(), plain(Topic{ID: TopicID{1}}, 0, 1))
+	e.commit(nextKey(), plain(diskless.Topic{ID: diskless.TopicID{1}}, 0, 1))
 	select {
 	case <-w:
 		t.Fatal("watch closed by a refused commit")

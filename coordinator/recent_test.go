@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"testing"
 )
 
@@ -9,9 +10,9 @@ import (
 // by files and by batches, oldest forgotten first.
 func TestRecentCommitsBounds(t *testing.T) {
 	var rc recentCommits
-	file := func(i, batches int) (*CommitFileRequest, []CommitBatchResult) {
-		req := &CommitFileRequest{ObjectKey: fmt.Sprintf("wal/%d", i), Batches: make([]CommitBatch, batches)}
-		return req, make([]CommitBatchResult, batches)
+	file := func(i, batches int) (*diskless.CommitFileRequest, []diskless.CommitBatchResult) {
+		req := &diskless.CommitFileRequest{ObjectKey: fmt.Sprintf("wal/%d", i), Batches: make([]diskless.CommitBatch, batches)}
+		return req, make([]diskless.CommitBatchResult, batches)
 	}
 	// By batches: files of 1000 batches; at most recentCommitsMaxBatches kept.
 	n := recentCommitsMaxBatches/1000 + 10

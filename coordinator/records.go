@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kbin"
 )
 
@@ -38,14 +39,14 @@ type record interface {
 
 // partitionCreatedRecord is record 100 DisklessPartitionCreatedRecord.
 type partitionCreatedRecord struct {
-	TopicID   TopicID
+	TopicID   diskless.TopicID
 	TopicName string
 	Partition int32
 }
 
 // topicDeletedRecord is record 101 DisklessTopicDeletedRecord.
 type topicDeletedRecord struct {
-	TopicID TopicID
+	TopicID diskless.TopicID
 }
 
 // fileCommittedRecord is record 102 DisklessFileCommittedRecord.
@@ -59,7 +60,7 @@ type fileCommittedRecord struct {
 }
 
 type fileTopic struct {
-	TopicID    TopicID
+	TopicID    diskless.TopicID
 	Partitions []filePartition
 }
 
@@ -86,7 +87,7 @@ type committedBatch struct {
 
 // recordsDeletedRecord is record 103 DisklessRecordsDeletedRecord.
 type recordsDeletedRecord struct {
-	TopicID           TopicID
+	TopicID           diskless.TopicID
 	Partition         int32
 	NewLogStartOffset int64
 }
@@ -94,7 +95,7 @@ type recordsDeletedRecord struct {
 // topicConfigRecord is record 104 DisklessTopicConfigRecord, the catalog
 // entry of a topic (shard 0).
 type topicConfigRecord struct {
-	TopicID       TopicID
+	TopicID       diskless.TopicID
 	TopicName     string
 	NumPartitions int32
 	Configs       []topicConfigEntry

@@ -7,12 +7,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kbin"
 )
 
 var (
-	testTopicA = TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	testTopicB = TopicID{0xff, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xee}
+	testTopicA = diskless.TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	testTopicB = diskless.TopicID{0xff, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xee}
 )
 
 func sampleRecords() map[string]record {
@@ -244,7 +245,7 @@ func TestFileRecordSizeBound(t *testing.T) {
 	const n = 20000
 	rec := &fileCommittedRecord{ObjectKey: "k", ObjectFormat: 1, OwnerIDs: []int32{0}}
 	for i := range n {
-		id := TopicID{byte(i), byte(i >> 8), 1}
+		id := diskless.TopicID{byte(i), byte(i >> 8), 1}
 		rec.Topics = append(rec.Topics, fileTopic{TopicID: id, Partitions: []filePartition{{
 			Partition: math.MaxInt32, Batches: []committedBatch{{ProducerID: math.MaxInt64, AssignedBaseOffset: math.MaxInt64}}}}})
 	}
@@ -252,7 +253,7 @@ func TestFileRecordSizeBound(t *testing.T) {
 	if per > maxEncodedBatchBytes {
 		t.Fatalf("%d bytes per batch, bound is %d", per, maxEncodedBatchBytes)
 	}
-	if MaxCommitBatches*maxEncodedBatchBytes+MaxObjectKeyBytes+4*MaxShards+64 > MaxRecordBytes {
+	if diskless.MaxCommitBatches*maxEncodedBatchBytes+diskless.MaxObjectKeyBytes+4*MaxShards+64 > MaxRecordBytes {
 		t.Fatal("MaxCommitBatches does not fit in MaxRecordBytes")
 	}
 }

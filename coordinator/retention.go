@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -52,7 +53,7 @@ func (c *Coordinator) RunRetention(ctx context.Context) error {
 		n, err := s.moveLogStarts(ctx, moves)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: retention on shard %d: %w", s.id, err))
-			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {
 				break
 			}
 			continue
@@ -64,7 +65,7 @@ func (c *Coordinator) RunRetention(ctx context.Context) error {
 
 // logStartMove is one log start move decided by retention.
 type logStartMove struct {
-	tp    TopicPartition
+	tp    diskless.TopicPartition
 	start int64
 }
 
@@ -177,7 +178,7 @@ func (s *state) retentionTimestamp(e *batchEntry) int64 {
 // offset < −1 or above the high watermark; ErrClosed, ctx's error before
 // the shard took the request, ErrShardFailed (with kerr.KafkaStorageError)
 // or the log write's error. The low watermark is −1 with an error.
-func (c *Coordinator) DeleteRecords(ctx context.Context, tp TopicPartition, offset int64) (int64, error) {
+func (c *Coordinator) DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error) {
 	t := c.catalog.Load().byID[tp.TopicID]
 	if t == nil || tp.Partition < 0 || tp.Partition >= t.Partitions {
 		return -1, kerr.UnknownTopicOrPartition

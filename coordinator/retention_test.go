@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -19,11 +20,11 @@ import (
 // is start and high watermark hwm: FindBatches below the log start is
 // OFFSET_OUT_OF_RANGE, at it returns the batch holding it; ListOffsets
 // earliest is the log start and timestamp lookups never answer below it.
-func checkLogStart(t *testing.T, e *env, top Topic, p int32, start, hwm int64) {
+func checkLogStart(t *testing.T, e *env, top diskless.Topic, p int32, start, hwm int64) {
 	t.Helper()
 	ctx := context.Background()
-	tp := TopicPartition{top.ID, p}
-	if r := e.c.ListOffsets(ctx, tp, ListOffsetsEarliest); r.Err != nil || r.Offset != start || r.LogStartOffset != start || r.HighWatermark != hwm {
+	tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
+	if r := e.c.ListOffsets(ctx, tp, diskless.ListOffsetsEarliest); r.Err != nil || r.Offset != start || r.LogStartOffset != start || r.HighWatermark != hwm {
 		t.Fatalf("ListOffsets earliest: %+v, want log start %d, high watermark %d", r, start, hwm)
 	}
 	if start > 0 {
@@ -160,7 +161,7 @@ func TestRetentionBySize(t *testing.T) {
 			for range 5 {
 				e.commit(nextKey(), withSize(plain(top, 0, 2), 100))
 			}
-			tp := TopicPartition{top.ID, 0}
+			tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 			if tc.deleteTo >= 0 {
 				if _, err := e.c.DeleteRecords(context.Background(), tp, tc.deleteTo); err != nil {
 					t.Fatal(err)
@@ -210,10 +211,10 @@ func TestDeleteRecords(t *testing.T) {
 	top := e.createTopic("t", 1, nil)
 	e.commit(nextKey(), plain(top, 0, 3), plain(top, 0, 2))
 	e.commit(nextKey(), plain(top, 0, 5))
-	tp := TopicPartition{top.ID, 0}
+	tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 	steps := []struct {
 		name    string
-		tp      TopicPartition
+		tp      diskless.TopicPartition
 		offset  int64
 		want    int64 // low watermark
 		wantErr error
@@ -225,8 +226,8 @@ func TestDeleteRecords(t *testing.T) {
 		{"below the log start is a no-op", tp, 2, 4, nil},
 		{"at the log start is a no-op", tp, 4, 4, nil},
 		{"batch boundary", tp, 5, 5, nil},
-		{"unknown partition", TopicPartition{top.ID, 1}, 0, -1, kerr.UnknownTopicOrPartition},
-		{"unknown topic", TopicPartition{TopicID{9}, 0}, 0, -1, kerr.UnknownTopicOrPartition},
+		{"unknown partition", diskless.TopicPartition{TopicID: top.ID, Partition: 1}, 0, -1, kerr.UnknownTopicOrPartition},
+		{"unknown topic", diskless.TopicPartition{TopicID: diskless.TopicID{9}, Partition: 0}, 0, -1, kerr.UnknownTopicOrPartition},
 		{"-1 is the high watermark", tp, -1, 10, nil},
 		{"at the high watermark again", tp, 10, 10, nil},
 	}
@@ -261,7 +262,7 @@ func TestDeleteRecords(t *testing.T) {
 		t.Fatalf("cancelled DeleteRecords: %v", err)
 	}
 	e.c.Close()
-	if _, err := e.c.DeleteRecords(context.Background(), tp, -1); !errors.Is(err, ErrClosed) {
+	if _, err := e.c.DeleteRecords(context.Background(), tp, -1); !errors.Is(err, diskless.ErrClosed) {
 		t.Fatalf("DeleteRecords after Close: %v", err)
 	}
 	e.c = nil
@@ -277,7 +278,7 @@ func TestDeleteRecordsAppendFailure(t *testing.T) {
 			top := e.createTopic("t", 1, nil)
 			e.commit(nextKey(), plain(top, 0, 3))
 			logs[0].setFail(func([][]byte) (bool, error) { return written, errors.New("injected disk failure") })
-			if _, err := e.c.DeleteRecords(context.Background(), TopicPartition{top.ID, 0}, 2); err == nil {
+			if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, 2); err == nil {
 				t.Fatal("DeleteRecords with a failing log succeeded")
 			}
 			logs[0].setFail(nil)
@@ -296,7 +297,7 @@ func TestRetentionLoop(t *testing.T) {
 	e.commit(nextKey(), withMaxTs(plain(top, 0, 1), e.clock.Ms()))
 	e.clock.Advance(2 * time.Second)
 	deadline := time.Now().Add(10 * time.Second)
-	for e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, ListOffsetsEarliest).Offset != 1 {
+	for e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, diskless.ListOffsetsEarliest).Offset != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the retention loop did not run")
 		}

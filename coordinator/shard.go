@@ -2,11 +2,11 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -25,14 +25,6 @@ const (
 	recentCommitsPerShard   = 4096
 	recentCommitsMaxBatches = 1 << 18
 )
-
-// ErrClosed is returned by calls made after (or cut short by) Close.
-var ErrClosed = errors.New("coordinator: closed")
-
-// ErrShardFailed is returned (wrapped, with kerr.KafkaStorageError) when a
-// shard could not rebuild its state after a failed log write; it stays
-// failed until the process restarts.
-var ErrShardFailed = errors.New("coordinator: shard failed")
 
 // shard is one coordinator shard: the deterministic state plus the driver
 // goroutine that owns the log. Only the driver mutates st (under mu);
@@ -70,7 +62,7 @@ type shard struct {
 // log start moves, file deletions).
 type request struct {
 	ctx    context.Context
-	commit *CommitFileRequest
+	commit *diskless.CommitFileRequest
 	// build returns the records of an admin change, deciding against st;
 	// they are applied in order. An error refuses the change.
 	build func(st *state) ([]record, error)
@@ -84,7 +76,7 @@ type request struct {
 }
 
 type response struct {
-	results []CommitBatchResult
+	results []diskless.CommitBatchResult
 	err     error
 }
 
@@ -95,7 +87,7 @@ func (s *shard) submit(r *request) error {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed {
-		return ErrClosed
+		return diskless.ErrClosed
 	}
 	select {
 	case s.reqs <- r:
@@ -163,7 +155,7 @@ func (s *shard) drain() {
 	for {
 		select {
 		case r := <-s.reqs:
-			r.done <- response{err: ErrClosed}
+			r.done <- response{err: diskless.ErrClosed}
 		default:
 			return
 		}
@@ -173,7 +165,7 @@ func (s *shard) drain() {
 // pending is one request of a group and its decided answer.
 type pending struct {
 	r       *request
-	results []CommitBatchResult
+	results []diskless.CommitBatchResult
 	err     error
 	// cache marks a new commit answer to remember once durable.
 	cache bool
@@ -191,7 +183,7 @@ func (s *shard) process(group []*request) {
 		failure error
 	)
 	cat := s.c.catalog.Load()
-	known := func(id TopicID, p int32) bool {
+	known := func(id diskless.TopicID, p int32) bool {
 		t := cat.byID[id]
 		return t != nil && p >= 0 && p < t.Partitions
 	}
@@ -316,7 +308,7 @@ func (s *shard) processDeferred(r *request) {
 			break
 		}
 		if rd, ok := rec.(*recordsDeletedRecord); ok {
-			if p := st.partitions[TopicPartition{rd.TopicID, rd.Partition}]; p != nil {
+			if p := st.partitions[diskless.TopicPartition{TopicID: rd.TopicID, Partition: rd.Partition}]; p != nil {
 				p.visLogStart = p.logStart
 			}
 		}
@@ -339,7 +331,7 @@ func (s *shard) processDeferred(r *request) {
 
 // decideCommit decides one CommitFile of a group.
 func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i int, ps []pending,
-	known func(TopicID, int32) bool, recs *[]record, touched *[]*partition) {
+	known func(diskless.TopicID, int32) bool, recs *[]record, touched *[]*partition) {
 	req := p.r.commit
 	if j, ok := inGroup[req.ObjectKey]; ok && ps[j].err == nil && sameBatches(ps[j].r.commit, req) {
 		// The same file twice in one group: answer as the first.
@@ -375,7 +367,7 @@ func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[
 		*recs = append(*recs, rec)
 		switch r := rec.(type) {
 		case *partitionCreatedRecord:
-			*touched = append(*touched, st.partitions[TopicPartition{r.TopicID, r.Partition}])
+			*touched = append(*touched, st.partitions[diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}])
 		case *recordsDeletedRecord:
 			// Unlike new batches, which readers cannot see before they
 			// are published, a trim shows in the index at once: until
@@ -384,7 +376,7 @@ func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[
 			// DeleteRecords and retention therefore write 103 as
 			// deferred requests (processDeferred), applied after the
 			// append; only tests build it as a plain admin change.
-			*touched = append(*touched, st.partitions[TopicPartition{r.TopicID, r.Partition}])
+			*touched = append(*touched, st.partitions[diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}])
 		case *topicConfigRecord, *topicDeletedRecord:
 			*catalog = true
 		}
@@ -394,7 +386,7 @@ func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[
 
 // failedError is the error a failed shard answers with; s.mu must be held.
 func (s *shard) failedError() error {
-	return fmt.Errorf("%w %d: %w (%w)", ErrShardFailed, s.id, kerr.KafkaStorageError, s.mu.failed)
+	return fmt.Errorf("%w %d: %w (%w)", diskless.ErrShardFailed, s.id, kerr.KafkaStorageError, s.mu.failed)
 }
 
 func (s *shard) answer(ps []pending) {
@@ -535,7 +527,7 @@ type recentCommits struct {
 // collector does not scan the cache (4096 files of up to thousands of
 // batches), and one commit takes one allocation.
 type recentBatch struct {
-	tp             TopicPartition
+	tp             diskless.TopicPartition
 	byteOffset     int32
 	baseOffset     int64
 	logAppendTime  int64
@@ -544,7 +536,7 @@ type recentBatch struct {
 	duplicate      bool
 }
 
-func (rc *recentCommits) get(req *CommitFileRequest) ([]CommitBatchResult, bool) {
+func (rc *recentCommits) get(req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, bool) {
 	bs, ok := rc.byKey[req.ObjectKey]
 	if !ok || len(bs) != len(req.Batches) {
 		return nil, false
@@ -555,10 +547,10 @@ func (rc *recentCommits) get(req *CommitFileRequest) ([]CommitBatchResult, bool)
 			return nil, false
 		}
 	}
-	results := make([]CommitBatchResult, len(bs))
+	results := make([]diskless.CommitBatchResult, len(bs))
 	for i := range bs {
 		b := &bs[i]
-		results[i] = CommitBatchResult{
+		results[i] = diskless.CommitBatchResult{
 			BaseOffset:     b.baseOffset,
 			LogAppendTime:  b.logAppendTime,
 			LogStartOffset: b.logStartOffset,
@@ -571,7 +563,7 @@ func (rc *recentCommits) get(req *CommitFileRequest) ([]CommitBatchResult, bool)
 	return results, true
 }
 
-func (rc *recentCommits) add(req *CommitFileRequest, results []CommitBatchResult) {
+func (rc *recentCommits) add(req *diskless.CommitFileRequest, results []diskless.CommitBatchResult) {
 	if rc.byKey == nil {
 		rc.byKey = make(map[string][]recentBatch)
 	}
@@ -585,7 +577,7 @@ func (rc *recentCommits) add(req *CommitFileRequest, results []CommitBatchResult
 	for i := range req.Batches {
 		b, r := &req.Batches[i], &results[i]
 		bs[i] = recentBatch{
-			tp:             TopicPartition{b.TopicID, b.Partition},
+			tp:             diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition},
 			byteOffset:     b.ByteOffset,
 			baseOffset:     r.BaseOffset,
 			logAppendTime:  r.LogAppendTime,
@@ -616,7 +608,7 @@ func (rc *recentCommits) trim() {
 
 // sameBatches reports whether two commits of one key carry the same
 // batches (by partition and byte offset).
-func sameBatches(a, b *CommitFileRequest) bool {
+func sameBatches(a, b *diskless.CommitFileRequest) bool {
 	if len(a.Batches) != len(b.Batches) {
 		return false
 	}
@@ -629,6 +621,6 @@ func sameBatches(a, b *CommitFileRequest) bool {
 	return true
 }
 
-func cloneResults(r []CommitBatchResult) []CommitBatchResult {
-	return append([]CommitBatchResult(nil), r...)
+func cloneResults(r []diskless.CommitBatchResult) []diskless.CommitBatchResult {
+	return append([]diskless.CommitBatchResult(nil), r...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -56,7 +57,7 @@ type frozenState struct {
 }
 
 type frozenPartition struct {
-	tp        TopicPartition
+	tp        diskless.TopicPartition
 	topicName string
 	logStart  int64
 	hwm       int64
@@ -195,7 +196,7 @@ func appendSlots(dst []byte, slots []int32) []byte {
 	return dst
 }
 
-func compareTP(a, b TopicPartition) int {
+func compareTP(a, b diskless.TopicPartition) int {
 	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
 		return c
 	}
@@ -243,9 +244,9 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	if n, err = readArrayLen(r, 16+4+1+8+8+1+1); err != nil {
 		return err
 	}
-	var prev *TopicPartition
+	var prev *diskless.TopicPartition
 	for range n {
-		tp := TopicPartition{TopicID: r.Uuid(), Partition: r.Int32()}
+		tp := diskless.TopicPartition{TopicID: r.Uuid(), Partition: r.Int32()}
 		if prev != nil && compareTP(*prev, tp) >= 0 {
 			return errors.New("partitions out of order")
 		}

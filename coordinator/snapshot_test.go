@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -132,7 +133,7 @@ func TestFrozenStateIsStable(t *testing.T) {
 	a, _ := e.c.Topic("a")
 	workloadMore(t, e)
 	for p := range int32(3) {
-		if _, err := e.c.DeleteRecords(t.Context(), TopicPartition{a.ID, p}, -1); err != nil {
+		if _, err := e.c.DeleteRecords(t.Context(), diskless.TopicPartition{TopicID: a.ID, Partition: p}, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestFrozenStateIsStable(t *testing.T) {
 func TestSnapshotsOfChunkedIndex(t *testing.T) {
 	e := newEnv(t, 1, func(c *Config) { c.SnapshotIntervalRecords = 3 })
 	top := e.createTopic("t", 2, nil)
-	batches := make([]CommitBatch, 3000)
+	batches := make([]diskless.CommitBatch, 3000)
 	for i := range batches {
 		batches[i] = withMaxTs(plain(top, int32(i%7/6), 1+int32(i%3)), int64(i%500))
 	}
@@ -159,7 +160,7 @@ func TestSnapshotsOfChunkedIndex(t *testing.T) {
 		if round%3 == 2 {
 			// Into the middle of a chunk, several chunks on.
 			hwm := e.find(top, 0, 0, 0).HighWatermark
-			if _, err := e.c.DeleteRecords(t.Context(), TopicPartition{top.ID, 0}, hwm/2+int64(round)); err != nil {
+			if _, err := e.c.DeleteRecords(t.Context(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, hwm/2+int64(round)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -27,13 +28,13 @@ type state struct {
 	expirationMs int64
 	logger       *slog.Logger
 
-	partitions map[TopicPartition]*partition
+	partitions map[diskless.TopicPartition]*partition
 	// topicParts indexes partitions by topic id, then partition number
 	// (nil for a partition of another shard): commitFile's lookup. It
 	// holds partitions numbered below MaxPartitionsPerTopic, all that
 	// CreateTopic makes; a log from elsewhere may hold others, found in
 	// partitions only. Derived.
-	topicParts map[TopicID][]*partition
+	topicParts map[diskless.TopicID][]*partition
 	// files is the file table, indexed by batchEntry.file (a slot);
 	// fileByKey maps the object keys of the files it holds to their slots.
 	// A file holds its slot from its commit until it is forgotten: closed
@@ -73,8 +74,8 @@ type state struct {
 
 	// topics and topicNames are the topic catalog (records 104 and 101);
 	// only shard 0 holds entries.
-	topics     map[TopicID]*topicEntry
-	topicNames map[string]TopicID
+	topics     map[diskless.TopicID]*topicEntry
+	topicNames map[string]diskless.TopicID
 
 	// nextProducerID is the first producer id not yet handed out in a
 	// block (record 105).
@@ -115,16 +116,12 @@ const forgetClosedFilesAfterMs = 3_600_000
 
 // Limits on what a shard accepts (docs/format/metadata-records.md §Limits).
 const (
-	// MaxCommitBatches is the most batches one CommitFile may carry: each
-	// takes at most maxEncodedBatchBytes in record 102, which must stay
-	// below MaxRecordBytes.
-	MaxCommitBatches = 500_000
-	// MaxObjectKeyBytes is the longest object key accepted (S3's limit).
-	MaxObjectKeyBytes = 1024
 	// MaxPartitionsPerTopic bounds CreateTopic's partition count.
 	MaxPartitionsPerTopic = 100_000
 	// maxEncodedBatchBytes bounds one batch's share of record 102: the
 	// batch itself, and its partition's and topic's headers if alone.
+	// diskless.MaxCommitBatches of them stay below MaxRecordBytes
+	// (TestFileRecordSizeBound).
 	maxEncodedBatchBytes = 100
 )
 
@@ -158,7 +155,7 @@ func (f *fileEntry) free() bool { return f.key == "" }
 
 // topicEntry is one topic of the catalog.
 type topicEntry struct {
-	id         TopicID
+	id         diskless.TopicID
 	name       string
 	partitions int32
 	configs    []topicConfigEntry // as recorded, sorted by name
@@ -168,7 +165,7 @@ type topicEntry struct {
 // partition is one partition's index: its batches in offset order, dense
 // from logStart (or from a batch containing it) to hwm.
 type partition struct {
-	tp        TopicPartition
+	tp        diskless.TopicPartition
 	topicName string
 	logStart  int64
 	hwm       int64
@@ -272,13 +269,13 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		shard:        shard,
 		expirationMs: expirationMs,
 		logger:       logger,
-		partitions:   make(map[TopicPartition]*partition),
-		topicParts:   make(map[TopicID][]*partition),
+		partitions:   make(map[diskless.TopicPartition]*partition),
+		topicParts:   make(map[diskless.TopicID][]*partition),
 		fileByKey:    make(map[string]int32),
 		released:     make(map[int32]struct{}),
 		ownerSetIdx:  make(map[string]int32),
-		topics:       make(map[TopicID]*topicEntry),
-		topicNames:   make(map[string]TopicID),
+		topics:       make(map[diskless.TopicID]*topicEntry),
+		topicNames:   make(map[string]diskless.TopicID),
 	}
 }
 
@@ -315,8 +312,8 @@ func (s *state) apply(rec record) error {
 }
 
 func (s *state) applyPartitionCreated(r *partitionCreatedRecord) error {
-	tp := TopicPartition{r.TopicID, r.Partition}
-	if r.TopicID == (TopicID{}) || r.Partition < 0 {
+	tp := diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}
+	if r.TopicID == (diskless.TopicID{}) || r.Partition < 0 {
 		return inconsistent("partition %s/%d is invalid", r.TopicID, r.Partition)
 	}
 	if _, ok := s.partitions[tp]; ok {
@@ -371,7 +368,7 @@ func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
 		ft := &r.Topics[i]
 		for j := range ft.Partitions {
 			fp := &ft.Partitions[j]
-			p := s.partitions[TopicPartition{ft.TopicID, fp.Partition}]
+			p := s.partitions[diskless.TopicPartition{TopicID: ft.TopicID, Partition: fp.Partition}]
 			for k := range fp.Batches {
 				s.appendBatch(p, fi, &fp.Batches[k])
 			}
@@ -402,12 +399,12 @@ func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
 		}
 	}
 	t := r.Topics[0].Partitions[0].Batches[0].LogAppendTimestamp
-	next := make(map[TopicPartition]int64)
+	next := make(map[diskless.TopicPartition]int64)
 	for i := range r.Topics {
 		ft := &r.Topics[i]
 		for j := range ft.Partitions {
 			fp := &ft.Partitions[j]
-			tp := TopicPartition{ft.TopicID, fp.Partition}
+			tp := diskless.TopicPartition{TopicID: ft.TopicID, Partition: fp.Partition}
 			p := s.partitions[tp]
 			if p == nil {
 				return inconsistent("file %q commits to unknown partition %s/%d", r.ObjectKey, tp.TopicID, tp.Partition)
@@ -645,7 +642,7 @@ func effectiveMaxTs(tsType int8, maxTs, appendTime int64) int64 {
 }
 
 func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
-	tp := TopicPartition{r.TopicID, r.Partition}
+	tp := diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}
 	p := s.partitions[tp]
 	if p == nil {
 		return inconsistent("records deleted from unknown partition %s/%d", tp.TopicID, tp.Partition)
@@ -680,7 +677,7 @@ func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
 
 func (s *state) applyTopicConfig(r *topicConfigRecord) error {
 	switch {
-	case r.TopicID == (TopicID{}):
+	case r.TopicID == (diskless.TopicID{}):
 		return inconsistent("topic %q has the zero id", r.TopicName)
 	case s.topics[r.TopicID] != nil:
 		return inconsistent("topic id %s created twice", r.TopicID)
@@ -737,52 +734,18 @@ func (s *state) applyFileDeleted(r *fileDeletedRecord) error {
 	return nil
 }
 
-// FileState is what one shard knows of an object (DescribeFiles, SPEC §9).
-type FileState int8
-
-// File states, in lifecycle order.
-const (
-	// FileUnknown: the shard never committed a batch of the object, or
-	// closed it and has since forgotten it (state.forgetClosed).
-	FileUnknown FileState = iota
-	// FileLive: some of the shard's batches in the object are still in a
-	// partition index (HasLiveBatches in KIP-1164's DescribeFiles).
-	FileLive
-	// FileReleased: none is left; the shard has not closed its reference
-	// yet.
-	FileReleased
-	// FileClosed: the shard is done with the object (record 106): it
-	// deleted it, or left that to a lower owner that also committed it.
-	// Answered until the shard forgets the file, then FileUnknown.
-	FileClosed
-)
-
-func (fs FileState) String() string {
-	switch fs {
-	case FileUnknown:
-		return "unknown"
-	case FileLive:
-		return "live"
-	case FileReleased:
-		return "released"
-	case FileClosed:
-		return "closed"
-	}
-	return fmt.Sprintf("FileState(%d)", int8(fs))
-}
-
-func (s *state) fileState(key string) FileState {
+func (s *state) fileState(key string) diskless.FileState {
 	fi, ok := s.fileByKey[key]
 	if !ok {
-		return FileUnknown
+		return diskless.FileUnknown
 	}
 	switch f := &s.files[fi]; {
 	case f.closed:
-		return FileClosed
+		return diskless.FileClosed
 	case f.live > 0:
-		return FileLive
+		return diskless.FileLive
 	default:
-		return FileReleased
+		return diskless.FileReleased
 	}
 }
 

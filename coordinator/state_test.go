@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
@@ -35,19 +36,19 @@ func TestRecordsDeleted(t *testing.T) {
 		if r := e.find(top, 0, 3, 0); r.Err != kerr.OffsetOutOfRange || r.LogStartOffset != 4 {
 			t.Fatalf("%s: find below the log start: %+v", stage, r)
 		}
-		if r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, ListOffsetsEarliest); r.Offset != 4 {
+		if r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, diskless.ListOffsetsEarliest); r.Offset != 4 {
 			t.Fatalf("%s: earliest %d, want 4", stage, r.Offset)
 		}
 		// The removed batch [0,2] (max timestamp 1000) no longer counts:
 		// [3,4] has 90, so the first batch reaching 100 is [5,9].
-		if r := e.c.ListOffsets(context.Background(), TopicPartition{top.ID, 0}, 100); r.Candidate == nil || r.Candidate.BaseOffset != 5 {
+		if r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, 100); r.Candidate == nil || r.Candidate.BaseOffset != 5 {
 			t.Fatalf("%s: timestamp lookup: %+v", stage, r.Candidate)
 		}
 		s := e.c.shards[0]
 		s.mu.RLock()
 		st := s.mu.st
 		live := []int32{st.files[0].live, st.files[1].live}
-		_, p1 := st.partitions[TopicPartition{top.ID, 0}].producers[1]
+		_, p1 := st.partitions[diskless.TopicPartition{TopicID: top.ID, Partition: 0}].producers[1]
 		s.mu.RUnlock()
 		if live[0] != 1 || live[1] != 2 {
 			t.Fatalf("%s: file live counts %v, want [1 2]", stage, live)
@@ -109,7 +110,7 @@ func TestTopicDeleted(t *testing.T) {
 // mutates: a log that contradicts itself fails replay rather than building
 // a wrong state.
 func TestApplyRefusesInconsistentRecords(t *testing.T) {
-	tid := TopicID{7}
+	tid := diskless.TopicID{7}
 	b := committedBatch{Magic: 2, ByteSize: 10, AssignedBaseOffset: 0, AssignedLastOffset: 0, LogAppendTimestamp: 5, ProducerID: -1}
 	file := func(key string, bs ...committedBatch) *fileCommittedRecord {
 		return &fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 100,
@@ -139,7 +140,7 @@ func TestApplyRefusesInconsistentRecords(t *testing.T) {
 		{"offset below high watermark", file("k2", shift(b, 1))},
 		{"offset above high watermark", file("k2", shift(b, 3))},
 		{"gap inside the file", file("k2", shift(b, 2), shift(b, 4))},
-		{"unknown partition", &fileCommittedRecord{ObjectKey: "k2", Topics: []fileTopic{{TopicID: TopicID{8}, Partitions: []filePartition{{Batches: []committedBatch{b}}}}}}},
+		{"unknown partition", &fileCommittedRecord{ObjectKey: "k2", Topics: []fileTopic{{TopicID: diskless.TopicID{8}, Partitions: []filePartition{{Batches: []committedBatch{b}}}}}}},
 		{"no batches", &fileCommittedRecord{ObjectKey: "k2"}},
 		{"two append times", file("k2", shift(b, 2), func() committedBatch { x := shift(b, 3); x.LogAppendTimestamp = 6; return x }())},
 		{"last before base", file("k2", func() committedBatch { x := shift(b, 2); x.AssignedLastOffset = 0; return x }())},
@@ -151,10 +152,10 @@ func TestApplyRefusesInconsistentRecords(t *testing.T) {
 		{"deleter not an owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 1}},
 		{"deleter a higher owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 3}},
 		{"records deleted on unknown partition", &recordsDeletedRecord{TopicID: tid, Partition: 1, NewLogStartOffset: 0}},
-		{"topic name taken", &topicConfigRecord{TopicID: TopicID{9}, TopicName: "t", NumPartitions: 1}},
+		{"topic name taken", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "t", NumPartitions: 1}},
 		{"topic id taken", &topicConfigRecord{TopicID: tid, TopicName: "v", NumPartitions: 1}},
-		{"invalid topic name", &topicConfigRecord{TopicID: TopicID{9}, TopicName: "a b", NumPartitions: 1}},
-		{"zero partitions", &topicConfigRecord{TopicID: TopicID{9}, TopicName: "v", NumPartitions: 0}},
+		{"invalid topic name", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "a b", NumPartitions: 1}},
+		{"zero partitions", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "v", NumPartitions: 0}},
 		{"producer block overlaps", &producerIDBlockRecord{FirstProducerID: 999, BlockSize: 10}},
 		{"producer block leaves a hole", &producerIDBlockRecord{FirstProducerID: 1001, BlockSize: 10}},
 		{"empty producer block", &producerIDBlockRecord{FirstProducerID: 1000, BlockSize: 0}},
@@ -202,7 +203,7 @@ func TestDecodeSnapshotCorruption(t *testing.T) {
 
 func FuzzDecodeSnapshot(f *testing.F) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	tid := TopicID{7}
+	tid := diskless.TopicID{7}
 	st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0})
 	st.apply(&topicConfigRecord{TopicID: tid, TopicName: "t", NumPartitions: 1, Configs: []topicConfigEntry{{"retention.ms", "5"}}})
 	st.apply(&fileCommittedRecord{ObjectKey: "k", ObjectFormat: 1, FileSize: 100, Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{
@@ -232,7 +233,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
 			st.findBatches(p, p.logStart, 1<<20)
 			st.listOffsets(p, 0)
-			st.listOffsets(p, ListOffsetsMaxTimestamp)
+			st.listOffsets(p, diskless.ListOffsetsMaxTimestamp)
 		}
 	})
 }
@@ -241,7 +242,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 // version refuses keeps the topic, with default values and a warning.
 func TestStoredConfigThatNoLongerParses(t *testing.T) {
 	e := newEnv(t, 1)
-	id := TopicID{0x42}
+	id := diskless.TopicID{0x42}
 	e.admin(0, &partitionCreatedRecord{TopicID: id, TopicName: "old", Partition: 0},
 		&topicConfigRecord{TopicID: id, TopicName: "old", NumPartitions: 1,
 			Configs: []topicConfigEntry{{"retention.ms", "forever"}}})

@@ -10,32 +10,33 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
 // catalog is an immutable snapshot of the topic catalog, replaced whole
 // when shard 0 commits a catalog change.
 type catalog struct {
-	byID   map[TopicID]*Topic
-	byName map[string]*Topic
-	sorted []*Topic // by name
+	byID   map[diskless.TopicID]*diskless.Topic
+	byName map[string]*diskless.Topic
+	sorted []*diskless.Topic // by name
 }
 
 // publishCatalog publishes the catalog held by st (shard 0's state). Only
 // shard 0's driver (or Open, before drivers run) calls it.
 func (c *Coordinator) publishCatalog(st *state) {
 	cat := &catalog{
-		byID:   make(map[TopicID]*Topic, len(st.topics)),
-		byName: make(map[string]*Topic, len(st.topics)),
-		sorted: make([]*Topic, 0, len(st.topics)),
+		byID:   make(map[diskless.TopicID]*diskless.Topic, len(st.topics)),
+		byName: make(map[string]*diskless.Topic, len(st.topics)),
+		sorted: make([]*diskless.Topic, 0, len(st.topics)),
 	}
 	for _, te := range st.topics {
-		t := &Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config}
+		t := &diskless.Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config}
 		cat.byID[t.ID] = t
 		cat.byName[t.Name] = t
 		cat.sorted = append(cat.sorted, t)
 	}
-	slices.SortFunc(cat.sorted, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(cat.sorted, func(a, b *diskless.Topic) int { return strings.Compare(a.Name, b.Name) })
 	c.catalog.Store(cat)
 }
 
@@ -43,27 +44,27 @@ func (c *Coordinator) publishCatalog(st *state) {
 // snapshots: Config.Raw is shared with the catalog and must not be
 // modified (a config change publishes a new Topic). Produce and Fetch look
 // topics up on every request, so this does not allocate.
-func (c *Coordinator) Topic(name string) (Topic, bool) {
+func (c *Coordinator) Topic(name string) (diskless.Topic, bool) {
 	t := c.catalog.Load().byName[name]
 	if t == nil {
-		return Topic{}, false
+		return diskless.Topic{}, false
 	}
 	return *t, true
 }
 
 // TopicByID returns the topic with id, if it exists.
-func (c *Coordinator) TopicByID(id TopicID) (Topic, bool) {
+func (c *Coordinator) TopicByID(id diskless.TopicID) (diskless.Topic, bool) {
 	t := c.catalog.Load().byID[id]
 	if t == nil {
-		return Topic{}, false
+		return diskless.Topic{}, false
 	}
 	return *t, true
 }
 
 // Topics returns every topic, sorted by name.
-func (c *Coordinator) Topics() []Topic {
+func (c *Coordinator) Topics() []diskless.Topic {
 	cat := c.catalog.Load()
-	out := make([]Topic, len(cat.sorted))
+	out := make([]diskless.Topic, len(cat.sorted))
 	for i, t := range cat.sorted {
 		out[i] = *t
 	}
@@ -87,35 +88,35 @@ func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_
 // then the catalog record (104) on shard 0, which is the commit point:
 // after a failure in between the topic does not exist and its partition
 // records are ignored (docs/format/metadata-records.md).
-func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (Topic, error) {
+func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (diskless.Topic, error) {
 	if err := topicconfig.ValidateName(name); err != nil {
-		return Topic{}, fmt.Errorf("coordinator: %w: %s", kerr.InvalidTopicException, err)
+		return diskless.Topic{}, fmt.Errorf("coordinator: %w: %s", kerr.InvalidTopicException, err)
 	}
 	if partitions < 1 || partitions > MaxPartitionsPerTopic {
-		return Topic{}, fmt.Errorf("coordinator: %w: %d partitions, must be in [1, %d]",
+		return diskless.Topic{}, fmt.Errorf("coordinator: %w: %d partitions, must be in [1, %d]",
 			kerr.InvalidPartitions, partitions, MaxPartitionsPerTopic)
 	}
 	cfg, err := topicconfig.Parse(configs)
 	if err != nil {
-		return Topic{}, err
+		return diskless.Topic{}, err
 	}
 
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	cat := c.catalog.Load()
 	if _, ok := cat.byName[name]; ok {
-		return Topic{}, fmt.Errorf("coordinator: %w: %q", kerr.TopicAlreadyExists, name)
+		return diskless.Topic{}, fmt.Errorf("coordinator: %w: %q", kerr.TopicAlreadyExists, name)
 	}
 	cn := collisionName(name)
 	for _, t := range cat.sorted {
 		if collisionName(t.Name) == cn {
-			return Topic{}, fmt.Errorf("coordinator: %w: topic %q collides with existing topic %q",
+			return diskless.Topic{}, fmt.Errorf("coordinator: %w: topic %q collides with existing topic %q",
 				kerr.InvalidTopicException, name, t.Name)
 		}
 	}
 	id, err := newTopicID(cat)
 	if err != nil {
-		return Topic{}, err
+		return diskless.Topic{}, err
 	}
 
 	// Partition records first, on every owning shard in parallel.
@@ -129,7 +130,7 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 		r := &request{ctx: ctx, done: make(chan response, 1), build: func(st *state) ([]record, error) {
 			recs := make([]record, 0, len(parts))
 			for _, p := range parts {
-				if st.partitions[TopicPartition{id, p}] != nil {
+				if st.partitions[diskless.TopicPartition{TopicID: id, Partition: p}] != nil {
 					return nil, fmt.Errorf("coordinator: partition %d of topic id %s exists already", p, id)
 				}
 				recs = append(recs, &partitionCreatedRecord{TopicID: id, TopicName: name, Partition: p})
@@ -148,7 +149,7 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 		}
 	}
 	if firstErr != nil {
-		return Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, firstErr)
+		return diskless.Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, firstErr)
 	}
 
 	// The catalog record: the commit point.
@@ -166,26 +167,26 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 		return []record{rec}, nil
 	}})
 	if resp.err != nil {
-		return Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, resp.err)
+		return diskless.Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, resp.err)
 	}
 	t, ok := c.TopicByID(id)
 	if !ok {
-		return Topic{}, fmt.Errorf("coordinator: create topic %q: not in the catalog after commit", name)
+		return diskless.Topic{}, fmt.Errorf("coordinator: create topic %q: not in the catalog after commit", name)
 	}
 	return t, nil
 }
 
 // newTopicID returns a random version-4 UUID that is not zero and not in
 // use.
-func newTopicID(cat *catalog) (TopicID, error) {
+func newTopicID(cat *catalog) (diskless.TopicID, error) {
 	for {
-		var id TopicID
+		var id diskless.TopicID
 		if _, err := rand.Read(id[:]); err != nil {
 			return id, fmt.Errorf("coordinator: topic id: %w", err)
 		}
 		id[6] = id[6]&0x0f | 0x40 // version 4
 		id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
-		if _, used := cat.byID[id]; !used && id != (TopicID{}) {
+		if _, used := cat.byID[id]; !used && id != (diskless.TopicID{}) {
 			return id, nil
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -81,7 +81,7 @@ type fetchOp struct {
 	// parts are the partitions that passed resolve, in request order, and
 	// finds their FindBatches requests, index for index.
 	parts []fetchPart
-	finds []coordinator.FindBatchesRequest
+	finds []diskless.FindBatchesRequest
 	// cancelled is set when ctx ended while waiting: answer without reading.
 	cancelled bool
 }
@@ -93,7 +93,7 @@ type fetchPart struct {
 	maxBytes int32                             // partition_max_bytes
 	// sel are the batches chosen by the last look, within the budgets,
 	// and size their total size in bytes.
-	sel  []coordinator.BatchCoordinate
+	sel  []diskless.BatchCoordinate
 	size int64
 	// buf receives sel's bytes; cut is the index of the first batch whose
 	// read failed (len(sel) if none), and readErr that failure.
@@ -115,7 +115,7 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 		req:      req,
 		maxBytes: min(req.MaxBytes, h.cfg.MaxBytes),
 		parts:    make([]fetchPart, 0, total),
-		finds:    make([]coordinator.FindBatchesRequest, 0, total),
+		finds:    make([]diskless.FindBatchesRequest, 0, total),
 	}
 	supported := req.Version >= FetchMinVersion && req.Version <= FetchMaxVersion
 	byID := req.Version >= 13
@@ -126,7 +126,7 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 		out.Default()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
 		var (
-			t       coordinator.Topic
+			t       diskless.Topic
 			ok      bool
 			missing = kerr.UnknownTopicOrPartition
 		)
@@ -164,7 +164,7 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 				o.AbortedTransactions = noAborted
 			}
 			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes})
-			op.finds = append(op.finds, coordinator.FindBatchesRequest{
+			op.finds = append(op.finds, diskless.FindBatchesRequest{
 				TopicID:   t.ID,
 				Partition: rp.Partition,
 				Offset:    rp.FetchOffset,

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // listOffsetsEarliestLocal is ListOffsets' −4 (v8+, KIP-405): the first
@@ -114,19 +114,19 @@ func duplicates(req *kmsg.ListOffsetsRequest) map[topicPartitionName]bool {
 }
 
 // listOffset answers one partition into o, or returns its error.
-func (h *Handler) listOffset(ctx context.Context, t *coordinator.Topic, version int16,
+func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int16,
 	rp *kmsg.ListOffsetsRequestTopicPartition, o *kmsg.ListOffsetsResponseTopicPartition,
 ) *kerr.Error {
 	ts := rp.Timestamp
 	switch {
-	case ts >= 0, ts == coordinator.ListOffsetsLatest, ts == coordinator.ListOffsetsEarliest:
-	case ts == coordinator.ListOffsetsMaxTimestamp && version >= 7:
+	case ts >= 0, ts == diskless.ListOffsetsLatest, ts == diskless.ListOffsetsEarliest:
+	case ts == diskless.ListOffsetsMaxTimestamp && version >= 7:
 	case ts == listOffsetsEarliestLocal && version >= 8:
-		ts = coordinator.ListOffsetsEarliest
+		ts = diskless.ListOffsetsEarliest
 	default:
 		return kerr.UnsupportedVersion
 	}
-	tp := coordinator.TopicPartition{TopicID: t.ID, Partition: rp.Partition}
+	tp := diskless.TopicPartition{TopicID: t.ID, Partition: rp.Partition}
 	res := h.coord.ListOffsets(ctx, tp, ts)
 	if res.Err != nil {
 		return res.Err
@@ -135,7 +135,7 @@ func (h *Handler) listOffset(ctx context.Context, t *coordinator.Topic, version 
 	if res.Candidate != nil {
 		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, left: h.cfg.MaxDecompressedBytes}
 		var errc *kerr.Error
-		if ts == coordinator.ListOffsetsMaxTimestamp {
+		if ts == diskless.ListOffsetsMaxTimestamp {
 			at, errc = l.maxTimestamp(ctx, *res.Candidate)
 		} else {
 			at, errc = l.atOrAfter(ctx, *res.Candidate, ts)

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // OffsetForLeaderEpoch answers req, an OffsetForLeaderEpoch v0–4 request
@@ -44,7 +44,7 @@ func (h *Handler) OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForL
 				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			}
 			if errc == nil && rp.LeaderEpoch == h.cfg.LeaderEpoch {
-				r := h.coord.ListOffsets(ctx, coordinator.TopicPartition{TopicID: t.ID, Partition: rp.Partition}, coordinator.ListOffsetsLatest)
+				r := h.coord.ListOffsets(ctx, diskless.TopicPartition{TopicID: t.ID, Partition: rp.Partition}, diskless.ListOffsetsLatest)
 				if r.Err != nil {
 					errc = r.Err
 				} else {

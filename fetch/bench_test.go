@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -32,9 +32,9 @@ func benchEnv(b *testing.B, cfg Config, lat int64) (*env, int) {
 	for p := range int32(benchPartitions) {
 		key := fmt.Sprintf("wal/bench-%d", p)
 		e.store.put(key, obj)
-		bs := make([]coordinator.BatchCoordinate, benchBatchesPerPart)
+		bs := make([]diskless.BatchCoordinate, benchBatchesPerPart)
 		for i := range bs {
-			bs[i] = coordinator.BatchCoordinate{
+			bs[i] = diskless.BatchCoordinate{
 				ObjectKey:         key,
 				FileSize:          int64(len(obj)),
 				ByteOffset:        int64(i%benchBatchesPerObject) * int64(len(one)),
@@ -96,7 +96,7 @@ func BenchmarkPlanAndStamp(b *testing.B) {
 	}{{"CreateTime", 0}, {"LogAppendTime", 1_700_000_000_000}} {
 		b.Run(bc.name, func(b *testing.B) {
 			e, _ := benchEnv(b, Config{}, bc.lat)
-			res := e.coord.FindBatches(context.Background(), []coordinator.FindBatchesRequest{{
+			res := e.coord.FindBatches(context.Background(), []diskless.FindBatchesRequest{{
 				TopicID: e.h.coordTopicID(b, "bench"), Offset: benchBatchesPerPart * 2, MaxBytes: 1 << 20,
 			}})[0]
 			bg := newBudget(8 << 20)
@@ -119,7 +119,7 @@ func BenchmarkPlanAndStamp(b *testing.B) {
 	}
 }
 
-func (h *Handler) coordTopicID(tb testing.TB, name string) coordinator.TopicID {
+func (h *Handler) coordTopicID(tb testing.TB, name string) diskless.TopicID {
 	t, ok := h.coord.Topic(name)
 	if !ok {
 		tb.Fatalf("no topic %q", name)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
@@ -106,12 +107,12 @@ func (e *costEnv) produce(topic string, put bool, parts []int32, n int) (string,
 	t, _ := e.coord.Topic(topic)
 	e.files++
 	key := fmt.Sprintf("wal/%04d", e.files)
-	req := &coordinator.CommitFileRequest{ObjectKey: key, ObjectFormat: coordinator.ObjectFormatWriteAheadMultiSegment, OwnerIDs: []int32{0}}
+	req := &diskless.CommitFileRequest{ObjectKey: key, ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, OwnerIDs: []int32{0}}
 	var obj []byte
 	for _, p := range parts {
 		for range n {
 			b := makeBatch(e.tb, batch.CodecNone, 8000, e.clk.Load())
-			req.Batches = append(req.Batches, coordinator.CommitBatch{
+			req.Batches = append(req.Batches, diskless.CommitBatch{
 				TopicID: t.ID, Partition: p, Magic: 2, ByteOffset: int32(len(obj)), ByteSize: int32(len(b)),
 				BatchMaxTimestamp: e.clk.Load(), TimestampType: batch.TimestampCreateTime,
 				ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1,

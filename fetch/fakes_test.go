@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -33,7 +33,7 @@ type fakeCoord struct {
 	mu struct {
 		sync.Mutex
 		byName map[string]*fakeTopic
-		byID   map[coordinator.TopicID]*fakeTopic
+		byID   map[diskless.TopicID]*fakeTopic
 		watch  chan struct{} // closed and replaced at each commit
 		// deaf makes Watch return a channel that never closes, as if
 		// commits were not signalled.
@@ -42,13 +42,13 @@ type fakeCoord struct {
 }
 
 type fakeTopic struct {
-	topic coordinator.Topic
+	topic diskless.Topic
 	parts []*fakePart
 }
 
 type fakePart struct {
 	logStart, hwm int64
-	batches       []coordinator.BatchCoordinate // offset order, dense
+	batches       []diskless.BatchCoordinate // offset order, dense
 }
 
 var _ Coordinator = (*fakeCoord)(nil)
@@ -56,17 +56,17 @@ var _ Coordinator = (*fakeCoord)(nil)
 func newFakeCoord() *fakeCoord {
 	c := &fakeCoord{}
 	c.mu.byName = map[string]*fakeTopic{}
-	c.mu.byID = map[coordinator.TopicID]*fakeTopic{}
+	c.mu.byID = map[diskless.TopicID]*fakeTopic{}
 	c.mu.watch = make(chan struct{})
 	return c
 }
 
-func (c *fakeCoord) createTopic(name string, partitions int32) coordinator.TopicID {
+func (c *fakeCoord) createTopic(name string, partitions int32) diskless.TopicID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var id coordinator.TopicID
+	var id diskless.TopicID
 	copy(id[:], fmt.Sprintf("%-16s", name))
-	t := &fakeTopic{topic: coordinator.Topic{ID: id, Name: name, Partitions: partitions}}
+	t := &fakeTopic{topic: diskless.Topic{ID: id, Name: name, Partitions: partitions}}
 	for range partitions {
 		t.parts = append(t.parts, &fakePart{})
 	}
@@ -75,7 +75,7 @@ func (c *fakeCoord) createTopic(name string, partitions int32) coordinator.Topic
 	return id
 }
 
-func (c *fakeCoord) part(tp coordinator.TopicPartition) *fakePart {
+func (c *fakeCoord) part(tp diskless.TopicPartition) *fakePart {
 	t, ok := c.mu.byID[tp.TopicID]
 	if !ok || tp.Partition < 0 || tp.Partition >= int32(len(t.parts)) {
 		return nil
@@ -84,7 +84,7 @@ func (c *fakeCoord) part(tp coordinator.TopicPartition) *fakePart {
 }
 
 // add appends already located batches to a partition and wakes watchers.
-func (c *fakeCoord) add(topic string, partition int32, bs ...coordinator.BatchCoordinate) {
+func (c *fakeCoord) add(topic string, partition int32, bs ...diskless.BatchCoordinate) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.mu.byName[topic].parts[partition]
@@ -101,25 +101,25 @@ func (c *fakeCoord) setLogStart(topic string, partition int32, off int64) {
 	defer c.mu.Unlock()
 	p := c.mu.byName[topic].parts[partition]
 	p.logStart = off
-	p.batches = slices.DeleteFunc(p.batches, func(b coordinator.BatchCoordinate) bool { return b.LastOffset < off })
+	p.batches = slices.DeleteFunc(p.batches, func(b diskless.BatchCoordinate) bool { return b.LastOffset < off })
 }
 
-func (c *fakeCoord) Topic(name string) (coordinator.Topic, bool) {
+func (c *fakeCoord) Topic(name string) (diskless.Topic, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.mu.byName[name]
 	if !ok {
-		return coordinator.Topic{}, false
+		return diskless.Topic{}, false
 	}
 	return t.topic, true
 }
 
-func (c *fakeCoord) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+func (c *fakeCoord) TopicByID(id diskless.TopicID) (diskless.Topic, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.mu.byID[id]
 	if !ok {
-		return coordinator.Topic{}, false
+		return diskless.Topic{}, false
 	}
 	return t.topic, true
 }
@@ -133,15 +133,15 @@ func (c *fakeCoord) Watch() <-chan struct{} {
 	return c.mu.watch
 }
 
-func (c *fakeCoord) FindBatches(_ context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult {
+func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRequest) []diskless.FindBatchesResult {
 	if c.onFind != nil {
 		c.onFind()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]coordinator.FindBatchesResult, len(reqs))
+	out := make([]diskless.FindBatchesResult, len(reqs))
 	for i, r := range reqs {
-		p := c.part(coordinator.TopicPartition{TopicID: r.TopicID, Partition: r.Partition})
+		p := c.part(diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition})
 		if p == nil {
 			out[i].Err = kerr.UnknownTopicOrPartition
 			continue
@@ -169,11 +169,11 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []coordinator.FindBatche
 	return out
 }
 
-func (c *fakeCoord) ListOffsets(_ context.Context, tp coordinator.TopicPartition, ts int64) coordinator.ListOffsetsResult {
+func (c *fakeCoord) ListOffsets(_ context.Context, tp diskless.TopicPartition, ts int64) diskless.ListOffsetsResult {
 	return c.listOffsets(tp, ts, math.MinInt64)
 }
 
-func (c *fakeCoord) ListOffsetsFrom(_ context.Context, tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
+func (c *fakeCoord) ListOffsetsFrom(_ context.Context, tp diskless.TopicPartition, ts, from int64) diskless.ListOffsetsResult {
 	if c.onFind != nil {
 		c.onFind()
 	}
@@ -182,20 +182,20 @@ func (c *fakeCoord) ListOffsetsFrom(_ context.Context, tp coordinator.TopicParti
 
 // listOffsets answers ListOffsets over the batches holding an offset ≥
 // from, by linear scan.
-func (c *fakeCoord) listOffsets(tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
+func (c *fakeCoord) listOffsets(tp diskless.TopicPartition, ts, from int64) diskless.ListOffsetsResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.part(tp)
 	if p == nil {
-		return coordinator.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition}
+		return diskless.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition}
 	}
-	res := coordinator.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, Offset: -1, Timestamp: -1}
+	res := diskless.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, Offset: -1, Timestamp: -1}
 	switch {
-	case ts == coordinator.ListOffsetsEarliest:
+	case ts == diskless.ListOffsetsEarliest:
 		res.Offset = p.logStart
-	case ts == coordinator.ListOffsetsLatest:
+	case ts == diskless.ListOffsetsLatest:
 		res.Offset = p.hwm
-	case ts == coordinator.ListOffsetsMaxTimestamp:
+	case ts == diskless.ListOffsetsMaxTimestamp:
 		for i := range p.batches {
 			b := &p.batches[i]
 			if b.LastOffset >= from && (res.Candidate == nil || b.MaxTimestamp() > res.Candidate.MaxTimestamp()) {
@@ -367,18 +367,18 @@ type commitOpts struct {
 
 // commitFile writes one WAL object holding bs back to back (SPEC §7) and
 // commits it: offsets assigned per partition from the high watermark.
-func (e *env) commitFile(o commitOpts, bs ...fileBatch) []coordinator.BatchCoordinate {
+func (e *env) commitFile(o commitOpts, bs ...fileBatch) []diskless.BatchCoordinate {
 	e.tb.Helper()
 	e.files++
 	key := fmt.Sprintf("wal/%04d", e.files)
 	var obj []byte
-	var coords []coordinator.BatchCoordinate
+	var coords []diskless.BatchCoordinate
 	for _, fb := range bs {
 		h, n, err := batch.Parse(fb.bytes)
 		if err != nil || n != len(fb.bytes) {
 			e.tb.Fatalf("commitFile: not one batch: %v", err)
 		}
-		c := coordinator.BatchCoordinate{
+		c := diskless.BatchCoordinate{
 			ObjectKey:         key,
 			ByteOffset:        int64(len(obj)),
 			ByteSize:          int32(n),
@@ -407,7 +407,7 @@ func (e *env) commitFile(o commitOpts, bs ...fileBatch) []coordinator.BatchCoord
 }
 
 // commit commits one file with batches for one partition.
-func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]byte) []coordinator.BatchCoordinate {
+func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]byte) []diskless.BatchCoordinate {
 	e.tb.Helper()
 	fbs := make([]fileBatch, len(batches))
 	for i, b := range batches {

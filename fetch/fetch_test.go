@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -250,7 +250,7 @@ func TestFetchZstd(t *testing.T) {
 }
 
 // mutate edits a partition's index in place.
-func (c *fakeCoord) mutate(topic string, partition int32, fn func([]coordinator.BatchCoordinate)) {
+func (c *fakeCoord) mutate(topic string, partition int32, fn func([]diskless.BatchCoordinate)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fn(c.mu.byName[topic].parts[partition].batches)
@@ -308,21 +308,21 @@ func TestFetchReadFailures(t *testing.T) {
 			name: "coordinate size does not match the batch",
 			break_: func(e *env) {
 				e.store.mutate("wal/0003", func(b []byte) []byte { return append(b, 0, 0, 0, 0) })
-				e.coord.mutate("t", 1, func(bs []coordinator.BatchCoordinate) { bs[0].ByteSize += 4 })
+				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].ByteSize += 4 })
 			},
 			errc: kerr.CorruptMessage,
 		},
 		{
 			name: "coordinate offset span does not match the batch",
 			break_: func(e *env) {
-				e.coord.mutate("t", 1, func(bs []coordinator.BatchCoordinate) { bs[0].LastOffset-- })
+				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].LastOffset-- })
 			},
 			errc: kerr.CorruptMessage,
 		},
 		{
 			name: "coordinate too small for a header",
 			break_: func(e *env) {
-				e.coord.mutate("t", 1, func(bs []coordinator.BatchCoordinate) { bs[0].ByteSize = 12 })
+				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].ByteSize = 12 })
 			},
 			errc: kerr.CorruptMessage,
 		},
@@ -495,7 +495,7 @@ func TestFetchTopics(t *testing.T) {
 	e := newEnv(t, Config{})
 	id := e.coord.createTopic("t", 2)
 	e.commit("t", 1, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 1))
-	unknownID := coordinator.TopicID{1, 2, 3}
+	unknownID := diskless.TopicID{1, 2, 3}
 
 	for _, v := range []int16{12, 13} {
 		req := e.fetchReq(v, 0,

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/cache"
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Versions served; the server advertises these in ApiVersions (SPEC §6).
@@ -27,21 +27,21 @@ const (
 // lookups, the batch index and the commit signal (SPEC §9).
 type Coordinator interface {
 	// Topic returns the topic named name, if it exists.
-	Topic(name string) (coordinator.Topic, bool)
+	Topic(name string) (diskless.Topic, bool)
 	// TopicByID returns the topic with id, if it exists.
-	TopicByID(id coordinator.TopicID) (coordinator.Topic, bool)
+	TopicByID(id diskless.TopicID) (diskless.Topic, bool)
 	// FindBatches answers each request, in order: one result per request.
-	FindBatches(ctx context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult
+	FindBatches(ctx context.Context, reqs []diskless.FindBatchesRequest) []diskless.FindBatchesResult
 	// ListOffsets resolves a ListOffsets timestamp (≥ 0, or one of the
-	// coordinator.ListOffsets* values) on one partition, from up-to-date
+	// diskless.ListOffsets* values) on one partition, from up-to-date
 	// state.
-	ListOffsets(ctx context.Context, tp coordinator.TopicPartition, timestamp int64) coordinator.ListOffsetsResult
+	ListOffsets(ctx context.Context, tp diskless.TopicPartition, timestamp int64) diskless.ListOffsetsResult
 	// ListOffsetsFrom is ListOffsets over the batches holding an offset ≥
 	// from: for a timestamp ≥ 0 the first of them whose max timestamp
-	// reaches it, for coordinator.ListOffsetsMaxTimestamp the earliest
+	// reaches it, for diskless.ListOffsetsMaxTimestamp the earliest
 	// with the largest among them. A timestamp lookup calls it once per
 	// batch it has to look past (lookup.go).
-	ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, timestamp, from int64) coordinator.ListOffsetsResult
+	ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition, timestamp, from int64) diskless.ListOffsetsResult
 	// Watch returns a channel that is closed at the next commit that makes
 	// data visible. Take it before looking at the index, then wait on it.
 	Watch() <-chan struct{}
@@ -66,7 +66,7 @@ type ObjectReader interface {
 // the blocks.
 //
 // ReadRanges fills every range whole; writtenMs is the data's commit time
-// in ms (coordinator.BatchCoordinate.LogAppendTime). An object that ends
+// in ms (diskless.BatchCoordinate.LogAppendTime). An object that ends
 // before a range does is an error, and after an error which ranges were
 // filled is unspecified.
 type RangesReader interface {
@@ -137,6 +137,6 @@ func (h *Handler) checkLeaderEpoch(current int32) *kerr.Error {
 }
 
 // partitionExists reports whether p is a partition of t.
-func partitionExists(t *coordinator.Topic, p int32) bool {
+func partitionExists(t *diskless.Topic, p int32) bool {
 	return p >= 0 && p < t.Partitions
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -27,7 +27,7 @@ var miss = hit{-1, -1}
 type lookup struct {
 	h     *Handler
 	topic string
-	tp    coordinator.TopicPartition
+	tp    diskless.TopicPartition
 	// logStart is the partition's log start offset as of the
 	// coordinator's latest answer; it only moves up (a concurrent
 	// retention or DeleteRecords), and no answer falls below it.
@@ -51,7 +51,7 @@ type lookup struct {
 // and passes over it as well, answering as a broker would have. The next
 // batch to look in is the first after it whose max timestamp is ≥ target:
 // one coordinator call (next). Errors: those of scan and next.
-func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, target int64) (hit, *kerr.Error) {
+func (l *lookup) atOrAfter(ctx context.Context, c diskless.BatchCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
 		if c.MaxTimestamp() >= target {
@@ -86,7 +86,7 @@ func (l *lookup) atOrAfter(ctx context.Context, c coordinator.BatchCoordinate, t
 // its max. That answer is the best the index allows, not an exact one: a
 // batch before c may hold a larger record than c really has, and finding
 // it would mean reading every batch. Errors: those of scan and next.
-func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate) (hit, *kerr.Error) {
+func (l *lookup) maxTimestamp(ctx context.Context, c diskless.BatchCoordinate) (hit, *kerr.Error) {
 	// Each turn starts with (1) every record at or above the log start
 	// offset and before c timestamped below c's max timestamp, and (2) no
 	// batch after c with a larger max timestamp, as of the coordinator
@@ -109,7 +109,7 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 			l.corrupt(&c, fmt.Sprintf("the largest record timestamp is %d, the batch's max timestamp is %d",
 				best.timestamp, c.MaxTimestamp()))
 		}
-		later, found, errc := l.next(ctx, &c, coordinator.ListOffsetsMaxTimestamp)
+		later, found, errc := l.next(ctx, &c, diskless.ListOffsetsMaxTimestamp)
 		if errc != nil {
 			return miss, errc
 		}
@@ -127,32 +127,32 @@ func (l *lookup) maxTimestamp(ctx context.Context, c coordinator.BatchCoordinate
 }
 
 // next returns the coordinator's candidate for target (a timestamp ≥ 0 or
-// coordinator.ListOffsetsMaxTimestamp) among the batches after c, and
+// diskless.ListOffsetsMaxTimestamp) among the batches after c, and
 // whether there is one: one ListOffsetsFrom call from c's last offset + 1,
 // answered from the partition as it is then (batches committed since the
 // lookup began included, batches below a log start that has moved past c
 // excluded). It takes up the log start offset of that answer. Errors: the
 // coordinator's, or UNKNOWN_SERVER_ERROR for a candidate that is not after
 // c (the lookup could not make progress).
-func (l *lookup) next(ctx context.Context, c *coordinator.BatchCoordinate, target int64) (coordinator.BatchCoordinate, bool, *kerr.Error) {
+func (l *lookup) next(ctx context.Context, c *diskless.BatchCoordinate, target int64) (diskless.BatchCoordinate, bool, *kerr.Error) {
 	from := c.LastOffset + 1
 	r := l.h.coord.ListOffsetsFrom(ctx, l.tp, target, from)
 	if r.Err != nil {
-		return coordinator.BatchCoordinate{}, false, r.Err
+		return diskless.BatchCoordinate{}, false, r.Err
 	}
 	l.logStart = max(l.logStart, r.LogStartOffset)
 	if r.Candidate == nil {
-		return coordinator.BatchCoordinate{}, false, nil
+		return diskless.BatchCoordinate{}, false, nil
 	}
 	if r.Candidate.LastOffset < from {
-		return coordinator.BatchCoordinate{}, false, kerr.UnknownServerError
+		return diskless.BatchCoordinate{}, false, kerr.UnknownServerError
 	}
 	return *r.Candidate, true, nil
 }
 
 // first returns the first record of c at or above the log start offset
 // whose timestamp satisfies ok, or miss. The scan stops there.
-func (l *lookup) first(ctx context.Context, c *coordinator.BatchCoordinate, ok func(ts int64) bool) (hit, *kerr.Error) {
+func (l *lookup) first(ctx context.Context, c *diskless.BatchCoordinate, ok func(ts int64) bool) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		// Every record has the batch's append time.
 		off := max(c.BaseOffset, l.logStart)
@@ -176,7 +176,7 @@ func (l *lookup) first(ctx context.Context, c *coordinator.BatchCoordinate, ok f
 // with the largest timestamp among those, or miss if c has none there. The
 // scan stops at the first record holding c's max timestamp (the header's,
 // which the index holds): none after it can be larger.
-func (l *lookup) largest(ctx context.Context, c *coordinator.BatchCoordinate) (hit, *kerr.Error) {
+func (l *lookup) largest(ctx context.Context, c *diskless.BatchCoordinate) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		return l.first(ctx, c, func(int64) bool { return true })
 	}
@@ -199,7 +199,7 @@ func (l *lookup) largest(ctx context.Context, c *coordinator.BatchCoordinate) (h
 // KAFKA_STORAGE_ERROR (the read failed, or ctx ended while waiting for a
 // slot), CORRUPT_MESSAGE (the bytes are not c's batch, fail the CRC, do not
 // decompress or parse, or decompress past the budget).
-func (l *lookup) scan(ctx context.Context, c *coordinator.BatchCoordinate, fn func(hit) bool) *kerr.Error {
+func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(hit) bool) *kerr.Error {
 	if c.ByteSize < batch.HeaderSize {
 		l.corrupt(c, "coordinate too small for a batch")
 		return kerr.CorruptMessage
@@ -276,7 +276,7 @@ func (r memRecords) Discard(n int) (int, error) {
 // the code a broker sends for a batch it cannot decode, whose description
 // ("… exceeds the valid size, … or is otherwise corrupt") also covers a
 // batch too large to decompress.
-func (l *lookup) scanFailed(c *coordinator.BatchCoordinate, err error) *kerr.Error {
+func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error {
 	if errors.Is(err, errTooLarge) {
 		l.h.log.Warn("list offsets: batch too large to decompress", "topic", l.topic, "partition", l.tp.Partition,
 			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
@@ -287,7 +287,7 @@ func (l *lookup) scanFailed(c *coordinator.BatchCoordinate, err error) *kerr.Err
 	return kerr.CorruptMessage
 }
 
-func (l *lookup) corrupt(c *coordinator.BatchCoordinate, why string) {
+func (l *lookup) corrupt(c *diskless.BatchCoordinate, why string) {
 	l.h.log.Warn("list offsets: corrupt batch", "topic", l.topic, "partition", l.tp.Partition,
 		"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
 		"reason", why)

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -607,7 +607,7 @@ func TestListOffsetsCommitDuringLookup(t *testing.T) {
 // ListOffsetsFrom's contract.
 type stuckCoord struct{ Coordinator }
 
-func (c stuckCoord) ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, ts, _ int64) coordinator.ListOffsetsResult {
+func (c stuckCoord) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition, ts, _ int64) diskless.ListOffsetsResult {
 	return c.Coordinator.ListOffsets(ctx, tp, ts)
 }
 
@@ -638,7 +638,7 @@ type countingCoord struct {
 	finds, coords, lists, froms atomic.Int64
 }
 
-func (c *countingCoord) FindBatches(ctx context.Context, reqs []coordinator.FindBatchesRequest) []coordinator.FindBatchesResult {
+func (c *countingCoord) FindBatches(ctx context.Context, reqs []diskless.FindBatchesRequest) []diskless.FindBatchesResult {
 	c.finds.Add(1)
 	rs := c.Coordinator.FindBatches(ctx, reqs)
 	for i := range rs {
@@ -647,12 +647,12 @@ func (c *countingCoord) FindBatches(ctx context.Context, reqs []coordinator.Find
 	return rs
 }
 
-func (c *countingCoord) ListOffsets(ctx context.Context, tp coordinator.TopicPartition, ts int64) coordinator.ListOffsetsResult {
+func (c *countingCoord) ListOffsets(ctx context.Context, tp diskless.TopicPartition, ts int64) diskless.ListOffsetsResult {
 	c.lists.Add(1)
 	return c.Coordinator.ListOffsets(ctx, tp, ts)
 }
 
-func (c *countingCoord) ListOffsetsFrom(ctx context.Context, tp coordinator.TopicPartition, ts, from int64) coordinator.ListOffsetsResult {
+func (c *countingCoord) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition, ts, from int64) diskless.ListOffsetsResult {
 	c.froms.Add(1)
 	return c.Coordinator.ListOffsetsFrom(ctx, tp, ts, from)
 }
@@ -703,12 +703,12 @@ func TestListOffsetsWalkCost(t *testing.T) {
 				if n == 0 {
 					return
 				}
-				bs := make([]coordinator.BatchCoordinate, n)
+				bs := make([]diskless.BatchCoordinate, n)
 				e.coord.mu.Lock()
 				base := e.coord.mu.byName["w"].parts[0].hwm
 				e.coord.mu.Unlock()
 				for i := range bs {
-					bs[i] = coordinator.BatchCoordinate{ObjectKey: "absent", FileSize: 1 << 30, ByteSize: 16 << 10,
+					bs[i] = diskless.BatchCoordinate{ObjectKey: "absent", FileSize: 1 << 30, ByteSize: 16 << 10,
 						BaseOffset: base + int64(i), LastOffset: base + int64(i),
 						TimestampType: batch.TimestampCreateTime, BatchMaxTimestamp: 3000}
 				}

@@ -1,7 +1,7 @@
 package fetch
 
 import (
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -25,7 +25,7 @@ func newBudget(maxBytes int32) budget {
 // total size in bytes, and charges them. bs are a partition's batches in
 // offset order. It stops before a coordinate too small to hold a batch
 // header, which the caller reports as corrupt.
-func (b *budget) take(bs []coordinator.BatchCoordinate, partitionMaxBytes int32) (n int, size int64) {
+func (b *budget) take(bs []diskless.BatchCoordinate, partitionMaxBytes int32) (n int, size int64) {
 	limit := min(max(int64(partitionMaxBytes), 0), b.remaining)
 	for i := range bs {
 		sz := int64(bs[i].ByteSize)
@@ -63,7 +63,7 @@ type span struct {
 // appendSpans appends to dst the reads that fill buf with bs: consecutive
 // batches that are adjacent in the same object are coalesced into one span.
 // buf must be exactly the total size of bs; the spans tile it in order.
-func appendSpans(dst []span, part int, bs []coordinator.BatchCoordinate, buf []byte) []span {
+func appendSpans(dst []span, part int, bs []diskless.BatchCoordinate, buf []byte) []span {
 	pos := 0
 	for i := 0; i < len(bs); {
 		j := i + 1
@@ -88,7 +88,7 @@ func appendSpans(dst []span, part int, bs []coordinator.BatchCoordinate, buf []b
 }
 
 // countSpans returns how many spans appendSpans makes for bs.
-func countSpans(bs []coordinator.BatchCoordinate) int {
+func countSpans(bs []diskless.BatchCoordinate) int {
 	n := 0
 	for i := range bs {
 		if i == 0 || !adjacent(&bs[i-1], &bs[i]) {
@@ -99,6 +99,6 @@ func countSpans(bs []coordinator.BatchCoordinate) int {
 }
 
 // adjacent reports whether b starts in a's object where a ends.
-func adjacent(a, b *coordinator.BatchCoordinate) bool {
+func adjacent(a, b *diskless.BatchCoordinate) bool {
 	return a.ObjectKey == b.ObjectKey && a.ByteOffset+int64(a.ByteSize) == b.ByteOffset
 }

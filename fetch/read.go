@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/cache"
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -87,7 +87,7 @@ func (h *Handler) run(n int, read func(i int)) {
 
 // readBatch fills buf with the batch c names: through ReadRanges when the
 // reader has it (so that an old batch is not cached), else ReadAt.
-func (h *Handler) readBatch(ctx context.Context, c *coordinator.BatchCoordinate, buf []byte) error {
+func (h *Handler) readBatch(ctx context.Context, c *diskless.BatchCoordinate, buf []byte) error {
 	if h.rr == nil {
 		return h.readFull(ctx, c.ObjectKey, buf, c.ByteOffset)
 	}
@@ -127,7 +127,7 @@ func (h *Handler) readFull(ctx context.Context, key string, p []byte, off int64)
 // CORRUPT_MESSAGE (not a v2 batch of the coordinate's size and offset span,
 // or a CRC mismatch) or UNSUPPORTED_COMPRESSION_TYPE (zstd and !allowZstd,
 // Fetch before v10). Batches after the first bad one are left untouched.
-func stamp(buf []byte, bs []coordinator.BatchCoordinate, epoch int32, allowZstd bool) (n, size int, errc *kerr.Error) {
+func stamp(buf []byte, bs []diskless.BatchCoordinate, epoch int32, allowZstd bool) (n, size int, errc *kerr.Error) {
 	for i := range bs {
 		c := &bs[i]
 		end := size + int(c.ByteSize)
@@ -160,7 +160,7 @@ func stamp(buf []byte, bs []coordinator.BatchCoordinate, epoch int32, allowZstd 
 // matches returns the header view of b, the bytes read for c, if they are
 // exactly one well-formed v2 batch of c's size and offset span. The CRC is
 // not checked: clients check it, and stamp checks it before replacing it.
-func matches(b []byte, c *coordinator.BatchCoordinate) (batch.Header, bool) {
+func matches(b []byte, c *diskless.BatchCoordinate) (batch.Header, bool) {
 	h, n, err := batch.Parse(b)
 	if err != nil || n != len(b) || n != int(c.ByteSize) || h.Magic() != 2 ||
 		int64(h.LastOffsetDelta()) != c.LastOffset-c.BaseOffset {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -19,11 +19,11 @@ func FuzzStamp(f *testing.F) {
 	f.Add(append(good, 1, 2, 3), int32(len(good)+3), int64(2), true)
 	f.Fuzz(func(t *testing.T, b []byte, size int32, lastDelta int64, lat bool) {
 		b = bytes.Clone(b) // stamp rewrites in place
-		c := coordinator.BatchCoordinate{ByteSize: size, BaseOffset: 1000, LastOffset: 1000 + lastDelta}
+		c := diskless.BatchCoordinate{ByteSize: size, BaseOffset: 1000, LastOffset: 1000 + lastDelta}
 		if lat {
 			c.TimestampType, c.LogAppendTime = batch.TimestampLogAppendTime, 77
 		}
-		n, used, errc := stamp(b, []coordinator.BatchCoordinate{c}, 9, false)
+		n, used, errc := stamp(b, []diskless.BatchCoordinate{c}, 9, false)
 		if n == 0 {
 			if errc == nil || used != 0 {
 				t.Fatalf("refused with %v, %d bytes used", errc, used)
@@ -41,8 +41,8 @@ func FuzzStamp(f *testing.F) {
 }
 
 func TestBudgetTake(t *testing.T) {
-	bs := func(sizes ...int32) []coordinator.BatchCoordinate {
-		out := make([]coordinator.BatchCoordinate, len(sizes))
+	bs := func(sizes ...int32) []diskless.BatchCoordinate {
+		out := make([]diskless.BatchCoordinate, len(sizes))
 		for i, s := range sizes {
 			out[i].ByteSize = s
 		}
@@ -50,7 +50,7 @@ func TestBudgetTake(t *testing.T) {
 	}
 	b := newBudget(250)
 	for i, step := range []struct {
-		batches      []coordinator.BatchCoordinate
+		batches      []diskless.BatchCoordinate
 		partitionMax int32
 		n            int
 		size         int64
@@ -72,10 +72,10 @@ func TestBudgetTake(t *testing.T) {
 }
 
 func TestAppendSpans(t *testing.T) {
-	c := func(key string, off int64, size int32) coordinator.BatchCoordinate {
-		return coordinator.BatchCoordinate{ObjectKey: key, ByteOffset: off, ByteSize: size}
+	c := func(key string, off int64, size int32) diskless.BatchCoordinate {
+		return diskless.BatchCoordinate{ObjectKey: key, ByteOffset: off, ByteSize: size}
 	}
-	bs := []coordinator.BatchCoordinate{
+	bs := []diskless.BatchCoordinate{
 		c("a", 0, 100), c("a", 100, 50), // one run
 		c("a", 200, 10), // gap
 		c("b", 210, 10), // other object

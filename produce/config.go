@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
@@ -29,7 +29,7 @@ type Config struct {
 	// MaxBatchesPerFile seals the active file before it would hold more
 	// batches than this, so that a file's commit stays well within what a
 	// coordinator shard accepts in one record (default 100000, below
-	// coordinator.MaxCommitBatches). A request with more batches than this
+	// diskless.MaxCommitBatches). A request with more batches than this
 	// is refused with INVALID_REQUEST.
 	MaxBatchesPerFile int
 	// UploadConcurrency is the number of sealed files uploaded at once
@@ -91,8 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("diskless.append.commit.interval.ms must be ≥ 1, got %v", c.CommitInterval)
 	case c.MaxPendingBytes < int64(c.BufferMaxBytes):
 		return fmt.Errorf("diskless.append.max.pending.bytes (%d) must be ≥ diskless.append.buffer.max.bytes (%d)", c.MaxPendingBytes, c.BufferMaxBytes)
-	case c.MaxBatchesPerFile < 1 || c.MaxBatchesPerFile > coordinator.MaxCommitBatches:
-		return fmt.Errorf("produce: MaxBatchesPerFile must be in [1, %d], got %d", coordinator.MaxCommitBatches, c.MaxBatchesPerFile)
+	case c.MaxBatchesPerFile < 1 || c.MaxBatchesPerFile > diskless.MaxCommitBatches:
+		return fmt.Errorf("produce: MaxBatchesPerFile must be in [1, %d], got %d", diskless.MaxCommitBatches, c.MaxBatchesPerFile)
 	case c.UploadConcurrency < 1:
 		return fmt.Errorf("diskless.upload.max.inflight.files must be ≥ 1, got %d", c.UploadConcurrency)
 	}

@@ -3,7 +3,7 @@ package produce
 import (
 	"time"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
@@ -13,13 +13,13 @@ import (
 // once here so the pipeline never parses a header again.
 type pendingEntry struct {
 	wal.Entry
-	commit coordinator.CommitBatch
+	commit diskless.CommitBatch
 }
 
-func newPendingEntry(id coordinator.TopicID, partition int32, h batch.Header, tsType int8) pendingEntry {
+func newPendingEntry(id diskless.TopicID, partition int32, h batch.Header, tsType int8) pendingEntry {
 	return pendingEntry{
 		Entry: wal.Entry{TopicID: id, Partition: partition, Batch: h},
-		commit: coordinator.CommitBatch{
+		commit: diskless.CommitBatch{
 			TopicID:           id,
 			Partition:         partition,
 			Magic:             h.Magic(),
@@ -42,7 +42,7 @@ func newPendingEntry(id coordinator.TopicID, partition int32, h batch.Header, ts
 type file struct {
 	seq     uint64
 	batches []wal.Entry
-	commits []coordinator.CommitBatch
+	commits []diskless.CommitBatch
 	size    int   // record-batch bytes in batches
 	memory  int64 // bytes acquired from Handler.memory for this file
 	timer   *time.Timer
@@ -60,7 +60,7 @@ type file struct {
 	uploaded   chan struct{}
 
 	// Set by the committer before done is closed; read-only afterwards.
-	results []coordinator.CommitBatchResult
+	results []diskless.CommitBatchResult
 	done    chan struct{}
 }
 

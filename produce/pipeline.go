@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
@@ -63,8 +63,8 @@ func (h *Handler) commit(f *file) {
 	}
 }
 
-func failed(n int, err *kerr.Error) []coordinator.CommitBatchResult {
-	rs := make([]coordinator.CommitBatchResult, n)
+func failed(n int, err *kerr.Error) []diskless.CommitBatchResult {
+	rs := make([]diskless.CommitBatchResult, n)
 	for i := range rs {
 		rs[i].Err = err
 	}

@@ -30,14 +30,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
 // Catalog resolves the topics a Produce request names.
 type Catalog interface {
-	Topic(name string) (coordinator.Topic, bool)
-	TopicByID(id coordinator.TopicID) (coordinator.Topic, bool)
+	Topic(name string) (diskless.Topic, bool)
+	TopicByID(id diskless.TopicID) (diskless.Topic, bool)
 }
 
 // Uploader stores one packed WAL object under a fresh key and returns the
@@ -49,7 +49,7 @@ type Uploader interface {
 // Committer commits an uploaded object's batches to the coordinator shards
 // that own them and returns one result per batch, in order.
 type Committer interface {
-	Commit(ctx context.Context, objectKey string, size int64, batches []coordinator.CommitBatch) []coordinator.CommitBatchResult
+	Commit(ctx context.Context, objectKey string, size int64, batches []diskless.CommitBatch) []diskless.CommitBatchResult
 }
 
 // ObjectCache receives every object this sidecar uploaded, so that fetches
@@ -177,12 +177,12 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		size, offered int64
 		// seen catches a partition named twice in one request, which no
 		// client sends; both copies are refused rather than stored twice.
-		seen map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition
+		seen map[diskless.TopicPartition]*kmsg.ProduceResponseTopicPartition
 		// dups is set when seen caught one.
 		dups bool
 	)
 	if len(req.Topics) > 1 || (len(req.Topics) == 1 && len(req.Topics[0].Partitions) > 1) {
-		seen = make(map[coordinator.TopicPartition]*kmsg.ProduceResponseTopicPartition)
+		seen = make(map[diskless.TopicPartition]*kmsg.ProduceResponseTopicPartition)
 	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti := range req.Topics {
@@ -216,7 +216,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 				continue
 			}
 			if seen != nil {
-				tp := coordinator.TopicPartition{TopicID: topic.ID, Partition: rp.Partition}
+				tp := diskless.TopicPartition{TopicID: topic.ID, Partition: rp.Partition}
 				if first, dup := seen[tp]; dup {
 					sp.ErrorCode = kerr.InvalidRequest.Code
 					first.ErrorCode = kerr.InvalidRequest.Code
@@ -331,7 +331,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 
 // resolve finds the topic a request topic names: by name before v13, by id
 // from v13 (KIP-516).
-func (h *Handler) resolve(version int16, rt *kmsg.ProduceRequestTopic) (coordinator.Topic, *kerr.Error) {
+func (h *Handler) resolve(version int16, rt *kmsg.ProduceRequestTopic) (diskless.Topic, *kerr.Error) {
 	if version >= 13 {
 		t, ok := h.catalog.TopicByID(rt.TopicID)
 		if !ok {

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
@@ -24,29 +24,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeCatalog knows two topics: "ct" (CreateTime, 3 partitions) and "lat"
 // (LogAppendTime, 1 partition, max.message.bytes 4000).
-type fakeCatalog struct{ topics map[string]coordinator.Topic }
+type fakeCatalog struct{ topics map[string]diskless.Topic }
 
 func newCatalog() *fakeCatalog {
 	ct := topicconfig.Defaults()
 	lat, _ := topicconfig.Parse(map[string]string{"message.timestamp.type": "LogAppendTime", "max.message.bytes": "4000"})
-	return &fakeCatalog{topics: map[string]coordinator.Topic{
-		"ct":  {ID: coordinator.TopicID{1}, Name: "ct", Partitions: 3, Config: ct},
-		"lat": {ID: coordinator.TopicID{2}, Name: "lat", Partitions: 1, Config: lat},
+	return &fakeCatalog{topics: map[string]diskless.Topic{
+		"ct":  {ID: diskless.TopicID{1}, Name: "ct", Partitions: 3, Config: ct},
+		"lat": {ID: diskless.TopicID{2}, Name: "lat", Partitions: 1, Config: lat},
 	}}
 }
 
-func (c *fakeCatalog) Topic(name string) (coordinator.Topic, bool) {
+func (c *fakeCatalog) Topic(name string) (diskless.Topic, bool) {
 	t, ok := c.topics[name]
 	return t, ok
 }
 
-func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+func (c *fakeCatalog) TopicByID(id diskless.TopicID) (diskless.Topic, bool) {
 	for _, t := range c.topics {
 		if t.ID == id {
 			return t, true
 		}
 	}
-	return coordinator.Topic{}, false
+	return diskless.Topic{}, false
 }
 
 // fakeUploader stores objects in memory. block, when set, is called with the
@@ -91,23 +91,23 @@ func (u *fakeUploader) Upload(ctx context.Context, data []byte) (string, error) 
 // one append time per commit, and records the order of object keys.
 type fakeCommitter struct {
 	mu    sync.Mutex
-	hwm   map[coordinator.TopicPartition]int64
+	hwm   map[diskless.TopicPartition]int64
 	order []string
-	got   map[string][]coordinator.CommitBatch
+	got   map[string][]diskless.CommitBatch
 }
 
-func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []coordinator.CommitBatch) []coordinator.CommitBatchResult {
+func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []diskless.CommitBatch) []diskless.CommitBatchResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hwm == nil {
-		c.hwm, c.got = map[coordinator.TopicPartition]int64{}, map[string][]coordinator.CommitBatch{}
+		c.hwm, c.got = map[diskless.TopicPartition]int64{}, map[string][]diskless.CommitBatch{}
 	}
 	c.order = append(c.order, key)
 	c.got[key] = bs
-	rs := make([]coordinator.CommitBatchResult, len(bs))
+	rs := make([]diskless.CommitBatchResult, len(bs))
 	for i, b := range bs {
-		tp := coordinator.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
-		rs[i] = coordinator.CommitBatchResult{BaseOffset: c.hwm[tp], LogAppendTime: 4242, LogStartOffset: 0}
+		tp := diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
+		rs[i] = diskless.CommitBatchResult{BaseOffset: c.hwm[tp], LogAppendTime: 4242, LogStartOffset: 0}
 		c.hwm[tp] += int64(b.LastOffsetDelta) + 1
 	}
 	return rs
@@ -257,9 +257,9 @@ func TestProduceRequestLevelErrors(t *testing.T) {
 func TestProduceByTopicID(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond})
 	req := request(13, -1, "", part{0, good(1)})
-	req.Topics[0].TopicID = coordinator.TopicID{2}
+	req.Topics[0].TopicID = diskless.TopicID{2}
 	unknown := kmsg.NewProduceRequestTopic()
-	unknown.TopicID = coordinator.TopicID{9}
+	unknown.TopicID = diskless.TopicID{9}
 	unknown.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: good(1)}}
 	req.Topics = append(req.Topics, unknown)
 	resp := r.h.Produce(context.Background(), req)()
@@ -572,8 +572,8 @@ func (nopUploader) Upload(context.Context, []byte) (string, error) { return "wal
 
 type nopCommitter struct{}
 
-func (nopCommitter) Commit(_ context.Context, _ string, _ int64, bs []coordinator.CommitBatch) []coordinator.CommitBatchResult {
-	return make([]coordinator.CommitBatchResult, len(bs))
+func (nopCommitter) Commit(_ context.Context, _ string, _ int64, bs []diskless.CommitBatch) []diskless.CommitBatchResult {
+	return make([]diskless.CommitBatchResult, len(bs))
 }
 
 // BenchmarkProduce measures one acks=-1 request of three partitions of 1 KiB

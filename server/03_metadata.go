@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -57,9 +57,9 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	seenNames := make(map[string]bool, len(req.Topics))
-	seenIDs := make(map[coordinator.TopicID]bool)
+	seenIDs := make(map[diskless.TopicID]bool)
 	for _, rt := range req.Topics {
-		id := coordinator.TopicID(rt.TopicID)
+		id := diskless.TopicID(rt.TopicID)
 		switch {
 		case rt.Topic != nil:
 			name := *rt.Topic
@@ -68,7 +68,7 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 			}
 			seenNames[name] = true
 			resp.Topics = append(resp.Topics, s.metadataByName(ctx, req, name, autoCreate))
-		case id != coordinator.TopicID{}:
+		case id != diskless.TopicID{}:
 			if seenIDs[id] {
 				continue
 			}
@@ -132,7 +132,7 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 }
 
 // metadataTopic describes an existing topic.
-func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t coordinator.Topic) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t diskless.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 func TestMetadata(t *testing.T) {
@@ -104,7 +104,7 @@ func TestMetadata(t *testing.T) {
 					continue
 				}
 				cat, ok := ts.cat.Topic(w.name)
-				if !ok || coordinator.TopicID(got.TopicID) != cat.ID {
+				if !ok || diskless.TopicID(got.TopicID) != cat.ID {
 					t.Fatalf("topic %s: id %x, catalog has %v", w.name, got.TopicID, cat.ID)
 				}
 				checkPartitions(t, ts, got, w.partitions)
@@ -189,7 +189,7 @@ func TestAdvertisedAddress(t *testing.T) {
 	}
 }
 
-func mustCreate(t testing.TB, cat *fakeCatalog, name string, partitions int32) coordinator.Topic {
+func mustCreate(t testing.TB, cat *fakeCatalog, name string, partitions int32) diskless.Topic {
 	t.Helper()
 	topic, err := cat.CreateTopic(context.Background(), name, partitions, nil)
 	if err != nil {

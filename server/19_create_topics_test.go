@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
@@ -128,7 +128,7 @@ func TestCreateTopics(t *testing.T) {
 					}
 					continue
 				}
-				if !ok || created.Partitions != w.partitions || coordinator.TopicID(got.TopicID) != created.ID {
+				if !ok || created.Partitions != w.partitions || diskless.TopicID(got.TopicID) != created.ID {
 					t.Fatalf("%s: catalog %+v, response id %x", w.name, created, got.TopicID)
 				}
 			}

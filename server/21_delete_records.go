@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // handleDeleteRecords answers DeleteRecords (SPEC §5): per partition, the
@@ -36,7 +36,7 @@ func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 				o.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			low, err := s.catalog.DeleteRecords(ctx, coordinator.TopicPartition{TopicID: t.ID, Partition: rp.Partition}, rp.Offset)
+			low, err := s.catalog.DeleteRecords(ctx, diskless.TopicPartition{TopicID: t.ID, Partition: rp.Partition}, rp.Offset)
 			var kErr *kerr.Error
 			switch {
 			case err == nil:

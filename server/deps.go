@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Producer handles Produce requests (the produce package).
@@ -43,11 +43,11 @@ type Fetcher interface {
 // Catalog is the topic catalog and producer-id allocator (the coordinators).
 type Catalog interface {
 	// Topic returns the topic named name, if it exists.
-	Topic(name string) (coordinator.Topic, bool)
+	Topic(name string) (diskless.Topic, bool)
 	// TopicByID returns the topic with id id, if it exists.
-	TopicByID(id coordinator.TopicID) (coordinator.Topic, bool)
+	TopicByID(id diskless.TopicID) (diskless.Topic, bool)
 	// Topics returns every topic, sorted by name.
-	Topics() []coordinator.Topic
+	Topics() []diskless.Topic
 	// CreateTopic creates a topic with partitions partitions (≥ 1) and the
 	// given configs (name → value, as the client sent them) and returns it
 	// once the creation is durable. Errors: *topicconfig.Error (answered
@@ -55,7 +55,7 @@ type Catalog interface {
 	// (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, …),
 	// answered with that code; anything else is answered
 	// UNKNOWN_SERVER_ERROR (or REQUEST_TIMED_OUT for a context error).
-	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (coordinator.Topic, error)
+	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (diskless.Topic, error)
 	// AllocateProducerID returns a producer id never handed out before by
 	// any sidecar (SPEC §3). A *kerr.Error is answered with its code, any
 	// other error with COORDINATOR_LOAD_IN_PROGRESS (retriable).
@@ -65,5 +65,5 @@ type Catalog interface {
 	// §5). A *kerr.Error (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION),
 	// possibly wrapped, is answered with its code; anything else with
 	// KAFKA_STORAGE_ERROR.
-	DeleteRecords(ctx context.Context, tp coordinator.TopicPartition, offset int64) (int64, error)
+	DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error)
 }

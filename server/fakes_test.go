@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
@@ -20,7 +20,7 @@ import (
 // precede the default behaviour.
 type fakeCatalog struct {
 	mu     sync.Mutex
-	topics map[string]coordinator.Topic
+	topics map[string]diskless.Topic
 	nextID atomic.Int64
 
 	// maxPartitions refuses larger topics with INVALID_PARTITIONS (0: 1000),
@@ -33,25 +33,25 @@ type fakeCatalog struct {
 	// allocHook, if set, replaces AllocateProducerID.
 	allocHook func() (int64, error)
 	// deleteHook, if set, replaces DeleteRecords.
-	deleteHook func(tp coordinator.TopicPartition, offset int64) (int64, error)
+	deleteHook func(tp diskless.TopicPartition, offset int64) (int64, error)
 }
 
 var _ Catalog = (*fakeCatalog)(nil)
 
 func newFakeCatalog() *fakeCatalog {
-	c := &fakeCatalog{topics: make(map[string]coordinator.Topic)}
+	c := &fakeCatalog{topics: make(map[string]diskless.Topic)}
 	c.nextID.Store(1000)
 	return c
 }
 
-func (c *fakeCatalog) Topic(name string) (coordinator.Topic, bool) {
+func (c *fakeCatalog) Topic(name string) (diskless.Topic, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.topics[name]
 	return t, ok
 }
 
-func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool) {
+func (c *fakeCatalog) TopicByID(id diskless.TopicID) (diskless.Topic, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range c.topics {
@@ -59,16 +59,16 @@ func (c *fakeCatalog) TopicByID(id coordinator.TopicID) (coordinator.Topic, bool
 			return t, true
 		}
 	}
-	return coordinator.Topic{}, false
+	return diskless.Topic{}, false
 }
 
-func (c *fakeCatalog) Topics() []coordinator.Topic {
+func (c *fakeCatalog) Topics() []diskless.Topic {
 	if c.topicsHook != nil {
 		c.topicsHook()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]coordinator.Topic, 0, len(c.topics))
+	out := make([]diskless.Topic, 0, len(c.topics))
 	for _, t := range c.topics {
 		out = append(out, t)
 	}
@@ -76,10 +76,10 @@ func (c *fakeCatalog) Topics() []coordinator.Topic {
 	return out
 }
 
-func (c *fakeCatalog) CreateTopic(_ context.Context, name string, partitions int32, configs map[string]string) (coordinator.Topic, error) {
+func (c *fakeCatalog) CreateTopic(_ context.Context, name string, partitions int32, configs map[string]string) (diskless.Topic, error) {
 	if c.createHook != nil {
 		if err := c.createHook(name); err != nil {
-			return coordinator.Topic{}, err
+			return diskless.Topic{}, err
 		}
 	}
 	limit := c.maxPartitions
@@ -87,24 +87,24 @@ func (c *fakeCatalog) CreateTopic(_ context.Context, name string, partitions int
 		limit = 1000
 	}
 	if partitions < 1 || partitions > limit {
-		return coordinator.Topic{}, kerr.InvalidPartitions
+		return diskless.Topic{}, kerr.InvalidPartitions
 	}
 	cfg, err := topicconfig.Parse(configs)
 	if err != nil {
-		return coordinator.Topic{}, err
+		return diskless.Topic{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.topics[name]; ok {
-		return coordinator.Topic{}, kerr.TopicAlreadyExists
+		return diskless.Topic{}, kerr.TopicAlreadyExists
 	}
-	t := coordinator.Topic{Name: name, Partitions: partitions, Config: cfg}
+	t := diskless.Topic{Name: name, Partitions: partitions, Config: cfg}
 	_, _ = rand.Read(t.ID[:])
 	c.topics[name] = t
 	return t, nil
 }
 
-func (c *fakeCatalog) DeleteRecords(_ context.Context, tp coordinator.TopicPartition, offset int64) (int64, error) {
+func (c *fakeCatalog) DeleteRecords(_ context.Context, tp diskless.TopicPartition, offset int64) (int64, error) {
 	if c.deleteHook != nil {
 		return c.deleteHook(tp, offset)
 	}

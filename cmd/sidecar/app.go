@@ -14,6 +14,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/objstore"
@@ -364,7 +365,7 @@ func validateComponents(cfg Config) error {
 // the process is finishing its files and will exit by itself.
 func coordinatorHealth(c interface{ Err() error }) func() error {
 	return func() error {
-		if err := c.Err(); err != nil && !errors.Is(err, coordinator.ErrClosed) {
+		if err := c.Err(); err != nil && !errors.Is(err, diskless.ErrClosed) {
 			return err
 		}
 		return nil

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // coordErr is a coordinator whose Err is set by the test.
@@ -54,8 +54,8 @@ func TestHealthzReportsFailedShards(t *testing.T) {
 		body string
 	}{
 		{"healthy", nil, 200, "ok"},
-		{"shard failed", fmt.Errorf("%w: shard 1: metadata log write: no space left on device", coordinator.ErrShardFailed), 503, "shard 1: metadata log write: no space left on device"},
-		{"closing", coordinator.ErrClosed, 200, "ok"},
+		{"shard failed", fmt.Errorf("%w: shard 1: metadata log write: no space left on device", diskless.ErrShardFailed), 503, "shard 1: metadata log write: no space left on device"},
+		{"closing", diskless.ErrClosed, 200, "ok"},
 	} {
 		c.err = tc.err
 		if code, body := get(t, url); code != tc.code || !strings.Contains(body, tc.body) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
@@ -306,8 +307,8 @@ func (f *Fetcher) Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.Fetch
 
 // ShardCommitter is the coordinator surface the commit stage calls.
 type ShardCommitter interface {
-	ShardFor(id coordinator.TopicID, partition int32) int32
-	CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error)
+	ShardFor(id diskless.TopicID, partition int32) int32
+	CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error)
 }
 
 // Shards wraps a ShardCommitter, measuring commit latency per shard
@@ -332,7 +333,7 @@ func NewShards(mp metric.MeterProvider, next ShardCommitter) *Shards {
 }
 
 // CommitFile implements commit.Shards.
-func (s *Shards) CommitFile(ctx context.Context, shard int32, req *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+func (s *Shards) CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	start := time.Now()
 	rs, err := s.ShardCommitter.CommitFile(ctx, shard, req)
 	attrs := metric.WithAttributes(attribute.Int("shard", int(shard)))

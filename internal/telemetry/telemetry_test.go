@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
-	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
@@ -42,8 +42,8 @@ func (fakeFetcher) OffsetForLeaderEpoch(_ context.Context, req *kmsg.OffsetForLe
 
 type fakeShards struct{}
 
-func (fakeShards) ShardFor(coordinator.TopicID, int32) int32 { return 3 }
-func (fakeShards) CommitFile(context.Context, int32, *coordinator.CommitFileRequest) ([]coordinator.CommitBatchResult, error) {
+func (fakeShards) ShardFor(diskless.TopicID, int32) int32 { return 3 }
+func (fakeShards) CommitFile(context.Context, int32, *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	return nil, nil
 }
 
@@ -76,7 +76,7 @@ func TestExport(t *testing.T) {
 		NewProducer(p, fakeProducer{code: 2}).Produce(context.Background(), &bad)()
 	}
 	NewFetcher(p, fakeFetcher{}).Fetch(context.Background(), kmsg.NewPtrFetchRequest())
-	NewShards(p, fakeShards{}).CommitFile(context.Background(), 3, &coordinator.CommitFileRequest{})
+	NewShards(p, fakeShards{}).CommitFile(context.Background(), 3, &diskless.CommitFileRequest{})
 
 	rec := httptest.NewRecorder()
 	p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -1,0 +1,104 @@
+package diskless
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ObjectFormatWriteAheadMultiSegment is the ObjectFormat of a WAL object
+// (SPEC §7).
+const ObjectFormatWriteAheadMultiSegment int8 = 1
+
+// Limits of a CommitFileRequest (docs/format/metadata-records.md §Limits).
+const (
+	// MaxCommitBatches is the most batches one CommitFile may carry: the
+	// shard writes a file's batches in one metadata record, of at most
+	// 64 MiB.
+	MaxCommitBatches = 500_000
+	// MaxObjectKeyBytes is the longest object key accepted (S3's limit).
+	MaxObjectKeyBytes = 1024
+)
+
+// Errors a coordinator shard answers a request with, as a whole (the
+// per-batch errors are Kafka errors in CommitBatchResult.Err).
+var (
+	// ErrClosed is returned by calls made after (or cut short by) the
+	// coordinator's Close.
+	ErrClosed = errors.New("coordinator: closed")
+	// ErrShardFailed is returned (wrapped, with kerr.KafkaStorageError)
+	// when a shard could not rebuild its state after a failed log write;
+	// it stays failed until the process restarts.
+	ErrShardFailed = errors.New("coordinator: shard failed")
+	// ErrInvalidCommit is returned (wrapped) by CommitFile for a request
+	// that is malformed as a whole (bad shard, object key, format, size,
+	// owners or too many batches); nothing was decided.
+	ErrInvalidCommit = errors.New("coordinator: invalid commit request")
+)
+
+// CommitFileRequest commits one uploaded WAL object to one shard: the
+// batches of the object that belong to partitions this shard owns (SPEC §9
+// DisklessCommitFile). Batches are in the order they appear in the object,
+// which is arrival order within each partition.
+type CommitFileRequest struct {
+	// ObjectKey is the object's key in the object store; commits are
+	// idempotent by key. 1 … MaxObjectKeyBytes bytes.
+	ObjectKey string
+	// ObjectFormat is ObjectFormatWriteAheadMultiSegment.
+	ObjectFormat int8
+	// FileSize is the object's size in bytes.
+	FileSize int64
+	// UploaderBrokerID is the node.id of the sidecar that uploaded it.
+	UploaderBrokerID int32
+	// OwnerIDs are the shards that receive a part of this object, this
+	// one included, ascending.
+	OwnerIDs []int32
+	// Batches are this shard's batches in the object, at most
+	// MaxCommitBatches.
+	Batches []CommitBatch
+}
+
+// CommitBatch is one record batch of a committed file, with the fields of
+// record 102 as the producer sent them: offsets relative, not yet assigned.
+type CommitBatch struct {
+	TopicID   TopicID
+	Partition int32
+	// Magic is the record batch magic, always 2.
+	Magic int8
+	// ByteOffset and ByteSize locate the batch in the object, in bytes.
+	ByteOffset int32
+	ByteSize   int32
+	// LastOffsetDelta is recordsCount − 1: the batch covers offsets
+	// [base, base+LastOffsetDelta] once assigned.
+	LastOffsetDelta int32
+	// BatchMaxTimestamp is the batch header's maxTimestamp, ms (−1: none).
+	BatchMaxTimestamp int64
+	// TimestampType is the topic's timestamp type when the batch was
+	// produced: batch.TimestampCreateTime or batch.TimestampLogAppendTime.
+	TimestampType int8
+	// ProducerID, ProducerEpoch, BaseSequence and LastSequence are the
+	// idempotent producer fields (ProducerID −1: not idempotent).
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+	LastSequence  int32
+}
+
+// CommitBatchResult is the outcome of one CommitBatch, in request order.
+type CommitBatchResult struct {
+	// Err is nil on success, else the Kafka error for this batch's
+	// partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
+	// OUT_OF_ORDER_SEQUENCE_NUMBER, KAFKA_STORAGE_ERROR, ….
+	Err *kerr.Error
+	// BaseOffset is the assigned base offset (the original one for a
+	// duplicate).
+	BaseOffset int64
+	// LogAppendTime is the file commit's log-append time in ms; one value
+	// per file commit (for a duplicate: the original commit's).
+	LogAppendTime int64
+	// LogStartOffset is the partition's log start offset after the commit.
+	LogStartOffset int64
+	// Duplicate is true when the batch was recognised as a retry of an
+	// already committed batch (SPEC §3) and nothing new was stored.
+	Duplicate bool
+}

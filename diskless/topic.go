@@ -1,0 +1,68 @@
+package diskless
+
+import (
+	"encoding/hex"
+
+	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+)
+
+// TopicID is a Kafka topic id: a random UUID, 16 bytes (Metadata v10+).
+type TopicID [16]byte
+
+// String formats the id as a canonical UUID (8-4-4-4-12 hex digits).
+func (id TopicID) String() string {
+	var b [36]byte
+	hex.Encode(b[0:8], id[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], id[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], id[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], id[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], id[10:16])
+	return string(b[:])
+}
+
+// TopicPartition names one partition of a topic by topic id.
+type TopicPartition struct {
+	TopicID   TopicID
+	Partition int32
+}
+
+// Topic is a diskless topic as the coordinators know it.
+type Topic struct {
+	ID         TopicID
+	Name       string
+	Partitions int32
+	// Config is the parsed topic config (SPEC §11); Config.Raw holds what
+	// was set explicitly. A Topic is an immutable snapshot: Config.Raw is
+	// shared with the catalog and must not be modified.
+	Config topicconfig.Config
+}
+
+// ShardFor returns the coordinator shard, in [0, numShards), that owns a
+// partition:
+//
+//	h     = FNV-1a 32-bit hash of the 16 topic id bytes
+//	shard = (h + partition) mod numShards    (in uint64 arithmetic)
+//
+// so a topic's partitions go round-robin over the shards from a start that
+// depends on the topic. Every sidecar computes the same answer; the result
+// is recorded with the partition (record 100). It returns 0 when
+// numShards < 1 or partition < 0.
+func ShardFor(id TopicID, partition int32, numShards int32) int32 {
+	if numShards < 1 || partition < 0 {
+		return 0
+	}
+	const (
+		offset32 = 2166136261
+		prime32  = 16777619
+	)
+	h := uint32(offset32)
+	for _, b := range id {
+		h ^= uint32(b)
+		h *= prime32
+	}
+	return int32((uint64(h) + uint64(partition)) % uint64(numShards))
+}
