@@ -16,7 +16,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 	"github.com/diskless-sidecar/sidecar/internal/versitygw"
-	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
 )
 
 // rigged is a store whose read at one offset gives a set answer: the
@@ -134,7 +134,7 @@ func TestS3AnswersWithoutLength(t *testing.T) {
 	gw := versitygw.Start(t)
 	gw.CreateBucket(t, "cache")
 	proxy := s3fault.Start(t, gw.Endpoint)
-	st, err := objstore.NewS3(context.Background(), objstore.S3Config{
+	st, err := s3.New(context.Background(), s3.Config{
 		Bucket: "cache", Endpoint: proxy.URL, PathStyle: true, Region: versitygw.Region,
 		Credentials:    credentials.NewStaticCredentialsProvider(versitygw.AccessKey, versitygw.SecretKey, ""),
 		InitialBackoff: 2 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, RequestTimeout: time.Second,

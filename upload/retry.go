@@ -29,8 +29,8 @@ func retryable(ctx context.Context, err error) bool {
 		return false
 	case errors.Is(err, objstore.ErrPermanent):
 		// The store refuses the request as such: no such bucket, access
-		// denied, bad credentials, wrong region (objstore's S3 classifier,
-		// classifyS3, decides). Every attempt would fail the same way; the
+		// denied, bad credentials, wrong region (the S3 store's classifier,
+		// s3.classifyS3, decides). Every attempt would fail the same way; the
 		// batches fail now with KAFKA_STORAGE_ERROR instead of after
 		// MaxAttempts × the backoff.
 		return false

@@ -8,7 +8,7 @@
 // caller's goroutine and never retains data after it returns.
 //
 // This is the outer of two retry layers with the S3 backend: the store
-// (objstore.S3) resends single requests — a PUT, one multipart part, a
+// (objstore/s3) resends single requests — a PUT, one multipart part, a
 // Complete — a few times, and aborts a multipart upload that failed; the
 // Uploader then retries the whole object, from its first byte, under a
 // fresh attempt timeout. Errors the store marks objstore.ErrPermanent

@@ -18,6 +18,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
 	"github.com/diskless-sidecar/sidecar/upload"
@@ -236,7 +237,7 @@ const storeCheckTimeout = 30 * time.Second
 
 // openStore opens the object store diskless.storage.backend names and
 // returns it with its release function. An S3 store's requests are
-// exported to mp (telemetry.ObserveS3, telemetry.S3Durations).
+// exported to mp (s3.Config.MeterProvider).
 //
 // With S3 it checks, before anything else starts, that the bucket answers:
 // a bucket that does not exist or refuses the credentials is a
@@ -257,14 +258,10 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 	defer cancel()
 	scfg := s3Config(cfg)
 	scfg.Logger = log
-	scfg.OnAttempt = telemetry.S3Durations(mp)
-	s, err := objstore.NewS3(ctx, scfg)
+	scfg.MeterProvider = mp
+	s, err := s3.New(ctx, scfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errInvalidConfig, err)
-	}
-	if err := telemetry.ObserveS3(mp, s.Stats()); err != nil {
-		s.Close()
-		return nil, nil, err
 	}
 	if err := s.Check(ctx); err != nil {
 		s.Close()
@@ -294,8 +291,8 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 	return s, s.Close, nil
 }
 
-func s3Config(cfg Config) objstore.S3Config {
-	return objstore.S3Config{
+func s3Config(cfg Config) s3.Config {
+	return s3.Config{
 		Bucket:         cfg.S3Bucket,
 		Prefix:         cfg.S3Prefix,
 		Region:         cfg.S3Region,

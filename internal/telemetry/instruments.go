@@ -14,7 +14,6 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
-	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
 
@@ -89,78 +88,6 @@ func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 		{"diskless.orphans.deleted", "{object}", "orphan objects deleted", &s.OrphansDeleted},
 		{"diskless.orphan.scans", "{scan}", "orphan scans completed", &s.OrphanScans},
 	}, nil)
-}
-
-// ObserveS3 exports the S3 store's HTTP attempts (objstore.S3Stats) as
-// diskless.s3.requests{operation, outcome}: every request the S3 client
-// sends, each SDK retry and each GET of ReadAt's loop counted once, under
-// the S3 operation ("PutObject", "UploadPart", "GetObject", ...) and one of
-// the outcomes "ok", "throttled", "server_error", "client_error",
-// "timeout", "network", "canceled", "other" (objstore.S3Outcome says which
-// answers fall where; 404 and 416 are "ok"). An operation's series appear
-// with its first attempt, all its outcomes at once (zeros included), so
-// that rate() sees the first throttled attempt: at most
-// objstore.NumS3Ops × objstore.NumS3Outcomes series.
-func ObserveS3(mp metric.MeterProvider, s *objstore.S3Stats) error {
-	m := Meter(mp)
-	requests := must(m.Int64ObservableCounter("diskless.s3.requests", metric.WithUnit("{request}"),
-		metric.WithDescription("HTTP attempts of the S3 client, retries included, by S3 operation and outcome")))
-	var sets [objstore.NumS3Ops][objstore.NumS3Outcomes]metric.ObserveOption
-	for op := range objstore.NumS3Ops {
-		for out := range objstore.NumS3Outcomes {
-			sets[op][out] = metric.WithAttributeSet(attribute.NewSet(
-				attribute.String("operation", op.String()), attribute.String("outcome", out.String())))
-		}
-	}
-	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for op := range objstore.NumS3Ops {
-			var row [objstore.NumS3Outcomes]int64
-			used := false
-			for out := range objstore.NumS3Outcomes {
-				row[out] = s.Requests[op][out].Load()
-				used = used || row[out] != 0
-			}
-			if !used {
-				continue
-			}
-			for out, n := range row {
-				o.ObserveInt64(requests, n, sets[op][out])
-			}
-		}
-		return nil
-	}, requests)
-	return err
-}
-
-// s3DurationBuckets (s) span one S3 attempt: a HEAD takes ~1 ms and a
-// 4 MiB ranged GET ~10 ms against local versitygw, an 8 MiB PUT ~45 ms
-// (DESIGN §Object storage, Measured); on S3 a GET's first byte is ~20 ms
-// at p90 and a 2–8 MiB PUT 200–400 ms at p99 (SPEC §13). Only successful
-// attempts are timed, and they end well before the timeouts that cut a
-// hung one (diskless.storage.s3.request.timeout.ms, 5 s, for GETs and
-// answer headers; diskless.upload.attempt.timeout.ms, 10 s, for a PUT).
-var s3DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-
-// S3Durations returns the recorder for objstore.S3Config.OnAttempt that
-// times each successful HTTP attempt of the S3 client in
-// diskless.s3.request.duration{operation}, seconds: from sending the signed
-// request to the parsed answer (a GetObject: to the end of its body).
-// Failed attempts are only counted (diskless.s3.requests by outcome): a
-// 1 ms SlowDown or a 10 s timeout would say nothing about how fast the
-// store serves, and would drag the quantiles either way.
-func S3Durations(mp metric.MeterProvider) func(objstore.S3Attempt) {
-	duration := must(Meter(mp).Float64Histogram("diskless.s3.request.duration", metric.WithUnit("s"),
-		metric.WithDescription("duration of each successful HTTP attempt of the S3 client, by S3 operation (GetObject: to the end of the body)"),
-		metric.WithExplicitBucketBoundaries(s3DurationBuckets...)))
-	var ops [objstore.NumS3Ops]metric.RecordOption
-	for op := range objstore.NumS3Ops {
-		ops[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op.String())))
-	}
-	return func(a objstore.S3Attempt) {
-		if a.Outcome == objstore.S3OK {
-			duration.Record(context.Background(), a.Duration.Seconds(), ops[a.Op])
-		}
-	}
 }
 
 // ProduceHandler is what the server calls for Produce.

@@ -1,8 +1,7 @@
 // Package telemetry wires OpenTelemetry metrics for the sidecar
 // (DESIGN §Observability): a MeterProvider whose readings are exported in
 // the Prometheus text format, the instruments that read the components'
-// own counters (upload, cache, coordinator stats, the S3 store's HTTP
-// attempts), and wrappers around the
+// own counters (upload, cache, coordinator stats), and wrappers around the
 // stage interfaces (Producer, Fetcher, Shards) that time them. Hot-path
 // packages never import the SDK: they take a metric.MeterProvider (noop by
 // default) or are wrapped here.

@@ -6,13 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
-	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
 
@@ -96,64 +94,6 @@ func TestExport(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
-	}
-	if t.Failed() {
-		t.Logf("/metrics:\n%s", body)
-	}
-}
-
-// TestExportS3 checks the S3 request series: diskless_s3_requests_total by
-// operation and outcome, every outcome of an operation once it was used
-// and none of an unused one, and the attempt duration histogram by
-// operation.
-func TestExportS3(t *testing.T) {
-	p, err := NewPrometheus()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown(context.Background())
-	var st objstore.S3Stats
-	st.Requests[objstore.S3OpPutObject][objstore.S3Throttled].Add(3)
-	st.Requests[objstore.S3OpPutObject][objstore.S3OK].Add(1)
-	st.Requests[objstore.S3OpGetObject][objstore.S3Network].Add(1)
-	st.Requests[objstore.S3OpUploadPart][objstore.S3ServerError].Add(2)
-	if err := ObserveS3(p, &st); err != nil {
-		t.Fatal(err)
-	}
-	record := S3Durations(p)
-	record(objstore.S3Attempt{Op: objstore.S3OpPutObject, Outcome: objstore.S3Throttled, Duration: 3 * time.Millisecond})
-	record(objstore.S3Attempt{Op: objstore.S3OpPutObject, Outcome: objstore.S3OK, Duration: 40 * time.Millisecond})
-	record(objstore.S3Attempt{Op: objstore.S3OpGetObject, Outcome: objstore.S3Network, Duration: 2 * time.Second})
-
-	rec := httptest.NewRecorder()
-	p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body, _ := io.ReadAll(rec.Body)
-	for _, want := range []string{
-		`diskless_s3_requests_total{operation="PutObject",outcome="throttled"} 3`,
-		`diskless_s3_requests_total{operation="PutObject",outcome="ok"} 1`,
-		`diskless_s3_requests_total{operation="PutObject",outcome="server_error"} 0`,
-		`diskless_s3_requests_total{operation="GetObject",outcome="network"} 1`,
-		`diskless_s3_requests_total{operation="GetObject",outcome="ok"} 0`,
-		`diskless_s3_requests_total{operation="UploadPart",outcome="server_error"} 2`,
-		`diskless_s3_requests_total{operation="UploadPart",outcome="timeout"} 0`,
-		`diskless_s3_requests_total{operation="UploadPart",outcome="canceled"} 0`,
-		// Only the successful attempt is timed.
-		`diskless_s3_request_duration_seconds_count{operation="PutObject"} 1`,
-		`diskless_s3_request_duration_seconds_bucket{operation="PutObject",le="0.025"} 0`,
-		`diskless_s3_request_duration_seconds_bucket{operation="PutObject",le="0.05"} 1`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	for _, unwanted := range []string{`diskless_s3_requests_total{operation="HeadBucket"`, `operation="other"`,
-		`diskless_s3_request_duration_seconds_count{operation="GetObject"}`} {
-		if strings.Contains(string(body), unwanted) {
-			t.Errorf("/metrics has %q, an operation never used", unwanted)
-		}
-	}
-	if n := strings.Count(string(body), "\ndiskless_s3_requests_total{"); n != 3*int(objstore.NumS3Outcomes) {
-		t.Errorf("%d diskless_s3_requests_total series, want %d (3 operations × every outcome)", n, 3*objstore.NumS3Outcomes)
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)

@@ -1,4 +1,4 @@
-package objstore_test
+package s3_test
 
 import (
 	"bytes"
@@ -16,12 +16,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 	"github.com/diskless-sidecar/sidecar/internal/versitygw"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
 )
 
 // s3Env is a versitygw with one bucket, reached through a fault proxy.
@@ -55,12 +56,12 @@ func newS3EnvTB(t testing.TB) *s3Env {
 
 // store returns an S3 store on the environment's bucket through the proxy;
 // cfg's Bucket, Endpoint, PathStyle, Region and Credentials are filled in.
-func (e *s3Env) store(t *testing.T, cfg objstore.S3Config) *objstore.S3 {
+func (e *s3Env) store(t *testing.T, cfg s3.Config) *s3.Store {
 	t.Helper()
 	return e.storeTB(t, cfg)
 }
 
-func (e *s3Env) storeTB(t testing.TB, cfg objstore.S3Config) *objstore.S3 {
+func (e *s3Env) storeTB(t testing.TB, cfg s3.Config) *s3.Store {
 	t.Helper()
 	if cfg.Bucket == "" {
 		cfg.Bucket = e.bucket
@@ -72,7 +73,7 @@ func (e *s3Env) storeTB(t testing.TB, cfg objstore.S3Config) *objstore.S3 {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s, err := objstore.NewS3(context.Background(), cfg)
+	s, err := s3.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestS3Conformance(t *testing.T) {
 		n := 0
 		objstoretest.Run(t, func(t *testing.T) objstore.Store {
 			n++
-			s := e.store(t, objstore.S3Config{Prefix: fmt.Sprintf("conformance/%d", n)})
+			s := e.store(t, s3.Config{Prefix: fmt.Sprintf("conformance/%d", n)})
 			s.SetListPageSize(3) // every List of more than 3 keys paginates
 			return s
 		})
@@ -98,13 +99,13 @@ func TestS3Conformance(t *testing.T) {
 		objstoretest.Run(t, func(t *testing.T) objstore.Store {
 			bucket := fmt.Sprintf("root-%d", bucketSeq.Add(1))
 			e.gw.CreateBucket(t, bucket)
-			return e.store(t, objstore.S3Config{Bucket: bucket})
+			return e.store(t, s3.Config{Bucket: bucket})
 		})
 	})
 }
 
 // quick fills in short backoffs so that retry tests do not wait.
-func quick(cfg objstore.S3Config) objstore.S3Config {
+func quick(cfg s3.Config) s3.Config {
 	if cfg.InitialBackoff == 0 {
 		cfg.InitialBackoff, cfg.MaxBackoff = 2*time.Millisecond, 10*time.Millisecond
 	}
@@ -138,8 +139,8 @@ func randomBytes(n int) []byte {
 // the store's checksum in the answer verifies the object.
 func TestS3PutCounts(t *testing.T) {
 	e := newS3Env(t)
-	const part = objstore.MinS3PartSize
-	s := e.store(t, objstore.S3Config{PartSize: part, Concurrency: 3})
+	const part = s3.MinPartSize
+	s := e.store(t, s3.Config{PartSize: part, Concurrency: 3})
 	tests := []struct {
 		size                           int
 		puts, creates, parts, complete int64
@@ -174,14 +175,14 @@ func TestS3PutCounts(t *testing.T) {
 // checks what Put makes of them: retried requests, aborted uploads, errors
 // marked permanent or not, and the requests it cost.
 func TestS3PutFaults(t *testing.T) {
-	const part = objstore.MinS3PartSize
+	const part = s3.MinPartSize
 	small := randomBytes(1000)
 	large := randomBytes(3*part + 7) // 4 parts
 	tests := []struct {
 		name      string
 		data      []byte
 		rules     []*s3fault.Rule
-		cfg       objstore.S3Config
+		cfg       s3.Config
 		wantErr   bool // else the object must be stored
 		permanent bool
 		counts    map[s3fault.Kind]int64 // exact counts, when given
@@ -197,7 +198,7 @@ func TestS3PutFaults(t *testing.T) {
 			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.Reset()}},
 			counts: map[s3fault.Kind]int64{s3fault.PutObject: 2}},
 		{name: "no answer within the request timeout, then stored", data: small,
-			cfg:    objstore.S3Config{RequestTimeout: time.Second},
+			cfg:    s3.Config{RequestTimeout: time.Second},
 			rules:  []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.Stall()}},
 			counts: map[s3fault.Kind]int64{s3fault.PutObject: 2}},
 		{name: "access denied is permanent", data: small, wantErr: true, permanent: true,
@@ -285,7 +286,7 @@ func TestS3PutFaults(t *testing.T) {
 // Put returns the ctx's error, and the upload is aborted all the same.
 func TestS3PutCancelledMidUpload(t *testing.T) {
 	e := newS3Env(t)
-	s := e.store(t, quick(objstore.S3Config{PartSize: objstore.MinS3PartSize}))
+	s := e.store(t, quick(s3.Config{PartSize: s3.MinPartSize}))
 	stall := e.proxy.Add(&s3fault.Rule{Kind: s3fault.UploadPart, PartNumber: 2, Fault: s3fault.Stall()})
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
@@ -295,7 +296,7 @@ func TestS3PutCancelledMidUpload(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		cancel()
 	}()
-	err := s.Put(ctx, "cancelled", randomBytes(2*objstore.MinS3PartSize+1))
+	err := s.Put(ctx, "cancelled", randomBytes(2*s3.MinPartSize+1))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put = %v, want context.Canceled", err)
 	}
@@ -310,7 +311,7 @@ func TestS3PutCancelledMidUpload(t *testing.T) {
 // ErrNotExist.
 func TestS3ReadFaults(t *testing.T) {
 	e := newS3Env(t)
-	s := e.store(t, quick(objstore.S3Config{RequestTimeout: time.Second}))
+	s := e.store(t, quick(s3.Config{RequestTimeout: time.Second}))
 	data := randomBytes(1 << 20)
 	if err := s.Put(t.Context(), "read/obj", data); err != nil {
 		t.Fatal(err)
@@ -364,7 +365,7 @@ func TestS3ReadFaults(t *testing.T) {
 // that is neither io.EOF nor wraps it when the bytes do not come.
 func TestS3ReadReframedAnswers(t *testing.T) {
 	e := newS3Env(t)
-	s := e.store(t, quick(objstore.S3Config{RequestTimeout: time.Second}))
+	s := e.store(t, quick(s3.Config{RequestTimeout: time.Second}))
 	const size = 1 << 20
 	data := randomBytes(size)
 	if err := s.Put(t.Context(), "reframed/obj", data); err != nil {
@@ -432,14 +433,14 @@ func TestS3ReadReframedAnswers(t *testing.T) {
 // TestS3Check: Check finds a missing bucket (permanent) and a working one.
 func TestS3Check(t *testing.T) {
 	e := newS3Env(t)
-	if err := e.store(t, objstore.S3Config{}).Check(t.Context()); err != nil {
+	if err := e.store(t, s3.Config{}).Check(t.Context()); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	err := e.store(t, objstore.S3Config{Bucket: "no-such-bucket"}).Check(t.Context())
+	err := e.store(t, s3.Config{Bucket: "no-such-bucket"}).Check(t.Context())
 	if !errors.Is(err, objstore.ErrPermanent) {
 		t.Fatalf("Check of a missing bucket = %v, want ErrPermanent", err)
 	}
-	err = e.store(t, objstore.S3Config{Bucket: "no-such-bucket"}).Put(t.Context(), "x", []byte("x"))
+	err = e.store(t, s3.Config{Bucket: "no-such-bucket"}).Put(t.Context(), "x", []byte("x"))
 	if !errors.Is(err, objstore.ErrPermanent) {
 		t.Fatalf("Put into a missing bucket = %v, want ErrPermanent", err)
 	}
@@ -449,10 +450,10 @@ func TestS3Check(t *testing.T) {
 // are aborted, younger ones and others kept.
 func TestS3AbortStaleUploads(t *testing.T) {
 	e := newS3Env(t)
-	s := e.store(t, objstore.S3Config{Prefix: "p"})
+	s := e.store(t, s3.Config{Prefix: "p"})
 	cl := e.gw.Client(t)
 	for _, k := range []string{"p/wal/a", "p/wal/b", "p/other/c", "elsewhere/d"} {
-		if _, err := cl.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(e.bucket), Key: aws.String(k)}); err != nil {
+		if _, err := cl.CreateMultipartUpload(t.Context(), &awss3.CreateMultipartUploadInput{Bucket: aws.String(e.bucket), Key: aws.String(k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -476,24 +477,24 @@ func TestS3AbortStaleUploads(t *testing.T) {
 // TestS3ConfigValidate names the key of every invalid field.
 func TestS3ConfigValidate(t *testing.T) {
 	tests := []struct {
-		cfg objstore.S3Config
+		cfg s3.Config
 		key string
 	}{
-		{objstore.S3Config{}, "diskless.storage.s3.bucket"},
-		{objstore.S3Config{Bucket: "a/b"}, "diskless.storage.s3.bucket"},
-		{objstore.S3Config{Bucket: "b", Prefix: "../x"}, "diskless.storage.s3.prefix"},
-		{objstore.S3Config{Bucket: "b", Prefix: "/x"}, "diskless.storage.s3.prefix"},
-		{objstore.S3Config{Bucket: "b", Endpoint: "localhost:9000"}, "diskless.storage.s3.endpoint"},
-		{objstore.S3Config{Bucket: "b", PartSize: objstore.MinS3PartSize - 1}, "diskless.upload.part.bytes"},
-		{objstore.S3Config{Bucket: "b", Concurrency: -1}, "diskless.upload.concurrency"},
-		{objstore.S3Config{Bucket: "b", RequestTimeout: -1}, "diskless.storage.s3.request.timeout.ms"},
+		{s3.Config{}, "diskless.storage.s3.bucket"},
+		{s3.Config{Bucket: "a/b"}, "diskless.storage.s3.bucket"},
+		{s3.Config{Bucket: "b", Prefix: "../x"}, "diskless.storage.s3.prefix"},
+		{s3.Config{Bucket: "b", Prefix: "/x"}, "diskless.storage.s3.prefix"},
+		{s3.Config{Bucket: "b", Endpoint: "localhost:9000"}, "diskless.storage.s3.endpoint"},
+		{s3.Config{Bucket: "b", PartSize: s3.MinPartSize - 1}, "diskless.upload.part.bytes"},
+		{s3.Config{Bucket: "b", Concurrency: -1}, "diskless.upload.concurrency"},
+		{s3.Config{Bucket: "b", RequestTimeout: -1}, "diskless.storage.s3.request.timeout.ms"},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tt.key) {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", tt.cfg, err, tt.key)
 		}
 	}
-	if err := (objstore.S3Config{Bucket: "b", Prefix: "a/b/"}).Validate(); err != nil {
+	if err := (s3.Config{Bucket: "b", Prefix: "a/b/"}).Validate(); err != nil {
 		t.Errorf("a trailing / in the prefix: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package objstore
+package s3
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type s3Class int
 const (
 	// s3RetryRequest: a transient failure of this request (throttling,
 	// 5xx, a broken or timed-out connection): send the same request again
-	// after a backoff. The SDK's retryer does, up to S3Config.MaxAttempts.
+	// after a backoff. The SDK's retryer does, up to Config.MaxAttempts.
 	s3RetryRequest s3Class = iota + 1
 	// s3RetryOperation: this request cannot succeed by being sent again,
 	// but the operation started over may (a new multipart upload after
@@ -29,7 +29,7 @@ const (
 	s3RetryOperation
 	// s3Permanent: the configuration or the permissions are wrong (no such
 	// bucket, access denied, bad credentials, wrong region): no retry helps.
-	// Store methods wrap these errors with ErrPermanent.
+	// Store methods wrap these errors with objstore.ErrPermanent.
 	s3Permanent
 	// s3NotFound: no object (or upload) under the key.
 	s3NotFound
@@ -50,7 +50,7 @@ var errStoredMismatch = errors.New("objstore: stored object differs from the byt
 
 // classifyS3 is the one retry classifier of the S3 boundary: the SDK's
 // retryer asks it whether to resend a request (s3RetryRequest), the store's
-// methods whether to mark an error ErrPermanent or ErrNotExist, and
+// methods whether to mark an error objstore.ErrPermanent or objstore.ErrNotExist, and
 // ReadAt's attempt loop whether to read again. Error codes are S3's
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
 func classifyS3(err error) s3Class {
@@ -175,22 +175,22 @@ var s3Retryables = []retry.IsErrorRetryable{
 // only about an object (GetObject, HeadObject, DeleteObject); for any other
 // operation — a HeadBucket, whose answer has no error code to say
 // NoSuchBucket — it is a client error.
-func s3OutcomeOf(op S3Op, err error) S3Outcome {
+func s3OutcomeOf(op Op, err error) Outcome {
 	o := s3Outcome(err)
-	if o == S3OK && err != nil && op != S3OpGetObject && op != S3OpHeadObject && op != S3OpDeleteObject {
-		return S3ClientError
+	if o == OutcomeOK && err != nil && op != OpGetObject && op != OpHeadObject && op != OpDeleteObject {
+		return OutcomeClientError
 	}
 	return o
 }
 
-// s3Outcome is the outcome (S3Stats, S3Attempt) of one HTTP attempt that
+// s3Outcome is the outcome (Stats, Attempt) of one HTTP attempt that
 // ended with err, nil for a 2xx answer. Where classifyS3 says what to do
 // about an error, s3Outcome says what happened on the wire: what the store
 // answered, or why no answer came. Error codes are S3's
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
-func s3Outcome(err error) S3Outcome {
+func s3Outcome(err error) Outcome {
 	if err == nil {
-		return S3OK
+		return OutcomeOK
 	}
 	var code string
 	var apiErr smithy.APIError
@@ -204,27 +204,27 @@ func s3Outcome(err error) S3Outcome {
 		// Throttling. On S3 every 503 asks for a lower request rate:
 		// SlowDown, ServiceUnavailable, and the 503 of a HEAD, which has no
 		// body to carry a code (the SDK derives one from the status text).
-		return S3Throttled
+		return OutcomeThrottled
 	case code == "RequestTimeout" || code == "RequestTimeoutException":
 		// The store gave up waiting for the request's body (400): the
 		// upload stalled on the way.
-		return S3Timeout
+		return OutcomeTimeout
 	case answered && status >= 500:
 		// Other server failures; S3's errors inside a 200 answer (to a
 		// CompleteMultipartUpload) too, which the SDK turns into a 500.
-		return S3ServerError
+		return OutcomeServerError
 	case answered && (status == http.StatusNotFound || status == http.StatusRequestedRangeNotSatisfiable) &&
 		code != "NoSuchBucket" && code != "NoSuchUpload":
 		// Normal answers about an object: there is none under the key
-		// (HEAD, GET, DELETE; ReadAt reports ErrNotExist), or the range
+		// (HEAD, GET, DELETE; ReadAt reports objstore.ErrNotExist), or the range
 		// starts at or past its end (ReadAt reports io.EOF). A missing
 		// bucket or multipart upload is not: those are client errors.
-		return S3OK
+		return OutcomeOK
 	case answered && status >= 300:
 		// The store refused the request as sent: access denied, bad
 		// signature or checksum, a missing bucket or upload, a redirect to
 		// another region.
-		return S3ClientError
+		return OutcomeClientError
 	}
 	// No answer, or a 2xx answer whose body could not be read or parsed.
 	var timeout interface{ Timeout() bool }
@@ -235,19 +235,19 @@ func s3Outcome(err error) S3Outcome {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout()):
 		// A dial, TLS or response-header timeout, the attempt's deadline
 		// (a GET attempt's own, an upload attempt's) passing mid-request.
-		return S3Timeout
+		return OutcomeTimeout
 	case errors.Is(err, context.Canceled) || (errors.As(err, &canceled) && canceled.CanceledError()):
 		// The caller gave up: its context was cancelled.
-		return S3Canceled
+		return OutcomeCanceled
 	case errors.As(err, &sendErr) || errors.As(err, &opErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary:
 		// The request could not be sent or its answer not read: connection
 		// refused or reset, closed where an answer was due (EOF), a body
 		// cut short, DNS or TLS failures.
-		return S3Network
+		return OutcomeNetwork
 	}
 	// Signing or credential failures before anything was sent, an answer
 	// that did not parse.
-	return S3OtherError
+	return OutcomeOtherError
 }

@@ -1,4 +1,11 @@
-package objstore
+// Package s3 is the Amazon S3 (or S3-compatible) backend of objstore.Store,
+// on aws-sdk-go-v2 (DESIGN §Object storage (S3)): Store, its Config, the
+// one classifier of S3 errors (errors.go) and the request metrics, a
+// middleware that counts and times every HTTP attempt (metrics.go). It is
+// the only package of the sidecar that links the SDK; cmd/sidecar opens it
+// when diskless.storage.backend is s3, and every other stage sees only the
+// small interface it defines.
+package s3
 
 import (
 	"bytes"
@@ -25,55 +32,57 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
+	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
-// Defaults and limits of S3Config.
+// Defaults and limits of Config.
 const (
-	// DefaultS3PartSize is the multipart part size: objects up to it go up
+	// DefaultPartSize is the multipart part size: objects up to it go up
 	// as one PUT, larger ones in parts of this size. It equals the default
 	// diskless.append.buffer.max.bytes, so a default file is one PUT.
-	DefaultS3PartSize = 8 << 20
-	// MinS3PartSize is S3's smallest part (except the last).
-	MinS3PartSize = 5 << 20
-	// MaxS3PartSize is S3's largest part.
-	MaxS3PartSize = 5 << 30
-	// DefaultS3Concurrency is how many parts of one object are sent at
+	DefaultPartSize = 8 << 20
+	// MinPartSize is S3's smallest part (except the last).
+	MinPartSize = 5 << 20
+	// MaxPartSize is S3's largest part.
+	MaxPartSize = 5 << 30
+	// DefaultConcurrency is how many parts of one object are sent at
 	// once. With diskless.upload.max.inflight.files (4) objects in flight
 	// that is at most 16 connections, each good for about 93 MB/s on S3
 	// Standard (SPEC §13).
-	DefaultS3Concurrency = 4
-	// DefaultS3MaxAttempts bounds the SDK's attempts at one request
+	DefaultConcurrency = 4
+	// DefaultMaxAttempts bounds the SDK's attempts at one request
 	// (PUT, part, Complete, GET range, ...): quick retries of a blip. The
 	// upload layer retries whole objects on top (see S3).
-	DefaultS3MaxAttempts = 3
-	// DefaultS3InitialBackoff and DefaultS3MaxBackoff: the ceiling of the
+	DefaultMaxAttempts = 3
+	// DefaultInitialBackoff and DefaultMaxBackoff: the ceiling of the
 	// wait before the SDK's n-th retry is InitialBackoff·2^(n−1), capped,
 	// and the wait is drawn uniformly below it (full jitter), as in the
 	// upload layer and Kafka's retry.backoff.ms / retry.backoff.max.ms.
-	DefaultS3InitialBackoff = 100 * time.Millisecond
-	DefaultS3MaxBackoff     = time.Second
-	// DefaultS3ConnectTimeout bounds a TCP connect and a TLS handshake.
-	DefaultS3ConnectTimeout = 5 * time.Second
-	// DefaultS3RequestTimeout bounds the wait for response headers after a
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = time.Second
+	// DefaultConnectTimeout bounds a TCP connect and a TLS handshake.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultRequestTimeout bounds the wait for response headers after a
 	// request was sent (every request), and one GET attempt from sending
 	// it to the last byte of its body. A 4 MiB range is ~50 ms at S3's
 	// ~93 MB/s per connection, the first byte ~20 ms at p90 and a PUT of
 	// 2–8 MiB 200–400 ms at p99 (SPEC §13), so 5 s only cuts off requests
 	// that hang; it is half the default upload attempt timeout (10 s), so a
 	// hung PUT is resent by the SDK within one upload attempt.
-	DefaultS3RequestTimeout = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
 )
 
-// S3Config configures an S3 store. A zero field takes its default;
+// Config configures an S3 store. A zero field takes its default;
 // Validate reports invalid fields naming their configuration keys.
-type S3Config struct {
+type Config struct {
 	// Bucket holds the objects. Required. Key diskless.storage.s3.bucket.
 	Bucket string
 	// Prefix is prepended, with a "/", to every key: the object with key
@@ -94,28 +103,28 @@ type S3Config struct {
 	// <bucket>.<endpoint>/<key>; most S3-compatible stores need it. Key
 	// diskless.storage.s3.path.style.
 	PathStyle bool
-	// PartSize, bytes, in [MinS3PartSize, MaxS3PartSize]: objects up to
+	// PartSize, bytes, in [MinPartSize, MaxPartSize]: objects up to
 	// PartSize are one PutObject, larger ones multipart uploads of
 	// PartSize parts. Key diskless.upload.part.bytes; default
-	// DefaultS3PartSize.
+	// DefaultPartSize.
 	PartSize int64
 	// Concurrency is how many parts of one object are uploaded at once,
-	// ≥ 1. Key diskless.upload.concurrency; default DefaultS3Concurrency.
+	// ≥ 1. Key diskless.upload.concurrency; default DefaultConcurrency.
 	Concurrency int
 	// MaxAttempts bounds the attempts at one S3 request, ≥ 1 (1: no
-	// request-level retry). Default DefaultS3MaxAttempts.
+	// request-level retry). Default DefaultMaxAttempts.
 	MaxAttempts int
 	// InitialBackoff and MaxBackoff shape the waits between attempts at
-	// one request (see DefaultS3InitialBackoff).
+	// one request (see DefaultInitialBackoff).
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	// ConnectTimeout bounds TCP connects and TLS handshakes. Default
-	// DefaultS3ConnectTimeout.
+	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// RequestTimeout bounds the wait for response headers of every request
 	// and each GET attempt as a whole. Key
 	// diskless.storage.s3.request.timeout.ms; default
-	// DefaultS3RequestTimeout.
+	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// Credentials, if not nil, replace the SDK's default credential chain
 	// (environment AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
@@ -125,35 +134,33 @@ type S3Config struct {
 	// Logger receives warnings: multipart uploads that could not be
 	// aborted, the SDK's own warnings. Default slog.Default().
 	Logger *slog.Logger
-	// OnAttempt, if not nil, is called with every HTTP attempt of the
-	// store's client once it has ended and been counted in S3.Stats, on
-	// the goroutine that made it, concurrently with others: it must be
-	// quick and safe for concurrent use. cmd/sidecar times attempts with
-	// it (telemetry.S3Durations).
-	OnAttempt func(S3Attempt)
+	// MeterProvider receives the store's request metrics (see Stats):
+	// diskless.s3.requests{operation, outcome} and
+	// diskless.s3.request.duration{operation}, seconds. nil: none.
+	MeterProvider metric.MeterProvider
 }
 
-func (c S3Config) withDefaults() S3Config {
+func (c Config) withDefaults() Config {
 	if c.PartSize == 0 {
-		c.PartSize = DefaultS3PartSize
+		c.PartSize = DefaultPartSize
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = DefaultS3Concurrency
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultS3MaxAttempts
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.InitialBackoff == 0 {
-		c.InitialBackoff = DefaultS3InitialBackoff
+		c.InitialBackoff = DefaultInitialBackoff
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = max(DefaultS3MaxBackoff, c.InitialBackoff)
+		c.MaxBackoff = max(DefaultMaxBackoff, c.InitialBackoff)
 	}
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultS3ConnectTimeout
+		c.ConnectTimeout = DefaultConnectTimeout
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultS3RequestTimeout
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -164,7 +171,7 @@ func (c S3Config) withDefaults() S3Config {
 
 // Validate reports every invalid field of c (zero fields count as their
 // defaults), each error naming the configuration key.
-func (c S3Config) Validate() error {
+func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	if c.Bucket == "" {
@@ -173,15 +180,15 @@ func (c S3Config) Validate() error {
 		errs = append(errs, fmt.Errorf("diskless.storage.s3.bucket %q: a bucket name, without / or spaces", c.Bucket))
 	}
 	if c.Prefix != "" {
-		if err := ValidateKey(c.Prefix + "/x"); err != nil {
+		if err := objstore.ValidateKey(c.Prefix + "/x"); err != nil {
 			errs = append(errs, fmt.Errorf("diskless.storage.s3.prefix %q: must be slash-separated segments without empty, . or .. segments: %w", c.Prefix, err))
 		}
 	}
 	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
 		errs = append(errs, fmt.Errorf("diskless.storage.s3.endpoint %q: must start with http:// or https://", c.Endpoint))
 	}
-	if c.PartSize < MinS3PartSize || c.PartSize > MaxS3PartSize {
-		errs = append(errs, fmt.Errorf("diskless.upload.part.bytes %d: must be in [%d, %d] (S3's part sizes)", c.PartSize, MinS3PartSize, MaxS3PartSize))
+	if c.PartSize < MinPartSize || c.PartSize > MaxPartSize {
+		errs = append(errs, fmt.Errorf("diskless.upload.part.bytes %d: must be in [%d, %d] (S3's part sizes)", c.PartSize, MinPartSize, MaxPartSize))
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("diskless.upload.concurrency %d: must be at least 1", c.Concurrency))
@@ -201,10 +208,10 @@ func (c S3Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// S3 is the Amazon S3 (or S3-compatible) backend, on aws-sdk-go-v2.
+// Store is the Amazon S3 (or S3-compatible) backend, on aws-sdk-go-v2.
 //
-// Put sends objects up to S3Config.PartSize as one PutObject and larger
-// ones as a multipart upload (feature/s3/manager, S3Config.Concurrency
+// Put sends objects up to Config.PartSize as one PutObject and larger
+// ones as a multipart upload (feature/s3/manager, Config.Concurrency
 // parts at once), every request with a CRC-32C checksum that the store
 // verifies; see Put for how the stored object is checked and how failed
 // multipart uploads are aborted. ReadAt is a ranged GetObject, List is
@@ -213,44 +220,50 @@ func (c S3Config) Validate() error {
 // Retries happen in two layers. The SDK resends one request (a PUT, a part,
 // a Complete, a GET range, ...) that failed transiently — throttling (503
 // SlowDown), 5xx, resets, timeouts; see classifyS3 — up to
-// S3Config.MaxAttempts times with jittered exponential backoff, each resend
+// Config.MaxAttempts times with jittered exponential backoff, each resend
 // from the request's first byte. The caller (upload.Uploader) retries a
 // whole Put, from the object's first byte, when the SDK gives up or an
 // attempt times out. Errors no retry can fix (access denied, no such bucket,
-// bad credentials, wrong region) wrap ErrPermanent, so neither layer
+// bad credentials, wrong region) wrap objstore.ErrPermanent, so neither layer
 // retries them.
 //
 // Every HTTP attempt of the client — each SDK retry, each GET of ReadAt's
 // loop — is counted by operation and outcome (throttled, server_error,
-// timeout, network, ...) in Stats, and passed to S3Config.OnAttempt with
-// its duration: what S3 itself does, below the upload layer's counts.
+// timeout, network, ...) in Stats, and each successful one timed, both
+// exported through Config.MeterProvider: what S3 itself does, below the
+// upload layer's counts.
 //
 // Key layout: key k is stored as "<Prefix>/k". Keys that are
 // "<prefix>/<random hex>" (SPEC §7) spread requests over S3's key-range
 // partitions by their leading random characters.
-type S3 struct {
-	cfg      S3Config
+type Store struct {
+	cfg      Config
 	prefix   string // cfg.Prefix + "/", or ""
-	client   *s3.Client
+	client   *awss3.Client
 	uploader *manager.Uploader
 	http     *http.Client
 	log      *slog.Logger
 	now      func() time.Time
 	pageSize int32 // keys per List page; 0: the store's (1000 on S3); tests
-	stats    S3Stats
+	stats    Stats
+	metrics  metrics
 }
 
-var _ Store = (*S3)(nil)
+var _ objstore.Store = (*Store)(nil)
 
-// NewS3 returns an S3 store. It reads the SDK's default configuration
+// New returns an S3 store. It reads the SDK's default configuration
 // (environment, shared config files) for the region and credentials not
 // set in cfg, but makes no request: Check does.
-func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
+func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("objstore: s3: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &S3{cfg: cfg, log: cfg.Logger, now: time.Now}
+	s := &Store{cfg: cfg, log: cfg.Logger, now: time.Now}
+	var err error
+	if s.metrics, err = newMetrics(cfg.MeterProvider, &s.stats); err != nil {
+		return nil, fmt.Errorf("objstore: s3: metrics: %w", err)
+	}
 	if cfg.Prefix != "" {
 		s.prefix = cfg.Prefix + "/"
 	}
@@ -295,7 +308,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
 	}
-	s.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	s.client = awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
@@ -317,18 +330,18 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 
 // Close releases the store's idle connections. Calls in flight are not
 // affected; the store must not be used afterwards.
-func (s *S3) Close() {
+func (s *Store) Close() {
 	s.http.CloseIdleConnections()
 }
 
 // Check makes one request (HeadBucket) to find out whether the bucket is
-// reachable with the configured credentials. Its error wraps ErrPermanent
+// reachable with the configured credentials. Its error wraps objstore.ErrPermanent
 // when retrying cannot help (no such bucket, access denied, wrong region).
-func (s *S3) Check(ctx context.Context) error {
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)})
+func (s *Store) Check(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)})
 	if err != nil {
 		if c := classifyS3(err); c == s3Permanent || c == s3NotFound {
-			return fmt.Errorf("objstore: s3 bucket %s: %w: %w", s.cfg.Bucket, ErrPermanent, err)
+			return fmt.Errorf("objstore: s3 bucket %s: %w: %w", s.cfg.Bucket, objstore.ErrPermanent, err)
 		}
 		return fmt.Errorf("objstore: s3 bucket %s: %w", s.cfg.Bucket, err)
 	}
@@ -336,21 +349,21 @@ func (s *S3) Check(ctx context.Context) error {
 }
 
 // fullKey validates key and returns it with the configured prefix.
-func (s *S3) fullKey(key string) (string, error) {
-	if err := ValidateKey(key); err != nil {
+func (s *Store) fullKey(key string) (string, error) {
+	if err := objstore.ValidateKey(key); err != nil {
 		return "", err
 	}
 	full := s.prefix + key
-	if len(full) > MaxKeyBytes {
-		return "", fmt.Errorf("%w %q: longer than %d bytes with prefix %q", ErrInvalidKey, key, MaxKeyBytes, s.cfg.Prefix)
+	if len(full) > objstore.MaxKeyBytes {
+		return "", fmt.Errorf("%w %q: longer than %d bytes with prefix %q", objstore.ErrInvalidKey, key, objstore.MaxKeyBytes, s.cfg.Prefix)
 	}
 	return full, nil
 }
 
-// wrapErr marks err for callers: ErrPermanent for errors no retry fixes.
+// wrapErr marks err for callers: objstore.ErrPermanent for errors no retry fixes.
 func wrapErr(op, key string, err error) error {
 	if classifyS3(err) == s3Permanent {
-		return fmt.Errorf("objstore: %s %s: %w: %w", op, key, ErrPermanent, err)
+		return fmt.Errorf("objstore: %s %s: %w: %w", op, key, objstore.ErrPermanent, err)
 	}
 	return fmt.Errorf("objstore: %s %s: %w", op, key, err)
 }
@@ -367,7 +380,7 @@ func crc32cBase64(sum uint32) string {
 
 // Put implements Store.Put.
 //
-// Objects up to S3Config.PartSize are one PutObject; larger ones a
+// Objects up to Config.PartSize are one PutObject; larger ones a
 // multipart upload of PartSize parts, Concurrency at a time. Either way
 // the object is read straight from data (no copy), and each request, when
 // the SDK resends it, is sent again from its first byte.
@@ -394,7 +407,7 @@ func crc32cBase64(sum uint32) string {
 // As S3 PUTs are atomic, an object is never partly visible; but an error
 // does not prove that no object was stored (an answer lost after the store
 // committed it).
-func (s *S3) Put(ctx context.Context, key string, data []byte) (err error) {
+func (s *Store) Put(ctx context.Context, key string, data []byte) (err error) {
 	full, err := s.fullKey(key)
 	if err != nil {
 		return err
@@ -405,7 +418,7 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) (err error) {
 	size := int64(len(data))
 	sum := crc32cBase64(crc32.Checksum(data, castagnoli))
 	mp := &multipartClient{api: s.client, size: size, timeout: s.cfg.RequestTimeout * time.Duration(s.cfg.MaxAttempts)}
-	in := &s3.PutObjectInput{
+	in := &awss3.PutObjectInput{
 		Bucket:            aws.String(s.cfg.Bucket),
 		Key:               aws.String(full),
 		Body:              bytes.NewReader(data),
@@ -429,7 +442,7 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) (err error) {
 	}
 	// No checksum in the answer: the store does not do checksums. Check
 	// the size at least.
-	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+	head, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
 	if err != nil {
 		return wrapErr("put (verify)", key, err)
 	}
@@ -442,7 +455,7 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) (err error) {
 // sweepUploads aborts the multipart uploads of full that Put may have
 // left: when a CreateMultipartUpload took several attempts or failed, or an
 // abort failed. It runs even when ctx is done, bounded by its own timeout.
-func (s *S3) sweepUploads(ctx context.Context, key, full string, mp *multipartClient) {
+func (s *Store) sweepUploads(ctx context.Context, key, full string, mp *multipartClient) {
 	mp.mu.Lock()
 	needed := mp.sweep
 	mp.mu.Unlock()
@@ -465,8 +478,8 @@ func (s *S3) sweepUploads(ctx context.Context, key, full string, mp *multipartCl
 
 // abortUploads aborts the multipart uploads under prefix (a full key
 // prefix) for which keep returns true, and returns how many it aborted.
-func (s *S3) abortUploads(ctx context.Context, prefix string, abort func(types.MultipartUpload) bool) (int, error) {
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(prefix)}
+func (s *Store) abortUploads(ctx context.Context, prefix string, abort func(types.MultipartUpload) bool) (int, error) {
+	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(prefix)}
 	n := 0
 	var errs []error
 	for {
@@ -478,7 +491,7 @@ func (s *S3) abortUploads(ctx context.Context, prefix string, abort func(types.M
 			if !abort(u) {
 				continue
 			}
-			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			_, err := s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
 				Bucket: aws.String(s.cfg.Bucket), Key: u.Key, UploadId: u.UploadId})
 			if err != nil && classifyS3(err) != s3RetryOperation { // NoSuchUpload: gone already
 				errs = append(errs, fmt.Errorf("abort %s (%s): %w", aws.ToString(u.Key), aws.ToString(u.UploadId), err))
@@ -500,7 +513,7 @@ func (s *S3) abortUploads(ctx context.Context, prefix string, abort func(types.M
 // unreachable for the abort; olderThan must exceed the longest upload
 // (the sidecar passes the orphan scan's grace period), so that uploads in
 // progress in other processes sharing the bucket are not touched.
-func (s *S3) AbortStaleUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
+func (s *Store) AbortStaleUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
 	cutoff := s.now().Add(-olderThan)
 	n, err := s.abortUploads(ctx, s.prefix+prefix, func(u types.MultipartUpload) bool {
 		return u.Initiated != nil && u.Initiated.Before(cutoff)
@@ -530,15 +543,15 @@ func (c *multipartClient) needSweep() {
 	c.mu.Unlock()
 }
 
-func (c *multipartClient) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+func (c *multipartClient) PutObject(ctx context.Context, in *awss3.PutObjectInput, opts ...func(*awss3.Options)) (*awss3.PutObjectOutput, error) {
 	return c.api.PutObject(ctx, in, opts...)
 }
 
-func (c *multipartClient) UploadPart(ctx context.Context, in *s3.UploadPartInput, opts ...func(*s3.Options)) (*s3.UploadPartOutput, error) {
+func (c *multipartClient) UploadPart(ctx context.Context, in *awss3.UploadPartInput, opts ...func(*awss3.Options)) (*awss3.UploadPartOutput, error) {
 	return c.api.UploadPart(ctx, in, opts...)
 }
 
-func (c *multipartClient) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+func (c *multipartClient) CreateMultipartUpload(ctx context.Context, in *awss3.CreateMultipartUploadInput, opts ...func(*awss3.Options)) (*awss3.CreateMultipartUploadOutput, error) {
 	in.ChecksumType = types.ChecksumTypeFullObject
 	out, err := c.api.CreateMultipartUpload(ctx, in, opts...)
 	if err != nil {
@@ -551,13 +564,13 @@ func (c *multipartClient) CreateMultipartUpload(ctx context.Context, in *s3.Crea
 	return out, nil
 }
 
-func (c *multipartClient) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+func (c *multipartClient) CompleteMultipartUpload(ctx context.Context, in *awss3.CompleteMultipartUploadInput, opts ...func(*awss3.Options)) (*awss3.CompleteMultipartUploadOutput, error) {
 	in.ChecksumType = types.ChecksumTypeFullObject
 	in.MpuObjectSize = aws.Int64(c.size)
 	return c.api.CompleteMultipartUpload(ctx, in, opts...)
 }
 
-func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, opts ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
+func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *awss3.AbortMultipartUploadInput, opts ...func(*awss3.Options)) (*awss3.AbortMultipartUploadOutput, error) {
 	// The uploader aborts with the Put's ctx, which is often what ended
 	// the upload (cancelled, or the attempt's timeout): abort regardless.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
@@ -572,11 +585,11 @@ func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *s3.Abort
 // ReadAt implements Store.ReadAt with ranged GetObjects.
 //
 // Each attempt is one GET of the bytes still missing, under
-// S3Config.RequestTimeout from sending it to the last byte; a transient
+// Config.RequestTimeout from sending it to the last byte; a transient
 // failure (see classifyS3), also in the middle of the body, or an attempt
-// that timed out is retried up to S3Config.MaxAttempts attempts in all,
+// that timed out is retried up to Config.MaxAttempts attempts in all,
 // keeping the bytes already read. A zero-length read costs a HeadObject
-// (to report ErrNotExist faithfully).
+// (to report objstore.ErrNotExist faithfully).
 //
 // The end of the object is learnt only from what the store says about the
 // object, never from a body that is shorter than asked: the size in the
@@ -590,7 +603,7 @@ func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *s3.Abort
 // failures (io.ErrUnexpectedEOF), retried for the missing bytes. No error
 // but the bare io.EOF at the end wraps io.EOF, so callers that test with
 // errors.Is cannot take a failure for the end either.
-func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
 	full, err := s.fullKey(key)
 	if err != nil {
 		return 0, err
@@ -602,10 +615,10 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 		return 0, fmt.Errorf("objstore: read %s: %w", key, err)
 	}
 	if len(p) == 0 {
-		_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+		_, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
 		if err != nil {
 			if classifyS3(err) == s3NotFound {
-				return 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+				return 0, fmt.Errorf("objstore: read %s: %w", key, objstore.ErrNotExist)
 			}
 			return 0, wrapErr("read", key, err)
 		}
@@ -619,7 +632,7 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 		case err == nil || err == io.EOF:
 			return n, err
 		case classifyS3(err) == s3NotFound:
-			return n, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+			return n, fmt.Errorf("objstore: read %s: %w", key, objstore.ErrNotExist)
 		case errors.Is(err, io.EOF):
 			// The connection closed where an answer was due (net/http's
 			// `Get "…": EOF`): a failure, which must not read as the
@@ -644,14 +657,14 @@ func (s *S3) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, 
 // p is full or at its end, and io.ErrUnexpectedEOF (wrapped) when the
 // answer holds fewer bytes than it announces or than p without reaching
 // the end.
-func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (int, error) {
+func (s *Store) readOnce(ctx context.Context, full string, p []byte, off int64) (int, error) {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	out, err := s.client.GetObject(actx, &s3.GetObjectInput{
+	out, err := s.client.GetObject(actx, &awss3.GetObjectInput{
 		Bucket: aws.String(s.cfg.Bucket),
 		Key:    aws.String(full),
 		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
-	}, func(o *s3.Options) {
+	}, func(o *awss3.Options) {
 		// ReadAt's loop is the only retry of a GET: it covers failures in
 		// the body too, and keeps what was read.
 		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1)
@@ -675,7 +688,7 @@ func (s *S3) readOnce(ctx context.Context, full string, p []byte, off int64) (in
 }
 
 // readAnswer reads p at off from a GET's answer (see readOnce).
-func readAnswer(out *s3.GetObjectOutput, p []byte, off int64) (int, error) {
+func readAnswer(out *awss3.GetObjectOutput, p []byte, off int64) (int, error) {
 	if cr := aws.ToString(out.ContentRange); cr != "" {
 		return readRange(out.Body, cr, out.ContentLength, p, off)
 	}
@@ -821,7 +834,7 @@ func parseContentRange(v string) (first, last, size int64, err error) {
 
 // Delete implements Store.Delete (DeleteObject; S3 answers success for a
 // missing key, and a 404 from another store counts as success too).
-func (s *S3) Delete(ctx context.Context, key string) error {
+func (s *Store) Delete(ctx context.Context, key string) error {
 	full, err := s.fullKey(key)
 	if err != nil {
 		return err
@@ -829,7 +842,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("objstore: delete %s: %w", key, err)
 	}
-	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+	_, err = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
 	if err != nil && classifyS3(err) != s3NotFound {
 		return wrapErr("delete", key, err)
 	}
@@ -838,14 +851,14 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 
 // List implements Store.List with ListObjectsV2, one page (up to 1000
 // keys) at a time, in S3's order: lexical by the UTF-8 bytes of the key.
-func (s *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+func (s *Store) List(ctx context.Context, prefix string, fn func(objstore.ObjectInfo) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("objstore: list %q: %w", prefix, err)
 	}
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+	p := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
 		Bucket: aws.String(s.cfg.Bucket),
 		Prefix: aws.String(s.prefix + prefix),
-	}, func(o *s3.ListObjectsV2PaginatorOptions) { o.Limit = s.pageSize })
+	}, func(o *awss3.ListObjectsV2PaginatorOptions) { o.Limit = s.pageSize })
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -856,7 +869,7 @@ func (s *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 			if !ok || strings.HasSuffix(k, "/") {
 				continue // a "directory" marker, not an object
 			}
-			if err := fn(ObjectInfo{Key: k, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}); err != nil {
+			if err := fn(objstore.ObjectInfo{Key: k, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}); err != nil {
 				return err
 			}
 		}
@@ -867,12 +880,12 @@ func (s *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 	return nil
 }
 
-// newS3Retryer is the SDK's standard retryer made explicit: S3Config's
+// newS3Retryer is the SDK's standard retryer made explicit: Config's
 // attempts and backoff, classifyS3's verdict as the only retry test, and no
 // retry quota (the token bucket that stops retries after a burst of
 // failures), since attempts are bounded per request and the upload layer
 // backs off on top.
-func newS3Retryer(cfg S3Config) aws.Retryer {
+func newS3Retryer(cfg Config) aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxAttempts = cfg.MaxAttempts
 		o.MaxBackoff = cfg.MaxBackoff

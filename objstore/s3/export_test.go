@@ -1,5 +1,5 @@
-package objstore
+package s3
 
 // SetListPageSize makes List ask for n keys per page, so that tests
 // exercise pagination with few objects.
-func (s *S3) SetListPageSize(n int32) { s.pageSize = n }
+func (s *Store) SetListPageSize(n int32) { s.pageSize = n }

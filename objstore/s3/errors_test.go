@@ -1,4 +1,4 @@
-package objstore
+package s3
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func TestClassifyS3(t *testing.T) {
 }
 
 // TestS3Outcome: every attempt's error falls in exactly one outcome, as
-// S3Stats documents.
+// Stats documents.
 func TestS3Outcome(t *testing.T) {
 	reset := &url.Error{Op: "Get", URL: "http://s3/x", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
 	refused := &url.Error{Op: "Put", URL: "http://s3/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
@@ -109,42 +109,42 @@ func TestS3Outcome(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want S3Outcome
+		want Outcome
 	}{
-		{"success", nil, S3OK},
-		{"404 NoSuchKey", apiErr(404, "NoSuchKey"), S3OK},
-		{"404 on HEAD", apiErr(404, "NotFound"), S3OK},
-		{"404 without a code", statusErr(404), S3OK},
-		{"416 InvalidRange", apiErr(416, "InvalidRange"), S3OK},
-		{"503 SlowDown", apiErr(503, "SlowDown"), S3Throttled},
-		{"503 ServiceUnavailable", apiErr(503, "ServiceUnavailable"), S3Throttled},
-		{"503 without a code", statusErr(503), S3Throttled},
-		{"429", statusErr(429), S3Throttled},
-		{"400 Throttling", apiErr(400, "Throttling"), S3Throttled},
-		{"500 InternalError", apiErr(500, "InternalError"), S3ServerError},
-		{"502", apiErr(502, "BadGateway"), S3ServerError},
-		{"504 without a code", statusErr(504), S3ServerError},
-		{"400 RequestTimeout", apiErr(400, "RequestTimeout"), S3Timeout},
-		{"400 BadDigest", apiErr(400, "BadDigest"), S3ClientError},
-		{"403 AccessDenied", apiErr(403, "AccessDenied"), S3ClientError},
-		{"403 on HEAD", statusErr(403), S3ClientError},
-		{"404 NoSuchBucket", apiErr(404, "NoSuchBucket"), S3ClientError},
-		{"404 NoSuchUpload", apiErr(404, "NoSuchUpload"), S3ClientError},
-		{"301 PermanentRedirect", apiErr(301, "PermanentRedirect"), S3ClientError},
-		{"response header timeout", sendErr(headerTimeout), S3Timeout},
-		{"dial timeout", sendErr(dialTimeout), S3Timeout},
-		{"attempt deadline (SDK)", &smithy.CanceledError{Err: context.DeadlineExceeded}, S3Timeout},
-		{"attempt deadline while reading a body", fmt.Errorf("read: %w", context.DeadlineExceeded), S3Timeout},
-		{"ctx cancelled (SDK)", &smithy.CanceledError{Err: context.Canceled}, S3Canceled},
-		{"ctx cancelled (plain)", fmt.Errorf("x: %w", context.Canceled), S3Canceled},
-		{"connection reset", sendErr(reset), S3Network},
-		{"connection refused", sendErr(refused), S3Network},
-		{"closed before the answer", sendErr(closed), S3Network},
-		{"request send failed", sendErr(errors.New("write: broken pipe")), S3Network},
-		{"body reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, S3Network},
-		{"body cut short", io.ErrUnexpectedEOF, S3Network},
-		{"credentials", errors.New("failed to refresh cached credentials"), S3OtherError},
-		{"answer that does not parse", &smithy.DeserializationError{Err: errors.New("bad XML")}, S3OtherError},
+		{"success", nil, OutcomeOK},
+		{"404 NoSuchKey", apiErr(404, "NoSuchKey"), OutcomeOK},
+		{"404 on HEAD", apiErr(404, "NotFound"), OutcomeOK},
+		{"404 without a code", statusErr(404), OutcomeOK},
+		{"416 InvalidRange", apiErr(416, "InvalidRange"), OutcomeOK},
+		{"503 SlowDown", apiErr(503, "SlowDown"), OutcomeThrottled},
+		{"503 ServiceUnavailable", apiErr(503, "ServiceUnavailable"), OutcomeThrottled},
+		{"503 without a code", statusErr(503), OutcomeThrottled},
+		{"429", statusErr(429), OutcomeThrottled},
+		{"400 Throttling", apiErr(400, "Throttling"), OutcomeThrottled},
+		{"500 InternalError", apiErr(500, "InternalError"), OutcomeServerError},
+		{"502", apiErr(502, "BadGateway"), OutcomeServerError},
+		{"504 without a code", statusErr(504), OutcomeServerError},
+		{"400 RequestTimeout", apiErr(400, "RequestTimeout"), OutcomeTimeout},
+		{"400 BadDigest", apiErr(400, "BadDigest"), OutcomeClientError},
+		{"403 AccessDenied", apiErr(403, "AccessDenied"), OutcomeClientError},
+		{"403 on HEAD", statusErr(403), OutcomeClientError},
+		{"404 NoSuchBucket", apiErr(404, "NoSuchBucket"), OutcomeClientError},
+		{"404 NoSuchUpload", apiErr(404, "NoSuchUpload"), OutcomeClientError},
+		{"301 PermanentRedirect", apiErr(301, "PermanentRedirect"), OutcomeClientError},
+		{"response header timeout", sendErr(headerTimeout), OutcomeTimeout},
+		{"dial timeout", sendErr(dialTimeout), OutcomeTimeout},
+		{"attempt deadline (SDK)", &smithy.CanceledError{Err: context.DeadlineExceeded}, OutcomeTimeout},
+		{"attempt deadline while reading a body", fmt.Errorf("read: %w", context.DeadlineExceeded), OutcomeTimeout},
+		{"ctx cancelled (SDK)", &smithy.CanceledError{Err: context.Canceled}, OutcomeCanceled},
+		{"ctx cancelled (plain)", fmt.Errorf("x: %w", context.Canceled), OutcomeCanceled},
+		{"connection reset", sendErr(reset), OutcomeNetwork},
+		{"connection refused", sendErr(refused), OutcomeNetwork},
+		{"closed before the answer", sendErr(closed), OutcomeNetwork},
+		{"request send failed", sendErr(errors.New("write: broken pipe")), OutcomeNetwork},
+		{"body reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, OutcomeNetwork},
+		{"body cut short", io.ErrUnexpectedEOF, OutcomeNetwork},
+		{"credentials", errors.New("failed to refresh cached credentials"), OutcomeOtherError},
+		{"answer that does not parse", &smithy.DeserializationError{Err: errors.New("bad XML")}, OutcomeOtherError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,23 +1,28 @@
-package objstore_test
+package s3_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
 )
 
-// counts is a sparse view of S3Stats.Requests: "operation/outcome" → n.
+// counts is a sparse view of Stats.Requests: "operation/outcome" → n.
 type counts map[string]int64
 
-func statsOf(st *objstore.S3Stats) counts {
+func statsOf(st *s3.Stats) counts {
 	c := counts{}
-	for op := range objstore.NumS3Ops {
-		for out := range objstore.NumS3Outcomes {
+	for op := range s3.NumOps {
+		for out := range s3.NumOutcomes {
 			if n := st.Requests[op][out].Load(); n != 0 {
 				c[op.String()+"/"+out.String()] = n
 			}
@@ -26,30 +31,40 @@ func statsOf(st *objstore.S3Stats) counts {
 	return c
 }
 
-// attemptLog collects what S3Config.OnAttempt receives.
-type attemptLog struct {
-	mu       sync.Mutex
-	counts   counts
-	untimed  int // attempts without a positive duration
-	attempts int
-}
-
-func (l *attemptLog) record(a objstore.S3Attempt) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.counts[a.Op.String()+"/"+a.Outcome.String()]++
-	l.attempts++
-	if a.Duration <= 0 {
-		l.untimed++
+// durationsOf reads the diskless.s3.request.duration histogram from r:
+// "operation/ok" → how many attempts it timed, and the operations with an
+// attempt timed at 0 or less.
+func durationsOf(t *testing.T, r *sdkmetric.ManualReader) (timed counts, untimed []string) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
 	}
+	timed = counts{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "diskless.s3.request.duration" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				op, _ := dp.Attributes.Value("operation")
+				timed[op.AsString()+"/ok"] = int64(dp.Count)
+				if lo, ok := dp.Min.Value(); !ok || lo <= 0 {
+					untimed = append(untimed, op.AsString())
+				}
+			}
+		}
+	}
+	return timed, untimed
 }
 
 // TestS3RequestMetrics drives the store through versitygw and the fault
-// proxy and pins S3Stats exactly: every HTTP attempt counted once, by
+// proxy and pins Stats exactly: every HTTP attempt counted once, by
 // operation and outcome, SDK retries and ReadAt's own retries included;
-// and OnAttempt receives the same attempts, each timed.
+// and every successful attempt, and only those, is timed in the duration
+// histogram.
 func TestS3RequestMetrics(t *testing.T) {
-	const part = objstore.MinS3PartSize
+	const part = s3.MinPartSize
 	small := randomBytes(1000)
 	large := randomBytes(3*part + 7) // 4 parts
 	e := newS3Env(t)
@@ -58,26 +73,26 @@ func TestS3RequestMetrics(t *testing.T) {
 	// a GET by itself, unseen by the SDK, when a reused connection breaks
 	// before the answer.
 	const obj = "metrics/obj"
-	if err := e.store(t, objstore.S3Config{}).Put(t.Context(), obj, large); err != nil {
+	if err := e.store(t, s3.Config{}).Put(t.Context(), obj, large); err != nil {
 		t.Fatal(err)
 	}
-	put := func(data []byte) func(*testing.T, *objstore.S3) error {
-		return func(t *testing.T, s *objstore.S3) error { return s.Put(t.Context(), "metrics/"+t.Name(), data) }
+	put := func(data []byte) func(*testing.T, *s3.Store) error {
+		return func(t *testing.T, s *s3.Store) error { return s.Put(t.Context(), "metrics/"+t.Name(), data) }
 	}
-	read := func(t *testing.T, s *objstore.S3) error {
+	read := func(t *testing.T, s *s3.Store) error {
 		p := make([]byte, 600_000)
 		_, err := s.ReadAt(t.Context(), obj, p, 300_000)
 		return err
 	}
 	tests := []struct {
 		name    string
-		cfg     objstore.S3Config
+		cfg     s3.Config
 		rules   []*s3fault.Rule
-		run     func(*testing.T, *objstore.S3) error
+		run     func(*testing.T, *s3.Store) error
 		wantErr bool
 		want    counts // every count that is not zero
 	}{
-		{name: "SlowDown on PutObject 3 times", cfg: objstore.S3Config{MaxAttempts: 4},
+		{name: "SlowDown on PutObject 3 times", cfg: s3.Config{MaxAttempts: 4},
 			rules: []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 3, Fault: s3fault.SlowDown()}},
 			run:   put(small),
 			want:  counts{"PutObject/throttled": 3, "PutObject/ok": 1}},
@@ -87,7 +102,7 @@ func TestS3RequestMetrics(t *testing.T) {
 			rules: []*s3fault.Rule{{Kind: s3fault.UploadPart, PartNumber: 2, Times: 1, Fault: s3fault.InternalError()}},
 			run:   put(large),
 			want:  counts{"CreateMultipartUpload/ok": 1, "UploadPart/ok": 4, "UploadPart/server_error": 1, "CompleteMultipartUpload/ok": 1}},
-		{name: "a part always fails: aborted", cfg: objstore.S3Config{Concurrency: 1},
+		{name: "a part always fails: aborted", cfg: s3.Config{Concurrency: 1},
 			rules:   []*s3fault.Rule{{Kind: s3fault.UploadPart, PartNumber: 3, Fault: s3fault.InternalError()}},
 			run:     put(large),
 			wantErr: true,
@@ -97,7 +112,7 @@ func TestS3RequestMetrics(t *testing.T) {
 			run:     put(small),
 			wantErr: true,
 			want:    counts{"PutObject/client_error": 1}},
-		{name: "no answer within the request timeout", cfg: objstore.S3Config{RequestTimeout: time.Second},
+		{name: "no answer within the request timeout", cfg: s3.Config{RequestTimeout: time.Second},
 			rules: []*s3fault.Rule{{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.Stall()}},
 			run:   put(small),
 			want:  counts{"PutObject/timeout": 1, "PutObject/ok": 1}},
@@ -115,10 +130,10 @@ func TestS3RequestMetrics(t *testing.T) {
 			want:  counts{"GetObject/network": 1, "GetObject/ok": 1}},
 		{name: "a missing bucket is a client error", // a HEAD's 404 carries no NoSuchBucket code
 			rules:   []*s3fault.Rule{{Kind: s3fault.Other, Fault: s3fault.Error(404, "NoSuchBucket")}},
-			run:     func(t *testing.T, s *objstore.S3) error { return s.Check(t.Context()) },
+			run:     func(t *testing.T, s *s3.Store) error { return s.Check(t.Context()) },
 			wantErr: true,
 			want:    counts{"HeadBucket/client_error": 1}},
-		{name: "GET body slower than the timeout", cfg: objstore.S3Config{RequestTimeout: time.Second},
+		{name: "GET body slower than the timeout", cfg: s3.Config{RequestTimeout: time.Second},
 			rules: []*s3fault.Rule{{Kind: s3fault.GetObject, Times: 1, Fault: s3fault.SlowBody(256 << 10)}},
 			run:   read,
 			want:  counts{"GetObject/timeout": 1, "GetObject/ok": 1}},
@@ -127,7 +142,7 @@ func TestS3RequestMetrics(t *testing.T) {
 			wantErr: true,
 			want:    counts{"GetObject/throttled": 3}},
 		{name: "missing key and range past the end are answers",
-			run: func(t *testing.T, s *objstore.S3) error {
+			run: func(t *testing.T, s *s3.Store) error {
 				p := make([]byte, 10)
 				if _, err := s.ReadAt(t.Context(), "metrics/missing", p, 0); err == nil {
 					return fmt.Errorf("read of a missing key succeeded")
@@ -142,7 +157,7 @@ func TestS3RequestMetrics(t *testing.T) {
 			},
 			want: counts{"GetObject/ok": 2, "HeadObject/ok": 1}},
 		{name: "the other operations",
-			run: func(t *testing.T, s *objstore.S3) error {
+			run: func(t *testing.T, s *s3.Store) error {
 				if err := s.Check(t.Context()); err != nil {
 					return err
 				}
@@ -159,10 +174,10 @@ func TestS3RequestMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log := &attemptLog{counts: counts{}}
+			reader := sdkmetric.NewManualReader()
 			cfg := tt.cfg
 			cfg.PartSize = part
-			cfg.OnAttempt = log.record
+			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			s := e.store(t, quick(cfg))
 			e.proxy.Clear()
 			for _, r := range tt.rules {
@@ -174,12 +189,16 @@ func TestS3RequestMetrics(t *testing.T) {
 				t.Fatalf("error: %v, want one: %v", err, tt.wantErr)
 			}
 			if got := statsOf(s.Stats()); !maps.Equal(got, tt.want) {
-				t.Errorf("S3Stats = %v, want %v", got, tt.want)
+				t.Errorf("Stats = %v, want %v", got, tt.want)
 			}
-			log.mu.Lock()
-			defer log.mu.Unlock()
-			if !maps.Equal(log.counts, tt.want) || log.untimed != 0 {
-				t.Errorf("OnAttempt saw %v (%d of %d without a duration), want %v", log.counts, log.untimed, log.attempts, tt.want)
+			wantTimed := counts{}
+			for k, n := range tt.want {
+				if strings.HasSuffix(k, "/ok") {
+					wantTimed[k] = n
+				}
+			}
+			if timed, untimed := durationsOf(t, reader); !maps.Equal(timed, wantTimed) || len(untimed) > 0 {
+				t.Errorf("durations timed %v (without a duration: %v), want %v", timed, untimed, wantTimed)
 			}
 		})
 	}

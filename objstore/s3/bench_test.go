@@ -1,4 +1,4 @@
-package objstore_test
+package s3_test
 
 import (
 	"fmt"
@@ -6,20 +6,20 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
-	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
 )
 
 // benchEnv is newS3Env for a benchmark: versitygw on this machine, through
 // the (fault-free) proxy, as in the e2e tests.
-func benchEnv(b *testing.B) (*s3Env, *objstore.S3) {
+func benchEnv(b *testing.B) (*s3Env, *s3.Store) {
 	if testing.Short() {
 		b.Skip("starts versitygw")
 	}
 	e := newS3EnvTB(b)
-	return e, e.storeTB(b, objstore.S3Config{})
+	return e, e.storeTB(b, s3.Config{})
 }
 
 // BenchmarkS3Put uploads objects to versitygw with the default part size
@@ -55,7 +55,7 @@ func BenchmarkS3HeadObject(b *testing.B) {
 	}
 	cl := e.gw.Client(b)
 	for b.Loop() {
-		if _, err := cl.HeadObject(b.Context(), &s3.HeadObjectInput{Bucket: aws.String(e.bucket), Key: aws.String("bench/head")}); err != nil {
+		if _, err := cl.HeadObject(b.Context(), &awss3.HeadObjectInput{Bucket: aws.String(e.bucket), Key: aws.String("bench/head")}); err != nil {
 			b.Fatal(err)
 		}
 	}
