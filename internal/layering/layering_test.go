@@ -72,3 +72,27 @@ func TestOnlyS3LinksTheSDK(t *testing.T) {
 		}
 	}
 }
+
+// implementations are the packages that do the work behind the stages'
+// interfaces; server names none of them (cmd/sidecar wires them in), only
+// the interfaces it defines and the vocabulary they speak (diskless).
+var implementations = []string{"produce", "fetch", "commit", "upload", "wal", "cache", "coordinator", "objstore", "objstore/s3"}
+
+// TestServerImportsNoImplementation: the Kafka listener depends on the
+// interfaces it defines (Producer, Fetcher, Catalog), never on the
+// packages that implement them.
+func TestServerImportsNoImplementation(t *testing.T) {
+	all := deps(t)
+	server, ok := all[module+"/server"]
+	if !ok {
+		t.Fatal("no server package")
+	}
+	for _, impl := range implementations {
+		if _, ok := all[module+"/"+impl]; !ok {
+			t.Errorf("%s is not a package of the module any more: update the list", impl)
+		}
+		if slices.Contains(server, module+"/"+impl) {
+			t.Errorf("server links %s: it must see only the interfaces it defines", impl)
+		}
+	}
+}
