@@ -29,10 +29,13 @@ bench:
 bench-ci:
 	$(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./...
 
+# gofmt, vet, and every SPEC/DESIGN/docs reference in comments and Markdown
+# resolving to a heading in this repository (internal/tools/refcheck).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 ./internal/layering
+	$(GO) run ./internal/tools/refcheck
 
 clean:
 	rm -rf bin

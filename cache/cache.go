@@ -1,5 +1,5 @@
 // Package cache is the range-read block cache in front of the object store
-// (DESIGN.md, fetch step 3).
+// (DESIGN §Fetch step 3).
 //
 // Objects are immutable (SPEC §7), so a cached block never goes stale and
 // the cache needs no invalidation for correctness. Each object is cut into
@@ -589,7 +589,7 @@ func (c *Cache) release(l *load) {
 }
 
 // Put caches object key, just uploaded by this sidecar, so that its first
-// readers need no GET (DESIGN.md, fetch step 3). data must be the whole
+// readers need no GET (DESIGN §Fetch step 3). data must be the whole
 // object, and Put takes ownership of it: objects are immutable (SPEC §7),
 // so the cached blocks are sub-slices of data, not copies, and the caller
 // must never modify data afterwards. (Copying would be a second full copy

@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Stats counts a Cache's work since New. The fields are updated atomically
 // and may be read at any time; internal/telemetry exports them as
-// OpenTelemetry metrics (DESIGN.md, Observability). Hits and misses count
+// OpenTelemetry metrics (DESIGN §Observability). Hits and misses count
 // blocks: a read spanning three blocks makes three lookups.
 type Stats struct {
 	// Hits counts block lookups served from the cache.

@@ -1,7 +1,7 @@
 package fetch
 
 // Counted and golden tests of what fetching costs in object-store requests
-// (STYLE §Tests): the real fetch handler over a real coordinator (one
+// (DESIGN §Tests): the real fetch handler over a real coordinator (one
 // shard, a metadata log that keeps nothing) and the real block cache over
 // objstore.Memory, which counts every request.
 

@@ -1,5 +1,5 @@
-// Package upload puts sealed WAL objects into the object store (DESIGN.md,
-// produce step 5): it names each object with a fresh key, "<prefix>/<id>"
+// Package upload puts sealed WAL objects into the object store (DESIGN §Produce
+// step 5): it names each object with a fresh key, "<prefix>/<id>"
 // (SPEC §7), and retries transient failures with capped exponential backoff
 // and full jitter, each attempt under its own timeout and each resending the
 // object from its first byte.
