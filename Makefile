@@ -29,7 +29,7 @@ bench:
 bench-ci:
 	$(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./...
 
-# gofmt, vet, and every SPEC/DESIGN/docs reference in comments and Markdown
+# gofmt, vet, the layering test, and every SPEC/DESIGN/docs reference in comments and Markdown
 # resolving to a heading in this repository (internal/tools/refcheck).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
