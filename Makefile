@@ -5,7 +5,7 @@ GO      ?= go
 ARGS    ?=
 PKGS    := ./...
 
-.PHONY: run build test test-short bench bench-ci lint clean
+.PHONY: run build test test-short bench bench-ci lint staticcheck-install clean
 
 # Builds, then runs the binary in the foreground (exec: Ctrl-C reaches the
 # sidecar itself, which stops gracefully).
@@ -29,13 +29,24 @@ bench:
 bench-ci:
 	$(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./...
 
-# gofmt, vet, the layering test, and every SPEC/DESIGN/docs reference in comments and Markdown
-# resolving to a heading in this repository (internal/tools/refcheck).
-lint:
+# staticcheck, pinned; `make lint` installs it into $(go env GOPATH)/bin when
+# that version is not there (.ci/run installs the same version first).
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+
+# gofmt, vet, staticcheck, the layering test, and every SPEC/DESIGN/docs
+# reference in comments and Markdown resolving to a heading in this
+# repository (internal/tools/refcheck).
+lint: staticcheck-install
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
 	$(GO) test -count=1 ./internal/layering
 	$(GO) run ./internal/tools/refcheck
+
+staticcheck-install:
+	@$(GO) version -m $(STATICCHECK) 2>/dev/null | grep -q 'mod.*honnef.co/go/tools.*$(STATICCHECK_VERSION)' || \
+		{ echo "installing staticcheck $(STATICCHECK_VERSION)"; $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
 
 clean:
 	rm -rf bin
