@@ -1,0 +1,136 @@
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * Consume reads a topic with the Java client and prints every record as one
+ * JSON line on stdout (kafkatest.ParseRecords reads them):
+ *
+ * <pre>{"topic":"t","partition":0,"offset":5,"timestamp":1700000000000,
+ *  "timestampType":"CreateTime","key":"base64"|null,"value":"base64"|null,
+ *  "headers":[{"key":"h","value":"base64"|null}]}</pre>
+ *
+ * Arguments: --bootstrap-server host:port[,…] --topic T, then optionally
+ * --group G (subscribe as a member of group G, committing offsets
+ * synchronously after each poll's records are printed; without it every
+ * partition of T is assigned and read from its beginning),
+ * --max-records N (stop after N records; default unbounded),
+ * --idle-timeout-ms M (stop when no record came for M ms; default 10000),
+ * --property key=value (any consumer config, repeatable; e.g.
+ * isolation.level=read_committed, group.protocol=consumer).
+ * It stops cleanly on SIGTERM. The last line on stderr is "consumed N records".
+ */
+public final class Consume {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = null, topic = null, group = null;
+        long maxRecords = Long.MAX_VALUE, idleMs = 10000;
+        Properties props = new Properties();
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (i + 1 >= args.length) throw new IllegalArgumentException("missing value for " + a);
+            String v = args[++i];
+            switch (a) {
+                case "--bootstrap-server": bootstrap = v; break;
+                case "--topic": topic = v; break;
+                case "--group": group = v; break;
+                case "--max-records": maxRecords = Long.parseLong(v); break;
+                case "--idle-timeout-ms": idleMs = Long.parseLong(v); break;
+                case "--property": {
+                    int eq = v.indexOf('=');
+                    if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
+                    props.setProperty(v.substring(0, eq), v.substring(eq + 1));
+                    break;
+                }
+                default: throw new IllegalArgumentException("unknown argument " + a);
+            }
+        }
+        if (bootstrap == null || topic == null) throw new IllegalArgumentException("--bootstrap-server and --topic are required");
+        props.putIfAbsent(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.putIfAbsent(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.putIfAbsent(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (group != null) props.putIfAbsent(ConsumerConfig.GROUP_ID_CONFIG, group);
+
+        long consumed = 0;
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread main = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            consumer.wakeup();
+            try { closed.await(); } catch (InterruptedException e) { main.interrupt(); }
+        }));
+        try {
+            if (group != null) {
+                consumer.subscribe(List.of(topic));
+            } else {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (PartitionInfo p : consumer.partitionsFor(topic)) tps.add(new TopicPartition(topic, p.partition()));
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+            }
+            long lastRecord = System.currentTimeMillis();
+            StringBuilder sb = new StringBuilder();
+            while (consumed < maxRecords && System.currentTimeMillis() - lastRecord < idleMs) {
+                ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(200));
+                if (recs.isEmpty()) continue;
+                lastRecord = System.currentTimeMillis();
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    sb.setLength(0);
+                    sb.append("{\"topic\":").append(quote(r.topic()))
+                      .append(",\"partition\":").append(r.partition())
+                      .append(",\"offset\":").append(r.offset())
+                      .append(",\"timestamp\":").append(r.timestamp())
+                      .append(",\"timestampType\":").append(quote(r.timestampType().name))
+                      .append(",\"key\":").append(b64(r.key()))
+                      .append(",\"value\":").append(b64(r.value()))
+                      .append(",\"headers\":[");
+                    boolean first = true;
+                    for (Header h : r.headers()) {
+                        if (!first) sb.append(',');
+                        first = false;
+                        sb.append("{\"key\":").append(quote(h.key())).append(",\"value\":").append(b64(h.value())).append('}');
+                    }
+                    sb.append("]}");
+                    System.out.println(sb);
+                    consumed++;
+                }
+                System.out.flush();
+                if (group != null) consumer.commitSync();
+            }
+        } catch (WakeupException e) {
+            // SIGTERM: stop polling and close.
+        } finally {
+            consumer.close();
+            System.err.println("consumed " + consumed + " records");
+            closed.countDown();
+        }
+    }
+
+    static String b64(byte[] b) {
+        return b == null ? "null" : "\"" + Base64.getEncoder().encodeToString(b) + "\"";
+    }
+
+    static String quote(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') sb.append('\\').append(c);
+            else if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
+            else sb.append(c);
+        }
+        return sb.append('"').toString();
+    }
+
+    private Consume() {}
+}
