@@ -692,6 +692,9 @@ func (c *Cluster) cleanup() {
 	c.mu.Unlock()
 	for _, id := range ids {
 		n := c.node(id)
+		if _, err := os.Stat(n.log); err != nil {
+			continue // never started
+		}
 		c.t.Logf("kafkatest: end of node %d's log (%s):\n%s", id, n.log, c.logTail(n, 80))
 	}
 	c.t.Logf("kafkatest: the test failed: the cluster's directory is kept: %s", c.dir)

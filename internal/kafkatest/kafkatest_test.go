@@ -68,11 +68,17 @@ func TestToolMainClasses(t *testing.T) {
 
 // TestSingleBroker: one combined node; kafka-topics creates a topic, kgo
 // writes records that kgo and the Java Consume program read back identically,
-// the Java Produce program writes records that kgo reads, and a Java group
-// consumer's committed offsets show in kafka-consumer-groups.
+// the Java Produce program writes records that kgo reads, a Java group
+// consumer's committed offsets show in kafka-consumer-groups, and the other
+// tools later tests point at a sidecar run once each.
 func TestSingleBroker(t *testing.T) {
 	start := time.Now()
-	c := kafkatest.Start(t, kafkatest.Options{})
+	// The authorizer, for kafka-acls; with no ACL on a resource, everyone
+	// may use it.
+	c := kafkatest.Start(t, kafkatest.Options{BrokerConfig: map[string]string{
+		"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"allow.everyone.if.no.acl.found": "true",
+	}})
 	t.Logf("1 combined node serving after %v", time.Since(start).Round(time.Millisecond))
 	ctx := t.Context()
 	bs := c.BootstrapServers()
@@ -200,6 +206,34 @@ func TestSingleBroker(t *testing.T) {
 	if lines != 3 {
 		t.Fatalf("kafka-consumer-groups --describe:\n%s", out)
 	}
+
+	// The other tools the later tests point at a sidecar, each once: the
+	// independent ones at the same time, then kafka-acls adds an ACL and
+	// lists it.
+	type toolRun struct {
+		tool string
+		args []string
+		want string // in stdout
+	}
+	runTool := func(tc toolRun) {
+		out, _, err := kafkatest.Tool(ctx, tc.tool, append([]string{"--bootstrap-server", bs}, tc.args...)...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %v, stdout:\n%s", tc.tool, err, out)
+		}
+	}
+	var tools sync.WaitGroup
+	for _, tc := range []toolRun{
+		{"kafka-configs", []string{"--describe", "--entity-type", "topics", "--entity-name", "t"}, "Dynamic configs for topic t"},
+		{"kafka-log-dirs", []string{"--describe", "--topic-list", "t"}, `"partition":"t-0"`},
+		{"kafka-producer-perf-test", []string{"--topic", "perf", "--num-records", "2000", "--record-size", "100",
+			"--throughput", "-1"}, "2000 records sent"},
+		{"kafka-transactions", []string{"list"}, "TransactionalId"},
+	} {
+		tools.Go(func() { runTool(tc) })
+	}
+	runTool(toolRun{"kafka-acls", []string{"--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "acl-topic"}, "User:alice"})
+	runTool(toolRun{"kafka-acls", []string{"--list", "--topic", "acl-topic"}, "principal=User:alice"})
+	tools.Wait()
 	t.Logf("whole test %v", time.Since(start).Round(time.Millisecond))
 }
 
