@@ -12,8 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // ErrShardCountChanged is returned (wrapped) by Open when the metadata logs

@@ -2,8 +2,9 @@ package coordinator
 
 import (
 	"bytes"
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"testing"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // TestLateRepeatOfForgottenKey: a shared file (owners 0 and 1) is closed,

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // fileTable returns the size of shard's file table: slots (free ones

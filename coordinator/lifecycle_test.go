@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // testLog wraps a Log for fault injection and counting.

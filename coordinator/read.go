@@ -3,8 +3,9 @@ package coordinator
 import (
 	"math"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Reads serve the published view of a partition (visLogStart, visHWM):

@@ -2,8 +2,9 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"testing"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // TestRecentCommitsBounds: the answers kept for repeated keys are bounded

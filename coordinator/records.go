@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Record keys of the metadata log (SPEC §8; 104+ are the project's, see

@@ -7,8 +7,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 var (

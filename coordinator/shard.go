@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Tuning of the shard driver.

@@ -3,12 +3,13 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // TestSnapshotDoesNotBlockCommits holds a snapshot write (a Log wrapper

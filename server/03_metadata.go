@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
-
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
