@@ -13,6 +13,8 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
 
 // commitBatchesPerFile is the size of every file committed: 1000 batches,
@@ -22,20 +24,10 @@ const commitBatchesPerFile = 1000
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// memLog is a metadata log that keeps nothing: the coordinator's decision
-// path alone ("in memory").
-type memLog struct{ next int64 }
-
-func (l *memLog) Replay(context.Context, int64, func(int64, []byte) error) (int64, error) {
-	return l.next, nil
-}
-func (l *memLog) Append(_ context.Context, b [][]byte) error { l.next += int64(len(b)); return nil }
-func (l *memLog) Close() error                               { return nil }
-
 // countingLog counts Appends of the embedded file log: each is one group of
 // records written with one fsync.
 type countingLog struct {
-	coordinator.Log
+	metalog.Log
 	appends *atomic.Int64
 }
 
@@ -66,15 +58,16 @@ func newCommitFixture(b *testing.B, durable bool) *commitFixture {
 	cfg := coordinator.Config{NumShards: 1, Logger: quiet, SnapshotIntervalRecords: -1}
 	if durable {
 		dir := b.TempDir()
-		cfg.OpenLog = func(shard int32) (coordinator.Log, error) {
-			l, err := coordinator.OpenFileLog(filepath.Join(dir, fmt.Sprintf("shard-%d", shard)), quiet)
+		cfg.OpenLog = func(shard int32) (metalog.Log, error) {
+			l, err := metalog.OpenFileLog(filepath.Join(dir, fmt.Sprintf("shard-%d", shard)), quiet)
 			if err != nil {
 				return nil, err
 			}
 			return countingLog{Log: l, appends: &f.appends}, nil
 		}
 	} else {
-		cfg.OpenLog = func(int32) (coordinator.Log, error) { return &memLog{}, nil }
+		// The in-memory log: the coordinator's decision path alone.
+		cfg.OpenLog = new(metalogtest.Memory).Open
 	}
 	c, err := coordinator.Open(cfg)
 	if err != nil {

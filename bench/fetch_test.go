@@ -15,6 +15,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -44,7 +45,7 @@ func fetchFixture(b *testing.B, logAppendTime bool) (*fetch.Handler, diskless.To
 		obj = append(obj, one...)
 	}
 	c, err := coordinator.Open(coordinator.Config{NumShards: 1, Logger: quiet, SnapshotIntervalRecords: -1,
-		OpenLog: func(int32) (coordinator.Log, error) { return &memLog{}, nil }})
+		OpenLog: new(metalogtest.Memory).Open})
 	if err != nil {
 		b.Fatal(err)
 	}

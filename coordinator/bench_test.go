@@ -10,27 +10,14 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
 
-// nopLog is a Log that keeps nothing: benchmarks of the decision path
-// without fsync.
-type nopLog struct{ next int64 }
-
-func (l *nopLog) Replay(context.Context, int64, func(int64, []byte) error) (int64, error) {
-	return l.next, nil
-}
-
-func (l *nopLog) Append(_ context.Context, b [][]byte) error {
-	l.next += int64(len(b))
-	return nil
-}
-
-func (l *nopLog) Close() error { return nil }
-
 // BenchmarkCommitFile measures one CommitFile of 100 idempotent batches
-// over 10 partitions through the shard driver, without fsync.
+// over 10 partitions through the shard driver, over the in-memory log (no
+// fsync, no copy).
 func BenchmarkCommitFile(b *testing.B) {
-	c, err := Open(Config{NumShards: 1, OpenLog: func(int32) (Log, error) { return &nopLog{}, nil }, Logger: discardLogger()})
+	c, err := Open(Config{NumShards: 1, SnapshotIntervalRecords: -1, OpenLog: new(metalogtest.Memory).Open, Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,7 +232,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 	for _, size := range []int{0, 4 << 20} {
 		b.Run(fmt.Sprintf("batches=%d", size), func(b *testing.B) {
 			c, err := Open(Config{NumShards: 1, SnapshotIntervalRecords: -1,
-				OpenLog: func(int32) (Log, error) { return &nopLog{}, nil }, Logger: discardLogger()})
+				OpenLog: new(metalogtest.Memory).Open, Logger: discardLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -46,7 +47,8 @@ const (
 // optional field selects its default.
 type Config struct {
 	// Dir is the directory holding one subdirectory per shard's metadata
-	// log (shard-<n>); it is created if missing. Required.
+	// log (shard-<n>, a metalog.FileLog); it is created if missing.
+	// Required unless OpenLog is set.
 	Dir string
 	// NumShards is diskless.metadata.topic.num.partitions, the number of
 	// coordinator shards, 1 … MaxShards. It must stay the same for the
@@ -72,8 +74,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OpenLog, when set, opens shard's metadata log instead of the
 	// embedded file log under Dir (a Kafka-topic backend, or a test
-	// double). The Coordinator closes the logs it opened.
-	OpenLog func(shard int32) (Log, error)
+	// double such as metalogtest.Memory). The Coordinator closes the logs
+	// it opened.
+	OpenLog func(shard int32) (metalog.Log, error)
 
 	// RetentionCheckInterval is diskless.retention.check.interval.ms: how
 	// often each shard applies its topics' retention.ms and

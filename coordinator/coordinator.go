@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
 // ErrShardCountChanged is returned (wrapped) by Open when the metadata logs
@@ -85,7 +86,7 @@ type Coordinator struct {
 // starts the shard drivers and the background loops (retention, file
 // deletion, orphan scan; see Config). The embedded logs hold an exclusive
 // lock on Dir/LOCK until Close. Errors: a Config.Validate error; Dir in use by
-// another process; ErrCorrupt
+// another process; metalog.ErrCorrupt
 // (wrapped) for a log that is not merely torn; an error naming
 // diskless.metadata.topic.num.partitions when Dir was written with a
 // different number of shards; IO errors.
@@ -116,13 +117,13 @@ func Open(cfg Config) (*Coordinator, error) {
 	}
 	for i := range cfg.NumShards {
 		var (
-			l   Log
+			l   metalog.Log
 			err error
 		)
 		if cfg.OpenLog != nil {
 			l, err = cfg.OpenLog(i)
 		} else {
-			l, err = openFileLog(filepath.Join(cfg.Dir, "shard-"+strconv.Itoa(int(i))), cfg.Logger)
+			l, err = metalog.OpenFileLog(filepath.Join(cfg.Dir, "shard-"+strconv.Itoa(int(i))), cfg.Logger)
 		}
 		if err != nil {
 			return fail(fmt.Errorf("coordinator: open shard %d: %w", i, err))

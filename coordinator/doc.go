@@ -69,45 +69,28 @@
 // shard deletes the object itself), and forgotten only once a later
 // commit is an hour of log time younger than it.
 //
-// # Metadata log format
+// # Metadata log
 //
-// Specified in docs/format/metadata-records.md. The embedded backend keeps
-// each shard in Dir/shard-<n>/ as segment files named by the index of
-// their first record (a 16-byte header: "DSML", version 2, base index),
-// holding groups: the records of one Append (one write, one fsync), each
-// in a frame, then a group end:
-//
-//	frame:     | length uint32 | crc uint32 | body (length bytes) |
-//	group end: | "DSGE" | count uint32 | first int64 | length uint64 | group crc uint32 | crc uint32 |
-//
-// big-endian; length is 1 … MaxRecordBytes; crc is CRC-32C (Castagnoli)
-// over the length bytes and the body. A group end (32 bytes; "DSGE" is
-// never a valid frame length) gives the group's record count, the index
-// of its first record, the length in bytes of its frames and a CRC-32C
-// over them, and a CRC-32C of its own first 28 bytes. Group ends are not
-// records: record indexes count frames only. The body is a KRaft-style
-// metadata record: uvarint frame version 1, uvarint record key, uvarint
-// version 0, then the record in Kafka's flexible-version encoding
-// (compact strings and arrays, tagged fields after every struct). Keys:
-// 100 DisklessPartitionCreatedRecord, 101 DisklessTopicDeletedRecord, 102
-// DisklessFileCommittedRecord, 103 DisklessRecordsDeletedRecord (SPEC §8),
-// and the project's 104 DisklessTopicConfigRecord (the catalog entry; the
-// commit point of CreateTopic), 105 DisklessProducerIdBlockRecord and 106
+// Each shard's records and snapshots live in a metalog.Log: by default
+// the embedded metalog.FileLog in Dir/shard-<n>/, or what Config.OpenLog
+// opens (a test double, later a Kafka topic partition per shard). The
+// records are KRaft-style metadata records (records.go;
+// docs/format/metadata-records.md): uvarint frame version 1, uvarint
+// record key, uvarint version 0, then the record in Kafka's
+// flexible-version encoding (compact strings and arrays, tagged fields
+// after every struct). Keys: 100 DisklessPartitionCreatedRecord, 101
+// DisklessTopicDeletedRecord, 102 DisklessFileCommittedRecord, 103
+// DisklessRecordsDeletedRecord (SPEC §8), and the project's 104
+// DisklessTopicConfigRecord (the catalog entry; the commit point of
+// CreateTopic), 105 DisklessProducerIdBlockRecord and 106
 // DisklessFileDeletedRecord.
 //
-// On open, replay applies a group's records only once its group end has
-// verified the group. In the last segment, the group holding the first bad
-// spot (a short frame, bad length or CRC, a bad or missing group end) is a
-// torn group — the last Append, whose fsync never returned — unless a
-// later group verifies completely or bytes follow the bad group's own
-// group end (both mean a later Append ran, so the bad group's fsync had
-// returned): a torn group is truncated whole, from its first frame, with a
-// warning naming the bytes dropped; otherwise, and in any other segment,
-// it is ErrCorrupt naming the file and byte offset. Every
-// SnapshotIntervalRecords records a shard starts a new segment at N
-// (always between groups) and freezes a copy of its state (on the driver,
-// O(files + partitions)), then encodes and writes it (N.snapshot, the
-// state after records [0, N)) on a snapshot goroutine while commits go on,
-// and only then deletes older segments and snapshots; Open loads the
-// newest valid snapshot and replays the records after it.
+// Every SnapshotIntervalRecords records a shard announces a snapshot at
+// the log's next index N (Log.PrepareSnapshot: the file log starts a new
+// segment) and freezes a copy of its state (on the driver,
+// O(files + partitions)), then encodes it (snapshot.go: a payload that
+// starts with its own version) and writes it (Log.WriteSnapshot, the
+// state after records [0, N)) on a snapshot goroutine while commits go
+// on, and only then discards what it supersedes (Log.TruncateBefore);
+// Open loads the latest snapshot and replays the records after it.
 package coordinator

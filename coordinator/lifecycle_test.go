@@ -17,11 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
 
-// testLog wraps a Log for fault injection and counting.
+// testLog wraps a metalog.Log for fault injection and counting.
 type testLog struct {
-	inner SnapshotLog
+	inner metalog.Log
 	// appends counts Append calls (groups).
 	appends atomic.Int64
 	// failAppend, when set, decides the fate of an Append: write the
@@ -30,14 +32,14 @@ type testLog struct {
 	// failReplay makes Replay fail.
 	failReplay atomic.Bool
 	// saveHook, when set (before the first snapshot), runs at the start
-	// of every SaveSnapshot, on the snapshot goroutine; saveErr, when set,
-	// makes SaveSnapshot fail with its answer.
+	// of every WriteSnapshot, on the snapshot goroutine; saveErr, when
+	// set, makes WriteSnapshot fail with its answer.
 	saveHook func(index int64)
 	saveErr  func(index int64) error
 	mu       sync.Mutex
 }
 
-var _ SnapshotLog = (*testLog)(nil)
+var _ metalog.Log = (*testLog)(nil)
 
 func (l *testLog) Replay(ctx context.Context, from int64, fn func(int64, []byte) error) (int64, error) {
 	if l.failReplay.Load() {
@@ -71,13 +73,13 @@ func (l *testLog) setFail(f func([][]byte) (bool, error)) {
 }
 
 func (l *testLog) Close() error { return l.inner.Close() }
-func (l *testLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
-	return l.inner.LoadSnapshot(ctx)
+func (l *testLog) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	return l.inner.ReadSnapshot(ctx)
 }
 func (l *testLog) PrepareSnapshot(ctx context.Context, index int64) error {
 	return l.inner.PrepareSnapshot(ctx, index)
 }
-func (l *testLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
+func (l *testLog) WriteSnapshot(ctx context.Context, index int64, data []byte) error {
 	if l.saveHook != nil {
 		l.saveHook(index)
 	}
@@ -86,7 +88,10 @@ func (l *testLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 			return err
 		}
 	}
-	return l.inner.SaveSnapshot(ctx, index, data)
+	return l.inner.WriteSnapshot(ctx, index, data)
+}
+func (l *testLog) TruncateBefore(ctx context.Context, index int64) error {
+	return l.inner.TruncateBefore(ctx, index)
 }
 
 // withTestLogs makes the env open file logs wrapped in testLogs, which
@@ -94,8 +99,8 @@ func (l *testLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 func withTestLogs(logs map[int32]*testLog, mu *sync.Mutex) func(*Config) {
 	return func(c *Config) {
 		dir := c.Dir
-		c.OpenLog = func(shard int32) (Log, error) {
-			inner, err := openFileLog(filepath.Join(dir, fmt.Sprintf("shard-%d", shard)), discardLogger())
+		c.OpenLog = func(shard int32) (metalog.Log, error) {
+			inner, err := metalog.OpenFileLog(filepath.Join(dir, fmt.Sprintf("shard-%d", shard)), discardLogger())
 			if err != nil {
 				return nil, err
 			}
@@ -167,13 +172,25 @@ func workload(t *testing.T, e *env, files int) {
 	}
 }
 
+// TestRestartRebuildsIdenticalState runs over the embedded file log and
+// over the in-memory log (metalogtest.Memory): the coordinator relies on
+// nothing of a backend but the metalog.Log contract.
 func TestRestartRebuildsIdenticalState(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		snapshots int64
-	}{{"replay only", -1}, {"snapshot every 5 records", 5}, {"snapshot every record", 1}} {
+		memory    bool
+	}{
+		{"replay only", -1, false}, {"snapshot every 5 records", 5, false}, {"snapshot every record", 1, false},
+		{"in memory, replay only", -1, true}, {"in memory, snapshot every 5 records", 5, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3, func(c *Config) { c.SnapshotIntervalRecords = tc.snapshots })
+			e := newEnv(t, 3, func(c *Config) {
+				c.SnapshotIntervalRecords = tc.snapshots
+				if tc.memory {
+					c.OpenLog = new(metalogtest.Memory).Open
+				}
+			})
 			workload(t, e, 40)
 			if n := churnFiles(t, e, 24); n == 0 {
 				t.Fatal("no file forgotten")
@@ -316,36 +333,12 @@ func TestMidLogCorruptionRefusesOpen(t *testing.T) {
 	flip(t, seg, offs[7]+frameHeaderSize+3)
 	before, _ := os.ReadFile(seg)
 	_, err := Open(e.cfg)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at byte %d ", seg, offs[7])) {
+	if !errors.Is(err, metalog.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s at byte %d ", seg, offs[7])) {
 		t.Fatalf("Open: %v, want ErrCorrupt naming %s at byte %d", err, seg, offs[7])
 	}
 	if after, _ := os.ReadFile(seg); string(after) != string(before) {
 		t.Fatal("Open modified the corrupt segment")
 	}
-}
-
-// frameOffsets returns the byte offset of every record frame of a
-// segment (group ends skipped).
-func frameOffsets(t *testing.T, path string) []int64 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int64
-	for off := segmentHeaderSize; off < len(b); {
-		if isGroupEnd(b[off:]) {
-			off += groupEndSize
-			continue
-		}
-		_, n, err := decodeFrame(b[off:])
-		if err != nil {
-			t.Fatalf("frame at %d: %v", off, err)
-		}
-		out = append(out, int64(off))
-		off += n
-	}
-	return out
 }
 
 func TestUndecodableRecordRefusesOpen(t *testing.T) {
@@ -354,8 +347,11 @@ func TestUndecodableRecordRefusesOpen(t *testing.T) {
 	e.c.Close()
 	e.c = nil
 	// A whole group whose record has a good CRC and an unknown key.
-	l := openTestLog(t, filepath.Join(e.cfg.Dir, "shard-0"), nil)
-	if _, _, err := replayAll(t, l, 0); err != nil {
+	l, err := metalog.OpenFileLog(filepath.Join(e.cfg.Dir, "shard-0"), discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Replay(context.Background(), 0, func(int64, []byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Append(context.Background(), [][]byte{{1, 99, 0}}); err != nil {
@@ -372,8 +368,7 @@ func TestGroupCommitUsesOneFsync(t *testing.T) {
 	e := newEnv(t, 1, withTestLogs(logs, mu), func(c *Config) { c.SnapshotIntervalRecords = -1 })
 	top := e.createTopic("t", 4, nil)
 	l := logs[0]
-	file := l.inner.(*fileLog)
-	appends0, syncs0 := l.appends.Load(), file.syncs.Load()
+	appends0 := l.appends.Load()
 
 	const n = 50
 	gate := holdShard(t, e.c.shards[0])
@@ -391,11 +386,10 @@ func TestGroupCommitUsesOneFsync(t *testing.T) {
 	waitQueued(t, e.c.shards[0], n)
 	close(gate)
 	wg.Wait()
+	// One Append is one fsync of the file log
+	// (metalog.TestFileLogAppendReplay counts them).
 	if got := l.appends.Load() - appends0; got != 1 {
 		t.Fatalf("%d appends for one group of %d commits, want 1", got, n)
-	}
-	if got := file.syncs.Load() - syncs0; got != 1 {
-		t.Fatalf("%d fsyncs for one group of %d commits, want 1", got, n)
 	}
 	want := map[int32]int64{}
 	for i, res := range results {
@@ -847,7 +841,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no dir", func(c *Config) { c.Dir = "" }, "Dir"},
 		{"no dir but OpenLog", func(c *Config) {
 			c.Dir = ""
-			c.OpenLog = func(int32) (Log, error) { return nil, nil }
+			c.OpenLog = func(int32) (metalog.Log, error) { return nil, nil }
 		}, ""},
 		{"zero shards", func(c *Config) { c.NumShards = 0 }, "diskless.metadata.topic.num.partitions"},
 		{"too many shards", func(c *Config) { c.NumShards = MaxShards + 1 }, "diskless.metadata.topic.num.partitions"},
@@ -969,18 +963,22 @@ func TestSnapshotEquivalence(t *testing.T) {
 	// Copy the logs, snapshot the copy's state at its current end, and
 	// check a load from the snapshot gives the same bytes.
 	for i, s := range full {
-		l, err := openFileLog(filepath.Join(e.cfg.Dir, fmt.Sprintf("shard-%d", i)), discardLogger())
+		l, err := metalog.OpenFileLog(filepath.Join(e.cfg.Dir, fmt.Sprintf("shard-%d", i)), discardLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, err := l.Replay(context.Background(), 0, func(int64, []byte) error { return nil })
+		ctx := context.Background()
+		next, err := l.Replay(ctx, 0, func(int64, []byte) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.PrepareSnapshot(context.Background(), next); err != nil {
+		if err := l.PrepareSnapshot(ctx, next); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.SaveSnapshot(context.Background(), next, s); err != nil {
+		if err := l.WriteSnapshot(ctx, next, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateBefore(ctx, next); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -10,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
 var (
@@ -151,43 +151,6 @@ func TestDecodeRecordCorruption(t *testing.T) {
 	}
 }
 
-func TestDecodeFrameCorruption(t *testing.T) {
-	body := appendRecord(nil, sampleRecords()["topic config"])
-	good := appendFrame(nil, body)
-	mutate := func(f func(b []byte)) []byte {
-		b := append([]byte(nil), good...)
-		f(b)
-		return b
-	}
-	cases := []struct {
-		name    string
-		frame   []byte
-		wantErr error
-	}{
-		{"good", good, nil},
-		{"empty", nil, errFrameShort},
-		{"short header", good[:7], errFrameShort},
-		{"short body", good[:len(good)-1], errFrameShort},
-		{"zero length", mutate(func(b []byte) { binary.BigEndian.PutUint32(b, 0) }), errFrameLength},
-		{"length above limit", mutate(func(b []byte) { binary.BigEndian.PutUint32(b, MaxRecordBytes+1) }), errFrameLength},
-		{"length larger than data", mutate(func(b []byte) { binary.BigEndian.PutUint32(b, uint32(len(body)+1)) }), errFrameShort},
-		{"length smaller than body", mutate(func(b []byte) { binary.BigEndian.PutUint32(b, uint32(len(body)-1)) }), errFrameCRC},
-		{"bad crc", mutate(func(b []byte) { b[5] ^= 1 }), errFrameCRC},
-		{"flipped body bit", mutate(func(b []byte) { b[len(b)-3] ^= 0x10 }), errFrameCRC},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, n, err := decodeFrame(tc.frame)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("err %v, want %v", err, tc.wantErr)
-			}
-			if err == nil && (n != len(good) || !reflect.DeepEqual(got, body)) {
-				t.Fatalf("decoded %d bytes", n)
-			}
-		})
-	}
-}
-
 func FuzzDecodeRecord(f *testing.F) {
 	for _, rec := range sampleRecords() {
 		f.Add(appendRecord(nil, rec))
@@ -209,24 +172,6 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// Applying it to an empty state must not panic.
 		newState(0, DefaultProducerIDExpirationMs, discardLogger()).apply(rec)
-	})
-}
-
-func FuzzDecodeFrame(f *testing.F) {
-	for _, rec := range sampleRecords() {
-		f.Add(appendFrame(nil, appendRecord(nil, rec)))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		body, n, err := decodeFrame(b)
-		if err != nil {
-			return
-		}
-		if n > len(b) || n != frameHeaderSize+len(body) {
-			t.Fatalf("frame size %d of %d bytes, body %d", n, len(b), len(body))
-		}
-		if again := appendFrame(nil, body); !reflect.DeepEqual(again, b[:n]) {
-			t.Fatalf("re-encoded frame differs")
-		}
 	})
 }
 
@@ -254,7 +199,7 @@ func TestFileRecordSizeBound(t *testing.T) {
 	if per > maxEncodedBatchBytes {
 		t.Fatalf("%d bytes per batch, bound is %d", per, maxEncodedBatchBytes)
 	}
-	if diskless.MaxCommitBatches*maxEncodedBatchBytes+diskless.MaxObjectKeyBytes+4*MaxShards+64 > MaxRecordBytes {
+	if diskless.MaxCommitBatches*maxEncodedBatchBytes+diskless.MaxObjectKeyBytes+4*MaxShards+64 > metalog.MaxRecordBytes {
 		t.Fatal("MaxCommitBatches does not fit in MaxRecordBytes")
 	}
 }

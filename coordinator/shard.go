@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
 // Tuning of the shard driver.
@@ -33,7 +34,7 @@ const (
 type shard struct {
 	c   *Coordinator
 	id  int32
-	log Log
+	log metalog.Log
 
 	reqs chan *request
 	stop chan struct{} // closed by Close
@@ -401,17 +402,15 @@ func (s *shard) answer(ps []pending) {
 func (s *shard) load(ctx context.Context) (*state, error) {
 	st := newState(s.id, s.c.cfg.ProducerIDExpirationMs, s.c.logger)
 	from := int64(0)
-	if sl, ok := s.log.(SnapshotLog); ok {
-		idx, data, err := sl.LoadSnapshot(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("coordinator: shard %d: load snapshot: %w", s.id, err)
+	idx, data, err := s.log.ReadSnapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: shard %d: load snapshot: %w", s.id, err)
+	}
+	if data != nil {
+		if err := st.decodeSnapshot(data); err != nil {
+			return nil, fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w", s.id, idx, err)
 		}
-		if data != nil {
-			if err := st.decodeSnapshot(data); err != nil {
-				return nil, fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w", s.id, idx, err)
-			}
-			from = idx
-		}
+		from = idx
 	}
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
 		rec, err := decodeRecord(body)
@@ -437,7 +436,7 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 func (s *shard) rebuild() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Replay must not run while a snapshot is written (SnapshotLog).
+	// Replay must not run while a snapshot is written (metalog.Log).
 	s.waitSnapshot()
 	st, err := s.load(ctx)
 	s.mu.Lock()
@@ -458,15 +457,14 @@ func (s *shard) rebuild() {
 }
 
 // maybeSnapshot starts a snapshot once enough records were appended since
-// the last one started. Only the log's PrepareSnapshot (a new segment)
-// and freezing the state run here, on the commit path; encoding and
-// writing run on the shard's snapshot goroutine, of which there is at
-// most one: while it runs, later snapshots wait for the next call after
-// it finished.
+// the last one started. Only the log's PrepareSnapshot (the file log: a
+// new segment) and freezing the state run here, on the commit path;
+// encoding, writing and truncating the log before it run on the shard's
+// snapshot goroutine, of which there is at most one: while it runs, later
+// snapshots wait for the next call after it finished.
 func (s *shard) maybeSnapshot() {
 	every := s.c.cfg.SnapshotIntervalRecords
-	sl, ok := s.log.(SnapshotLog)
-	if !ok || every < 0 {
+	if every < 0 {
 		return
 	}
 	if s.snapshotDone != nil {
@@ -482,7 +480,7 @@ func (s *shard) maybeSnapshot() {
 	}
 	index := s.logNext
 	s.snapshotAt = index // on failure, retry after another interval
-	if err := sl.PrepareSnapshot(context.Background(), index); err != nil {
+	if err := s.log.PrepareSnapshot(context.Background(), index); err != nil {
 		// The log is intact; only replay gets longer.
 		s.c.logger.Warn("coordinator: starting a snapshot failed", "shard", s.id, "index", index, "err", err)
 		return
@@ -493,7 +491,12 @@ func (s *shard) maybeSnapshot() {
 	done := make(chan error, 1)
 	s.snapshotDone = done
 	go func() {
-		done <- sl.SaveSnapshot(context.Background(), index, fz.appendTo(nil))
+		ctx := context.Background()
+		err := s.log.WriteSnapshot(ctx, index, fz.appendTo(nil))
+		if err == nil {
+			err = s.log.TruncateBefore(ctx, index)
+		}
+		done <- err
 	}()
 }
 

@@ -16,13 +16,21 @@ import (
 )
 
 // Snapshot data layout (docs/format/metadata-records.md §Snapshots): the
-// shard state in the primitives of the record encoding, maps in sorted
-// order so that equal states encode to equal bytes. Derived fields (file
-// live counts, the index's timestamp summaries, the published view) are
-// recomputed on load, not stored.
+// payload's version, then the shard state in the primitives of the record
+// encoding, maps in sorted order so that equal states encode to equal
+// bytes. Derived fields (file live counts, the index's timestamp
+// summaries, the published view) are recomputed on load, not stored. The
+// metadata log stores the payload as opaque bytes.
+
+// snapshotDataVersion is the version of the snapshot payload, its first
+// field (int16). 2 added the file table's owners and closed flags (record
+// 106); 3 added commit numbers, free slots and the closed-file queue
+// (forgotten files, state.forgetClosed). Change the encoding, change it:
+// a payload of another version refuses the open, naming it.
+const snapshotDataVersion int16 = 3
 
 // ErrBadSnapshot is returned (wrapped) for snapshot data that does not
-// decode to a consistent state.
+// decode to a consistent state, or is of another version.
 var ErrBadSnapshot = errors.New("coordinator: malformed snapshot")
 
 // frozenState is a copy of a state for a snapshot, taken on the shard
@@ -110,6 +118,7 @@ func (s *state) appendSnapshot(dst []byte) []byte { return s.freeze().appendTo(d
 // appendTo appends the snapshot encoding to dst. Maps were frozen in
 // random order; they are sorted here, off the commit path.
 func (fz *frozenState) appendTo(dst []byte) []byte {
+	dst = kbin.AppendInt16(dst, snapshotDataVersion)
 	dst = kbin.AppendInt32(dst, fz.shard)
 	dst = kbin.AppendInt64(dst, fz.nextProducerID)
 	dst = kbin.AppendInt64(dst, fz.lastAppendTime)
@@ -213,6 +222,15 @@ func (s *state) decodeSnapshot(b []byte) error {
 }
 
 func (s *state) readSnapshot(r *kbin.Reader) error {
+	switch v := r.Int16(); {
+	case !r.Ok():
+		return errTruncated
+	case v < snapshotDataVersion && v > 0:
+		return fmt.Errorf("snapshot data version %d, this build reads only version %d: the data.dir was written by an older pre-release build; start on a new data.dir",
+			v, snapshotDataVersion)
+	case v != snapshotDataVersion:
+		return fmt.Errorf("snapshot data version %d, this build reads only version %d", v, snapshotDataVersion)
+	}
 	if shard := r.Int32(); shard != s.shard {
 		return fmt.Errorf("snapshot of shard %d", shard)
 	}

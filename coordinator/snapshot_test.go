@@ -1,15 +1,18 @@
 package coordinator
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
 
 // TestSnapshotDoesNotBlockCommits holds a snapshot write (a Log wrapper
@@ -173,5 +176,57 @@ func TestSnapshotsOfChunkedIndex(t *testing.T) {
 	}
 	if !reflect.DeepEqual(stateBytes(e.c), beforeState) {
 		t.Fatal("state differs after restart")
+	}
+}
+
+// TestSnapshotDataVersion: the snapshot payload carries its own version
+// (the log stores it as opaque bytes). A payload of an older version
+// refuses the open naming it and what to do; one of an unknown version
+// refuses it too, instead of being taken for state.
+func TestSnapshotDataVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version int16
+		want    string
+	}{
+		{snapshotDataVersion - 1, "older pre-release build"},
+		{snapshotDataVersion + 1, fmt.Sprintf("this build reads only version %d", snapshotDataVersion)},
+		{0, fmt.Sprintf("this build reads only version %d", snapshotDataVersion)},
+	} {
+		t.Run(fmt.Sprint(tc.version), func(t *testing.T) {
+			mem := new(metalogtest.Memory)
+			e := newEnv(t, 1, func(c *Config) {
+				c.OpenLog = mem.Open
+				c.SnapshotIntervalRecords = -1
+			})
+			workload(t, e, 5)
+			payload := stateBytes(e.c)[0]
+			if v := int16(binary.BigEndian.Uint16(payload)); v != snapshotDataVersion {
+				t.Fatalf("payload starts with version %d, want %d", v, snapshotDataVersion)
+			}
+			e.c.Close()
+			e.c = nil
+			l, err := mem.Open(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			next, err := l.Replay(ctx, 0, func(int64, []byte) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			binary.BigEndian.PutUint16(payload, uint16(tc.version))
+			if err := l.PrepareSnapshot(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteSnapshot(ctx, next, payload); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			_, err = Open(e.cfg)
+			if !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), tc.want) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("snapshot data version %d", tc.version)) {
+				t.Fatalf("Open with a snapshot payload of version %d: %v, want ErrBadSnapshot naming it (%q)", tc.version, err, tc.want)
+			}
+		})
 	}
 }

@@ -120,7 +120,7 @@ const (
 	MaxPartitionsPerTopic = 100_000
 	// maxEncodedBatchBytes bounds one batch's share of record 102: the
 	// batch itself, and its partition's and topic's headers if alone.
-	// diskless.MaxCommitBatches of them stay below MaxRecordBytes
+	// diskless.MaxCommitBatches of them stay below metalog.MaxRecordBytes
 	// (TestFileRecordSizeBound).
 	maxEncodedBatchBytes = 100
 )

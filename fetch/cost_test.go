@@ -23,17 +23,9 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
-
-// memLog is a coordinator metadata log that keeps nothing.
-type memLog struct{ next int64 }
-
-func (l *memLog) Replay(context.Context, int64, func(int64, []byte) error) (int64, error) {
-	return l.next, nil
-}
-func (l *memLog) Append(_ context.Context, b [][]byte) error { l.next += int64(len(b)); return nil }
-func (l *memLog) Close() error                               { return nil }
 
 // countingStore is objstore.Memory that also counts the bytes its reads
 // return; Memory counts the requests.
@@ -71,7 +63,7 @@ func newCostEnv(tb testing.TB, cfg cache.Config, topics map[string]int32) *costE
 	c, err := coordinator.Open(coordinator.Config{
 		NumShards: 1, Logger: discardLogger, SnapshotIntervalRecords: -1, Now: now,
 		RetentionCheckInterval: -1, OrphanScanInterval: -1,
-		OpenLog: func(int32) (coordinator.Log, error) { return &memLog{}, nil },
+		OpenLog: new(metalogtest.Memory).Open,
 	})
 	if err != nil {
 		tb.Fatal(err)

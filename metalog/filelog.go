@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
@@ -28,11 +27,12 @@ const (
 	// fileFormatVersion 2 added group ends; version 1 segments are not
 	// read.
 	fileFormatVersion = 2
-	// snapshotFormatVersion 2 added the file table's owners and closed
-	// flags (record 106); 3 added commit numbers, free slots and the
-	// closed-file queue (forgotten files, state.forgetClosed). Snapshots
-	// of other versions are not read.
-	snapshotFormatVersion = 3
+	// snapshotFormatVersion 4 holds an opaque payload that carries its own
+	// format version (the coordinator's state encoding), so that a change
+	// of the state's encoding changes the payload's version, not this
+	// one. Versions 1 … 3 carried the state encoding's version here; they
+	// refuse the open by name (ReadSnapshot).
+	snapshotFormatVersion = 4
 	// segmentHeaderSize: magic, format version uint32, base index int64.
 	segmentHeaderSize = 16
 	// snapshotHeaderSize: magic, format version uint32, index int64, data
@@ -45,24 +45,20 @@ const (
 	maxRetainedAppendBuffer = 4 << 20
 )
 
-// ErrCorrupt is returned (wrapped) when the metadata log holds bytes that
-// cannot be a torn tail: a bad frame or group end in a sealed segment; one
-// in the last segment followed by a group that verifies, or by bytes
-// written after its group's end; a bad segment header or format version;
-// or a gap in record indexes (docs/format/metadata-records.md §Torn tail
-// rule). The log is left untouched.
-var ErrCorrupt = errors.New("coordinator: metadata log corrupt")
-
-// fileLog is the embedded metadata log: segment files of CRC-framed
-// records in one directory, appended with one write and one fsync per
-// group, each group closed by a group end that lets replay keep or drop it
-// whole (docs/format/metadata-records.md). It implements SnapshotLog.
+// FileLog is the embedded metadata log, the default backend: segment files
+// of CRC-framed records in one directory, appended with one write and one
+// fsync per group, each group closed by a group end that lets replay keep
+// or drop it whole, and snapshot files beside them
+// (docs/format/metadata-records.md). It implements Log.
 //
-// The shard driver calls every method but SaveSnapshot; SaveSnapshot runs
-// on the shard's snapshot goroutine, concurrently with Append. It touches
-// only the snapshot files, the segments below its index (never the open
-// one) and mu's fields.
-type fileLog struct {
+// The shard driver calls every method but WriteSnapshot and
+// TruncateBefore, which run on the shard's snapshot goroutine,
+// concurrently with Append. They touch only the snapshot files, the
+// segments below their index (never the open one) and mu's fields.
+//
+// The directory must be used by one FileLog at a time, of one process:
+// the caller holds it exclusively (cmd/sidecar: the data.dir lock).
+type FileLog struct {
 	dir    string
 	logger *slog.Logger
 
@@ -83,33 +79,36 @@ type fileLog struct {
 	// ready is set by a successful Replay; Append requires it.
 	ready bool
 	buf   []byte
-
-	// syncs counts fsyncs of segment data (tests check group commit).
-	syncs atomic.Int64
-	// syncHook, when set, runs before each data fsync; an error from it is
-	// treated as a failed fsync (fault injection in tests).
-	syncHook func() error
+	// fsync makes an append's data durable: (*os.File).Sync.
+	fsync func(*os.File) error
 }
 
-var _ SnapshotLog = (*fileLog)(nil)
+var _ Log = (*FileLog)(nil)
 
-// openFileLog opens (creating if needed) the file log in dir. It does not
-// read the records: call Replay.
-func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
+// OpenFileLog opens (creating if needed) the embedded file log in dir
+// (docs/format/metadata-records.md). It does not read the records: call
+// Replay. logger receives the warnings of repairs (a torn tail, an
+// unfinished segment roll, a damaged snapshot skipped); nil selects
+// slog.Default(). Each successful Append is one write and one fsync.
+// Errors: IO errors creating or listing dir.
+func OpenFileLog(dir string, logger *slog.Logger) (*FileLog, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	if err := fsutil.MkdirAll(dir); err != nil {
 		return nil, err
 	}
-	l := &fileLog{dir: dir, logger: logger}
+	l := &FileLog{dir: dir, logger: logger, fsync: (*os.File).Sync}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+		return nil, fmt.Errorf("metalog: open metadata log: %w", err)
 	}
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasSuffix(name, tmpSuffix) {
 			// A snapshot whose write did not complete.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return nil, fmt.Errorf("coordinator: remove %s: %w", name, err)
+				return nil, fmt.Errorf("metalog: remove %s: %w", name, err)
 			}
 			continue
 		}
@@ -126,9 +125,9 @@ func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
 		// does. Drop it, so Replay does not find segments out of order.
 		path := l.segmentPath(l.mu.segs[n-1])
 		if st, err := os.Stat(path); err == nil && st.Size() <= segmentHeaderSize {
-			logger.Warn("coordinator: removing an empty metadata log segment left by an unfinished roll", "file", path)
+			logger.Warn("metalog: removing an empty metadata log segment left by an unfinished roll", "file", path)
 			if err := os.Remove(path); err != nil {
-				return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+				return nil, fmt.Errorf("metalog: open metadata log: %w", err)
 			}
 			if err := fsutil.SyncDir(dir); err != nil {
 				return nil, err
@@ -145,7 +144,7 @@ func openFileLog(dir string, logger *slog.Logger) (*fileLog, error) {
 	last := l.mu.segs[len(l.mu.segs)-1]
 	f, err := os.OpenFile(l.segmentPath(last), os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: open metadata log: %w", err)
+		return nil, fmt.Errorf("metalog: open metadata log: %w", err)
 	}
 	l.f = f
 	return l, nil
@@ -163,11 +162,11 @@ func parseIndexName(name, suffix string) (int64, bool) {
 	return n, true
 }
 
-func (l *fileLog) segmentPath(base int64) string {
+func (l *FileLog) segmentPath(base int64) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%020d%s", base, segmentSuffix))
 }
 
-func (l *fileLog) snapshotPath(index int64) string {
+func (l *FileLog) snapshotPath(index int64) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%020d%s", index, snapshotSuffix))
 }
 
@@ -193,23 +192,23 @@ func segmentHeader(base int64) []byte {
 // that appends going on in the previous one leave no segment out of order
 // for the next Replay. If that fails too, Replay starts the header-only
 // segment afresh or names it (see replaySegment).
-func (l *fileLog) removeSegment(path string) {
+func (l *FileLog) removeSegment(path string) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		l.logger.Error("coordinator: removing an unfinished metadata log segment", "file", path, "err", err)
+		l.logger.Error("metalog: removing an unfinished metadata log segment", "file", path, "err", err)
 		return
 	}
 	if err := fsutil.SyncDir(l.dir); err != nil {
-		l.logger.Error("coordinator: removing an unfinished metadata log segment", "file", path, "err", err)
+		l.logger.Error("metalog: removing an unfinished metadata log segment", "file", path, "err", err)
 	}
 }
 
 // createSegment creates segment base, writes and fsyncs its header, fsyncs
 // the directory and makes it the open segment (closing the previous one).
-func (l *fileLog) createSegment(base int64) error {
+func (l *FileLog) createSegment(base int64) error {
 	path := l.segmentPath(base)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("coordinator: create segment: %w", err)
+		return fmt.Errorf("metalog: create segment: %w", err)
 	}
 	if err := writeHeaderSync(f, base); err != nil {
 		f.Close()
@@ -236,19 +235,19 @@ func (l *fileLog) createSegment(base int64) error {
 
 // segments returns a copy of the segments' base indexes and the error
 // that broke the log, if any.
-func (l *fileLog) segments() ([]int64, error) {
+func (l *FileLog) segments() ([]int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.mu.segs), l.mu.broken
 }
 
-func (l *fileLog) failed() error {
+func (l *FileLog) failed() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.broken
 }
 
-func (l *fileLog) setBroken(err error) {
+func (l *FileLog) setBroken(err error) {
 	l.mu.Lock()
 	l.mu.broken = err
 	l.mu.Unlock()
@@ -256,19 +255,19 @@ func (l *fileLog) setBroken(err error) {
 
 func writeHeaderSync(f *os.File, base int64) error {
 	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+		return fmt.Errorf("metalog: segment header %s: %w", f.Name(), err)
 	}
 	if _, err := f.WriteAt(segmentHeader(base), 0); err != nil {
-		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+		return fmt.Errorf("metalog: segment header %s: %w", f.Name(), err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("coordinator: segment header %s: %w", f.Name(), err)
+		return fmt.Errorf("metalog: segment header %s: %w", f.Name(), err)
 	}
 	return nil
 }
 
 // Replay implements Log.
-func (l *fileLog) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
+func (l *FileLog) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
 	segs, broken := l.segments()
 	if broken != nil {
 		return 0, broken
@@ -305,26 +304,26 @@ func (l *fileLog) Replay(ctx context.Context, from int64, fn func(index int64, b
 // record. It calls fn only for records of groups whose group end verified
 // them. In the last segment, bad data at the tail is a torn group and is
 // truncated (tornTail); anywhere else it is ErrCorrupt.
-func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from int64, fn func(int64, []byte) error) (int64, error) {
+func (l *FileLog) replaySegment(ctx context.Context, base int64, last bool, from int64, fn func(int64, []byte) error) (int64, error) {
 	path := l.segmentPath(base)
 	f := l.f
 	if !last {
 		var err error
 		if f, err = os.Open(path); err != nil {
-			return 0, fmt.Errorf("coordinator: replay: %w", err)
+			return 0, fmt.Errorf("metalog: replay: %w", err)
 		}
 		defer f.Close()
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("coordinator: replay: %w", err)
+		return 0, fmt.Errorf("metalog: replay: %w", err)
 	}
 	size := st.Size()
 	if last && (size < segmentHeaderSize || (size == segmentHeaderSize && !validSegmentHeader(f, base))) {
 		// Crashed right after creating the file, before its header was
 		// durable (short, or its size but not its bytes): nothing follows
 		// the header, so start it afresh.
-		l.logger.Warn("coordinator: re-initialising metadata log segment with a torn header",
+		l.logger.Warn("metalog: re-initialising metadata log segment with a torn header",
 			"file", path, "bytes", size)
 		if err := writeHeaderSync(f, base); err != nil {
 			return 0, err
@@ -355,7 +354,7 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 		}
 		if err != nil {
 			if !isFrameError(err) {
-				return 0, fmt.Errorf("coordinator: replay %s: %w", path, err)
+				return 0, fmt.Errorf("metalog: replay %s: %w", path, err)
 			}
 			bad := idx + int64(gr.records())
 			if !last {
@@ -367,7 +366,7 @@ func (l *fileLog) replaySegment(ctx context.Context, base int64, last bool, from
 			}
 			evidence, serr := tornTail(f, gr.start, size, idx, badEnd)
 			if serr != nil {
-				return 0, fmt.Errorf("coordinator: replay %s: %w", path, serr)
+				return 0, fmt.Errorf("metalog: replay %s: %w", path, serr)
 			}
 			if evidence != "" {
 				return 0, fmt.Errorf("%w: %s at byte %d (record %d): %v; not a torn tail: %s",
@@ -443,14 +442,14 @@ func tornTail(f io.ReaderAt, start, size, first, badEnd int64) (string, error) {
 
 // truncateTail drops the torn group that starts at off (the bad data is
 // at bad), fsyncs, and logs what was dropped.
-func (l *fileLog) truncateTail(f *os.File, path string, off, size, bad int64, reason error) error {
+func (l *FileLog) truncateTail(f *os.File, path string, off, size, bad int64, reason error) error {
 	if err := f.Truncate(off); err != nil {
-		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
+		return fmt.Errorf("metalog: truncate torn tail of %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("coordinator: truncate torn tail of %s: %w", path, err)
+		return fmt.Errorf("metalog: truncate torn tail of %s: %w", path, err)
 	}
-	l.logger.Warn("coordinator: truncated torn tail of metadata log (a group whose write never completed)",
+	l.logger.Warn("metalog: truncated torn tail of metadata log (a group whose write never completed)",
 		"file", path, "offset", off, "dropped_bytes", size-off, "bad_at", bad, "reason", reason.Error())
 	return nil
 }
@@ -460,12 +459,12 @@ func (l *fileLog) truncateTail(f *os.File, path string, off, size, bad int64, re
 // end), so that replay keeps the group whole or drops it whole. On failure
 // the segment is truncated back to its size before the call. An empty
 // bodies writes nothing.
-func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
+func (l *FileLog) Append(ctx context.Context, bodies [][]byte) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
 	if !l.ready {
-		return errors.New("coordinator: metadata log appended before replay")
+		return errors.New("metalog: metadata log appended before replay")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -474,12 +473,12 @@ func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
 		return nil
 	}
 	if uint64(len(bodies)) > math.MaxUint32 {
-		return fmt.Errorf("coordinator: %d records in one group (limit %d)", len(bodies), uint32(math.MaxUint32))
+		return fmt.Errorf("metalog: %d records in one group (limit %d)", len(bodies), uint32(math.MaxUint32))
 	}
 	buf := l.buf[:0]
 	for _, b := range bodies {
 		if len(b) == 0 || len(b) > MaxRecordBytes {
-			return fmt.Errorf("coordinator: metadata record of %d bytes (limit %d)", len(b), MaxRecordBytes)
+			return fmt.Errorf("metalog: metadata record of %d bytes (limit %d)", len(b), MaxRecordBytes)
 		}
 		buf = appendFrame(buf, b)
 	}
@@ -496,43 +495,37 @@ func (l *fileLog) Append(ctx context.Context, bodies [][]byte) error {
 	}
 	_, err := l.f.WriteAt(buf, l.size)
 	if err == nil {
-		err = l.sync()
+		err = l.fsync(l.f)
 	}
 	if err != nil {
 		l.undo()
-		return fmt.Errorf("coordinator: append to metadata log %s: %w", l.f.Name(), err)
+		return fmt.Errorf("metalog: append to metadata log %s: %w", l.f.Name(), err)
 	}
 	l.size += int64(len(buf))
 	l.next += int64(len(bodies))
 	return nil
 }
 
-func (l *fileLog) sync() error {
-	if l.syncHook != nil {
-		if err := l.syncHook(); err != nil {
-			return err
-		}
-	}
-	l.syncs.Add(1)
-	return l.f.Sync()
-}
-
 // undo truncates the segment to its last durable size after a failed
 // append. If that fails the file's content is unknown: the log breaks.
-func (l *fileLog) undo() {
+func (l *FileLog) undo() {
 	err := l.f.Truncate(l.size)
 	if err == nil {
 		err = l.f.Sync()
 	}
 	if err != nil {
-		l.setBroken(fmt.Errorf("coordinator: metadata log %s unusable after a failed append: %w", l.f.Name(), err))
-		l.logger.Error("coordinator: metadata log unusable", "file", l.f.Name(), "err", err)
+		l.setBroken(fmt.Errorf("metalog: metadata log %s unusable after a failed append: %w", l.f.Name(), err))
+		l.logger.Error("metalog: metadata log unusable", "file", l.f.Name(), "err", err)
 	}
 }
 
-// LoadSnapshot implements SnapshotLog: the newest snapshot whose checksum
-// holds; a damaged one is skipped with a warning.
-func (l *fileLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
+// ReadSnapshot implements Log: the newest snapshot whose checksum
+// holds; a damaged one is skipped with a warning, a whole one of an older
+// format version refuses the open by name.
+func (l *FileLog) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	if err := l.failed(); err != nil {
+		return 0, nil, err
+	}
 	indexes, err := l.snapshotIndexes()
 	if err != nil {
 		return 0, nil, err
@@ -552,7 +545,7 @@ func (l *fileLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
 				ErrCorrupt, path, uint32(old), snapshotFormatVersion)
 		}
 		if err != nil {
-			l.logger.Warn("coordinator: skipping unreadable snapshot", "file", path, "err", err)
+			l.logger.Warn("metalog: skipping unreadable snapshot", "file", path, "err", err)
 			continue
 		}
 		return indexes[i], data, nil
@@ -560,10 +553,10 @@ func (l *fileLog) LoadSnapshot(ctx context.Context) (int64, []byte, error) {
 	return 0, nil, nil
 }
 
-func (l *fileLog) snapshotIndexes() ([]int64, error) {
+func (l *FileLog) snapshotIndexes() ([]int64, error) {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: list snapshots: %w", err)
+		return nil, fmt.Errorf("metalog: list snapshots: %w", err)
 	}
 	var out []int64
 	for _, e := range entries {
@@ -615,15 +608,15 @@ func readSnapshotFile(path string, index int64) ([]byte, error) {
 	return b[snapshotHeaderSize:end], nil
 }
 
-// PrepareSnapshot implements SnapshotLog: it starts a new segment at
-// index (header written and fsynced, directory fsynced), so that once the
+// PrepareSnapshot implements Log: it starts a new segment at index
+// (header written and fsynced, directory fsynced), so that once the
 // snapshot is durable the segments before it can be deleted whole.
-func (l *fileLog) PrepareSnapshot(ctx context.Context, index int64) error {
+func (l *FileLog) PrepareSnapshot(ctx context.Context, index int64) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
 	if !l.ready || index != l.next {
-		return fmt.Errorf("coordinator: snapshot at record %d, log is at %d", index, l.next)
+		return fmt.Errorf("metalog: snapshot at record %d, log is at %d", index, l.next)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -635,18 +628,17 @@ func (l *fileLog) PrepareSnapshot(ctx context.Context, index int64) error {
 	return l.createSegment(index)
 }
 
-// SaveSnapshot implements SnapshotLog: it writes the snapshot atomically
-// (temporary file, fsync, rename, directory fsync), then deletes the
-// segments and snapshots it supersedes. A segment must start at index
-// (PrepareSnapshot). It may run concurrently with Append: it never touches
-// the open segment, which starts at or after index.
-func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) error {
+// WriteSnapshot implements Log: it writes the snapshot atomically
+// (temporary file, fsync, rename, directory fsync). A segment must start
+// at index (PrepareSnapshot). It may run concurrently with Append: it
+// never touches the open segment.
+func (l *FileLog) WriteSnapshot(ctx context.Context, index int64, data []byte) error {
 	segs, broken := l.segments()
 	if broken != nil {
 		return broken
 	}
 	if !slices.Contains(segs, index) {
-		return fmt.Errorf("coordinator: snapshot at record %d: no segment starts there (PrepareSnapshot first)", index)
+		return fmt.Errorf("metalog: snapshot at record %d: no segment starts there (PrepareSnapshot first)", index)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -662,18 +654,35 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 	if err := fsutil.WriteFile(path, b, 0o644); err != nil {
 		return err
 	}
-	if err := fsutil.SyncDir(l.dir); err != nil {
+	return fsutil.SyncDir(l.dir)
+}
+
+// TruncateBefore implements Log: it deletes the segments that hold only
+// records below index, then the snapshots older than index, and fsyncs
+// the directory. A snapshot at or after index must be on disk. It may run
+// concurrently with Append: the open segment is never deleted.
+func (l *FileLog) TruncateBefore(ctx context.Context, index int64) error {
+	if err := l.failed(); err != nil {
 		return err
 	}
-	// The snapshot is durable: older segments and snapshots are garbage.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	snaps, err := l.snapshotIndexes()
+	if err != nil {
+		return err
+	}
+	if len(snaps) == 0 || snaps[len(snaps)-1] < index {
+		return fmt.Errorf("metalog: truncate before record %d: no snapshot at or after it", index)
+	}
 	// Segments leave the list before their files go: a failed removal
 	// leaves an unlisted file that replay skips (it lies wholly before the
-	// snapshot) and the first snapshot after a restart deletes.
+	// snapshot) and the first truncation after a restart deletes.
 	l.mu.Lock()
 	var old []int64
 	keep := l.mu.segs[:0]
-	for _, base := range l.mu.segs {
-		if base < index {
+	for i, base := range l.mu.segs {
+		if i+1 < len(l.mu.segs) && l.mu.segs[i+1] <= index {
 			old = append(old, base)
 			continue
 		}
@@ -684,18 +693,14 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 	removed := false
 	for _, base := range old {
 		if err := os.Remove(l.segmentPath(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("coordinator: remove old segment: %w", err)
+			return fmt.Errorf("metalog: remove old segment: %w", err)
 		}
 		removed = true
-	}
-	snaps, err := l.snapshotIndexes()
-	if err != nil {
-		return err
 	}
 	for _, s := range snaps {
 		if s < index {
 			if err := os.Remove(l.snapshotPath(s)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("coordinator: remove old snapshot: %w", err)
+				return fmt.Errorf("metalog: remove old snapshot: %w", err)
 			}
 			removed = true
 		}
@@ -707,12 +712,12 @@ func (l *fileLog) SaveSnapshot(ctx context.Context, index int64, data []byte) er
 }
 
 // Close implements Log.
-func (l *fileLog) Close() error {
+func (l *FileLog) Close() error {
 	if l.f == nil {
 		return nil
 	}
 	err := l.f.Close()
 	l.f = nil
-	l.setBroken(errors.New("coordinator: metadata log closed"))
+	l.setBroken(ErrClosed)
 	return err
 }

@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"bufio"
@@ -35,10 +35,6 @@ const (
 	groupEndSize  = 32
 	groupEndMagic = "DSGE"
 )
-
-// MaxRecordBytes is the largest metadata record body, in bytes (64 MiB). A
-// frame announcing more is treated as garbage, not a record.
-const MaxRecordBytes = 64 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -88,27 +84,6 @@ func checkFrameCRC(hdr, body []byte) error {
 		return fmt.Errorf("%w: stored %#08x, computed %#08x", errFrameCRC, want, got)
 	}
 	return nil
-}
-
-// decodeFrame parses the frame at the start of b and returns its body
-// (aliasing b) and the frame's total size. Errors: errFrameShort,
-// errFrameLength, errFrameCRC (wrapped).
-func decodeFrame(b []byte) (body []byte, size int, err error) {
-	if len(b) < frameHeaderSize {
-		return nil, 0, errFrameShort
-	}
-	n, err := frameLength(b)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(b)-frameHeaderSize < n {
-		return nil, 0, errFrameShort
-	}
-	body = b[frameHeaderSize : frameHeaderSize+n]
-	if err := checkFrameCRC(b[:frameHeaderSize], body); err != nil {
-		return nil, 0, err
-	}
-	return body, frameHeaderSize + n, nil
 }
 
 // groupEnd is the content of a group end.

@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"context"
@@ -72,10 +72,7 @@ func TestOlderSnapshotRefusedByName(t *testing.T) {
 	if err := l.Append(ctx, bodies("a", 3)); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PrepareSnapshot(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SaveSnapshot(ctx, 3, []byte("state")); err != nil {
+	if err := snapshot(l, 3, []byte("state")); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -89,7 +86,7 @@ func TestOlderSnapshotRefusedByName(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = openTestLog(t, dir, nil).LoadSnapshot(ctx)
+	_, _, err = openTestLog(t, dir, nil).ReadSnapshot(ctx)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "older pre-release build") {
 		t.Fatalf("LoadSnapshot of an older-format snapshot: %v, want ErrCorrupt naming an older build", err)
 	}

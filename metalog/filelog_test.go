@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"bytes"
@@ -14,24 +14,25 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
-func openTestLog(t *testing.T, dir string, logs *logBuffer) *fileLog {
+func openTestLog(t *testing.T, dir string, logs *logBuffer) *FileLog {
 	t.Helper()
 	logger := discardLogger()
 	if logs != nil {
 		logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
-	l, err := openFileLog(dir, logger)
+	l, err := OpenFileLog(dir, logger)
 	if err != nil {
-		t.Fatalf("openFileLog: %v", err)
+		t.Fatalf("OpenFileLog: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
-func replayAll(t *testing.T, l *fileLog, from int64) ([][]byte, int64, error) {
+func replayAll(t *testing.T, l *FileLog, from int64) ([][]byte, int64, error) {
 	t.Helper()
 	var got [][]byte
 	next, err := l.Replay(context.Background(), from, func(index int64, body []byte) error {
@@ -55,6 +56,7 @@ func bodies(prefix string, n int) [][]byte {
 func TestFileLogAppendReplay(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "shard-0")
 	l := openTestLog(t, dir, nil)
+	syncs := countSyncs(l)
 	if _, _, err := replayAll(t, l, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +67,17 @@ func TestFileLogAppendReplay(t *testing.T) {
 	if err := l.Append(context.Background(), want[3:]); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.syncs.Load(); got != 2 {
+	if got := syncs.Load(); got != 2 {
 		t.Fatalf("%d data fsyncs for 2 appends", got)
 	}
+	// A group of many records is still one fsync.
+	if err := l.Append(context.Background(), bodies("g3", 50)); err != nil {
+		t.Fatal(err)
+	}
+	if got := syncs.Load(); got != 3 {
+		t.Fatalf("%d data fsyncs for 3 appends", got)
+	}
+	want = append(want, bodies("g3", 50)...)
 	l.Close()
 
 	l = openTestLog(t, dir, nil)
@@ -75,7 +85,7 @@ func TestFileLogAppendReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next != 8 || !reflect.DeepEqual(got, want) {
+	if next != 58 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("replayed %d records (next %d), want %d", len(got), next, len(want))
 	}
 	got, _, err = replayAll(t, l, 5)
@@ -653,11 +663,26 @@ func TestFileLogCorruptSealedSegment(t *testing.T) {
 }
 
 // snapshot takes a snapshot the way the shard driver does.
-func snapshot(l SnapshotLog, index int64, data []byte) error {
-	if err := l.PrepareSnapshot(context.Background(), index); err != nil {
+func snapshot(l *FileLog, index int64, data []byte) error {
+	ctx := context.Background()
+	if err := l.PrepareSnapshot(ctx, index); err != nil {
 		return err
 	}
-	return l.SaveSnapshot(context.Background(), index, data)
+	if err := l.WriteSnapshot(ctx, index, data); err != nil {
+		return err
+	}
+	return l.TruncateBefore(ctx, index)
+}
+
+// countSyncs counts the data fsyncs of l's appends from now on.
+func countSyncs(l *FileLog) *atomic.Int64 {
+	var n atomic.Int64
+	sync := l.fsync
+	l.fsync = func(f *os.File) error {
+		n.Add(1)
+		return sync(f)
+	}
+	return &n
 }
 
 func writeSegment(t *testing.T, path string, base int64, bodies [][]byte) {
@@ -675,11 +700,11 @@ func TestFileLogFailedSyncIsUndone(t *testing.T) {
 	if err := l.Append(context.Background(), bodies("a", 2)); err != nil {
 		t.Fatal(err)
 	}
-	l.syncHook = func() error { return errors.New("injected fsync failure") }
+	l.fsync = func(*os.File) error { return errors.New("injected fsync failure") }
 	if err := l.Append(context.Background(), bodies("b", 3)); err == nil {
 		t.Fatal("append with failing fsync succeeded")
 	}
-	l.syncHook = nil
+	l.fsync = (*os.File).Sync
 	got, next, err := replayAll(t, l, 0)
 	if err != nil || next != 2 || len(got) != 2 {
 		t.Fatalf("after failed append: %d records, next %d, %v", len(got), next, err)
@@ -703,7 +728,7 @@ func TestFileLogSnapshots(t *testing.T) {
 	if err := l.PrepareSnapshot(ctx, 2); err == nil {
 		t.Fatal("snapshot at an index other than the log's next succeeded")
 	}
-	if err := l.SaveSnapshot(ctx, 2, nil); err == nil {
+	if err := l.WriteSnapshot(ctx, 2, nil); err == nil {
 		t.Fatal("snapshot where no segment starts succeeded")
 	}
 	if err := snapshot(l, 3, []byte("s3")); err != nil {
@@ -730,7 +755,7 @@ func TestFileLogSnapshots(t *testing.T) {
 	}
 
 	l = openTestLog(t, dir, nil)
-	idx, data, err := l.LoadSnapshot(ctx)
+	idx, data, err := l.ReadSnapshot(ctx)
 	if err != nil || idx != 5 || string(data) != "s5" {
 		t.Fatalf("LoadSnapshot = %d %q %v", idx, data, err)
 	}
@@ -745,7 +770,7 @@ func TestFileLogSnapshots(t *testing.T) {
 	flip(t, filepath.Join(dir, want[1]), 30)
 	logs := &logBuffer{}
 	l = openTestLog(t, dir, logs)
-	idx, data, err = l.LoadSnapshot(ctx)
+	idx, data, err = l.ReadSnapshot(ctx)
 	if err != nil || idx != 0 || data != nil {
 		t.Fatalf("LoadSnapshot of damaged snapshot = %d %q %v", idx, data, err)
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package metalog
 
 import (
 	"os"
@@ -45,7 +45,7 @@ func TestTornGroupAnySectorsAnySize(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "s")
 			os.MkdirAll(d, 0o755)
 			os.WriteFile(filepath.Join(d, filepath.Base(path)), img, 0o644)
-			l, err := openFileLog(d, discardLogger())
+			l, err := OpenFileLog(d, discardLogger())
 			if err != nil {
 				t.Fatal(err)
 			}

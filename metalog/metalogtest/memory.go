@@ -1,0 +1,265 @@
+package metalogtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/diskless-sidecar/sidecar/metalog"
+)
+
+// Memory is the in-memory metadata log backend for tests and benchmarks:
+// a set of logs, one per shard, that live as long as the Memory does, so
+// that a coordinator closed and opened again over the same Memory replays
+// what it wrote. It passes Run (it is a Store), torn tails and fencing
+// included. It keeps
+// the bodies it is given without copying them (metalog.Log: the caller
+// does not modify a body once appended), so an Append costs no copy: the
+// benchmarks of the coordinator's decision path use it as a log that
+// takes no time.
+//
+// Like a Kafka topic partition with a transactional writer, opening a
+// shard's log while a handle on it is open fences that handle: its calls
+// fail with metalog.ErrFenced. The zero value is ready to use; all methods
+// are safe for concurrent use.
+type Memory struct {
+	mu   sync.Mutex
+	logs map[int32]*memShard
+}
+
+// memShard is one log's durable content.
+type memShard struct {
+	// first is the index of records[0]: records below it were truncated.
+	first   int64
+	records [][]byte
+	// groups[i] is the index after group i's last record.
+	groups []int64
+	snaps  []memSnapshot // ascending by index
+	// owner is the handle that may write; older handles are fenced.
+	owner *memLog
+}
+
+type memSnapshot struct {
+	index   int64
+	payload []byte
+}
+
+// Open opens shard's log, creating it empty the first time; a handle
+// already open on it is fenced. Its signature fits coordinator.Config's
+// OpenLog.
+func (m *Memory) Open(shard int32) (metalog.Log, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.logs == nil {
+		m.logs = make(map[int32]*memShard)
+	}
+	s := m.logs[shard]
+	if s == nil {
+		s = &memShard{}
+		m.logs[shard] = s
+	}
+	l := &memLog{m: m, s: s, prepared: -1}
+	s.owner = l
+	return l, nil
+}
+
+// Tear implements Store: variant 0 removes the last group appended to
+// shard's log, as if the process had stopped before it became durable;
+// variant 1 keeps it, as if the process had stopped after it became
+// durable, before its Append returned. Those are the only outcomes a
+// crash during an Append has here.
+func (m *Memory) Tear(t *testing.T, shard int32, variant int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.logs[shard]
+	switch {
+	case variant == 1:
+		return true
+	case variant != 0:
+		return false
+	case s == nil || len(s.groups) == 0:
+		t.Fatalf("metalogtest: shard %d has no group to tear", shard)
+	}
+	start := s.first
+	if n := len(s.groups); n > 1 {
+		start = s.groups[n-2]
+	}
+	s.records = s.records[:start-s.first]
+	s.groups = s.groups[:len(s.groups)-1]
+	return true
+}
+
+// memLog is one handle on a shard's log.
+type memLog struct {
+	m      *Memory
+	s      *memShard
+	closed bool
+	// ready is set by a successful Replay; Append requires it.
+	ready bool
+	// prepared is the index of the latest PrepareSnapshot (−1: none).
+	prepared int64
+}
+
+// check returns the error every call makes on a closed or fenced handle;
+// m.mu must be held.
+func (l *memLog) check() error {
+	switch {
+	case l.closed:
+		return metalog.ErrClosed
+	case l.s.owner != l:
+		return fmt.Errorf("%w: the log was opened again", metalog.ErrFenced)
+	}
+	return nil
+}
+
+func (l *memLog) next() int64 { return l.s.first + int64(len(l.s.records)) }
+
+func (l *memLog) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
+	l.m.mu.Lock()
+	if err := l.check(); err != nil {
+		l.m.mu.Unlock()
+		return 0, err
+	}
+	l.ready = false
+	if from < l.s.first {
+		l.m.mu.Unlock()
+		return 0, fmt.Errorf("%w: records [%d, %d) are gone (truncated)", metalog.ErrCorrupt, from, l.s.first)
+	}
+	if from > l.next() {
+		l.m.mu.Unlock()
+		return 0, fmt.Errorf("%w: the log ends at record %d, before %d", metalog.ErrCorrupt, l.next(), from)
+	}
+	// Bodies are never modified once appended, so fn may run unlocked on
+	// this slice of them.
+	recs, first := l.s.records[from-l.s.first:], from
+	next := l.next()
+	l.m.mu.Unlock()
+	for i, body := range recs {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := fn(first+int64(i), body); err != nil {
+			return 0, fmt.Errorf("metalogtest: replay record %d: %w", first+int64(i), err)
+		}
+	}
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return 0, err
+	}
+	l.ready = true
+	return next, nil
+}
+
+func (l *memLog) Append(ctx context.Context, bodies [][]byte) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return err
+	}
+	if !l.ready {
+		return fmt.Errorf("metalogtest: appended before replay")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(bodies) == 0 {
+		return nil
+	}
+	for _, b := range bodies {
+		if len(b) == 0 || len(b) > metalog.MaxRecordBytes {
+			return fmt.Errorf("metalogtest: metadata record of %d bytes (limit %d)", len(b), metalog.MaxRecordBytes)
+		}
+	}
+	l.s.records = append(l.s.records, bodies...)
+	l.s.groups = append(l.s.groups, l.next())
+	return nil
+}
+
+func (l *memLog) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return 0, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
+	if n := len(l.s.snaps); n > 0 {
+		sn := l.s.snaps[n-1]
+		return sn.index, slices.Clip(sn.payload), nil
+	}
+	return 0, nil, nil
+}
+
+func (l *memLog) PrepareSnapshot(ctx context.Context, index int64) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return err
+	}
+	if !l.ready || index != l.next() {
+		return fmt.Errorf("metalogtest: snapshot at record %d, log is at %d", index, l.next())
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.prepared = index
+	return nil
+}
+
+func (l *memLog) WriteSnapshot(ctx context.Context, index int64, payload []byte) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return err
+	}
+	if index != l.prepared {
+		return fmt.Errorf("metalogtest: snapshot at record %d, prepared at %d (PrepareSnapshot first)", index, l.prepared)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A copy: the caller's buffer is its own once WriteSnapshot returns.
+	l.s.snaps = append(l.s.snaps, memSnapshot{index, append([]byte{}, payload...)})
+	return nil
+}
+
+func (l *memLog) TruncateBefore(ctx context.Context, index int64) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if err := l.check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := len(l.s.snaps)
+	if n == 0 || l.s.snaps[n-1].index < index {
+		return fmt.Errorf("metalogtest: truncate before record %d: no snapshot at or after it", index)
+	}
+	if k := index - l.s.first; k > 0 {
+		l.s.records = slices.Clone(l.s.records[k:])
+		l.s.first = index
+		i := 0
+		for i < len(l.s.groups) && l.s.groups[i] <= index {
+			i++
+		}
+		l.s.groups = slices.Clone(l.s.groups[i:])
+	}
+	i := 0
+	for i < n && l.s.snaps[i].index < index {
+		i++
+	}
+	l.s.snaps = slices.Clone(l.s.snaps[i:])
+	return nil
+}
+
+func (l *memLog) Close() error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	l.closed = true
+	return nil
+}
