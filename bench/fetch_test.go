@@ -32,8 +32,11 @@ const (
 // memory bandwidth over a GiB of objects.
 type templateReader struct{ obj []byte }
 
-func (r templateReader) ReadAt(_ context.Context, _ string, p []byte, off int64) (int, error) {
-	return copy(p, r.obj[off:]), nil
+func (r templateReader) ReadRanges(_ context.Context, _ string, _ int64, rs []cache.Range) error {
+	for _, rg := range rs {
+		copy(rg.P, r.obj[rg.Off:])
+	}
+	return nil
 }
 
 // fetchFixture builds a coordinator whose one partition holds 1M batches
@@ -147,9 +150,10 @@ func BenchmarkCacheHit(b *testing.B) {
 	b.Run("hit", func(b *testing.B) {
 		b.SetBytes(int64(len(buf)))
 		b.ReportAllocs()
+		rs := []cache.Range{{P: buf}}
 		for i := 0; b.Loop(); i++ {
-			off := int64(i%7) << 20
-			if _, err := c.ReadAt(context.Background(), "wal/obj", buf, off); err != nil {
+			rs[0].Off = int64(i%7) << 20
+			if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
 				b.Fatal(err)
 			}
 		}

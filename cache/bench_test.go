@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkCacheHit measures reads served entirely from cached blocks at the
-// default block size: the lookup, LRU update and copy.
+// default block size: the lookup, LRU update and copy. Each is one range of
+// ReadRanges with no commit time (through the blocks).
 func BenchmarkCacheHit(b *testing.B) {
 	const objSize = 8 << 20
 	c, err := cache.New(cache.Config{}, objstore.NewMemory())
@@ -22,28 +23,26 @@ func BenchmarkCacheHit(b *testing.B) {
 	c.Put("wal/obj", make([]byte, objSize))
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("read=%dKiB", size>>10), func(b *testing.B) {
-			p := make([]byte, size)
+			rs := []cache.Range{{P: make([]byte, size)}}
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			off := int64(0)
 			for b.Loop() {
-				if _, err := c.ReadAt(context.Background(), "wal/obj", p, off); err != nil {
+				if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
 					b.Fatal(err)
 				}
-				off = (off + int64(size) + 4093) % (objSize - int64(size)) // unaligned, sometimes spanning
+				rs[0].Off = (rs[0].Off + int64(size) + 4093) % (objSize - int64(size)) // unaligned, sometimes spanning
 			}
 		})
 		b.Run(fmt.Sprintf("read=%dKiB/parallel", size>>10), func(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				p := make([]byte, size)
-				off := int64(0)
+				rs := []cache.Range{{P: make([]byte, size)}}
 				for pb.Next() {
-					if _, err := c.ReadAt(context.Background(), "wal/obj", p, off); err != nil {
+					if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
 						b.Fatal(err)
 					}
-					off = (off + int64(size) + 4093) % (objSize - int64(size))
+					rs[0].Off = (rs[0].Off + int64(size) + 4093) % (objSize - int64(size))
 				}
 			})
 		})
@@ -64,15 +63,14 @@ func BenchmarkCacheMiss(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	p := make([]byte, 4<<10)
+	rs := []cache.Range{{P: make([]byte, 4<<10)}}
 	b.SetBytes(cache.DefaultBlockBytes)
 	b.ReportAllocs()
-	off := int64(0)
 	for b.Loop() {
-		if _, err := c.ReadAt(context.Background(), "wal/obj", p, off); err != nil {
+		if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
 			b.Fatal(err)
 		}
-		off = (off + cache.DefaultBlockBytes) % objSize
+		rs[0].Off = (rs[0].Off + cache.DefaultBlockBytes) % objSize
 	}
 }
 
@@ -125,7 +123,7 @@ func BenchmarkCacheBypass(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := s.ReadAt(context.Background(), "wal/old", p, 0); err != nil {
+			if _, _, err := s.ReadRange(context.Background(), "wal/old", 0, p); err != nil {
 				b.Fatal(err)
 			}
 		}

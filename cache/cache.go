@@ -10,13 +10,15 @@
 //	bytes   [0, B)                        [B, 2B)                       [2B, size)
 //
 // A read is served from the blocks it overlaps. A missing block is loaded
-// whole with one ranged read of [i·B, (i+1)·B); the last block of an object
-// comes back short with io.EOF, and is cached with a mark that the object
-// ends there, so later reads past the end cost nothing. Only the bare io.EOF
-// of the RangeReader marks an end: any other error — io.ErrUnexpectedEOF,
-// an error wrapping io.EOF — fails the load and caches nothing, since a
-// false end would make reads across it fail without a GET until the block
-// is evicted.
+// whole with one ranged read of [i·B, (i+1)·B); the store answers with the
+// bytes the object holds there and the object's size (DESIGN §The read
+// contract), so every block knows whether its object ends in it: the last
+// block (short, or full up to the end) is cached as the last, and later
+// reads past the end cost nothing. The end is learnt only from the size the
+// store reports, never from a short answer: a load that fails, or whose
+// answer does not hold exactly the bytes its size implies, caches nothing,
+// since a false end would make reads across it fail without a GET until
+// the block is evicted.
 //
 // Loads are single-flight: concurrent misses on one block share one read,
 // and its error, if any, goes to every waiter and is not cached. A load runs
@@ -72,18 +74,16 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // RangeReader is what the cache needs from the object store:
-// objstore.Store satisfies it. ReadAt has io.ReaderAt semantics (n <
-// len(p) only with an error; io.EOF when the object ends first) and must
-// honour ctx. io.EOF, unwrapped, must mean that the object ends after the n
-// bytes read (as the store knows it, not as a short answer suggests): the
-// cache remembers it.
+// objstore.Store satisfies it, with its read contract (DESIGN §The read
+// contract): on success p[:n] holds the object's bytes from off, n =
+// min(len(p), size−off), and size is the object's size in bytes; no short
+// read without an error. It must honour ctx.
 type RangeReader interface {
-	ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error)
+	ReadRange(ctx context.Context, key string, off int64, p []byte) (n int, size int64, err error)
 }
 
 // ErrClosed is returned (wrapped) by reads after, or cut short by, Close.
@@ -121,14 +121,15 @@ type blockKey struct {
 	index int64
 }
 
-// block is one cached block. data is immutable once the block is published;
-// readers copy from it without the lock, also after it is evicted.
+// block is one cached block. data and last are immutable once the block is
+// published; readers copy from it without the lock, also after it is
+// evicted.
 type block struct {
 	bk   blockKey
 	data []byte // len ≤ blockSize; < blockSize only for the object's last block
-	// eof is set when the object is known to end at the end of data. It
-	// can be learnt after publication (a full last block), hence atomic.
-	eof atomic.Bool
+	// last is set when the object ends at the end of data (the store said
+	// so by its size).
+	last bool
 	// lastUse is when the block was cached or last hit, ms since the Unix
 	// epoch by Config.Now; guarded by Cache.mu.
 	lastUse    int64
@@ -143,9 +144,6 @@ type load struct {
 
 	waiters  int  // readers waiting or about to wait, guarded by Cache.mu
 	finished bool // guarded by Cache.mu
-	// endsHere is set when the next block turned out to be empty: the
-	// object ends with this block. Guarded by Cache.mu.
-	endsHere bool
 
 	blk *block // set before done is closed; empty data when the object ended before the block
 	err error
@@ -174,39 +172,6 @@ func (c *Cache) Stats() *Stats { return &c.stats }
 type ref struct {
 	blk *block
 	ld  *load
-}
-
-// ReadAt reads len(p) bytes of object key at byte off into p, with the
-// semantics of objstore.Store.ReadAt: n < len(p) only with an error,
-// io.EOF (unwrapped) when the object ends first, errors of the store
-// wrapped (objstore.ErrNotExist among them), ctx's error if ctx is done
-// before the data arrives, ErrClosed after Close. A read of len(p) == 0
-// returns 0, nil without looking at the object. ReadAt always reads
-// through the blocks; ReadRanges may bypass them for old data.
-func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := checkRange(key, off, len(p)); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("cache: read %s: %w", key, err)
-	}
-	now := c.now().UnixMilli()
-	var buf [4]ref // reads of up to 4 blocks do not allocate
-	c.mu.Lock()
-	if c.mu.closed {
-		c.mu.Unlock()
-		return 0, fmt.Errorf("cache: read %s: %w", key, ErrClosed)
-	}
-	refs := c.acquireLocked(ctx, key, off, int64(len(p)), now, buf[:0])
-	c.mu.Unlock()
-	n, err := c.fill(ctx, key, p, off, refs)
-	if err == nil && n < len(p) {
-		panic(fmt.Sprintf("cache: read %s at %d: %d of %d bytes served without error", key, off, n, len(p)))
-	}
-	return n, err
 }
 
 // checkRange refuses a negative offset and a range whose end overflows.
@@ -238,8 +203,8 @@ type Range struct {
 // and not cached: counted in Stats.BypassReads and BypassReadBytes as well
 // as StoreReads and StoreReadBytes, and in neither Hits nor Misses. It runs
 // on the caller's goroutine with ctx, and Close does not cut it short.
-// Other data is read through the blocks as by ReadAt, all blocks of all
-// ranges loading in parallel.
+// Other data is read through the blocks, all blocks of all ranges loading
+// in parallel; writtenMs < 0 always reads through them.
 //
 // Ranges may come in any order and overlap; empty ones are ignored.
 // Errors: a range the object ends before filling (io.ErrUnexpectedEOF),
@@ -288,15 +253,7 @@ func (c *Cache) ReadRanges(ctx context.Context, key string, writtenMs int64, rs 
 			c.releaseAll(rr)
 			continue
 		}
-		r := &rs[i]
-		var n int
-		n, err = c.fill(ctx, key, r.P, r.Off, rr)
-		if n < len(r.P) && (err == nil || err == io.EOF) {
-			err = fmt.Errorf("cache: read %s [%d, %d): object ends at %d: %w",
-				key, r.Off, r.Off+int64(len(r.P)), r.Off+int64(n), io.ErrUnexpectedEOF)
-		} else if n == len(r.P) {
-			err = nil // io.EOF with every byte read
-		}
+		err = c.fill(ctx, key, rs[i].P, rs[i].Off, rr)
 	}
 	return err
 }
@@ -323,7 +280,7 @@ func (c *Cache) coveredLocked(key string, rs []Range) bool {
 		for j := first; j <= last; j++ {
 			bk := blockKey{key, j}
 			if b := c.mu.blocks[bk]; b != nil {
-				if b.eof.Load() {
+				if b.last {
 					break
 				}
 				continue
@@ -382,29 +339,29 @@ func (c *Cache) bypass(ctx context.Context, key string, rs []Range) error {
 func (c *Cache) readStore(ctx context.Context, key string, p []byte, off int64) error {
 	c.stats.StoreReads.Add(1)
 	c.stats.BypassReads.Add(1)
-	n, err := c.r.ReadAt(ctx, key, p, off)
-	if n >= 0 && n <= len(p) {
+	n, size, err := c.r.ReadRange(ctx, key, off, p)
+	if err == nil {
 		c.stats.StoreReadBytes.Add(int64(n))
 		c.stats.BypassReadBytes.Add(int64(n))
+		switch want := min(int64(len(p)), max(size-off, 0)); {
+		case int64(n) != want:
+			err = fmt.Errorf("the store returned %d bytes of an object of %d, breaking its read contract", n, size)
+		case n < len(p):
+			err = fmt.Errorf("object ends at %d: %w", size, io.ErrUnexpectedEOF)
+		}
 	}
-	switch {
-	case n < 0 || n > len(p):
-		err = fmt.Errorf("store returned %d bytes for a %d-byte read (err %v)", n, len(p), err)
-	case n == len(p) && (err == nil || err == io.EOF):
-		return nil
-	case err == nil || err == io.EOF:
-		err = fmt.Errorf("object ends at %d: %w", off+int64(n), io.ErrUnexpectedEOF)
-	default:
-		err = notEOF(err)
+	if err != nil {
+		return fmt.Errorf("cache: read %s [%d, %d) bypassing the cache: %w", key, off, off+int64(len(p)), err)
 	}
-	return fmt.Errorf("cache: read %s [%d, %d) bypassing the cache: %w", key, off, off+int64(len(p)), err)
+	return nil
 }
 
 // fill copies [off, off+len(p)) of object key into p from refs, the blocks
 // acquireLocked returned for that range, waiting for loads, and gives up
-// the loads it does not wait for. It returns io.EOF (unwrapped) when the
-// object ends first.
-func (c *Cache) fill(ctx context.Context, key string, p []byte, off int64, refs []ref) (n int, err error) {
+// the loads it does not wait for. The object ending before p is full is an
+// error wrapping io.ErrUnexpectedEOF.
+func (c *Cache) fill(ctx context.Context, key string, p []byte, off int64, refs []ref) (err error) {
+	n := 0
 	for i := range refs {
 		if err != nil || n == len(p) {
 			// Done early (error, or the object ended): give up our
@@ -421,17 +378,16 @@ func (c *Cache) fill(ctx context.Context, key string, p []byte, off int64, refs 
 				continue
 			}
 		}
-		inner := off + int64(n) - b.bk.index*c.blockSize
-		if inner >= int64(len(b.data)) { // the object ended before this byte
-			err = io.EOF
-			continue
+		start := b.bk.index * c.blockSize
+		if inner := off + int64(n) - start; inner < int64(len(b.data)) {
+			n += copy(p[n:], b.data[inner:])
 		}
-		n += copy(p[n:], b.data[inner:])
-		if n < len(p) && (b.eof.Load() || int64(len(b.data)) < c.blockSize) {
-			err = io.EOF
+		if n < len(p) && b.last {
+			err = fmt.Errorf("cache: read %s [%d, %d): object ends at %d: %w",
+				key, off, off+int64(len(p)), start+int64(len(b.data)), io.ErrUnexpectedEOF)
 		}
 	}
-	return n, err
+	return err
 }
 
 // releaseAll gives up the loads of refs without waiting for them.
@@ -456,7 +412,7 @@ func (c *Cache) acquireLocked(ctx context.Context, key string, off, length, nowM
 			c.unlinkLocked(b)
 			c.pushFrontLocked(b)
 			refs = append(refs, ref{blk: b})
-			if b.eof.Load() {
+			if b.last {
 				break // blocks beyond the object's end are not worth a GET
 			}
 			continue
@@ -491,53 +447,34 @@ func (c *Cache) load(ctx context.Context, l *load) {
 	defer c.loaders.Done()
 	defer l.cancel(nil)
 	buf := make([]byte, c.blockSize)
+	start := l.bk.index * c.blockSize
 	c.stats.StoreReads.Add(1)
-	n, err := c.r.ReadAt(ctx, l.bk.key, buf, l.bk.index*c.blockSize)
-	if n >= 0 && n <= len(buf) {
-		c.stats.StoreReadBytes.Add(int64(n))
-	}
+	n, size, err := c.r.ReadRange(ctx, l.bk.key, start, buf)
 	var b *block
-	switch {
-	case n < 0 || n > len(buf):
-		err = fmt.Errorf("store returned %d bytes for a %d-byte read (err %v)", n, len(buf), err)
-	case err == nil && n < len(buf):
-		err = fmt.Errorf("store returned %d of %d bytes without an error, breaking io.ReaderAt", n, len(buf))
-	case err == nil:
-		b = &block{bk: l.bk, data: buf}
-	case err == io.EOF:
-		// The object ends in (or before) this block. Only the bare io.EOF
-		// says so (RangeReader); errors wrapping it are failures.
-		err = nil
-		data := buf[:n]
-		if n < len(buf) {
-			data = slices.Clone(data) // do not pin a partly unused buffer
+	if err == nil {
+		c.stats.StoreReadBytes.Add(int64(n))
+		if want := min(c.blockSize, max(size-start, 0)); int64(n) != want {
+			// The end is learnt from the size only: an answer that does
+			// not match it could make a false end.
+			err = fmt.Errorf("the store returned %d bytes of an object of %d, breaking its read contract", n, size)
+		} else {
+			data := buf[:n]
+			if n < len(buf) {
+				data = slices.Clone(data) // do not pin a partly unused buffer
+			}
+			b = &block{bk: l.bk, data: data, last: start+int64(n) >= size}
 		}
-		b = &block{bk: l.bk, data: data}
-		b.eof.Store(true)
 	}
 	if err != nil {
-		err = notEOF(err)
 		if errors.Is(context.Cause(ctx), ErrClosed) {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
-		err = fmt.Errorf("load block %d [%d, %d): %w", l.bk.index, l.bk.index*c.blockSize, (l.bk.index+1)*c.blockSize, err)
+		err = fmt.Errorf("load block %d [%d, %d): %w", l.bk.index, start, start+c.blockSize, err)
 	}
 	if b != nil {
 		b.lastUse = c.now().UnixMilli() // unpublished yet: finish takes the lock after
 	}
 	c.finish(l, b, err)
-}
-
-// notEOF returns err, a reader's failure, such that it does not match
-// io.EOF: one that wraps io.EOF (net/http's `Get "…": EOF` for a connection
-// closed before the answer) would read as the object's end to callers that
-// test with errors.Is. Such an error becomes io.ErrUnexpectedEOF, keeping
-// its text but not its chain.
-func notEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %v", io.ErrUnexpectedEOF, err)
-	}
-	return err
 }
 
 // finish publishes a load's outcome to its waiters and, on success, caches
@@ -549,9 +486,6 @@ func (c *Cache) finish(l *load, b *block, err error) {
 	}
 	l.finished = true
 	if err == nil && !c.mu.closed {
-		if l.endsHere {
-			b.eof.Store(true)
-		}
 		b = c.insertLocked(b)
 	}
 	l.blk, l.err = b, err
@@ -605,9 +539,7 @@ func (c *Cache) Put(key string, data []byte) {
 	for i := int64(0); i*c.blockSize < int64(len(data)); i++ {
 		start := i * c.blockSize
 		end := min(start+c.blockSize, int64(len(data)))
-		b := &block{bk: blockKey{key, i}, data: data[start:end:end], lastUse: now}
-		b.eof.Store(end == int64(len(data)))
-		blocks = append(blocks, b)
+		blocks = append(blocks, &block{bk: blockKey{key, i}, data: data[start:end:end], last: end == int64(len(data)), lastUse: now})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -622,22 +554,13 @@ func (c *Cache) Put(key string, data []byte) {
 // insertLocked caches b as the most recently used block, evicting least
 // recently used ones to stay within maxBytes, and returns the block now
 // cached under b's key (b, or one cached before). An empty b (the object
-// ended exactly at the previous block) is not cached; it marks the
-// previous block as the object's last.
+// ends before the block) is not cached: the object's last block, which
+// says so, is.
 func (c *Cache) insertLocked(b *block) *block {
 	if len(b.data) == 0 {
-		prev := blockKey{b.bk.key, b.bk.index - 1}
-		if pb := c.mu.blocks[prev]; pb != nil {
-			pb.eof.Store(true)
-		} else if pl := c.mu.loads[prev]; pl != nil {
-			pl.endsHere = true // loaded in parallel, e.g. by the same spanning read
-		}
 		return b
 	}
 	if old := c.mu.blocks[b.bk]; old != nil {
-		if b.eof.Load() {
-			old.eof.Store(true)
-		}
 		return old
 	}
 	c.mu.blocks[b.bk] = b

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 )
 
 // rigged is a store whose read at one offset gives a set answer: the
-// object's first n bytes there, and err.
+// object's first n bytes there, a size and err.
 type rigged struct {
 	*store
 	answer atomic.Pointer[riggedAnswer]
@@ -29,34 +30,42 @@ type rigged struct {
 type riggedAnswer struct {
 	off int64
 	n   int
+	// end is the size answered, as bytes past off; −1: the object's own.
+	end int64
 	err error
 }
 
-func (r *rigged) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+func (r *rigged) ReadRange(ctx context.Context, key string, off int64, p []byte) (int, int64, error) {
 	if a := r.answer.Load(); a != nil && a.off == off {
-		n, _ := r.store.ReadAt(ctx, key, p[:min(a.n, len(p))], off)
-		return n, a.err
+		n, size, _ := r.store.ReadRange(ctx, key, off, p[:min(a.n, len(p))])
+		if a.end >= 0 {
+			size = off + a.end
+		}
+		return n, size, a.err
 	}
-	return r.store.ReadAt(ctx, key, p, off)
+	return r.store.ReadRange(ctx, key, off, p)
 }
 
-// TestReaderErrorsAreNotTheEnd: only the reader's bare io.EOF marks the
-// object's end. A failure that wraps io.EOF, or io.ErrUnexpectedEOF, with
-// or without bytes, fails the read with an error that does not match
-// io.EOF, caches no short block and marks no block as the last: once the
-// reader behaves, reads across the block boundary load the block and
-// return every byte.
-func TestReaderErrorsAreNotTheEnd(t *testing.T) {
+// TestStoreErrorsAreNotTheEnd: the end of an object is learnt only from
+// the size a successful read reports. A failed read, with or without
+// bytes and whatever size it claims, and an answer that breaks the read
+// contract (other than the bytes its size implies, without an error) fail
+// the read, cache no block and mark no block as the last: once the store
+// behaves, reads across the block boundary load the block and return every
+// byte.
+func TestStoreErrorsAreNotTheEnd(t *testing.T) {
 	const B = 16
 	tests := []struct {
 		name string
-		n    int // bytes the failing read returns
+		n    int   // bytes the rigged read returns
+		end  int64 // its size, as bytes past the offset; −1: the real one
 		err  error
 	}{
-		{"wrapped io.EOF", 0, fmt.Errorf("objstore: read obj: Get \"…\": %w", io.EOF)},
-		{"wrapped io.EOF after some bytes", 5, fmt.Errorf("body: %w", io.EOF)},
-		{"io.ErrUnexpectedEOF after some bytes", 5, io.ErrUnexpectedEOF},
-		{"wrapped io.ErrUnexpectedEOF", 0, fmt.Errorf("body: %w", io.ErrUnexpectedEOF)},
+		{"failure wrapping io.EOF", 0, 0, fmt.Errorf("objstore: read obj: Get \"…\": %w", io.EOF)},
+		{"failure after some bytes, claiming the end there", 5, 5, io.ErrUnexpectedEOF},
+		{"failure with every byte", 8, -1, errors.New("connection reset")},
+		{"fewer bytes than the size says, no error", 5, -1, nil},
+		{"more bytes than the size says, no error", 8, 3, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,17 +73,13 @@ func TestReaderErrorsAreNotTheEnd(t *testing.T) {
 			obj := object(9, 3*B+4)
 			s.put(t, "obj", obj)
 			c := newCache(t, cache.Config{BlockBytes: B}, s)
-			if n, err := c.ReadAt(t.Context(), "obj", make([]byte, B), 0); n != B || err != nil {
-				t.Fatalf("ReadAt(block 0) = %d, %v", n, err)
+			if err := readAt(t.Context(), c, "obj", make([]byte, B), 0); err != nil {
+				t.Fatalf("read(block 0) = %v", err)
 			}
-			s.answer.Store(&riggedAnswer{off: B, n: tt.n, err: tt.err})
+			s.answer.Store(&riggedAnswer{off: B, n: tt.n, end: tt.end, err: tt.err})
 			p := make([]byte, 8)
-			if n, err := c.ReadAt(t.Context(), "obj", p, B-4); err == nil || errors.Is(err, io.EOF) {
-				t.Fatalf("ReadAt across the boundary = %d, %v; want an error not matching io.EOF", n, err)
-			}
-			rs := []cache.Range{{Off: B - 4, P: make([]byte, 8)}}
-			if err := c.ReadRanges(t.Context(), "obj", -1, rs); err == nil || errors.Is(err, io.EOF) {
-				t.Fatalf("ReadRanges across the boundary = %v; want an error not matching io.EOF", err)
+			if err := readAt(t.Context(), c, "obj", p, B-4); err == nil {
+				t.Fatal("read across the boundary succeeded; want an error")
 			}
 			if got := c.Stats().BytesCached.Load(); got != B {
 				t.Fatalf("%d bytes cached, want block 0 only", got)
@@ -82,21 +87,19 @@ func TestReaderErrorsAreNotTheEnd(t *testing.T) {
 
 			s.answer.Store(nil)
 			s.takeReads()
-			if n, err := c.ReadAt(t.Context(), "obj", p, B-4); n != 8 || err != nil || !bytes.Equal(p, obj[B-4:B+4]) {
-				t.Fatalf("ReadAt across the boundary after the fault = %d, %v; want 8 bytes", n, err)
+			if err := readAt(t.Context(), c, "obj", p, B-4); err != nil || !bytes.Equal(p, obj[B-4:B+4]) {
+				t.Fatalf("read across the boundary after the fault = %v; want 8 bytes", err)
 			}
 			if got := s.takeReads(); len(got) != 1 || got[0] != (readCall{"obj", B, B}) {
 				t.Fatalf("store reads %v, want one of block 1", got)
 			}
-			if n, err := c.ReadAt(t.Context(), "obj", p, 3*B); n != 4 || err != io.EOF || !bytes.Equal(p[:4], obj[3*B:]) {
-				t.Fatalf("ReadAt across the end = %d, %v; want 4, io.EOF", n, err)
-			}
+			wantEnd(t, "read across the end", readAt(t.Context(), c, "obj", p, 3*B))
 		})
 	}
 
 	// Bypassed reads (data older than the cache's reach) take the same
-	// care: a failure wrapping io.EOF is not a short object, nor, with
-	// every byte, a success.
+	// care: neither a failure, with or without every byte, nor a broken
+	// answer is a success or a short object.
 	for _, tt := range tests {
 		t.Run("bypass, "+tt.name, func(t *testing.T) {
 			s := &rigged{store: newStore()}
@@ -106,15 +109,19 @@ func TestReaderErrorsAreNotTheEnd(t *testing.T) {
 			c := newCache(t, cache.Config{BlockBytes: B, MaxBytes: B, Now: clk.now}, s)
 			clk.set(1000)
 			c.Put("new", object(11, B)) // the cache is full, its reach 1000 ms
-			for _, n := range []int{tt.n, 8} {
-				s.answer.Store(&riggedAnswer{off: 2, n: n, err: tt.err})
+			ns := []int{tt.n}
+			if tt.err != nil {
+				ns = append(ns, 8)
+			}
+			for _, n := range ns {
+				s.answer.Store(&riggedAnswer{off: 2, n: n, end: tt.end, err: tt.err})
 				rs := []cache.Range{{Off: 2, P: make([]byte, 8)}}
-				if err := c.ReadRanges(t.Context(), "obj", 500, rs); err == nil || errors.Is(err, io.EOF) {
-					t.Fatalf("bypassed ReadRanges with %d bytes = %v; want an error not matching io.EOF", n, err)
+				if err := c.ReadRanges(t.Context(), "obj", 500, rs); err == nil {
+					t.Fatalf("bypassed ReadRanges with %d bytes succeeded; want an error", n)
 				}
 			}
-			if got := c.Stats().BypassReads.Load(); got != 2 {
-				t.Fatalf("%d bypassed reads, want 2", got)
+			if got := c.Stats().BypassReads.Load(); got != int64(len(ns)) {
+				t.Fatalf("%d bypassed reads, want %d", got, len(ns))
 			}
 		})
 	}
@@ -123,8 +130,9 @@ func TestReaderErrorsAreNotTheEnd(t *testing.T) {
 // TestS3AnswersWithoutLength runs the cache over the S3 store and
 // versitygw, with GETs answered chunked (no Content-Length), with fewer
 // bytes than their Content-Range says, or not at all: reads across a block
-// boundary and across the object's end return the right bytes (chunked) or
-// an error that is not io.EOF; no end is remembered falsely, so once the
+// boundary and up to the object's end return the right bytes, and a read
+// across the end fails as the object's end (chunked), or they all fail,
+// but not as the object's end; no end is remembered falsely, so once the
 // store behaves the same reads are right, at one GET per block that
 // failed.
 func TestS3AnswersWithoutLength(t *testing.T) {
@@ -166,30 +174,33 @@ func TestS3AnswersWithoutLength(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCache(t, cache.Config{BlockBytes: B}, st)
 			p := make([]byte, 100)
-			if n, err := c.ReadAt(t.Context(), "obj", p, 0); n != 100 || err != nil {
-				t.Fatalf("ReadAt(block 0) = %d, %v", n, err)
+			if err := readAt(t.Context(), c, "obj", p, 0); err != nil {
+				t.Fatalf("read(block 0) = %v", err)
 			}
 			reads := []struct {
 				name string
 				off  int64
-				want int   // bytes
-				eof  error // nil or io.EOF
+				end  bool // the object ends 10 bytes in
 			}{
-				{"across the boundary of blocks 0 and 1", B - 50, 100, nil},
-				{"across the end", size - 10, 10, io.EOF},
+				{"across the boundary of blocks 0 and 1", B - 50, false},
+				{"across the end", size - 10, true},
+				{"up to the end", size - 100, false},
 			}
 			check := func(t *testing.T, fails bool) {
 				t.Helper()
 				for _, r := range reads {
-					n, err := c.ReadAt(t.Context(), "obj", p, r.off)
-					if fails {
-						if err == nil || errors.Is(err, io.EOF) {
-							t.Errorf("ReadAt %s = %d, %v; want an error not matching io.EOF", r.name, n, err)
+					err := readAt(t.Context(), c, "obj", p, r.off)
+					switch {
+					case fails:
+						if err == nil || (r.end && errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "object ends")) {
+							t.Errorf("read %s = %v; want a failure, not the object's end", r.name, err)
 						}
-						continue
-					}
-					if n != r.want || err != r.eof || !bytes.Equal(p[:n], obj[r.off:r.off+int64(n)]) {
-						t.Errorf("ReadAt %s = %d, %v; want %d bytes, %v", r.name, n, err, r.want, r.eof)
+					case r.end:
+						if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), fmt.Sprintf("object ends at %d", size)) {
+							t.Errorf("read %s = %v; want the object's end at %d", r.name, err, size)
+						}
+					case err != nil || !bytes.Equal(p, obj[r.off:r.off+100]):
+						t.Errorf("read %s = %v; want its 100 bytes", r.name, err)
 					}
 				}
 			}

@@ -64,7 +64,7 @@ func (e *env) commitShared(key string, batches ...diskless.CommitBatch) []int32 
 }
 
 func exists(store *objstore.Memory, key string) bool {
-	_, err := store.ReadAt(context.Background(), key, nil, 0)
+	_, _, err := store.ReadRange(context.Background(), key, 0, nil)
 	return !errors.Is(err, objstore.ErrNotExist)
 }
 

@@ -55,8 +55,8 @@ type Config struct {
 	// larger (KIP-74). Must be ≥ 0; 0 means DefaultMaxBytes.
 	MaxBytes int32
 
-	// ReadConcurrency bounds the concurrent ObjectReader.ReadAt calls of
-	// one Fetch. Must be ≥ 0; 0 means DefaultReadConcurrency; 1 reads
+	// ReadConcurrency bounds the concurrent ObjectReader.ReadRanges calls
+	// (one per object) of one Fetch. Must be ≥ 0; 0 means DefaultReadConcurrency; 1 reads
 	// sequentially on the caller's goroutine.
 	ReadConcurrency int
 

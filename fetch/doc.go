@@ -19,13 +19,12 @@
 //  4. Read and rewrite: each partition's batches are read with one
 //     allocation, sized exactly, straight into the partition's response
 //     buffer. Batches that are adjacent in the same object are coalesced
-//     into one range. When the reader is a [RangesReader] (the block
-//     cache), the ranges of all partitions in one object are read with one
-//     ReadRanges call, given the oldest commit time among them, so that
-//     the cache can serve data older than its reach with one ranged GET
-//     bounding them, without caching it; otherwise each range is one
-//     [ObjectReader.ReadAt]. Reads of a request (objects, or ranges) run
-//     concurrently, up to [Config.ReadConcurrency]. Each batch is then
+//     into one range. The ranges of all partitions in one object are read
+//     with one [ObjectReader.ReadRanges] call (the block cache), given the
+//     oldest commit time among them, so that the cache can serve data
+//     older than its reach with one ranged GET bounding them, without
+//     caching it. The objects of a request are read concurrently, up to
+//     [Config.ReadConcurrency]. Each batch is then
 //     checked against its coordinate (well-formed, magic 2, the expected
 //     size and offset span) and its header rewritten in place (SPEC §1):
 //     baseOffset and partitionLeaderEpoch, outside the CRC; on
@@ -37,8 +36,7 @@
 // A partition whose bytes cannot be served is cut at its first bad batch:
 // the good batches before it are returned, and if there are none the
 // partition carries the error — KAFKA_STORAGE_ERROR for a failed read
-// (with a RangesReader, a failed read of an object fails every range of
-// it), CORRUPT_MESSAGE for bytes that do not match the coordinate, and
+// (a failed read of an object fails every range of it), CORRUPT_MESSAGE for bytes that do not match the coordinate, and
 // UNSUPPORTED_COMPRESSION_TYPE for a zstd batch before Fetch v10. The client
 // then advances through the good data and meets the error when the bad batch
 // is first in line. Other partitions are not affected, and the connection
@@ -56,7 +54,7 @@
 // timestamp lookups from the candidate batch the coordinator names. On
 // LogAppendTime batches every record has the batch's append time, so no
 // read is needed. Otherwise the batch is read (by ReadRanges with its
-// commit time, when the reader has it, so that an old batch is not cached)
+// commit time, so that an old batch is not cached)
 // and its records scanned as a stream up to the answer: only each record's
 // length, timestampDelta and offsetDelta are decoded, keys, values and
 // headers are skipped (records.go has the layout). Produce checks headers

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -226,7 +225,8 @@ type fakeStore struct {
 		sync.Mutex
 		objects map[string][]byte
 		fail    map[string]error
-		reads   int
+		reads   int // ranges read
+		calls   int // ReadRanges calls
 	}
 }
 
@@ -254,68 +254,55 @@ func (s *fakeStore) failKey(key string, err error) {
 	s.mu.fail[key] = err
 }
 
+// reads returns how many ranges were read.
 func (s *fakeStore) reads() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.reads
 }
 
-func (s *fakeStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+// calls returns how many ReadRanges calls were made.
+func (s *fakeStore) calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.reads++
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := s.mu.fail[key]; err != nil {
-		return 0, err
-	}
-	obj, ok := s.mu.objects[key]
-	if !ok {
-		return 0, fmt.Errorf("%s: %w", key, errNoObject)
-	}
-	if off < 0 || off > int64(len(obj)) {
-		return 0, errors.New("fake store: offset out of range")
-	}
-	n := copy(p, obj[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return s.mu.calls
 }
 
-// rangesStore is fakeStore with ReadRanges, reading range by range: the
-// RangesReader path of fetch over the fake store, with the same ReadAt
-// counts. calls counts ReadRanges calls.
-type rangesStore struct {
-	*fakeStore
-	calls atomic.Int64
-}
-
-var _ RangesReader = (*rangesStore)(nil)
-
-func (s *rangesStore) ReadRanges(ctx context.Context, key string, _ int64, rs []cache.Range) error {
-	s.calls.Add(1)
+// ReadRanges implements ObjectReader, range by range, each counted.
+func (s *fakeStore) ReadRanges(ctx context.Context, key string, _ int64, rs []cache.Range) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.calls++
 	for _, r := range rs {
-		n, err := s.ReadAt(ctx, key, r.P, r.Off)
-		if n < len(r.P) {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
+		if len(r.P) == 0 {
+			continue
+		}
+		s.mu.reads++
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if err := s.mu.fail[key]; err != nil {
+			return err
+		}
+		obj, ok := s.mu.objects[key]
+		if !ok {
+			return fmt.Errorf("%s: %w", key, errNoObject)
+		}
+		if r.Off < 0 || r.Off+int64(len(r.P)) > int64(len(obj)) {
+			return fmt.Errorf("fake store: [%d, %d) outside the %d bytes of %s: %w", r.Off, r.Off+int64(len(r.P)), len(obj), key, io.ErrUnexpectedEOF)
+		}
+		copy(r.P, obj[r.Off:])
 	}
 	return nil
 }
 
 // env is one handler over a fake coordinator and store.
 type env struct {
-	tb     testing.TB
-	coord  *fakeCoord
-	store  *fakeStore
-	ranges *rangesStore // the handler's reader if newEnvRanges made it
-	h      *Handler
-	files  int
+	tb    testing.TB
+	coord *fakeCoord
+	store *fakeStore
+	h     *Handler
+	files int
 }
 
 func newEnv(tb testing.TB, cfg Config) *env {
@@ -323,22 +310,6 @@ func newEnv(tb testing.TB, cfg Config) *env {
 	e := &env{tb: tb, coord: newFakeCoord(), store: newFakeStore()}
 	e.h = e.newHandler(cfg, e.store)
 	return e
-}
-
-// newEnvRanges is newEnv with a reader that has ReadRanges.
-func newEnvRanges(tb testing.TB, cfg Config) *env {
-	tb.Helper()
-	e := &env{tb: tb, coord: newFakeCoord(), store: newFakeStore()}
-	e.ranges = &rangesStore{fakeStore: e.store}
-	e.h = e.newHandler(cfg, e.ranges)
-	return e
-}
-
-// readers runs f once with each kind of reader: ReadAt only, and
-// RangesReader.
-func readers(t *testing.T, f func(t *testing.T, newEnv func(testing.TB, Config) *env)) {
-	t.Run("ReadAt", func(t *testing.T) { f(t, newEnv) })
-	t.Run("ReadRanges", func(t *testing.T) { f(t, newEnvRanges) })
 }
 
 func (e *env) newHandler(cfg Config, r ObjectReader) *Handler {

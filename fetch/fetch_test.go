@@ -349,38 +349,36 @@ func TestFetchReadFailures(t *testing.T) {
 			bases: []int64{0},
 		},
 	} {
-		readers(t, func(t *testing.T, newEnv func(testing.TB, Config) *env) {
-			t.Run(tc.name, func(t *testing.T) {
-				e := newEnv(t, Config{})
-				e.coord.createTopic("t", 2)
-				o := commitOpts{}
-				if tc.lat {
-					o.logAppendTime = 99
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.coord.createTopic("t", 2)
+			o := commitOpts{}
+			if tc.lat {
+				o.logAppendTime = 99
+			}
+			for p := range int32(2) {
+				e.commit("t", p, o, makeBatch(t, batch.CodecNone, 10, 1, 2, 3))
+				e.commit("t", p, o, makeBatch(t, batch.CodecNone, 10, 1, 2, 3))
+			}
+			tc.break_(e)
+			resp := e.h.Fetch(t.Context(), e.fetchReq(16, 0, fp{topic: "t", partition: 0}, fp{topic: "t", partition: 1}))
+			ps := flat(resp)
+			if ps[0].ErrorCode != 0 || !slices.Equal(baseOffsets(t, ps[0].RecordBatches), []int64{0, 3}) {
+				t.Errorf("healthy partition: error %d, batches %v", ps[0].ErrorCode, baseOffsets(t, ps[0].RecordBatches))
+			}
+			p := ps[1]
+			if p.ErrorCode != errCode(tc.errc) {
+				t.Fatalf("damaged partition: error %d, want %v", p.ErrorCode, tc.errc)
+			}
+			if tc.errc != nil {
+				if len(p.RecordBatches) != 0 {
+					t.Errorf("damaged partition: %d bytes of records with an error", len(p.RecordBatches))
 				}
-				for p := range int32(2) {
-					e.commit("t", p, o, makeBatch(t, batch.CodecNone, 10, 1, 2, 3))
-					e.commit("t", p, o, makeBatch(t, batch.CodecNone, 10, 1, 2, 3))
-				}
-				tc.break_(e)
-				resp := e.h.Fetch(t.Context(), e.fetchReq(16, 0, fp{topic: "t", partition: 0}, fp{topic: "t", partition: 1}))
-				ps := flat(resp)
-				if ps[0].ErrorCode != 0 || !slices.Equal(baseOffsets(t, ps[0].RecordBatches), []int64{0, 3}) {
-					t.Errorf("healthy partition: error %d, batches %v", ps[0].ErrorCode, baseOffsets(t, ps[0].RecordBatches))
-				}
-				p := ps[1]
-				if p.ErrorCode != errCode(tc.errc) {
-					t.Fatalf("damaged partition: error %d, want %v", p.ErrorCode, tc.errc)
-				}
-				if tc.errc != nil {
-					if len(p.RecordBatches) != 0 {
-						t.Errorf("damaged partition: %d bytes of records with an error", len(p.RecordBatches))
-					}
-					return
-				}
-				if got := baseOffsets(t, p.RecordBatches); !slices.Equal(got, tc.bases) {
-					t.Errorf("damaged partition serves %v, want %v", got, tc.bases)
-				}
-			})
+				return
+			}
+			if got := baseOffsets(t, p.RecordBatches); !slices.Equal(got, tc.bases) {
+				t.Errorf("damaged partition serves %v, want %v", got, tc.bases)
+			}
 		})
 	}
 }
@@ -390,8 +388,8 @@ func TestFetchCoalescesReads(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		setup   func(e *env)
-		reads   int // ReadAt calls
-		objects int // ReadRanges calls, with a RangesReader
+		reads   int // ranges read
+		objects int // ReadRanges calls
 		bases   []int64
 	}{
 		{
@@ -422,32 +420,28 @@ func TestFetchCoalescesReads(t *testing.T) {
 			bases:   []int64{0, 2, 4},
 		},
 	} {
-		readers(t, func(t *testing.T, newEnv func(testing.TB, Config) *env) {
-			t.Run(tc.name, func(t *testing.T) {
-				e := newEnv(t, Config{})
-				e.coord.createTopic("t", 2)
-				tc.setup(e)
-				p := flat(e.h.Fetch(t.Context(), e.fetchReq(16, 0, fp{topic: "t"})))[0]
-				if got := baseOffsets(t, p.RecordBatches); !slices.Equal(got, tc.bases) {
-					t.Errorf("batches at %v, want %v", got, tc.bases)
-				}
-				if got := e.store.reads(); got != tc.reads {
-					t.Errorf("%d ReadAt calls, want %d", got, tc.reads)
-				}
-				if e.ranges != nil {
-					if got := e.ranges.calls.Load(); got != int64(tc.objects) {
-						t.Errorf("%d ReadRanges calls, want %d", got, tc.objects)
-					}
-				}
-			})
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.coord.createTopic("t", 2)
+			tc.setup(e)
+			p := flat(e.h.Fetch(t.Context(), e.fetchReq(16, 0, fp{topic: "t"})))[0]
+			if got := baseOffsets(t, p.RecordBatches); !slices.Equal(got, tc.bases) {
+				t.Errorf("batches at %v, want %v", got, tc.bases)
+			}
+			if got := e.store.reads(); got != tc.reads {
+				t.Errorf("%d ranges read, want %d", got, tc.reads)
+			}
+			if got := e.store.calls(); got != tc.objects {
+				t.Errorf("%d ReadRanges calls, want %d", got, tc.objects)
+			}
 		})
 	}
 }
 
-// TestFetchObjectSharedByPartitions: with a RangesReader, the ranges of
-// every partition of a request in one object are one ReadRanges call.
+// TestFetchObjectSharedByPartitions: the ranges of every partition of a
+// request in one object are one ReadRanges call.
 func TestFetchObjectSharedByPartitions(t *testing.T) {
-	e := newEnvRanges(t, Config{})
+	e := newEnv(t, Config{})
 	e.coord.createTopic("t", 3)
 	b := func() []byte { return makeBatch(t, batch.CodecNone, 10, 1, 2) }
 	e.commitFile(commitOpts{}, fileBatch{"t", 0, b()}, fileBatch{"t", 1, b()}, fileBatch{"t", 2, b()})
@@ -459,36 +453,34 @@ func TestFetchObjectSharedByPartitions(t *testing.T) {
 			t.Errorf("partition %d: error %d, batches %v, want %v", p.Partition, p.ErrorCode, got, want)
 		}
 	}
-	if got := e.ranges.calls.Load(); got != 2 {
+	if got := e.store.calls(); got != 2 {
 		t.Errorf("%d ReadRanges calls, want 2 (one per object)", got)
 	}
 }
 
 func TestFetchConcurrentReads(t *testing.T) {
-	readers(t, func(t *testing.T, newEnv func(testing.TB, Config) *env) {
-		e := newEnv(t, Config{ReadConcurrency: 4})
-		e.coord.createTopic("t", 8)
-		var parts []fp
-		for p := range int32(8) {
-			for range 3 {
-				e.commit("t", p, commitOpts{}, makeBatch(t, batch.CodecNone, 50, 1, 2))
-			}
-			parts = append(parts, fp{topic: "t", partition: p})
+	e := newEnv(t, Config{ReadConcurrency: 4})
+	e.coord.createTopic("t", 8)
+	var parts []fp
+	for p := range int32(8) {
+		for range 3 {
+			e.commit("t", p, commitOpts{}, makeBatch(t, batch.CodecNone, 50, 1, 2))
 		}
-		e.store.failKey("wal/0005", errors.New("boom")) // partition 1's second batch
-		for _, p := range flat(e.h.Fetch(t.Context(), e.fetchReq(16, 0, parts...))) {
-			want := []int64{0, 2, 4}
-			if p.Partition == 1 {
-				want = want[:1]
-			}
-			if got := baseOffsets(t, p.RecordBatches); p.ErrorCode != 0 || !slices.Equal(got, want) {
-				t.Errorf("partition %d: error %d, batches %v, want %v", p.Partition, p.ErrorCode, got, want)
-			}
+		parts = append(parts, fp{topic: "t", partition: p})
+	}
+	e.store.failKey("wal/0005", errors.New("boom")) // partition 1's second batch
+	for _, p := range flat(e.h.Fetch(t.Context(), e.fetchReq(16, 0, parts...))) {
+		want := []int64{0, 2, 4}
+		if p.Partition == 1 {
+			want = want[:1]
 		}
-		if got := e.store.reads(); got != 24 {
-			t.Errorf("%d reads, want 24", got)
+		if got := baseOffsets(t, p.RecordBatches); p.ErrorCode != 0 || !slices.Equal(got, want) {
+			t.Errorf("partition %d: error %d, batches %v, want %v", p.Partition, p.ErrorCode, got, want)
 		}
-	})
+	}
+	if got := e.store.reads(); got != 24 {
+		t.Errorf("%d reads, want 24", got)
+	}
 }
 
 func TestFetchTopics(t *testing.T) {

@@ -47,34 +47,23 @@ type Coordinator interface {
 	Watch() <-chan struct{}
 }
 
-// ObjectReader reads byte ranges of objects; the block cache implements it.
-// Semantics are io.ReaderAt's: n < len(p) only with an error, and n =
-// len(p) may come with io.EOF.
+// ObjectReader is how fetch reads stored batches: the block cache
+// (cache.Cache) implements it. ReadRanges fills every range of rs, whole,
+// from object key (ranges in any order; empty ones ignored), or returns an
+// error: an object that ends before a range does is an error too, and
+// after an error which ranges were filled is unspecified. writtenMs is the
+// data's commit time in ms since the Unix epoch
+// (diskless.BatchCoordinate.LogAppendTime; the oldest, for ranges
+// committed at different times), which the cache compares with its reach:
+// data older than it is read with one ranged GET bounding the ranges and
+// not cached, so a lagging consumer neither pays a GET per block nor evicts
+// the blocks other consumers are reading. A wrapper around the cache
+// (metrics, tracing) passes writtenMs on.
 type ObjectReader interface {
-	ReadAt(ctx context.Context, key string, p []byte, off int64) (n int, err error)
-}
-
-// RangesReader is an ObjectReader that reads several ranges of one object
-// in one call and is told when the data was committed, so that it can
-// choose how to fetch them. The block cache implements it
-// ([cache.Cache.ReadRanges]): data older than the cache's reach is read
-// with one ranged GET bounding the ranges and not cached, so a lagging
-// consumer neither pays a GET per block nor evicts the blocks other
-// consumers are reading. [New] uses it when its ObjectReader has it;
-// otherwise each range is read with ReadAt. A wrapper around the cache
-// (metrics, tracing) must implement it too, or lagging reads go through
-// the blocks.
-//
-// ReadRanges fills every range whole; writtenMs is the data's commit time
-// in ms (diskless.BatchCoordinate.LogAppendTime). An object that ends
-// before a range does is an error, and after an error which ranges were
-// filled is unspecified.
-type RangesReader interface {
-	ObjectReader
 	ReadRanges(ctx context.Context, key string, writtenMs int64, rs []cache.Range) error
 }
 
-var _ RangesReader = (*cache.Cache)(nil)
+var _ ObjectReader = (*cache.Cache)(nil)
 
 // Handler serves Fetch and ListOffsets. It holds no per-request state and
 // is safe for concurrent use.
@@ -82,7 +71,6 @@ type Handler struct {
 	cfg   Config
 	coord Coordinator
 	r     ObjectReader
-	rr    RangesReader // r, if it is one; else nil
 	log   *slog.Logger
 	// decompressSlots is the semaphore of Config.DecompressConcurrency:
 	// a timestamp lookup sends to decompress a batch and receives when
@@ -90,7 +78,7 @@ type Handler struct {
 	decompressSlots chan struct{}
 }
 
-// New returns a Handler over c and r (see [RangesReader]). Errors: an invalid cfg (naming the
+// New returns a Handler over c and r. Errors: an invalid cfg (naming the
 // field), or a nil dependency.
 func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
@@ -100,12 +88,10 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 		return nil, errNilDependency
 	}
 	cfg = cfg.withDefaults()
-	rr, _ := r.(RangesReader)
 	return &Handler{
 		cfg:             cfg,
 		coord:           c,
 		r:               r,
-		rr:              rr,
 		log:             cfg.Logger,
 		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
 	}, nil

@@ -46,8 +46,9 @@ func (b *budget) take(bs []diskless.BatchCoordinate, partitionMaxBytes int32) (n
 	return n, size
 }
 
-// span is one contiguous byte range of one object, read with one ReadAt
-// straight into its place in a partition's response buffer.
+// span is one contiguous byte range of one object, read as one range
+// (of its object's ReadRanges) straight into its place in a partition's
+// response buffer.
 type span struct {
 	key string
 	off int64  // byte offset in the object

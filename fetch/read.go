@@ -2,9 +2,7 @@ package fetch
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -17,20 +15,13 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// readSpans reads every span, up to cfg.ReadConcurrency reads at a time,
-// and records each outcome in span.err. It returns when all reads are done.
-// With a RangesReader the spans are grouped by object and each object's
-// spans are one ReadRanges call (which may reorder spans); a failure of it
-// is the failure of every span of that object. Otherwise each span is one
-// ReadAt.
+// readSpans reads every span, up to cfg.ReadConcurrency objects at a
+// time, and records each outcome in span.err. The spans are grouped by
+// object (which reorders them) and each object's spans are one ReadRanges
+// call, given the oldest commit time among them; a failure of it is the
+// failure of every span of that object. It returns when all reads are
+// done.
 func (h *Handler) readSpans(ctx context.Context, spans []span) {
-	if h.rr == nil {
-		h.run(len(spans), func(i int) {
-			s := &spans[i]
-			s.err = h.readFull(ctx, s.key, s.dst, s.off)
-		})
-		return
-	}
 	slices.SortStableFunc(spans, func(a, b span) int { return strings.Compare(a.key, b.key) })
 	starts := make([]int, 0, len(spans)+1) // object i has spans[starts[i]:starts[i+1]]
 	ranges := make([]cache.Range, len(spans))
@@ -47,7 +38,7 @@ func (h *Handler) readSpans(ctx context.Context, spans []span) {
 		for i := range obj {
 			written = min(written, obj[i].written)
 		}
-		if err := h.rr.ReadRanges(ctx, obj[0].key, written, ranges[starts[g]:starts[g+1]]); err != nil {
+		if err := h.r.ReadRanges(ctx, obj[0].key, written, ranges[starts[g]:starts[g+1]]); err != nil {
 			err = fmt.Errorf("fetch: read %s (%d ranges): %w", obj[0].key, len(obj), err)
 			for i := range obj {
 				obj[i].err = err
@@ -85,30 +76,13 @@ func (h *Handler) run(n int, read func(i int)) {
 	wg.Wait()
 }
 
-// readBatch fills buf with the batch c names: through ReadRanges when the
-// reader has it (so that an old batch is not cached), else ReadAt.
+// readBatch fills buf with the batch c names, given its commit time (so
+// that an old batch is not cached).
 func (h *Handler) readBatch(ctx context.Context, c *diskless.BatchCoordinate, buf []byte) error {
-	if h.rr == nil {
-		return h.readFull(ctx, c.ObjectKey, buf, c.ByteOffset)
-	}
-	if err := h.rr.ReadRanges(ctx, c.ObjectKey, c.LogAppendTime, []cache.Range{{Off: c.ByteOffset, P: buf}}); err != nil {
+	if err := h.r.ReadRanges(ctx, c.ObjectKey, c.LogAppendTime, []cache.Range{{Off: c.ByteOffset, P: buf}}); err != nil {
 		return fmt.Errorf("fetch: read %s [%d, %d): %w", c.ObjectKey, c.ByteOffset, c.ByteOffset+int64(len(buf)), err)
 	}
 	return nil
-}
-
-// readFull fills p from the object key at off. A short read is an error
-// (io.ErrUnexpectedEOF when the reader gave none); io.EOF with a full p is
-// success, as io.ReaderAt allows.
-func (h *Handler) readFull(ctx context.Context, key string, p []byte, off int64) error {
-	n, err := h.r.ReadAt(ctx, key, p, off)
-	if n == len(p) && (err == nil || errors.Is(err, io.EOF)) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("fetch: read %s [%d, %d): %w", key, off, off+int64(len(p)), err)
 }
 
 // stamp checks the batches read into buf against their coordinates bs and

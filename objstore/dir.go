@@ -176,36 +176,48 @@ func (d *Dir) ensureDir(dir string) ([]string, error) {
 	}
 }
 
-// ReadAt implements Store.ReadAt.
-func (d *Dir) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+// ReadRange implements Store.ReadRange: the size is the file's.
+func (d *Dir) ReadRange(ctx context.Context, key string, off int64, p []byte) (int, int64, error) {
 	name, err := d.path(key)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
+		return 0, 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("objstore: read %s: %w", key, err)
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, err)
 	}
 	f, err := os.Open(name)
 	if err != nil {
 		if isNotExist(err) {
-			return 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+			return 0, 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
 		}
-		return 0, fmt.Errorf("objstore: read %s: %w", key, err)
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, err)
 	}
 	defer f.Close()
-	n, err := f.ReadAt(p, off)
-	switch {
-	case err == nil || err == io.EOF:
-		return n, err
-	case errors.Is(err, syscall.EISDIR):
-		// A directory holding other objects' keys, not an object.
-		return 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
-	default:
-		return n, fmt.Errorf("objstore: read %s: %w", key, err)
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, err)
 	}
+	if !fi.Mode().IsRegular() {
+		// A directory holding other objects' keys, not an object.
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+	}
+	size := fi.Size()
+	n := int(min(int64(len(p)), max(size-off, 0)))
+	if n == 0 {
+		return 0, size, nil
+	}
+	if _, err := f.ReadAt(p[:n], off); err != nil {
+		if err == io.EOF {
+			// Shorter than its size: objects are immutable, so the file
+			// is not an object's whole (a torn write).
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, 0, fmt.Errorf("objstore: read %s [%d, %d) of %d bytes: %w", key, off, off+int64(n), size, err)
+	}
+	return n, size, nil
 }
 
 // Delete implements Store.Delete. A directory under key (holding other

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -92,8 +91,8 @@ func TestDirStagingIsNotInKeySpace(t *testing.T) {
 		if err := d.Put(t.Context(), key, nil); !errors.Is(err, objstore.ErrInvalidKey) {
 			t.Errorf("Put(%q) = %v; want ErrInvalidKey", key, err)
 		}
-		if _, err := d.ReadAt(t.Context(), key, make([]byte, 1), 0); !errors.Is(err, objstore.ErrInvalidKey) {
-			t.Errorf("ReadAt(%q) = %v; want ErrInvalidKey", key, err)
+		if _, _, err := d.ReadRange(t.Context(), key, 0, make([]byte, 1)); !errors.Is(err, objstore.ErrInvalidKey) {
+			t.Errorf("ReadRange(%q) = %v; want ErrInvalidKey", key, err)
 		}
 		if err := d.Delete(t.Context(), key); !errors.Is(err, objstore.ErrInvalidKey) {
 			t.Errorf("Delete(%q) = %v; want ErrInvalidKey", key, err)
@@ -150,16 +149,16 @@ func TestDirFailedPutLeavesNothing(t *testing.T) {
 	if es := stagingEntries(t, root); len(es) != 0 {
 		t.Fatalf("cancelled Put left %d temp files", len(es))
 	}
-	// The directory "dir" is not an object: Delete leaves it, ReadAt says so.
+	// The directory "dir" is not an object: Delete leaves it, ReadRange says so.
 	if err := d.Delete(ctx, "dir"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.ReadAt(ctx, "dir/x", make([]byte, 1), 0); err != nil {
+	if _, _, err := d.ReadRange(ctx, "dir/x", 0, make([]byte, 1)); err != nil {
 		t.Fatalf("Delete(dir) removed dir/x: %v", err)
 	}
 }
 
-func BenchmarkDirReadAt(b *testing.B) {
+func BenchmarkDirReadRange(b *testing.B) {
 	d, err := objstore.NewDir(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -176,7 +175,7 @@ func BenchmarkDirReadAt(b *testing.B) {
 			b.ReportAllocs()
 			off := int64(0)
 			for b.Loop() {
-				if _, err := d.ReadAt(b.Context(), "wal/obj", p, off); err != nil && err != io.EOF {
+				if _, _, err := d.ReadRange(b.Context(), "wal/obj", off, p); err != nil {
 					b.Fatal(err)
 				}
 				off = (off + int64(size)) % (objSize - int64(size))

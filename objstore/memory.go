@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -17,10 +16,10 @@ type Op string
 
 // The Store operations.
 const (
-	OpPut    Op = "put"
-	OpReadAt Op = "readat"
-	OpDelete Op = "delete"
-	OpList   Op = "list"
+	OpPut       Op = "put"
+	OpReadRange Op = "readrange"
+	OpDelete    Op = "delete"
+	OpList      Op = "list"
 )
 
 // FaultFunc is called by Memory before each operation, with the operation's
@@ -89,7 +88,7 @@ func opIndex(op Op) int {
 	switch op {
 	case OpPut:
 		return 0
-	case OpReadAt:
+	case OpReadRange:
 		return 1
 	case OpDelete:
 		return 2
@@ -137,31 +136,25 @@ func (m *Memory) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// ReadAt implements Store.ReadAt.
-func (m *Memory) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := m.begin(ctx, OpReadAt, key); err != nil {
-		return 0, err
+// ReadRange implements Store.ReadRange.
+func (m *Memory) ReadRange(ctx context.Context, key string, off int64, p []byte) (int, int64, error) {
+	if err := m.begin(ctx, OpReadRange, key); err != nil {
+		return 0, 0, err
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
+		return 0, 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
 	}
 	m.mu.RLock()
 	obj, ok := m.mu.objects[key]
 	m.mu.RUnlock()
 	if !ok {
-		return 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
 	}
-	if off >= int64(len(obj.data)) {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
+	size := int64(len(obj.data))
+	if off >= size {
+		return 0, size, nil
 	}
-	n := copy(p, obj.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return copy(p, obj.data[off:]), size, nil
 }
 
 // Delete implements Store.Delete.

@@ -30,7 +30,7 @@ func TestMemoryFaultAndCount(t *testing.T) {
 	if err := m.Put(ctx, "good", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ReadAt(ctx, "bad", make([]byte, 1), 0); !errors.Is(err, objstore.ErrNotExist) {
+	if _, _, err := m.ReadRange(ctx, "bad", 0, make([]byte, 1)); !errors.Is(err, objstore.ErrNotExist) {
 		t.Fatalf("a faulted Put stored the object: %v", err)
 	}
 	m.SetFault(nil)
@@ -40,8 +40,8 @@ func TestMemoryFaultAndCount(t *testing.T) {
 	if got := m.Count(objstore.OpPut); got != 3 {
 		t.Errorf("Count(put) = %d, want 3 (faulted calls count)", got)
 	}
-	if got := m.Count(objstore.OpReadAt); got != 1 {
-		t.Errorf("Count(readat) = %d, want 1", got)
+	if got := m.Count(objstore.OpReadRange); got != 1 {
+		t.Errorf("Count(readrange) = %d, want 1", got)
 	}
 }
 

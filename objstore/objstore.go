@@ -13,6 +13,18 @@
 // ValidateKey), so a key that works against the local directory also works
 // against S3 and cannot escape a Dir's root.
 //
+// # Reads
+//
+// A read is all or an error, and the object's size is part of every
+// answer: ReadRange(ctx, key, off, p) returns the n = min(len(p), size−off)
+// bytes of the object that [off, off+len(p)) covers, all of them, and size;
+// or an error, which never wraps io.EOF. There is no io.ReaderAt-style
+// short read with io.EOF to tell "the object ends here" from "the read
+// failed midway": a caller that needs all of p checks n == len(p) (the
+// block cache, which reads whole blocks, learns from size whether the
+// object ends in a block). Callers rely on nothing else; objstoretest
+// pins it for every backend.
+//
 // Consumers depend on the smaller interfaces they need, defined in their own
 // packages (upload.Putter, cache.RangeReader); Store is the union a backend
 // provides. Cross-cutting concerns (metrics, retries, fault injection) wrap
@@ -58,12 +70,17 @@ type Store interface {
 	// Callers never overwrite a key (SPEC §7), so the outcome of putting an
 	// existing key is backend-specific (Dir and Memory replace it).
 	Put(ctx context.Context, key string, data []byte) error
-	// ReadAt reads len(p) bytes of the object starting at byte off, with
-	// io.ReaderAt semantics: n < len(p) only with an error, io.EOF (not
-	// wrapped) when the object ends first; n == len(p) at the very end of the
-	// object may come with nil or io.EOF. A negative off is an error.
-	// Errors: ErrNotExist (wrapped) if there is no object under key.
-	ReadAt(ctx context.Context, key string, p []byte, off int64) (n int, err error)
+	// ReadRange reads the object's bytes from byte off into p and reports
+	// the object's size; see "Reads" in the package comment. On success
+	// p[:n] holds exactly the object's bytes [off, off+n), n =
+	// min(len(p), size−off) (0 when off ≥ size), and size is the
+	// object's length in bytes: a read is never short but at the object's
+	// end, and size, not a sentinel, says where that is. An empty p reads
+	// nothing and still reports size (or ErrNotExist). On error n and size
+	// are 0 and p's bytes are unspecified.
+	// Errors: ErrNotExist (wrapped) if there is no object under key; a
+	// negative off; the backend's failures. No error wraps io.EOF.
+	ReadRange(ctx context.Context, key string, off int64, p []byte) (n int, size int64, err error)
 	// Delete removes the object; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// List calls fn for every object whose key starts with prefix (any

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -79,9 +78,9 @@ var errTransient = errors.New("transient")
 func readObject(t *testing.T, m *objstore.Memory, key string, size int) []byte {
 	t.Helper()
 	p := make([]byte, size+1)
-	n, err := m.ReadAt(t.Context(), key, p, 0)
-	if err != io.EOF {
-		t.Fatalf("ReadAt(%s) = %d, %v", key, n, err)
+	n, got, err := m.ReadRange(t.Context(), key, 0, p)
+	if err != nil || int64(n) != got {
+		t.Fatalf("ReadRange(%s) = %d, size %d, %v", key, n, got, err)
 	}
 	return p[:n]
 }

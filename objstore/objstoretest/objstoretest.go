@@ -4,7 +4,8 @@
 // behaves the same in production.
 //
 // The suite pins only what callers rely on (objstore.Store's documentation):
-// atomic, durable Put; io.ReaderAt semantics for ranged reads; ErrNotExist;
+// atomic, durable Put; ranged reads that are all or an error and report the
+// object's size (DESIGN §The read contract); ErrNotExist;
 // idempotent Delete; ordered, prefix-filtered List; key validation;
 // cancellation; safety under concurrency. It does not rely on overwriting a
 // key, which callers never do (SPEC §7).
@@ -37,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	}{
 		{"PutRead", testPutRead},
 		{"ReadRanges", testReadRanges},
+		{"ReadReportsSize", testReadReportsSize},
 		{"ReadMissing", testReadMissing},
 		{"EmptyObject", testEmptyObject},
 		{"LargeObject", testLargeObject},
@@ -74,13 +76,13 @@ func mustPut(t *testing.T, s objstore.Store, key string, data []byte) {
 	}
 }
 
-// readAll reads the whole object with one ReadAt of size+1 bytes.
+// readAll reads the whole object with one ReadRange of size+1 bytes.
 func readAll(t *testing.T, s objstore.Store, key string, size int) []byte {
 	t.Helper()
 	p := make([]byte, size+1)
-	n, err := s.ReadAt(t.Context(), key, p, 0)
-	if err != io.EOF || n != size {
-		t.Fatalf("ReadAt(%q, %d bytes at 0) = %d, %v; want %d, io.EOF", key, len(p), n, err, size)
+	n, got, err := s.ReadRange(t.Context(), key, 0, p)
+	if err != nil || n != size || got != int64(size) {
+		t.Fatalf("ReadRange(%q, 0, %d bytes) = %d, size %d, %v; want %d, size %d, nil", key, len(p), n, got, err, size, size)
 	}
 	return p[:n]
 }
@@ -103,11 +105,11 @@ func testPutRead(t *testing.T, s objstore.Store) {
 	if got := readAll(t, s, "obj/a", len(data)); !bytes.Equal(got, data) {
 		t.Fatal("object read back differs from what was put")
 	}
-	// An exact-size read at the end may return nil or io.EOF.
+	// An exact-size read ends at the object's end: no sentinel, the size.
 	p := make([]byte, len(data))
-	n, err := s.ReadAt(t.Context(), "obj/a", p, 0)
-	if n != len(data) || (err != nil && err != io.EOF) {
-		t.Fatalf("exact-size ReadAt = %d, %v; want %d, nil or io.EOF", n, err, len(data))
+	n, size, err := s.ReadRange(t.Context(), "obj/a", 0, p)
+	if n != len(data) || size != int64(len(data)) || err != nil {
+		t.Fatalf("exact-size ReadRange = %d, size %d, %v; want %d, size %d, nil", n, size, err, len(data), len(data))
 	}
 	if !bytes.Equal(p, data) {
 		t.Fatal("exact-size read differs")
@@ -119,64 +121,88 @@ func testReadRanges(t *testing.T, s objstore.Store) {
 	data := payload(2, size)
 	mustPut(t, s, "ranges", data)
 	tests := []struct {
-		name    string
-		off     int64
-		len     int
-		wantN   int
-		wantEOF bool // else nil, except that n == len at the end may be io.EOF
+		name  string
+		off   int64
+		len   int
+		wantN int // min(len, size−off), never less without an error
 	}{
-		{"first byte", 0, 1, 1, false},
-		{"head", 0, 100, 100, false},
-		{"middle", 1000, 1234, 1234, false},
-		{"tail exact", size - 100, 100, 100, false},
-		{"last byte", size - 1, 1, 1, false},
-		{"past end, short", size - 10, 100, 10, true},
-		{"at end", size, 10, 0, true},
-		{"beyond end", size + 1000, 10, 0, true},
-		{"zero length", 100, 0, 0, false},
-		{"zero length at end", size, 0, 0, false},
+		{"first byte", 0, 1, 1},
+		{"head", 0, 100, 100},
+		{"middle", 1000, 1234, 1234},
+		{"tail exact", size - 100, 100, 100},
+		{"last byte", size - 1, 1, 1},
+		{"past end, short", size - 10, 100, 10},
+		{"at end", size, 10, 0},
+		{"beyond end", size + 1000, 10, 0},
+		{"zero length", 100, 0, 0},
+		{"zero length at end", size, 0, 0},
+		{"zero length beyond end", size + 1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := make([]byte, tt.len)
-			n, err := s.ReadAt(t.Context(), "ranges", p, tt.off)
-			if n != tt.wantN {
-				t.Fatalf("n = %d, want %d (err %v)", n, tt.wantN, err)
+			for i := range p {
+				p[i] = 0xa5
 			}
-			switch {
-			case tt.wantEOF && err != io.EOF:
-				t.Fatalf("err = %v, want io.EOF (unwrapped)", err)
-			case !tt.wantEOF && err != nil && !(err == io.EOF && n == tt.len && tt.off+int64(n) == size):
-				t.Fatalf("err = %v, want nil", err)
+			n, gotSize, err := s.ReadRange(t.Context(), "ranges", tt.off, p)
+			if err != nil || n != tt.wantN || gotSize != size {
+				t.Fatalf("ReadRange(%d, %d bytes) = %d, size %d, %v; want %d, size %d, nil", tt.off, tt.len, n, gotSize, err, tt.wantN, size)
 			}
 			if want := data[min(tt.off, size):][:n]; !bytes.Equal(p[:n], want) {
 				t.Fatalf("bytes at %d differ", tt.off)
 			}
+			for _, b := range p[n:] {
+				if b != 0xa5 {
+					t.Fatal("ReadRange wrote past the n bytes it returned")
+				}
+			}
 		})
 	}
 	t.Run("negative offset", func(t *testing.T) {
-		n, err := s.ReadAt(t.Context(), "ranges", make([]byte, 1), -1)
-		if err == nil || n != 0 {
-			t.Fatalf("ReadAt at -1 = %d, %v; want 0 and an error", n, err)
+		n, size, err := s.ReadRange(t.Context(), "ranges", -1, make([]byte, 1))
+		if err == nil || n != 0 || size != 0 {
+			t.Fatalf("ReadRange at -1 = %d, size %d, %v; want 0, 0 and an error", n, size, err)
 		}
 	})
+}
+
+// testReadReportsSize: every read reports the object's size, whatever the
+// range: the caller never has to infer the end from a short read.
+func testReadReportsSize(t *testing.T, s objstore.Store) {
+	for _, size := range []int{1, 7, 1000, 64 << 10} {
+		key := fmt.Sprintf("size/%d", size)
+		mustPut(t, s, key, payload(uint64(size), size))
+		for _, off := range []int64{0, int64(size) / 2, int64(size) - 1, int64(size), int64(size) + 5} {
+			for _, l := range []int{0, 1, size, size + 1} {
+				n, got, err := s.ReadRange(t.Context(), key, off, make([]byte, l))
+				want := int(min(int64(l), max(int64(size)-off, 0)))
+				if err != nil || got != int64(size) || n != want {
+					t.Errorf("%s: ReadRange(%d, %d bytes) = %d, size %d, %v; want %d, size %d, nil", key, off, l, n, got, err, want, size)
+				}
+			}
+		}
+	}
 }
 
 func testReadMissing(t *testing.T, s objstore.Store) {
 	mustPut(t, s, "present/x", []byte("x"))
 	for _, key := range []string{"absent", "present/y", "present/x/below", "present"} {
-		n, err := s.ReadAt(t.Context(), key, make([]byte, 10), 0)
-		if n != 0 || !errors.Is(err, objstore.ErrNotExist) {
-			t.Errorf("ReadAt(%q) = %d, %v; want 0, ErrNotExist", key, n, err)
+		for _, l := range []int{10, 0} {
+			n, size, err := s.ReadRange(t.Context(), key, 0, make([]byte, l))
+			if n != 0 || size != 0 || !errors.Is(err, objstore.ErrNotExist) || errors.Is(err, io.EOF) {
+				t.Errorf("ReadRange(%q, %d bytes) = %d, size %d, %v; want 0, 0, ErrNotExist", key, l, n, size, err)
+			}
 		}
 	}
 }
 
 func testEmptyObject(t *testing.T, s objstore.Store) {
 	mustPut(t, s, "empty", nil)
-	n, err := s.ReadAt(t.Context(), "empty", make([]byte, 1), 0)
-	if n != 0 || err != io.EOF {
-		t.Fatalf("ReadAt(empty) = %d, %v; want 0, io.EOF", n, err)
+	for _, l := range []int{1, 0} {
+		n, size, err := s.ReadRange(t.Context(), "empty", 0, make([]byte, l))
+		if n != 0 || size != 0 || err != nil {
+			t.Fatalf("ReadRange(empty, %d bytes) = %d, size %d, %v; want 0, size 0, nil", l, n, size, err)
+		}
 	}
 	got := listAll(t, s, "empty")
 	if len(got) != 1 || got[0].Key != "empty" || got[0].Size != 0 {
@@ -193,8 +219,8 @@ func testLargeObject(t *testing.T, s objstore.Store) {
 	}
 	for _, r := range []struct{ off, n int }{{0, 1 << 20}, {size/2 - 3, 5 << 20}, {size - 7, 7}} {
 		p := make([]byte, r.n)
-		if n, err := s.ReadAt(t.Context(), "large/obj", p, int64(r.off)); n != r.n || (err != nil && err != io.EOF) {
-			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v", r.n, r.off, n, err)
+		if n, got, err := s.ReadRange(t.Context(), "large/obj", int64(r.off), p); n != r.n || got != size || err != nil {
+			t.Fatalf("ReadRange(%d, %d bytes) = %d, size %d, %v", r.off, r.n, n, got, err)
 		}
 		if !bytes.Equal(p, data[r.off:r.off+r.n]) {
 			t.Fatalf("range [%d, %d) differs", r.off, r.off+r.n)
@@ -216,7 +242,7 @@ func testBuffersNotRetained(t *testing.T, s objstore.Store) {
 	}
 	clear(got)
 	if again := readAll(t, s, "owned", len(orig)); !bytes.Equal(again, orig) {
-		t.Fatal("object changed when the caller modified a buffer filled by ReadAt")
+		t.Fatal("object changed when the caller modified a buffer filled by ReadRange")
 	}
 }
 
@@ -227,8 +253,8 @@ func testDelete(t *testing.T, s objstore.Store) {
 	if err := s.Delete(ctx, "del/a"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, err := s.ReadAt(ctx, "del/a", make([]byte, 1), 0); !errors.Is(err, objstore.ErrNotExist) {
-		t.Fatalf("ReadAt after Delete: %v; want ErrNotExist", err)
+	if _, _, err := s.ReadRange(ctx, "del/a", 0, make([]byte, 1)); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("ReadRange after Delete: %v; want ErrNotExist", err)
 	}
 	if err := s.Delete(ctx, "del/a"); err != nil {
 		t.Fatalf("second Delete: %v; want nil (idempotent)", err)
@@ -382,8 +408,8 @@ func testInvalidKeys(t *testing.T, s objstore.Store) {
 		if err := s.Put(ctx, key, []byte("x")); !errors.Is(err, objstore.ErrInvalidKey) {
 			t.Errorf("Put(%q) = %v; want ErrInvalidKey", key, err)
 		}
-		if _, err := s.ReadAt(ctx, key, make([]byte, 1), 0); !errors.Is(err, objstore.ErrInvalidKey) {
-			t.Errorf("ReadAt(%q) = %v; want ErrInvalidKey", key, err)
+		if _, _, err := s.ReadRange(ctx, key, 0, make([]byte, 1)); !errors.Is(err, objstore.ErrInvalidKey) {
+			t.Errorf("ReadRange(%q) = %v; want ErrInvalidKey", key, err)
 		}
 		if err := s.Delete(ctx, key); !errors.Is(err, objstore.ErrInvalidKey) {
 			t.Errorf("Delete(%q) = %v; want ErrInvalidKey", key, err)
@@ -401,8 +427,8 @@ func testContextCancelled(t *testing.T, s objstore.Store) {
 	if err := s.Put(ctx, "ctx/new", []byte("x")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Put = %v; want context.Canceled", err)
 	}
-	if n, err := s.ReadAt(ctx, "ctx/present", make([]byte, 1), 0); n != 0 || !errors.Is(err, context.Canceled) {
-		t.Errorf("ReadAt = %d, %v; want 0, context.Canceled", n, err)
+	if n, size, err := s.ReadRange(ctx, "ctx/present", 0, make([]byte, 1)); n != 0 || size != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadRange = %d, size %d, %v; want 0, 0, context.Canceled", n, size, err)
 	}
 	if err := s.Delete(ctx, "ctx/present"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Delete = %v; want context.Canceled", err)
@@ -436,18 +462,18 @@ func testConcurrent(t *testing.T, s objstore.Store) {
 				// may not exist yet but is never partial.
 				for _, k := range []string{key, fmt.Sprintf("conc/%d/%d", (w+1)%writers, i)} {
 					p := make([]byte, 5000)
-					n, err := s.ReadAt(context.Background(), k, p, 0)
+					n, size, err := s.ReadRange(context.Background(), k, 0, p)
 					if errors.Is(err, objstore.ErrNotExist) && k != key {
 						continue
 					}
-					if err != io.EOF {
-						errs <- fmt.Errorf("ReadAt(%s) = %d, %v", k, n, err)
+					if err != nil || int64(n) != size {
+						errs <- fmt.Errorf("ReadRange(%s) = %d, size %d, %v", k, n, size, err)
 						continue
 					}
 					var ww, ii int
 					fmt.Sscanf(k, "conc/%d/%d", &ww, &ii)
 					if !bytes.Equal(p[:n], payload(uint64(ww*100+ii), 1000+ww*ii)) {
-						errs <- fmt.Errorf("ReadAt(%s): wrong bytes", k)
+						errs <- fmt.Errorf("ReadRange(%s): wrong bytes", k)
 					}
 				}
 			}
@@ -487,12 +513,12 @@ func testPutIsAtomic(t *testing.T, s objstore.Store) {
 						return
 					default:
 					}
-					n, err := s.ReadAt(context.Background(), key, p, 0)
+					n, got, err := s.ReadRange(context.Background(), key, 0, p)
 					if errors.Is(err, objstore.ErrNotExist) {
 						continue
 					}
-					if err != io.EOF || n != size || !bytes.Equal(p[:n], data) {
-						t.Errorf("ReadAt during Put = %d, %v; want the whole object or ErrNotExist", n, err)
+					if err != nil || n != size || got != size || !bytes.Equal(p[:n], data) {
+						t.Errorf("ReadRange during Put = %d, size %d, %v; want the whole object or ErrNotExist", n, got, err)
 						return
 					}
 				}

@@ -51,7 +51,7 @@ var errStoredMismatch = errors.New("objstore: stored object differs from the byt
 // classifyS3 is the one retry classifier of the S3 boundary: the SDK's
 // retryer asks it whether to resend a request (s3RetryRequest), the store's
 // methods whether to mark an error objstore.ErrPermanent or objstore.ErrNotExist, and
-// ReadAt's attempt loop whether to read again. Error codes are S3's
+// ReadRange's attempt loop whether to read again. Error codes are S3's
 // (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
 func classifyS3(err error) s3Class {
 	if err == nil {
@@ -70,14 +70,14 @@ func classifyS3(err error) s3Class {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Any other timeout: net/http's (dial, TLS, response headers) match
-		// context.DeadlineExceeded, as does a ReadAt attempt's own deadline
+		// context.DeadlineExceeded, as does a ReadRange attempt's own deadline
 		// passing while the body is read. A fresh request usually succeeds.
 		return s3RetryRequest
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		// An answer with fewer bytes than it announced (Content-Length
 		// or Content-Range), one stopping short of the range asked, or a
-		// connection closed before the answer: a GET again (ReadAt asks
+		// connection closed before the answer: a GET again (ReadRange asks
 		// for the missing bytes) usually gets them.
 		return s3RetryRequest
 	}
@@ -216,8 +216,8 @@ func s3Outcome(err error) Outcome {
 	case answered && (status == http.StatusNotFound || status == http.StatusRequestedRangeNotSatisfiable) &&
 		code != "NoSuchBucket" && code != "NoSuchUpload":
 		// Normal answers about an object: there is none under the key
-		// (HEAD, GET, DELETE; ReadAt reports objstore.ErrNotExist), or the range
-		// starts at or past its end (ReadAt reports io.EOF). A missing
+		// (HEAD, GET, DELETE; ReadRange reports objstore.ErrNotExist), or the range
+		// starts at or past its end (ReadRange reads no bytes there). A missing
 		// bucket or multipart upload is not: those are client errors.
 		return OutcomeOK
 	case answered && status >= 300:

@@ -83,8 +83,8 @@ type Outcome uint8
 const (
 	// OutcomeOK: a 2xx answer, or a normal "no" about an object — 404 for a
 	// missing key (NoSuchKey, a HEAD's bare 404) and 416 for a range at or
-	// past the end — which ReadAt and Delete expect and turn into
-	// objstore.ErrNotExist, io.EOF or success.
+	// past the end — which ReadRange and Delete expect and turn into
+	// objstore.ErrNotExist, a read of no bytes or success.
 	OutcomeOK Outcome = iota
 	// OutcomeThrottled: 503 (SlowDown; on S3 every 503 means "reduce your
 	// request rate"), 429, or a throttling error code in any answer.
@@ -134,14 +134,14 @@ func (o Outcome) String() string {
 
 // Stats counts the HTTP attempts of an S3 store's client since New:
 // every request it sends, each retry of the SDK (parts, PUTs, Completes,
-// ...) and each GET of ReadAt's own loop being one attempt. An attempt that
+// ...) and each GET of ReadRange's own loop being one attempt. An attempt that
 // a context ended before it was sent is not counted; neither is the resend
 // that net/http makes by itself of an idempotent request (GET, HEAD) whose
 // reused connection broke before any answer, which the SDK never sees.
 //
 // Counters are updated atomically as attempts end and may be read at any
 // time. A GetObject attempt ends with its answer's body: at a read error,
-// when ReadAt rejects the answer (short of its Content-Range, or a range
+// when ReadRange rejects the answer (short of its Content-Range, or a range
 // not asked for), or when the body is closed (ok).
 type Stats struct {
 	// Requests[op][outcome] counts attempts at op that ended with outcome.
@@ -183,7 +183,7 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 //
 //   - diskless.s3.requests{operation, outcome}, an observable counter of
 //     st: every HTTP attempt of the client, each SDK retry and each GET of
-//     ReadAt's loop counted once, under the S3 operation ("PutObject",
+//     ReadRange's loop counted once, under the S3 operation ("PutObject",
 //     "UploadPart", "GetObject", ...) and one of the outcomes "ok",
 //     "throttled", "server_error", "client_error", "timeout", "network",
 //     "canceled", "other" (Outcome says which answers fall where; 404 and
@@ -278,7 +278,7 @@ func (m attemptMeter) HandleDeserialize(ctx context.Context, in middleware.Deser
 }
 
 // meteredBody is a GetObject answer's body that records its attempt when
-// it ends: at the first read error (s3Outcome of it), when ReadAt rejects
+// it ends: at the first read error (s3Outcome of it), when ReadRange rejects
 // the answer (fail), or at Close (ok), whichever comes first.
 type meteredBody struct {
 	io.ReadCloser
@@ -292,7 +292,7 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		b.end(err)
 	}
-	// At the body's end the attempt is not over yet: ReadAt may still
+	// At the body's end the attempt is not over yet: ReadRange may still
 	// reject the answer (fail); otherwise Close ends it ok.
 	return n, err
 }
@@ -302,7 +302,7 @@ func (b *meteredBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// fail ends the attempt with err: ReadAt rejected the answer (a body
+// fail ends the attempt with err: ReadRange rejected the answer (a body
 // shorter than announced, a range it did not ask for) although the body
 // itself read without error.
 func (b *meteredBody) fail(err error) { b.end(err) }

@@ -15,18 +15,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -34,9 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
@@ -214,7 +209,7 @@ func (c Config) Validate() error {
 // ones as a multipart upload (feature/s3/manager, Config.Concurrency
 // parts at once), every request with a CRC-32C checksum that the store
 // verifies; see Put for how the stored object is checked and how failed
-// multipart uploads are aborted. ReadAt is a ranged GetObject, List is
+// multipart uploads are aborted. ReadRange is a ranged GetObject, List is
 // ListObjectsV2, Delete is DeleteObject.
 //
 // Retries happen in two layers. The SDK resends one request (a PUT, a part,
@@ -227,7 +222,7 @@ func (c Config) Validate() error {
 // bad credentials, wrong region) wrap objstore.ErrPermanent, so neither layer
 // retries them.
 //
-// Every HTTP attempt of the client — each SDK retry, each GET of ReadAt's
+// Every HTTP attempt of the client — each SDK retry, each GET of ReadRange's
 // loop — is counted by operation and outcome (throttled, server_error,
 // timeout, network, ...) in Stats, and each successful one timed, both
 // exported through Config.MeterProvider: what S3 itself does, below the
@@ -583,256 +578,6 @@ func (c *multipartClient) AbortMultipartUpload(ctx context.Context, in *awss3.Ab
 		c.needSweep()
 	}
 	return out, err
-}
-
-// ReadAt implements Store.ReadAt with ranged GetObjects.
-//
-// Each attempt is one GET of the bytes still missing, under
-// Config.RequestTimeout from sending it to the last byte; a transient
-// failure (see classifyS3), also in the middle of the body, or an attempt
-// that timed out is retried up to Config.MaxAttempts attempts in all,
-// keeping the bytes already read. A zero-length read costs a HeadObject
-// (to report objstore.ErrNotExist faithfully).
-//
-// The end of the object is learnt only from what the store says about the
-// object, never from a body that is shorter than asked: the size in the
-// answer's Content-Range ("bytes first-last/size"; "*" is unknown), a 416
-// (InvalidRange) for a range starting at or after the end, or, when the
-// store ignores the range and sends the whole object, the body's
-// Content-Length or its framed end. An answer may lack Content-Length
-// (chunked, or HTTP/2): its length is then unknown, and it is read up to
-// what its Content-Range announces. A body shorter than its Content-Range,
-// and a range that stops short of both len(p) and the object's end, are
-// failures (io.ErrUnexpectedEOF), retried for the missing bytes. No error
-// but the bare io.EOF at the end wraps io.EOF, so callers that test with
-// errors.Is cannot take a failure for the end either.
-func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	full, err := s.fullKey(key)
-	if err != nil {
-		return 0, err
-	}
-	if off < 0 {
-		return 0, fmt.Errorf("objstore: read %s: negative offset %d", key, off)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("objstore: read %s: %w", key, err)
-	}
-	if len(p) == 0 {
-		_, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
-		if err != nil {
-			if classifyS3(err) == s3NotFound {
-				return 0, fmt.Errorf("objstore: read %s: %w", key, objstore.ErrNotExist)
-			}
-			return 0, wrapErr("read", key, err)
-		}
-		return 0, nil
-	}
-	n := 0
-	for attempt := 1; ; attempt++ {
-		m, err := s.readOnce(ctx, full, p[n:], off+int64(n))
-		n += m
-		switch {
-		case err == nil || err == io.EOF:
-			return n, err
-		case classifyS3(err) == s3NotFound:
-			return n, fmt.Errorf("objstore: read %s: %w", key, objstore.ErrNotExist)
-		case errors.Is(err, io.EOF):
-			// The connection closed where an answer was due (net/http's
-			// `Get "…": EOF`): a failure, which must not read as the
-			// object's end to callers testing with errors.Is.
-			err = fmt.Errorf("%w: %v", io.ErrUnexpectedEOF, err)
-		}
-		if ctx.Err() != nil || attempt >= s.cfg.MaxAttempts {
-			return n, wrapErr("read", key, err)
-		}
-		if c := classifyS3(err); c != s3RetryRequest && c != s3Canceled {
-			return n, wrapErr("read", key, err)
-		}
-		// A transient failure, or the attempt's own timeout (ctx is alive).
-		if err := backoff.Sleep(ctx, backoff.Wait(s.cfg.InitialBackoff, s.cfg.MaxBackoff, attempt)); err != nil {
-			return n, fmt.Errorf("objstore: read %s: %w", key, err)
-		}
-	}
-}
-
-// readOnce makes one GET attempt for len(p) > 0 bytes at off. It returns
-// io.EOF (unwrapped) only when the store says that the object ends before
-// p is full or at its end, and io.ErrUnexpectedEOF (wrapped) when the
-// answer holds fewer bytes than it announces or than p without reaching
-// the end.
-func (s *Store) readOnce(ctx context.Context, full string, p []byte, off int64) (int, error) {
-	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	out, err := s.client.GetObject(actx, &awss3.GetObjectInput{
-		Bucket: aws.String(s.cfg.Bucket),
-		Key:    aws.String(full),
-		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
-	}, func(o *awss3.Options) {
-		// ReadAt's loop is the only retry of a GET: it covers failures in
-		// the body too, and keeps what was read.
-		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1)
-	})
-	if err != nil {
-		if rangeNotSatisfiable(err) {
-			return 0, io.EOF // off is at or past the end (or the object is empty)
-		}
-		return 0, err
-	}
-	defer out.Body.Close()
-	n, err := readAnswer(out, p, off)
-	if err != nil && err != io.EOF {
-		// An answer this read rejects (short, or with a range it did not
-		// ask for) is a failed attempt, however well its HTTP went.
-		if f, ok := out.Body.(interface{ fail(error) }); ok {
-			f.fail(err)
-		}
-	}
-	return n, err
-}
-
-// readAnswer reads p at off from a GET's answer (see readOnce).
-func readAnswer(out *awss3.GetObjectOutput, p []byte, off int64) (int, error) {
-	if cr := aws.ToString(out.ContentRange); cr != "" {
-		return readRange(out.Body, cr, out.ContentLength, p, off)
-	}
-	// The store ignored the range and sends the whole object.
-	framed := false
-	if raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response); ok {
-		// Chunked coding and HTTP/2 streams mark their end; a body that
-		// runs until the connection closes (HTTP/1 without a length) does
-		// not tell its end from a broken connection.
-		framed = raw.ProtoMajor >= 2 || slices.Contains(raw.TransferEncoding, "chunked")
-	}
-	return readWhole(out.Body, out.ContentLength, framed, p, off)
-}
-
-// rangeNotSatisfiable reports a 416 answer: S3's InvalidRange, for a range
-// that starts at or after the object's end.
-func rangeNotSatisfiable(err error) bool {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "InvalidRange" {
-		return true
-	}
-	code, ok := httpStatus(err)
-	return ok && code == http.StatusRequestedRangeNotSatisfiable
-}
-
-// readRange reads a ranged answer (206) for p at off: Content-Range cr,
-// Content-Length length (nil when absent).
-func readRange(body io.Reader, cr string, length *int64, p []byte, off int64) (int, error) {
-	first, last, size, err := parseContentRange(cr)
-	if err != nil {
-		return 0, err
-	}
-	if first != off {
-		return 0, fmt.Errorf("response range %q does not start at %d", cr, off)
-	}
-	sent := last - first + 1
-	if length != nil && *length != sent {
-		return 0, fmt.Errorf("response of %d bytes for range %q: %w", *length, cr, io.ErrUnexpectedEOF)
-	}
-	n, err := readFull(body, p[:min(sent, int64(len(p)))])
-	if err != nil {
-		return n, bodyError(err, n, cr)
-	}
-	switch {
-	case size >= 0 && off+int64(n) == size:
-		return n, io.EOF
-	case n == len(p):
-		return n, nil
-	}
-	// The store sent less than asked, but not up to the object's end (or
-	// without saying where that is): ask again for the rest.
-	return n, fmt.Errorf("response range %q stops short of the %d bytes asked: %w", cr, len(p), io.ErrUnexpectedEOF)
-}
-
-// readWhole reads p at off from an answer that is the whole object: its
-// Content-Length (nil when absent) is the object's size; without one, the
-// object ends where a framed body does.
-func readWhole(body io.Reader, length *int64, framed bool, p []byte, off int64) (int, error) {
-	if length != nil && off >= *length {
-		return 0, io.EOF
-	}
-	if length == nil && !framed {
-		return 0, fmt.Errorf("whole-object response without Content-Length or framing: %w", io.ErrUnexpectedEOF)
-	}
-	if skipped, err := io.CopyN(io.Discard, body, off); err != nil {
-		if err == io.EOF && length == nil {
-			return 0, io.EOF // the framed body ended, the object before off
-		}
-		return 0, bodyError(err, int(skipped), "whole object")
-	}
-	want := int64(len(p))
-	if length != nil {
-		want = min(want, *length-off)
-	}
-	n, err := readFull(body, p[:want])
-	switch {
-	case err == io.EOF && length == nil:
-		return n, io.EOF // the framed body ended: so does the object
-	case err != nil:
-		return n, bodyError(err, n, "whole object")
-	case length != nil && off+int64(n) == *length:
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-// readFull is io.ReadFull that keeps a body's own end apart from a broken
-// body: it returns io.EOF when the body ended properly (its framing said
-// so) before p was full, and the body's error otherwise (net/http reports
-// a connection that broke mid-body as io.ErrUnexpectedEOF).
-func readFull(body io.Reader, p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := body.Read(p[n:])
-		n += m
-		if err != nil {
-			if n == len(p) {
-				break
-			}
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// bodyError describes a body that failed after n bytes of what: its end
-// before the bytes announced, clean or not, is io.ErrUnexpectedEOF.
-func bodyError(err error, n int, what string) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return fmt.Errorf("response body of %s ended after %d bytes: %w", what, n, io.ErrUnexpectedEOF)
-	}
-	return err
-}
-
-// parseContentRange parses "bytes first-last/size" (RFC 9110 §14.4); size
-// is -1 for "*" (unknown).
-func parseContentRange(v string) (first, last, size int64, err error) {
-	bad := fmt.Errorf("bad Content-Range %q", v)
-	rest, ok := strings.CutPrefix(v, "bytes ")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	rng, total, ok := strings.Cut(rest, "/")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	a, b, ok := strings.Cut(rng, "-")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	first, err1 := strconv.ParseInt(a, 10, 64)
-	last, err2 := strconv.ParseInt(b, 10, 64)
-	size = -1
-	var err3 error
-	if total != "*" {
-		size, err3 = strconv.ParseInt(total, 10, 64)
-	}
-	if err1 != nil || err2 != nil || err3 != nil || first < 0 || last < first || (size >= 0 && last >= size) {
-		return 0, 0, 0, bad
-	}
-	return first, last, size, nil
 }
 
 // Delete implements Store.Delete (DeleteObject; S3 answers success for a

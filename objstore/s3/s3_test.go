@@ -122,9 +122,9 @@ func (e *s3Env) noOpenUploads(t *testing.T) {
 func readBack(t *testing.T, s objstore.Store, key string, want []byte) {
 	t.Helper()
 	p := make([]byte, len(want)+1)
-	n, err := s.ReadAt(t.Context(), key, p, 0)
-	if err != io.EOF || n != len(want) || !bytes.Equal(p[:n], want) {
-		t.Fatalf("ReadAt(%s) = %d bytes, %v; want the %d bytes put", key, n, err, len(want))
+	n, size, err := s.ReadRange(t.Context(), key, 0, p)
+	if err != nil || n != len(want) || size != int64(len(want)) || !bytes.Equal(p[:n], want) {
+		t.Fatalf("ReadRange(%s) = %d bytes, size %d, %v; want the %d bytes put", key, n, size, err, len(want))
 	}
 }
 
@@ -340,19 +340,19 @@ func TestS3ReadFaults(t *testing.T) {
 				e.proxy.Add(tt.rule)
 			}
 			p := make([]byte, 600_000)
-			n, err := s.ReadAt(t.Context(), "read/obj", p, 300_000)
+			n, size, err := s.ReadRange(t.Context(), "read/obj", 300_000, p)
 			e.proxy.Clear()
 			if got := e.proxy.Count(s3fault.GetObject); got != tt.gets {
 				t.Errorf("%d GETs, want %d", got, tt.gets)
 			}
 			if tt.wantErr {
-				if err == nil || err == io.EOF || errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPermanent) {
-					t.Fatalf("ReadAt = %d, %v; want a transient error", n, err)
+				if err == nil || errors.Is(err, io.EOF) || errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPermanent) {
+					t.Fatalf("ReadRange = %d, %v; want a transient error", n, err)
 				}
 				return
 			}
-			if err != nil || n != len(p) || !bytes.Equal(p, data[300_000:900_000]) {
-				t.Fatalf("ReadAt = %d, %v; want the %d bytes", n, err, len(p))
+			if err != nil || n != len(p) || size != int64(len(data)) || !bytes.Equal(p, data[300_000:900_000]) {
+				t.Fatalf("ReadRange = %d, size %d, %v; want the %d bytes", n, size, err, len(p))
 			}
 		})
 	}
@@ -360,9 +360,10 @@ func TestS3ReadFaults(t *testing.T) {
 
 // TestS3ReadReframedAnswers: a GET answered without Content-Length
 // (chunked), or with fewer bytes than its Content-Range announces, or not
-// at all, never reads as the end of the object: ReadAt returns the bytes
-// in the middle of the object, io.EOF only at its real end, and an error
-// that is neither io.EOF nor wraps it when the bytes do not come.
+// at all, never reads as the end of the object: ReadRange returns the
+// bytes in the middle of the object, the bytes up to its real end with its
+// size, and an error that does not wrap io.EOF when the bytes do not come.
+// A 416 is answered with a HEAD for the size.
 func TestS3ReadReframedAnswers(t *testing.T) {
 	e := newS3Env(t)
 	s := e.store(t, quick(s3.Config{RequestTimeout: time.Second}))
@@ -372,31 +373,29 @@ func TestS3ReadReframedAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		ok      = iota // all len bytes, nil
-		eof            // the bytes up to the end, io.EOF
-		okOrEOF        // all len bytes, which end the object: nil or io.EOF
+		all     = iota // the bytes of [off, min(off+len, size)), and size
 		failure        // a transient error
 	)
 	tests := []struct {
-		name     string
-		fault    s3fault.Fault
-		times    int // 0: every GET
-		off, len int64
-		want     int
-		gets     int64
+		name        string
+		fault       s3fault.Fault
+		times       int // 0: every GET
+		off, len    int64
+		want        int
+		gets, heads int64
 	}{
-		{"chunked, mid-object", s3fault.Chunked(), 0, 300_000, 600_000, ok, 1},
-		{"chunked, across the end", s3fault.Chunked(), 0, size - 1000, 5000, eof, 1},
-		{"chunked, up to the end", s3fault.Chunked(), 0, size - 1000, 1000, okOrEOF, 1},
-		{"chunked, past the end", s3fault.Chunked(), 0, size, 10, eof, 1},
-		{"short body once, mid-object", s3fault.ShortBody(100_000), 1, 300_000, 600_000, ok, 2},
-		{"empty body once, mid-object", s3fault.ShortBody(0), 1, 300_000, 600_000, ok, 2},
-		{"short body once, across the end", s3fault.ShortBody(10), 1, size - 1000, 5000, eof, 2},
-		{"empty body once, across the end", s3fault.ShortBody(0), 1, size - 1000, 5000, eof, 2},
-		{"short body always, mid-object", s3fault.ShortBody(100_000), 0, 300_000, 600_000, failure, 3},
-		{"empty body always, mid-object", s3fault.ShortBody(0), 0, 300_000, 600_000, failure, 3},
-		{"empty body always, across the end", s3fault.ShortBody(0), 0, size - 1000, 5000, failure, 3},
-		{"hang up always", s3fault.Hangup(), 0, 300_000, 600_000, failure, -1},
+		{"chunked, mid-object", s3fault.Chunked(), 0, 300_000, 600_000, all, 1, 0},
+		{"chunked, across the end", s3fault.Chunked(), 0, size - 1000, 5000, all, 1, 0},
+		{"chunked, up to the end", s3fault.Chunked(), 0, size - 1000, 1000, all, 1, 0},
+		{"chunked, past the end", s3fault.Chunked(), 0, size, 10, all, 1, 1},
+		{"short body once, mid-object", s3fault.ShortBody(100_000), 1, 300_000, 600_000, all, 2, 0},
+		{"empty body once, mid-object", s3fault.ShortBody(0), 1, 300_000, 600_000, all, 2, 0},
+		{"short body once, across the end", s3fault.ShortBody(10), 1, size - 1000, 5000, all, 2, 0},
+		{"empty body once, across the end", s3fault.ShortBody(0), 1, size - 1000, 5000, all, 2, 0},
+		{"short body always, mid-object", s3fault.ShortBody(100_000), 0, 300_000, 600_000, failure, 3, 0},
+		{"empty body always, mid-object", s3fault.ShortBody(0), 0, 300_000, 600_000, failure, 3, 0},
+		{"empty body always, across the end", s3fault.ShortBody(0), 0, size - 1000, 5000, failure, 3, 0},
+		{"hang up always", s3fault.Hangup(), 0, 300_000, 600_000, failure, -1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,26 +403,28 @@ func TestS3ReadReframedAnswers(t *testing.T) {
 			e.proxy.ResetCounts()
 			e.proxy.Add(&s3fault.Rule{Kind: s3fault.GetObject, Times: tt.times, Fault: tt.fault})
 			p := make([]byte, tt.len)
-			n, err := s.ReadAt(t.Context(), "reframed/obj", p, tt.off)
+			n, gotSize, err := s.ReadRange(t.Context(), "reframed/obj", tt.off, p)
 			e.proxy.Clear()
 			// net/http resends a GET once by itself when a reused
 			// connection is closed before the answer: no count for those.
 			if got := e.proxy.Count(s3fault.GetObject); tt.gets >= 0 && got != tt.gets {
 				t.Errorf("%d GETs, want %d", got, tt.gets)
 			}
+			if got := e.proxy.Count(s3fault.HeadObject); got != tt.heads {
+				t.Errorf("%d HEADs, want %d", got, tt.heads)
+			}
 			end := min(tt.off+tt.len, size)
 			switch tt.want {
-			case ok, okOrEOF, eof:
-				errOK := (err == nil && tt.want != eof) || (err == io.EOF && tt.want != ok)
-				if !errOK || int64(n) != end-tt.off || !bytes.Equal(p[:n], data[tt.off:end]) {
-					t.Fatalf("ReadAt = %d, %v; want the %d bytes of [%d, %d), with io.EOF: %v", n, err, end-tt.off, tt.off, end, tt.want != ok)
+			case all:
+				if err != nil || int64(n) != end-tt.off || gotSize != size || !bytes.Equal(p[:n], data[tt.off:end]) {
+					t.Fatalf("ReadRange = %d, size %d, %v; want the %d bytes of [%d, %d), size %d", n, gotSize, err, end-tt.off, tt.off, end, size)
 				}
 			case failure:
 				if err == nil || errors.Is(err, io.EOF) || errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPermanent) {
-					t.Fatalf("ReadAt = %d, %v; want a transient error, not (wrapping) io.EOF", n, err)
+					t.Fatalf("ReadRange = %d, %v; want a transient error, not (wrapping) io.EOF", n, err)
 				}
-				if n >= len(p) || !bytes.Equal(p[:n], data[tt.off:tt.off+int64(n)]) {
-					t.Fatalf("ReadAt = %d, %v: wrong bytes before the error", n, err)
+				if n != 0 || gotSize != 0 {
+					t.Fatalf("ReadRange = %d, size %d with an error; want 0, 0", n, gotSize)
 				}
 			}
 		})
