@@ -21,6 +21,13 @@ var (
 	noAborted = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 )
 
+// fetchVersions: Fetch 4–16 (SPEC §6). v4 is the first with the isolation
+// level and the last stable offset, and consumers that speak it read record
+// batches v2; v13+ name topics by id (KIP-516); v16 adds the (tagged) node
+// endpoints of KIP-951. v17 and v18 only add follower fields (directory id,
+// the KIP-1166 high watermark), meaningless for a leaderless sidecar.
+var fetchVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 1, MinVersion: 4, MaxVersion: 16}
+
 // Fetch answers req, a Fetch v4–16 request, with exactly one response of
 // the same version (SPEC §4), whatever happens: errors are per partition,
 // and the top-level error is only FETCH_SESSION_ID_NOT_FOUND, for an
@@ -38,8 +45,8 @@ var (
 //   - KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE, UNSUPPORTED_COMPRESSION_TYPE
 //     (zstd before v10): the partition's first batch cannot be served (see
 //     the package comment for a bad batch later on);
-//   - UNSUPPORTED_VERSION: a version outside [FetchMinVersion,
-//     FetchMaxVersion], which the server does not advertise.
+//   - UNSUPPORTED_VERSION: a version outside fetchVersions, which the
+//     server does not advertise.
 //
 // Errors found before the index is consulted, and coordinator errors other
 // than OFFSET_OUT_OF_RANGE, carry offsets −1, as Kafka sends them; every
@@ -117,7 +124,7 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 		parts:    make([]fetchPart, 0, total),
 		finds:    make([]diskless.FindBatchesRequest, 0, total),
 	}
-	supported := req.Version >= FetchMinVersion && req.Version <= FetchMaxVersion
+	supported := req.Version >= fetchVersions.MinVersion && req.Version <= fetchVersions.MaxVersion
 	byID := req.Version >= 13
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for i := range req.Topics {

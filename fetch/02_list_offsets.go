@@ -15,6 +15,13 @@ import (
 // storage.
 const listOffsetsEarliestLocal int64 = -4
 
+// listOffsetsVersions: ListOffsets 1–8 (SPEC §6). v0 (old-style offset
+// arrays) is not served; v1 is the first with (timestamp, offset) answers;
+// v7 adds max timestamp (−3, SPEC §5); v8 adds −4, earliest local offset
+// (KIP-405), answered with the log start offset (listOffsetsEarliestLocal).
+// v9+ add tiered-storage lookups (−5) and a timeout, not implemented.
+var listOffsetsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 2, MinVersion: 1, MaxVersion: 8}
+
 // ListOffsets answers req, a ListOffsets v1–8 request, with exactly one
 // response of the same version (SPEC §5). Topics and partitions mirror the
 // request's, in order. Per partition, by Timestamp:
@@ -42,7 +49,7 @@ const listOffsetsEarliestLocal int64 = -4
 func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.Version = req.Version
-	supported := req.Version >= ListOffsetsMinVersion && req.Version <= ListOffsetsMaxVersion
+	supported := req.Version >= listOffsetsVersions.MinVersion && req.Version <= listOffsetsVersions.MaxVersion
 	dups := duplicates(req)
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
 	for i := range req.Topics {

@@ -9,6 +9,11 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
+// offsetForLeaderEpochVersions: OffsetForLeaderEpoch 0–4, every version
+// kmsg knows; consumers (franz-go first) validate their position with it
+// once they know an epoch.
+var offsetForLeaderEpochVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 23, MinVersion: 0, MaxVersion: 4}
+
 // OffsetForLeaderEpoch answers req, an OffsetForLeaderEpoch v0–4 request
 // (Kafka API 23, KIP-101/KIP-320), with exactly one response of the same
 // version. Consumers send it to validate their position after learning a

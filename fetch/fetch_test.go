@@ -588,7 +588,7 @@ func TestFetchVersions(t *testing.T) {
 	e.coord.createTopic("t", 1)
 	e.commit("t", 0, commitOpts{}, makeBatch(t, batch.CodecSnappy, 10, 1, 2, 3))
 	e.commit("t", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 4))
-	for v := FetchMinVersion; v <= FetchMaxVersion; v++ {
+	for v := fetchVersions.MinVersion; v <= fetchVersions.MaxVersion; v++ {
 		for _, iso := range []int8{0, 1} {
 			req := e.fetchReq(v, 0, fp{topic: "t", offset: 1})
 			req.IsolationLevel = iso

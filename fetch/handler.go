@@ -5,22 +5,10 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
-)
-
-// Versions served; the server advertises these in ApiVersions (SPEC §6).
-// Fetch v4 is the first with record batches v2; ListOffsets v0 (old-style
-// offset arrays) is not served.
-const (
-	FetchMinVersion       int16 = 4
-	FetchMaxVersion       int16 = 16
-	ListOffsetsMinVersion int16 = 1
-	ListOffsetsMaxVersion int16 = 8
-	// OffsetForLeaderEpoch: every version kmsg knows.
-	OffsetForLeaderEpochMinVersion int16 = 0
-	OffsetForLeaderEpochMaxVersion int16 = 4
 )
 
 // Coordinator is what fetch needs from the coordinator shards: topic
@@ -95,6 +83,15 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 		log:             cfg.Logger,
 		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
 	}, nil
+}
+
+// APIVersions returns the versions the Handler serves of each API key it
+// answers, as declared beside each handler: Fetch (fetchVersions),
+// ListOffsets (listOffsetsVersions), OffsetForLeaderEpoch
+// (offsetForLeaderEpochVersions). The server advertises them in
+// ApiVersions (server.Fetcher).
+func (h *Handler) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{fetchVersions, listOffsetsVersions, offsetForLeaderEpochVersions}
 }
 
 // acquireDecompress waits for a decompression slot (Config.DecompressConcurrency)

@@ -141,6 +141,19 @@ type partitionRef struct {
 	logAppendTime bool
 }
 
+// produceVersions: Produce 0–13 (SPEC §6). From 0 for librdkafka's sake,
+// which asks for a range starting there, although Produce refuses v0–2
+// (message formats v0/v1, no record batch v2) with
+// UNSUPPORTED_FOR_MESSAGE_FORMAT; v13 names topics by id (KIP-516).
+var produceVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 0, MinVersion: 0, MaxVersion: 13}
+
+// APIVersions returns the versions of Produce the Handler serves
+// (produceVersions); the server advertises them in ApiVersions
+// (server.Producer).
+func (h *Handler) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{produceVersions}
+}
+
 // Produce validates req, appends its valid batches to the active file and
 // returns a function that blocks until every partition has its answer
 // (SPEC §2), or returns nil early once ctx (the connection's) is done. It

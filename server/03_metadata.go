@@ -21,6 +21,11 @@ const (
 		1<<kmsg.ACLOperationAlterConfigs | 1<<kmsg.ACLOperationIdempotentWrite
 )
 
+// metadataVersions: Metadata 0–12. v10+ carry topic ids and v12 accepts
+// ids in requests; v13 adds a top-level error for KIP-1102 rebootstrap,
+// not implemented.
+var metadataVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 3, MinVersion: 0, MaxVersion: 12}
+
 // handleMetadata answers Metadata (SPEC §6). The one broker is this sidecar
 // (advertised host and port, no rack) and also the controller; every
 // partition is led by it with leader epoch 0, and it is the only replica and

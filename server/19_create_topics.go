@@ -18,6 +18,10 @@ import (
 // compare them.
 const createdReplicationFactor int16 = 1
 
+// createTopicsVersions: CreateTopics 0–7, all of kmsg's versions; v7
+// returns topic ids.
+var createTopicsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 19, MinVersion: 0, MaxVersion: 7}
+
 // handleCreateTopics answers CreateTopics (SPEC §6), topic by topic, in
 // request order; each name is answered once.
 //

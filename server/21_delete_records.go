@@ -10,6 +10,9 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
+// deleteRecordsVersions: DeleteRecords 0–2, all of kmsg's versions.
+var deleteRecordsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 21, MinVersion: 0, MaxVersion: 2}
+
 // handleDeleteRecords answers DeleteRecords (SPEC §5): per partition, the
 // log start offset moves up to the requested offset (−1: the high
 // watermark) and the answer carries the low watermark after the move.

@@ -8,6 +8,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// initProducerIDVersions: InitProducerId 0–5, all of kmsg's versions; v3+
+// carry the producer's current id and epoch (KIP-360), v5 only signals
+// transactions v2.
+var initProducerIDVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 22, MinVersion: 0, MaxVersion: 5}
+
 // handleInitProducerID answers InitProducerId for idempotent producers
 // (SPEC §3).
 //

@@ -7,6 +7,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// describeConfigsVersions: DescribeConfigs 0–4, all of kmsg's versions.
+var describeConfigsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 32, MinVersion: 0, MaxVersion: 4}
+
 // handleDescribeConfigs answers DescribeConfigs for topics: every config
 // the sidecar acts on with its effective value (source DEFAULT_CONFIG)
 // and every config set on the topic (DYNAMIC_TOPIC_CONFIG), or only those

@@ -1,65 +1,79 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// supportedAPIs is what ApiVersions advertises: every API key this server
-// answers and its version range, sorted by key. It is the one place versions
-// are decided; the dispatcher (route) refuses any version outside it, and a
-// test checks that the two agree. Why each range (SPEC §6):
-//
-//   - Produce 0–13: min 0 for librdkafka's sake (SPEC §6); the producer
-//     itself refuses v0–2 (no record batch v2). v13 names topics by id.
-//   - Fetch 4–16: v4 is the first with isolation level and last stable
-//     offset; v13+ name topics by id; v16 adds the (tagged) node endpoints
-//     of KIP-951. v17 and v18 only add follower fields (directory id,
-//     KIP-1166 high watermark), meaningless for a leaderless sidecar.
-//   - ListOffsets 1–8: v1 is the first with (timestamp, offset) answers; v7
-//     adds max timestamp (−3, SPEC §5); v8 adds −4, earliest local offset
-//     (KIP-405), which fetch.Handler answers with the log start offset (a
-//     diskless log has no local part). v9+ add tiered-storage lookups (−5)
-//     and a timeout, not implemented. Kept equal to
-//     fetch.ListOffsetsMinVersion/MaxVersion, as Fetch is to
-//     fetch.FetchMinVersion/MaxVersion.
-//   - Metadata 0–12: v10+ carry topic ids, v12 accepts ids in requests; v13
-//     adds a top-level error for KIP-1102 rebootstrap, not implemented.
-//   - ApiVersions 0–4: v5 (KIP-1242) adds cluster/node checks, not
-//     implemented; clients asking v5 get UNSUPPORTED_VERSION and retry at 4.
-//   - CreateTopics 0–7: all of kmsg's versions; v7 returns topic ids.
-//   - InitProducerId 0–5: all of kmsg's versions; v3+ carry the producer's
-//     current id and epoch (KIP-360), v5 only signals transactions v2.
-//   - DeleteRecords 0–2 and DescribeConfigs 0–4: all of kmsg's versions.
-//   - OffsetForLeaderEpoch 0–4: all of kmsg's versions; consumers (franz-go
-//     first) validate their position with it once they know an epoch.
-var supportedAPIs = []kmsg.ApiVersionsResponseApiKey{
-	{ApiKey: 0, MinVersion: 0, MaxVersion: 13}, // Produce
-	{ApiKey: 1, MinVersion: 4, MaxVersion: 16}, // Fetch
-	{ApiKey: 2, MinVersion: 1, MaxVersion: 8},  // ListOffsets
-	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
-	{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
-	{ApiKey: 19, MinVersion: 0, MaxVersion: 7}, // CreateTopics
-	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
-	{ApiKey: 22, MinVersion: 0, MaxVersion: 5}, // InitProducerId
-	{ApiKey: 23, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
-	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs
+// Every API key's range of versions is declared once, beside its handler:
+// the server's own in the handler's file (metadataVersions in
+// 03_metadata.go, ...), those of the keys it delegates by the delegate
+// (Producer.APIVersions, Fetcher.APIVersions), each with the reason for its
+// bounds. New derives the ApiVersions table from them (Server.apis); the
+// dispatcher refuses any version outside it.
+
+// ownAPIs are the ranges of the server's own handlers.
+var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
+	metadataVersions, apiVersionsVersions, createTopicsVersions,
+	deleteRecordsVersions, initProducerIDVersions, describeConfigsVersions,
 }
 
-// SupportedAPIs returns a copy of the API keys and version ranges the
-// server advertises in ApiVersions, sorted by key.
-func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
-	return append([]kmsg.ApiVersionsResponseApiKey(nil), supportedAPIs...)
+// The API keys each delegate answers, one per method of its interface.
+var (
+	producerKeys = []int16{0}        // Produce
+	fetcherKeys  = []int16{1, 2, 23} // Fetch, ListOffsets, OffsetForLeaderEpoch
+)
+
+// buildAPIs returns the ApiVersions table, sorted by key: the server's own
+// ranges and the delegates'. Errors: a delegate that declares other keys
+// than it answers, a key declared twice or not routed, a range that is
+// empty or outside what kmsg can decode.
+func buildAPIs(producer, fetcher []kmsg.ApiVersionsResponseApiKey) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	for _, d := range []struct {
+		name string
+		apis []kmsg.ApiVersionsResponseApiKey
+		keys []int16
+	}{{"Producer", producer, producerKeys}, {"Fetcher", fetcher, fetcherKeys}} {
+		keys := make([]int16, len(d.apis))
+		for i, a := range d.apis {
+			keys[i] = a.ApiKey
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, d.keys) {
+			return nil, fmt.Errorf("server: the %s declares versions of API keys %v, want exactly %v", d.name, keys, d.keys)
+		}
+	}
+	apis := slices.Concat(ownAPIs, producer, fetcher)
+	slices.SortFunc(apis, func(a, b kmsg.ApiVersionsResponseApiKey) int { return cmp.Compare(a.ApiKey, b.ApiKey) })
+	for i, a := range apis {
+		name := kmsg.NameForKey(a.ApiKey)
+		_, routed := routes[a.ApiKey]
+		switch req := kmsg.RequestForKey(a.ApiKey); {
+		case i > 0 && apis[i-1].ApiKey == a.ApiKey:
+			return nil, fmt.Errorf("server: versions of %s declared twice", name)
+		case req == nil || !routed:
+			return nil, fmt.Errorf("server: versions declared for API key %d, which has no handler", a.ApiKey)
+		case a.MinVersion < 0 || a.MinVersion > a.MaxVersion || a.MaxVersion > req.MaxVersion():
+			return nil, fmt.Errorf("server: %s versions %d–%d: not a range within kmsg's 0–%d", name, a.MinVersion, a.MaxVersion, req.MaxVersion())
+		}
+	}
+	if len(apis) != len(routes) {
+		return nil, fmt.Errorf("server: %d API keys have handlers, %d have versions", len(routes), len(apis))
+	}
+	return apis, nil
 }
 
 // apiVersionsKey is ApiVersions' API key, special-cased in framing.
 const apiVersionsKey = 18
 
 // versionRange returns the advertised range of key.
-func versionRange(key int16) (lo, hi int16, ok bool) {
-	for _, a := range supportedAPIs {
+func (s *Server) versionRange(key int16) (lo, hi int16, ok bool) {
+	for _, a := range s.apis {
 		if a.ApiKey == key {
 			return a.MinVersion, a.MaxVersion, true
 		}
@@ -78,8 +92,8 @@ type route struct {
 	async func(s *Server, ctx context.Context, req kmsg.Request) kmsg.Response
 }
 
-// routes is how each API key is handled. Every key here must be in
-// supportedAPIs and vice versa.
+// routes is how each API key is handled. Every key here has its versions
+// declared, and no other (buildAPIs checks).
 var routes = map[int16]route{
 	0: {inline: func(s *Server, ctx context.Context, r kmsg.Request) func() kmsg.Response {
 		return s.handleProduce(ctx, r.(*kmsg.ProduceRequest))

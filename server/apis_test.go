@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,21 +13,32 @@ import (
 
 // TestApiVersionsAgreesWithDispatcher checks that the advertised table and
 // the dispatcher agree: every advertised key has a route and every route is
-// advertised; every advertised version is one kmsg can encode and is
+// advertised; the table holds the server's own ranges and the delegates'
+// as declared; every advertised version is one kmsg can encode and is
 // answered over TCP with a response of that key and version; the version
 // just outside the range closes the connection.
 func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 	ts := startServer(t, nil)
 	for key := int16(0); key < 200; key++ {
 		_, routed := routeFor(key)
-		_, _, advertised := versionRange(key)
+		_, _, advertised := ts.versionRange(key)
 		if routed != advertised {
 			t.Errorf("key %d (%s): routed %v, advertised %v", key, kmsg.NameForKey(key), routed, advertised)
 		}
 	}
-	for i, a := range supportedAPIs {
-		if i > 0 && supportedAPIs[i-1].ApiKey >= a.ApiKey {
-			t.Errorf("supportedAPIs not sorted by key at %d", a.ApiKey)
+	declared := slices.Concat(ownAPIs, ts.prod.APIVersions(), ts.fetch.APIVersions())
+	for _, d := range declared {
+		lo, hi, ok := ts.versionRange(d.ApiKey)
+		if !ok || lo != d.MinVersion || hi != d.MaxVersion {
+			t.Errorf("%s: advertised %d–%d (%v), declared %d–%d", kmsg.NameForKey(d.ApiKey), lo, hi, ok, d.MinVersion, d.MaxVersion)
+		}
+	}
+	if len(ts.apis) != len(declared) {
+		t.Errorf("%d keys advertised, %d declared", len(ts.apis), len(declared))
+	}
+	for i, a := range ts.apis {
+		if i > 0 && ts.apis[i-1].ApiKey >= a.ApiKey {
+			t.Errorf("ApiVersions table not sorted by key at %d", a.ApiKey)
 		}
 		if a.MinVersion > a.MaxVersion || a.MaxVersion > kmsg.RequestForKey(a.ApiKey).MaxVersion() {
 			t.Errorf("%s: range %d–%d outside kmsg's 0–%d", kmsg.NameForKey(a.ApiKey),
@@ -34,7 +47,7 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 	}
 
 	c := dialRaw(t, ts.Addr())
-	for _, a := range supportedAPIs {
+	for _, a := range testAPIs() {
 		for v := a.MinVersion; v <= a.MaxVersion; v++ {
 			req := kmsg.RequestForKey(a.ApiKey)
 			req.SetVersion(v)
@@ -48,7 +61,7 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 		}
 	}
 
-	for _, a := range supportedAPIs {
+	for _, a := range testAPIs() {
 		if a.ApiKey == apiVersionsKey {
 			continue // tested in TestApiVersionsUnknownVersion
 		}
@@ -72,7 +85,7 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 // stays open.
 func TestApiVersionsUnknownVersion(t *testing.T) {
 	ts := startServer(t, nil)
-	_, hi, _ := versionRange(apiVersionsKey)
+	hi := apiVersionsVersions.MaxVersion
 	want := []byte{
 		0, 35, // error code UNSUPPORTED_VERSION
 		0, 0, 0, 1, // one api key
@@ -140,11 +153,11 @@ func TestApiVersionsResponseHeaderV0(t *testing.T) {
 	if err := resp.ReadFrom(frame[4:]); err != nil {
 		t.Fatalf("body right after the correlation id does not decode: %v", err)
 	}
-	if len(resp.ApiKeys) != len(supportedAPIs) {
-		t.Fatalf("%d api keys, want %d", len(resp.ApiKeys), len(supportedAPIs))
+	if len(resp.ApiKeys) != len(testAPIs()) {
+		t.Fatalf("%d api keys, want %d", len(resp.ApiKeys), len(testAPIs()))
 	}
 	for i, k := range resp.ApiKeys {
-		w := supportedAPIs[i]
+		w := testAPIs()[i]
 		if k.ApiKey != w.ApiKey || k.MinVersion != w.MinVersion || k.MaxVersion != w.MaxVersion {
 			t.Errorf("api key %d: got %+v, want %+v", i, k, w)
 		}
@@ -154,3 +167,55 @@ func TestApiVersionsResponseHeaderV0(t *testing.T) {
 	md.Version = 12
 	c.roundTrip(md) // recv checks the tag byte of header v1
 }
+
+// TestBuildAPIsRefusesBadDeclarations: New refuses delegates whose
+// declared versions do not fit what they answer.
+func TestBuildAPIsRefusesBadDeclarations(t *testing.T) {
+	prod := (&fakeProducer{}).APIVersions()
+	fetch := (&fakeFetcher{}).APIVersions()
+	key := func(k, lo, hi int16) kmsg.ApiVersionsResponseApiKey {
+		return kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: lo, MaxVersion: hi}
+	}
+	for _, tc := range []struct {
+		name        string
+		prod, fetch []kmsg.ApiVersionsResponseApiKey
+		want        string
+	}{
+		{"producer declares no key", nil, fetch, "Producer declares versions of API keys []"},
+		{"producer declares Fetch", []kmsg.ApiVersionsResponseApiKey{key(0, 0, 13), key(1, 4, 16)}, fetch, "Producer declares"},
+		{"fetcher misses OffsetForLeaderEpoch", prod, fetch[:2], "Fetcher declares"},
+		{"fetcher declares a key twice", prod, append(slices.Clone(fetch[:2]), key(2, 1, 8)), "Fetcher declares"},
+		{"empty range", []kmsg.ApiVersionsResponseApiKey{key(0, 5, 4)}, fetch, "not a range"},
+		{"past kmsg", prod, []kmsg.ApiVersionsResponseApiKey{key(1, 4, 999), fetch[1], fetch[2]}, "not a range"},
+		{"negative", prod, []kmsg.ApiVersionsResponseApiKey{key(1, -1, 16), fetch[1], fetch[2]}, "not a range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := buildAPIs(tc.prod, tc.fetch)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("buildAPIs = %v; want an error containing %q", err, tc.want)
+			}
+			if _, err := New(Config{Addr: "127.0.0.1:0", ClusterID: "c"}, &declaring{fakeProducer: &fakeProducer{}, apis: tc.prod},
+				&declaringFetcher{fakeFetcher: &fakeFetcher{}, apis: tc.fetch}, newFakeCatalog()); err == nil {
+				t.Fatal("New accepted the declarations")
+			}
+		})
+	}
+	if _, err := buildAPIs(prod, fetch); err != nil {
+		t.Fatalf("the fakes' declarations: %v", err)
+	}
+}
+
+// declaring and declaringFetcher are the fakes with other declared versions.
+type declaring struct {
+	*fakeProducer
+	apis []kmsg.ApiVersionsResponseApiKey
+}
+
+func (d *declaring) APIVersions() []kmsg.ApiVersionsResponseApiKey { return d.apis }
+
+type declaringFetcher struct {
+	*fakeFetcher
+	apis []kmsg.ApiVersionsResponseApiKey
+}
+
+func (d *declaringFetcher) APIVersions() []kmsg.ApiVersionsResponseApiKey { return d.apis }

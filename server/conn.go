@@ -255,7 +255,7 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 		}
 	}()
 
-	lo, hi, known := versionRange(h.key)
+	lo, hi, known := c.s.versionRange(h.key)
 	if h.key == apiVersionsKey && (h.version < lo || h.version > hi) {
 		// The body's format is unknown: answer without reading it.
 		return c.ready(h, false, apiVersionsUnsupported()), nil
@@ -448,7 +448,6 @@ func apiVersionsUnsupported() *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	lo, hi, _ := versionRange(apiVersionsKey)
-	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: apiVersionsKey, MinVersion: lo, MaxVersion: hi}}
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{apiVersionsVersions}
 	return resp
 }

@@ -22,6 +22,10 @@ type Producer interface {
 	// or the server is stopping hard) it must return promptly; its result is
 	// then discarded. A nil func is treated as a func returning nil.
 	Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
+	// APIVersions returns the versions of Produce (API key 0) that Produce
+	// serves, declared beside it: one entry. The server advertises them in
+	// ApiVersions and never calls Produce with another version.
+	APIVersions() []kmsg.ApiVersionsResponseApiKey
 }
 
 // Fetcher handles Fetch and ListOffsets requests (the fetch package). Both are
@@ -38,6 +42,12 @@ type Fetcher interface {
 	// OffsetForLeaderEpoch answers one OffsetForLeaderEpoch request (SPEC
 	// §4). A nil response closes the connection.
 	OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse
+	// APIVersions returns the versions of Fetch, ListOffsets and
+	// OffsetForLeaderEpoch (API keys 1, 2, 23) that the methods above
+	// serve, declared beside them: one entry per key. The server
+	// advertises them in ApiVersions and never calls a method with
+	// another version.
+	APIVersions() []kmsg.ApiVersionsResponseApiKey
 }
 
 // Catalog is the topic catalog and producer-id allocator (the coordinators).

@@ -138,6 +138,11 @@ func (p *fakeProducer) Produce(ctx context.Context, req *kmsg.ProduceRequest) fu
 	return func() *kmsg.ProduceResponse { return resp }
 }
 
+// APIVersions declares Produce 0–13, the range produce.Handler serves.
+func (p *fakeProducer) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 0, MinVersion: 0, MaxVersion: 13}}
+}
+
 // answer builds a successful response for req (nil for acks=0).
 func (p *fakeProducer) answer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	if req.Acks == 0 {
@@ -183,6 +188,25 @@ func (f *fakeFetcher) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequ
 
 func (f *fakeFetcher) OffsetForLeaderEpoch(_ context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
 	return req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+}
+
+// APIVersions declares the ranges fetch.Handler serves: Fetch 4–16,
+// ListOffsets 1–8, OffsetForLeaderEpoch 0–4.
+func (f *fakeFetcher) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{
+		{ApiKey: 1, MinVersion: 4, MaxVersion: 16},
+		{ApiKey: 2, MinVersion: 1, MaxVersion: 8},
+		{ApiKey: 23, MinVersion: 0, MaxVersion: 4},
+	}
+}
+
+// testAPIs is the ApiVersions table of a server over the fakes.
+func testAPIs() []kmsg.ApiVersionsResponseApiKey {
+	apis, err := buildAPIs((&fakeProducer{}).APIVersions(), (&fakeFetcher{}).APIVersions())
+	if err != nil {
+		panic(err)
+	}
+	return apis
 }
 
 // logSink collects a test server's logs and counts error records (a

@@ -125,7 +125,7 @@ func fuzzSeeds() [][]byte {
 	var seeds [][]byte
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
 	var all []byte
-	for _, a := range supportedAPIs {
+	for _, a := range testAPIs() {
 		for v := a.MinVersion; v <= a.MaxVersion; v++ {
 			req := kmsg.RequestForKey(a.ApiKey)
 			req.SetVersion(v)

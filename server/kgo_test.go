@@ -51,13 +51,13 @@ func TestKgoApiVersions(t *testing.T) {
 	n := 0
 	v.EachKeySorted(func(key, lo, hi int16) {
 		n++
-		wlo, whi, ok := versionRange(key)
+		wlo, whi, ok := ts.versionRange(key)
 		if !ok || lo != wlo || hi != whi {
 			t.Errorf("key %d: %d–%d, advertised table says %d–%d (%v)", key, lo, hi, wlo, whi, ok)
 		}
 	})
-	if n != len(supportedAPIs) {
-		t.Fatalf("%d keys, want %d", n, len(supportedAPIs))
+	if n != len(testAPIs()) {
+		t.Fatalf("%d keys, want %d", n, len(testAPIs()))
 	}
 	if ts.logs.errors.Load() != 0 {
 		t.Fatalf("error logs")

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"golang.org/x/sync/semaphore"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 )
 
 // Server is the Kafka TCP listener. Create it with New, bind with Listen,
@@ -22,6 +23,9 @@ type Server struct {
 	producer Producer
 	fetcher  Fetcher
 	catalog  Catalog
+	// apis is what ApiVersions advertises and the dispatcher serves, sorted
+	// by key (buildAPIs); immutable.
+	apis []kmsg.ApiVersionsResponseApiKey
 
 	// draining is cancelled when Shutdown starts: long-polls end early.
 	draining    context.Context
@@ -63,8 +67,12 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	if p == nil || f == nil || cat == nil {
 		return nil, errors.New("server: New needs a Producer, a Fetcher and a Catalog")
 	}
+	apis, err := buildAPIs(p.APIVersions(), f.APIVersions())
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat}
+	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat, apis: apis}
 	s.draining, s.stopDrainer = context.WithCancel(context.Background())
 	s.reqBudget = semaphore.NewWeighted(cfg.MaxQueuedRequestBytes)
 	s.mu.conns = make(map[*conn]struct{})

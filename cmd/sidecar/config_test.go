@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/diskless-sidecar/sidecar/fetch"
-	"github.com/diskless-sidecar/sidecar/server"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -94,27 +91,6 @@ func TestReadmeListsEveryKey(t *testing.T) {
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README.md has no row starting %s", row)
 		}
-	}
-}
-
-// TestAdvertisedVersionsMatchHandlers: the server advertises exactly the
-// Fetch and ListOffsets versions the fetch handler implements.
-func TestAdvertisedVersionsMatchHandlers(t *testing.T) {
-	want := map[int16][2]int16{
-		1:  {fetch.FetchMinVersion, fetch.FetchMaxVersion},
-		2:  {fetch.ListOffsetsMinVersion, fetch.ListOffsetsMaxVersion},
-		23: {fetch.OffsetForLeaderEpochMinVersion, fetch.OffsetForLeaderEpochMaxVersion},
-	}
-	for _, a := range server.SupportedAPIs() {
-		if w, ok := want[a.ApiKey]; ok {
-			if a.MinVersion != w[0] || a.MaxVersion != w[1] {
-				t.Errorf("API %d advertised %d–%d, handler implements %d–%d", a.ApiKey, a.MinVersion, a.MaxVersion, w[0], w[1])
-			}
-			delete(want, a.ApiKey)
-		}
-	}
-	if len(want) > 0 {
-		t.Errorf("not advertised: %v", want)
 	}
 }
 

@@ -90,9 +90,10 @@ func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 	}, nil)
 }
 
-// ProduceHandler is what the server calls for Produce.
+// ProduceHandler is what the server calls for Produce (server.Producer).
 type ProduceHandler interface {
 	Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse
+	APIVersions() []kmsg.ApiVersionsResponseApiKey
 }
 
 // Producer wraps a ProduceHandler, measuring each request from its arrival
@@ -145,6 +146,9 @@ func acksOption(acks int16) metric.MeasurementOption {
 	return acksOptions[3]
 }
 
+// APIVersions returns the wrapped handler's versions.
+func (p *Producer) APIVersions() []kmsg.ApiVersionsResponseApiKey { return p.next.APIVersions() }
+
 // Produce implements server.Producer.
 func (p *Producer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	start := time.Now()
@@ -180,11 +184,13 @@ func errorAttr(code int16) attribute.KeyValue {
 	return attribute.String("error", strconv.Itoa(int(code)))
 }
 
-// FetchHandler is what the server calls for Fetch and ListOffsets.
+// FetchHandler is what the server calls for Fetch, ListOffsets and
+// OffsetForLeaderEpoch (server.Fetcher).
 type FetchHandler interface {
 	Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse
 	ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
 	OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse
+	APIVersions() []kmsg.ApiVersionsResponseApiKey
 }
 
 // Fetcher wraps a FetchHandler, measuring fetch latency (long-poll

@@ -22,7 +22,15 @@ func (f fakeProducer) Produce(_ context.Context, req *kmsg.ProduceRequest) func(
 	return func() *kmsg.ProduceResponse { return resp }
 }
 
+func (fakeProducer) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 0, MaxVersion: 13}}
+}
+
 type fakeFetcher struct{}
+
+func (fakeFetcher) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 1, MinVersion: 4, MaxVersion: 16}}
+}
 
 func (fakeFetcher) Fetch(_ context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
