@@ -40,6 +40,8 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 lint: staticcheck-install
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=windows $(GO) build $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(GO) test -count=1 ./internal/layering
 	$(GO) run ./internal/tools/refcheck

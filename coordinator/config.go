@@ -48,7 +48,9 @@ const (
 type Config struct {
 	// Dir is the directory holding one subdirectory per shard's metadata
 	// log (shard-<n>, a metalog.FileLog); it is created if missing.
-	// Required unless OpenLog is set.
+	// Required unless OpenLog is set. One process at a time may use it:
+	// the caller holds it exclusively (cmd/sidecar: the data.dir lock,
+	// internal/dirlock); Open takes no lock of its own.
 	Dir string
 	// NumShards is diskless.metadata.topic.num.partitions, the number of
 	// coordinator shards, 1 … MaxShards. It must stay the same for the

@@ -45,8 +45,6 @@ type Coordinator struct {
 	cfg    Config
 	logger *slog.Logger
 	shards []*shard
-	// lock holds Dir/LOCK while the embedded logs are open.
-	lock *os.File
 
 	// catalog is the published topic catalog (shard 0's records 104).
 	catalog atomic.Pointer[catalog]
@@ -84,12 +82,11 @@ type Coordinator struct {
 // and rebuilds each shard's state by replaying it — from the latest
 // snapshot, truncating a torn tail (docs/format/metadata-records.md) — then
 // starts the shard drivers and the background loops (retention, file
-// deletion, orphan scan; see Config). The embedded logs hold an exclusive
-// lock on Dir/LOCK until Close. Errors: a Config.Validate error; Dir in use by
-// another process; metalog.ErrCorrupt
-// (wrapped) for a log that is not merely torn; an error naming
-// diskless.metadata.topic.num.partitions when Dir was written with a
-// different number of shards; IO errors.
+// deletion, orphan scan; see Config). The caller holds Dir exclusively
+// until Close (cmd/sidecar: the data.dir lock). Errors: a Config.Validate
+// error; metalog.ErrCorrupt (wrapped) for a log that is not merely torn;
+// an error naming diskless.metadata.topic.num.partitions when Dir was
+// written with a different number of shards; IO errors.
 func Open(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -101,18 +98,11 @@ func Open(cfg Config) (*Coordinator, error) {
 		for _, s := range c.shards {
 			s.log.Close()
 		}
-		if c.lock != nil {
-			c.lock.Close()
-		}
 		return nil, err
 	}
 	if cfg.OpenLog == nil {
-		var err error
-		if c.lock, err = lockDir(cfg.Dir); err != nil {
-			return nil, err
-		}
 		if err := checkShardDirs(cfg.Dir, cfg.NumShards); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	for i := range cfg.NumShards {
@@ -218,9 +208,6 @@ func (c *Coordinator) Close() error {
 		if err := s.log.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: close shard %d: %w", s.id, err))
 		}
-	}
-	if c.lock != nil {
-		errs = append(errs, c.lock.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -1014,11 +1014,3 @@ func TestSnapshotFileRemovedOldSegments(t *testing.T) {
 		t.Fatalf("files %v, want one segment and one snapshot", names)
 	}
 }
-
-func TestOpenRefusesDirInUse(t *testing.T) {
-	e := newEnv(t, 1)
-	if _, err := Open(e.cfg); err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Fatalf("second Open of the same Dir: %v", err)
-	}
-	e.reopen() // released by Close
-}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/internal/dirlock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -46,6 +48,27 @@ func TestStartAndShutdown(t *testing.T) {
 	cfg := testConfig(t)
 	startStop(t, cfg, "first start")
 	startStop(t, cfg, "restart on the same data.dir (the lock was released)")
+}
+
+// TestDataDirInUse: while a sidecar runs on a data.dir, a second start on
+// it is refused naming data.dir, before it touches the directory's
+// metadata logs (the data.dir lock is the only lock on them); once the
+// first stops, it starts.
+func TestDataDirInUse(t *testing.T) {
+	cfg := testConfig(t)
+	a, err := start(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = start(cfg, quiet)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "data.dir" || !errors.Is(ce.Err, dirlock.ErrLocked) {
+		t.Fatalf("second start on a data.dir in use: %v, want a refusal naming data.dir", err)
+	}
+	if err := a.shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	startStop(t, cfg, "start after the first sidecar stopped")
 }
 
 // TestStartFailuresNameTheKey: failures after some components were opened

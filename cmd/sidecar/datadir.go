@@ -9,24 +9,26 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/magiconair/properties"
 
+	"github.com/diskless-sidecar/sidecar/internal/dirlock"
 	"github.com/diskless-sidecar/sidecar/internal/fsutil"
 )
 
 // dataDir is the sidecar's data.dir, locked for the life of the process so
-// that two sidecars never share one coordinator log.
+// that two sidecars never share one coordinator log: the one lock of the
+// directory (the coordinator's metadata logs under it take none of their
+// own).
 //
 //	data.dir/
-//	  .lock             flock(2)ed while the sidecar runs
+//	  .lock             locked (internal/dirlock) while the sidecar runs
 //	  meta.properties   what the directory is bound to (see bindings)
 //	  coordinator/      one metadata log per coordinator shard
 //	  objects/          WAL objects (local-directory object store)
 type dataDir struct {
 	path      string
-	lock      *os.File
+	lock      *dirlock.Lock
 	clusterID string
 	// meta is the meta.properties to write at saveMeta (first start, or a
 	// binding recorded for the first time); nil when the file is current.
@@ -70,14 +72,13 @@ func openDataDir(path string, cfg Config) (*dataDir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, &ConfigError{Key: "data.dir", Value: path, Err: err}
 	}
-	lock, err := os.OpenFile(filepath.Join(path, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := dirlock.TryAcquire(filepath.Join(path, ".lock"))
+	if errors.Is(err, dirlock.ErrLocked) {
+		return nil, &ConfigError{Key: "data.dir", Value: path,
+			Err: fmt.Errorf("%w (is another sidecar running on it?)", dirlock.ErrLocked)}
+	}
 	if err != nil {
 		return nil, &ConfigError{Key: "data.dir", Value: path, Err: err}
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, &ConfigError{Key: "data.dir", Value: path,
-			Err: fmt.Errorf("locked by another process (is another sidecar running on it?): %w", err)}
 	}
 	d := &dataDir{path: path, lock: lock}
 	if err := d.loadMeta(bindings(cfg)); err != nil {
@@ -143,5 +144,5 @@ func (d *dataDir) saveMeta() error {
 }
 
 func (d *dataDir) close() {
-	d.lock.Close() // closing the descriptor releases the flock
+	d.lock.Release()
 }

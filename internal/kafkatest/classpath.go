@@ -12,8 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/internal/dirlock"
 )
 
 //go:embed pom.xml
@@ -76,8 +77,9 @@ func pomDir() (string, error) {
 	return filepath.Join(root, "kafka-"+Version+"-"+hashOf(pom)), nil
 }
 
-// withLock runs f holding an exclusive flock on <cache>/lock, so that test
-// binaries running in parallel resolve and compile once.
+// withLock runs f holding an exclusive lock on <cache>/lock
+// (internal/dirlock), so that test binaries running in parallel resolve
+// and compile once.
 func withLock(f func() error) error {
 	root, err := cacheRoot()
 	if err != nil {
@@ -86,15 +88,11 @@ func withLock(f func() error) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("kafkatest: %w", err)
 	}
-	lf, err := os.OpenFile(filepath.Join(root, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := dirlock.Acquire(filepath.Join(root, "lock"))
 	if err != nil {
 		return fmt.Errorf("kafkatest: %w", err)
 	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("kafkatest: locking %s: %w", lf.Name(), err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	defer l.Release()
 	return f()
 }
 

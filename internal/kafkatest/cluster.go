@@ -384,8 +384,9 @@ func (c *Cluster) startNode(n *node) error {
 	cmd := exec.Command(c.java, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// If the test binary dies without its cleanups (a timeout panic, a
-	// SIGKILL), the kernel kills the node too instead of leaving it running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// SIGKILL), the kernel kills the node too instead of leaving it running
+	// (Linux; elsewhere the cleanups alone stop it).
+	killWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting node %d: %w", n.id, err)
 	}
