@@ -1,0 +1,416 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// stableGroup brings n v9 members into a Stable group "g" (initial delay
+// passed, the leader's assignment synced) and returns their ids and the
+// generation.
+func stableGroup(t *testing.T, h *harness, n int) ([]string, int32) {
+	t.Helper()
+	var ids []string
+	var joins []*joinResult
+	for range n {
+		id, j := h.joinNew("g")
+		ids, joins = append(ids, id), append(joins, j)
+	}
+	for _, j := range joins {
+		if j.done() {
+			t.Fatalf("join answered before the initial rebalance delay: %+v", j.resp)
+		}
+	}
+	// The first rebalance waits the initial delay, extended once per
+	// delay in which members were added.
+	h.advance(DefaultInitialRebalanceDelay)
+	if n > 1 {
+		if joins[0].done() {
+			t.Fatal("initial delay not extended for the members added during it")
+		}
+		h.advance(DefaultInitialRebalanceDelay)
+	}
+	var leader string
+	if !joins[0].done() {
+		t.Fatal("join not answered after the initial delay")
+	}
+	gen := joins[0].resp.Generation
+	for i, j := range joins {
+		if !j.done() || j.resp.ErrorCode != 0 {
+			t.Fatalf("member %d join: %+v", i, j.resp)
+		}
+		if j.resp.Generation != gen {
+			t.Fatalf("generations differ")
+		}
+		leader = j.resp.LeaderID
+		if (ids[i] == leader) != (len(j.resp.Members) == n) {
+			t.Fatalf("member %d (leader %v) got %d members", i, ids[i] == leader, len(j.resp.Members))
+		}
+	}
+	assign := map[string]string{}
+	for _, id := range ids {
+		assign[id] = "a-" + id
+	}
+	var syncs []*syncResult
+	for _, id := range ids {
+		if id != leader {
+			syncs = append(syncs, h.sync("g", id, gen, nil))
+		}
+	}
+	for _, s := range syncs {
+		if s.resp != nil {
+			t.Fatalf("follower sync answered before the leader's")
+		}
+	}
+	ls := h.sync("g", leader, gen, assign)
+	syncs = append(syncs, ls)
+	for _, s := range syncs {
+		if s.resp == nil || s.resp.ErrorCode != 0 {
+			t.Fatalf("sync: %+v", s.resp)
+		}
+	}
+	if got := h.c.classic["g"].state; got != stateStable {
+		t.Fatalf("state %v", got)
+	}
+	return ids, gen
+}
+
+func TestClassicJoinSyncRebalance(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 2)
+	for _, id := range ids {
+		wantCode(t, "heartbeat", h.heartbeat("g", id, gen), nil)
+	}
+	// A third member joins: the others learn it from their heartbeats.
+	id3, j3 := h.joinNew("g")
+	if j3.done() {
+		t.Fatal("join answered before the others rejoined")
+	}
+	wantCode(t, "heartbeat during rebalance", h.heartbeat("g", ids[0], gen), kerr.RebalanceInProgress)
+	// A commit with the current generation is still accepted while
+	// preparing (eager clients commit before they rejoin).
+	wantCode(t, "commit while preparing", h.commit(9, "g", ids[0], gen, 10), nil)
+	j1 := h.join(joinReq(9, "g", ids[0], nil))
+	j2 := h.join(joinReq(9, "g", ids[1], nil))
+	for _, j := range []*joinResult{j1, j2, j3} {
+		if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != gen+1 {
+			t.Fatalf("rejoin: %+v", j.resp)
+		}
+	}
+	// Completing: commits get REBALANCE_IN_PROGRESS, the old generation is
+	// fenced.
+	wantCode(t, "commit while completing", h.commit(9, "g", ids[0], gen+1, 11), kerr.RebalanceInProgress)
+	wantCode(t, "old generation heartbeat", h.heartbeat("g", ids[0], gen), kerr.IllegalGeneration)
+	wantCode(t, "completing heartbeat", h.heartbeat("g", id3, gen+1), nil)
+	leader := j1.resp.LeaderID
+	syncs := map[string]*syncResult{}
+	for _, id := range []string{ids[0], ids[1], id3} {
+		if id != leader {
+			syncs[id] = h.sync("g", id, gen+1, nil)
+		}
+	}
+	syncs[leader] = h.sync("g", leader, gen+1, map[string]string{ids[0]: "x", ids[1]: "y", id3: "z"})
+	want := map[string]string{ids[0]: "x", ids[1]: "y", id3: "z"}
+	for id, s := range syncs {
+		if s.resp == nil || s.resp.ErrorCode != 0 || string(s.resp.MemberAssignment) != want[id] {
+			t.Fatalf("sync of %s: %+v", id, s.resp)
+		}
+	}
+	wantCode(t, "commit when stable", h.commit(9, "g", id3, gen+1, 12), nil)
+	if v, _ := h.c.Offsets().Get("g", "t", 0); v.Offset != 12 {
+		t.Fatalf("offset %d", v.Offset)
+	}
+}
+
+// TestClassicCooperativeSequence replays what cooperative-sticky clients
+// (KIP-429) send: after a member joins, the incumbent keeps its
+// partitions through one rebalance, revokes what it gives up, and rejoins
+// at once for a second rebalance; the coordinator only has to run both.
+func TestClassicCooperativeSequence(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 1)
+	a := ids[0]
+	b, jb := h.joinNew("g")
+	wantCode(t, "heartbeat", h.heartbeat("g", a, gen), kerr.RebalanceInProgress)
+	ja := h.join(joinReq(9, "g", a, nil))
+	if !ja.done() || !jb.done() || ja.resp.Generation != gen+1 {
+		t.Fatalf("first rebalance: a=%+v b=%+v", ja.resp, jb.resp)
+	}
+	sa := h.sync("g", ja.resp.LeaderID, gen+1, map[string]string{a: "half", b: ""})
+	sb := h.sync("g", otherOf(ja.resp.LeaderID, a, b), gen+1, nil)
+	if sa.resp == nil || sb.resp == nil {
+		t.Fatal("syncs not answered")
+	}
+	// a revoked partitions and rejoins right away: the second rebalance.
+	wantCode(t, "commit of revoked partitions", h.commit(9, "g", a, gen+1, 5), nil)
+	ja2 := h.join(joinReq(9, "g", a, nil))
+	if ja2.done() {
+		t.Fatal("second rebalance completed before b rejoined")
+	}
+	wantCode(t, "b heartbeat", h.heartbeat("g", b, gen+1), kerr.RebalanceInProgress)
+	jb2 := h.join(joinReq(9, "g", b, nil))
+	if !ja2.done() || !jb2.done() || ja2.resp.Generation != gen+2 {
+		t.Fatalf("second rebalance: %+v %+v", ja2.resp, jb2.resp)
+	}
+}
+
+func otherOf(x, a, b string) string {
+	if x == a {
+		return b
+	}
+	return a
+}
+
+func TestClassicSessionTimeout(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 2)
+	// Only ids[0] heartbeats; ids[1]'s 10 s session expires.
+	for range 3 {
+		h.advance(3 * time.Second)
+		wantCode(t, "heartbeat", h.heartbeat("g", ids[0], gen), nil)
+	}
+	h.advance(3 * time.Second)
+	wantCode(t, "heartbeat after the other expired", h.heartbeat("g", ids[0], gen), kerr.RebalanceInProgress)
+	j := h.join(joinReq(9, "g", ids[0], nil))
+	if !j.done() || j.resp.Generation != gen+1 || len(j.resp.Members) != 1 {
+		t.Fatalf("rejoin: %+v", j.resp)
+	}
+	wantCode(t, "expired member", h.heartbeat("g", ids[1], gen), kerr.UnknownMemberID)
+}
+
+func TestClassicRebalanceTimeoutDropsMembersThatDoNotRejoin(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, _ := stableGroup(t, h, 2)
+	j := h.join(joinReq(9, "g", ids[0], nil)) // leader rejoins: rebalance
+	if j.done() {
+		t.Fatal("answered before the rebalance timeout")
+	}
+	// ids[1] keeps heartbeating but never rejoins.
+	for range 5 {
+		h.advance(5 * time.Second)
+		h.heartbeat("g", ids[1], 1)
+	}
+	h.advance(10 * time.Second) // 30 s rebalance timeout passed
+	if !j.done() || len(j.resp.Members) != 1 || j.resp.Generation != 2 {
+		t.Fatalf("join after the rebalance timeout: %+v", j.resp)
+	}
+}
+
+func TestClassicSyncTimeoutRemovesMembersThatDoNotSync(t *testing.T) {
+	h := newHarness(t, Config{})
+	a, ja := h.joinNew("g")
+	b, jb := h.joinNew("g")
+	h.advance(2 * DefaultInitialRebalanceDelay)
+	if !ja.done() || !jb.done() {
+		t.Fatal("joins not answered")
+	}
+	leader := ja.resp.LeaderID
+	s := h.sync("g", leader, 1, map[string]string{a: "1", b: "2"})
+	if s.resp == nil {
+		t.Fatal("leader sync")
+	}
+	// The follower heartbeats but never syncs: after the rebalance
+	// timeout it is removed.
+	for range 5 {
+		h.advance(5 * time.Second)
+		wantCode(t, "leader heartbeat", h.heartbeat("g", leader, 1), nil)
+		wantCode(t, "follower heartbeat", h.heartbeat("g", otherOf(leader, a, b), 1), nil)
+	}
+	h.advance(6 * time.Second)
+	g := h.c.classic["g"]
+	if len(g.members) != 1 || !g.is(statePreparingRebalance) {
+		t.Fatalf("members %d state %v", len(g.members), g.state)
+	}
+}
+
+func TestClassicInitialDelayExtendsForNewMembers(t *testing.T) {
+	h := newHarness(t, Config{})
+	_, j1 := h.joinNew("g")
+	h.advance(3 * time.Second) // nobody else came: done
+	if !j1.done() {
+		t.Fatal("a lone member waited past the initial delay")
+	}
+	_, j1 = h.joinNew("g2")
+	h.advance(2 * time.Second)
+	_, j2 := h.joinNew("g2")
+	h.advance(1 * time.Second) // first delay ends; a member was added: extended
+	if j1.done() {
+		t.Fatal("initial rebalance did not wait after a new member")
+	}
+	h.advance(3 * time.Second)
+	if !j1.done() || !j2.done() || len(j1.resp.Members)+len(j2.resp.Members) != 2 {
+		t.Fatalf("joins: %+v %+v", j1.resp, j2.resp)
+	}
+}
+
+func TestClassicStaticMemberRejoinsWithoutRebalance(t *testing.T) {
+	h := newHarness(t, Config{})
+	inst := strp("instance-a")
+	j := h.join(joinReq(9, "g", "", inst)) // static: no MEMBER_ID_REQUIRED
+	other, jo := h.joinNew("g")
+	h.advance(2 * DefaultInitialRebalanceDelay)
+	if !j.done() || j.resp.ErrorCode != 0 || !jo.done() {
+		t.Fatalf("static join: %+v", j.resp)
+	}
+	old := j.resp.MemberID
+	leader := j.resp.LeaderID
+	s1 := h.sync("g", leader, 1, map[string]string{old: "mine", other: "theirs"})
+	s2 := h.sync("g", otherOf(leader, old, other), 1, nil)
+	if s1.resp == nil || s2.resp == nil {
+		t.Fatal("syncs")
+	}
+	// The instance restarts and joins with no member id.
+	for _, v := range []int16{5, 9} {
+		r := h.join(joinReq(v, "g", "", inst))
+		if !r.done() || r.resp.ErrorCode != 0 || r.resp.Generation != 1 {
+			t.Fatalf("v%d static rejoin: %+v", v, r.resp)
+		}
+		if h.c.classic["g"].state != stateStable {
+			t.Fatalf("v%d static rejoin started a rebalance", v)
+		}
+		s := h.sync("g", r.resp.MemberID, 1, nil)
+		if s.resp == nil || string(s.resp.MemberAssignment) != "mine" {
+			t.Fatalf("v%d rejoined instance's assignment: %+v", v, s.resp)
+		}
+		// The old member id is fenced.
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.Generation, req.InstanceID = 4, "g", old, 1, inst
+		wantCode(t, "old instance heartbeat", h.c.Heartbeat(h.now, req).ErrorCode, kerr.FencedInstanceID)
+		old = r.resp.MemberID
+	}
+	wantCode(t, "other member heartbeat", h.heartbeat("g", other, 1), nil)
+}
+
+func TestClassicJoinErrors(t *testing.T) {
+	h := newHarness(t, Config{MaxSize: 3})
+	ids, _ := stableGroup(t, h, 2)
+	bad := func(mut func(*kmsg.JoinGroupRequest)) *kmsg.JoinGroupRequest {
+		r := joinReq(9, "g", "", nil)
+		mut(r)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.JoinGroupRequest
+		want *kerr.Error
+	}{
+		{"empty group id", bad(func(r *kmsg.JoinGroupRequest) { r.Group = "" }), kerr.InvalidGroupID},
+		{"session timeout below min", bad(func(r *kmsg.JoinGroupRequest) { r.SessionTimeoutMillis = 5999 }), kerr.InvalidSessionTimeout},
+		{"session timeout above max", bad(func(r *kmsg.JoinGroupRequest) { r.SessionTimeoutMillis = 1_800_001 }), kerr.InvalidSessionTimeout},
+		{"unknown member of unknown group", bad(func(r *kmsg.JoinGroupRequest) { r.Group, r.MemberID = "other", "m" }), kerr.UnknownMemberID},
+		{"unknown member", bad(func(r *kmsg.JoinGroupRequest) { r.MemberID = "nobody" }), kerr.UnknownMemberID},
+		{"protocol type differs", bad(func(r *kmsg.JoinGroupRequest) { r.MemberID = ids[0]; r.ProtocolType = "connect" }), kerr.InconsistentGroupProtocol},
+		{"no common protocol", bad(func(r *kmsg.JoinGroupRequest) { r.MemberID = ids[0]; r.Protocols[0].Name = "roundrobin" }), kerr.InconsistentGroupProtocol},
+		{"empty protocol type on a new group", bad(func(r *kmsg.JoinGroupRequest) { r.Group = "new"; r.ProtocolType = "" }), kerr.InconsistentGroupProtocol},
+		{"static id fenced", bad(func(r *kmsg.JoinGroupRequest) { r.MemberID = ids[0]; r.InstanceID = strp("x") }), kerr.UnknownMemberID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.join(tc.req)
+			if !r.done() {
+				t.Fatal("not answered")
+			}
+			wantCode(t, tc.name, r.resp.ErrorCode, tc.want)
+			if r.resp.Version != tc.req.Version {
+				t.Fatalf("answer version %d", r.resp.Version)
+			}
+		})
+	}
+}
+
+func TestClassicGroupMaxSize(t *testing.T) {
+	h := newHarness(t, Config{MaxSize: 2})
+	stableGroup(t, h, 2)
+	for _, mid := range []string{"", "nobody"} {
+		r := h.join(joinReq(9, "g", mid, nil))
+		wantCode(t, "join of a full group", r.resp.ErrorCode, kerr.GroupMaxSizeReached)
+	}
+}
+
+func TestClassicSyncAndHeartbeatErrors(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 1)
+	syncReq := func(mut func(*kmsg.SyncGroupRequest)) *kmsg.SyncGroupRequest {
+		r := kmsg.NewPtrSyncGroupRequest()
+		r.Version, r.Group, r.MemberID, r.Generation = 5, "g", ids[0], gen
+		mut(r)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.SyncGroupRequest
+		want *kerr.Error
+	}{
+		{"ok", syncReq(func(*kmsg.SyncGroupRequest) {}), nil},
+		{"empty group id", syncReq(func(r *kmsg.SyncGroupRequest) { r.Group = "" }), kerr.InvalidGroupID},
+		{"unknown group", syncReq(func(r *kmsg.SyncGroupRequest) { r.Group = "nope" }), kerr.UnknownMemberID},
+		{"unknown member", syncReq(func(r *kmsg.SyncGroupRequest) { r.MemberID = "nobody" }), kerr.UnknownMemberID},
+		{"illegal generation", syncReq(func(r *kmsg.SyncGroupRequest) { r.Generation = gen + 1 }), kerr.IllegalGeneration},
+		{"protocol name differs", syncReq(func(r *kmsg.SyncGroupRequest) { r.Protocol = strp("roundrobin") }), kerr.InconsistentGroupProtocol},
+		{"protocol type differs", syncReq(func(r *kmsg.SyncGroupRequest) { r.ProtocolType = strp("connect") }), kerr.InconsistentGroupProtocol},
+		{"unknown instance", syncReq(func(r *kmsg.SyncGroupRequest) { r.InstanceID = strp("i") }), kerr.UnknownMemberID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got *kmsg.SyncGroupResponse
+			h.c.SyncGroup(h.now, tc.req, func(r *kmsg.SyncGroupResponse) { got = r })
+			if got == nil {
+				t.Fatal("not answered")
+			}
+			wantCode(t, tc.name, got.ErrorCode, tc.want)
+		})
+	}
+	wantCode(t, "heartbeat unknown group", h.heartbeat("nope", ids[0], gen), kerr.UnknownMemberID)
+	wantCode(t, "heartbeat empty group id", h.heartbeat("", ids[0], gen), kerr.InvalidGroupID)
+	wantCode(t, "heartbeat unknown member", h.heartbeat("g", "x", gen), kerr.UnknownMemberID)
+	wantCode(t, "heartbeat generation", h.heartbeat("g", ids[0], gen-1), kerr.IllegalGeneration)
+}
+
+func TestClassicLeaveGroup(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 3)
+	// v0: one member, error at the top level.
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version, req.Group, req.MemberID = 0, "g", "nobody"
+	resp := h.c.LeaveGroup(h.now, req)
+	wantCode(t, "v0 unknown member", resp.ErrorCode, kerr.UnknownMemberID)
+	req.MemberID = ids[0]
+	resp = h.c.LeaveGroup(h.now, req)
+	wantCode(t, "v0 leave", resp.ErrorCode, nil)
+	wantCode(t, "remaining heartbeat", h.heartbeat("g", ids[1], gen), kerr.RebalanceInProgress)
+	// v3+: a batch, errors per member.
+	req = kmsg.NewPtrLeaveGroupRequest()
+	req.Version, req.Group = 5, "g"
+	req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: ids[1]}, {MemberID: "nobody"}, {MemberID: "", InstanceID: strp("nope")}, {MemberID: ids[2]}}
+	resp = h.c.LeaveGroup(h.now, req)
+	codes := []*kerr.Error{nil, kerr.UnknownMemberID, kerr.UnknownMemberID, nil}
+	for i, m := range resp.Members {
+		wantCode(t, "batched leave", m.ErrorCode, codes[i])
+	}
+	if g := h.c.classic["g"]; !g.is(stateEmpty) || len(g.members) != 0 {
+		t.Fatalf("group after everyone left: %v, %d members", g.state, len(g.members))
+	}
+	req.Group = "nope"
+	for _, m := range h.c.LeaveGroup(h.now, req).Members {
+		wantCode(t, "unknown group", m.ErrorCode, kerr.UnknownMemberID)
+	}
+}
+
+func TestClassicPendingMemberExpires(t *testing.T) {
+	h := newHarness(t, Config{})
+	first := h.join(joinReq(9, "g", "", nil))
+	wantCode(t, "v4+ join", first.resp.ErrorCode, kerr.MemberIDRequired)
+	h.advance(11 * time.Second) // session timeout: the pending id is dropped
+	r := h.join(joinReq(9, "g", first.resp.MemberID, nil))
+	wantCode(t, "expired pending id", r.resp.ErrorCode, kerr.UnknownMemberID)
+	// JoinGroup v3 has no MEMBER_ID_REQUIRED.
+	r = h.join(joinReq(3, "g2", "", nil))
+	if r.done() {
+		t.Fatalf("v3 join answered before the initial delay: %+v", r.resp)
+	}
+	h.advance(DefaultInitialRebalanceDelay)
+	if !r.done() || r.resp.ErrorCode != 0 || r.resp.MemberID == "" {
+		t.Fatalf("v3 join: %+v", r.resp)
+	}
+}

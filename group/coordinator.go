@@ -1,0 +1,169 @@
+package group
+
+import (
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Topics is the topic catalog as the group coordinator sees it: KIP-848
+// subscriptions name topics, assignments carry their ids and partition
+// counts. Implementations are immutable snapshots or safe to call from the
+// shard's driver.
+type Topics interface {
+	// Topic returns a topic's id and partition count by name.
+	Topic(name string) (id [16]byte, partitions int32, ok bool)
+	// TopicByID returns a topic's name and partition count by id.
+	TopicByID(id [16]byte) (name string, partitions int32, ok bool)
+	// Names returns every topic name (regex subscriptions match them).
+	Names() []string
+	// Version changes whenever the catalog does (a topic created, deleted
+	// or grown), so subscriptions are resolved again.
+	Version() uint64
+}
+
+// Coordinator is the group coordinator of one coordinator shard: the
+// classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and
+// the KIP-848 consumer protocol (ConsumerGroupHeartbeat) for the groups the
+// shard owns, and the rules that tie committed offsets to membership.
+//
+// It is deterministic and does no IO: time comes in as the now argument of
+// every call and deadlines fire only in Tick; member ids come from
+// Deps.NewID; durable state is the Offsets table, changed only by records
+// the caller makes durable and then applies (ApplyRecord). Group
+// membership is soft state, as the issue asks: after a restart members
+// rejoin. Parked JoinGroup and SyncGroup answers are delivered through the
+// callbacks their calls passed, from within a later call on the
+// Coordinator (never concurrently). Not safe for concurrent use: the
+// shard's driver owns it.
+type Coordinator struct {
+	cfg      Config
+	topics   Topics
+	newID    func() string
+	offsets  *Offsets
+	timers   timers
+	classic  map[string]*classicGroup
+	consumer map[string]*consumerGroup
+	// emptySince is when a group this Coordinator saw lose its last member
+	// became empty (ms): offsets of an empty group expire that long after
+	// it (KIP-211). Soft state; groups not seen since Open count from
+	// openedAt, which only makes retention longer, never shorter.
+	emptySince map[string]int64
+	openedAt   int64
+}
+
+// Deps are the Coordinator's injected dependencies.
+type Deps struct {
+	// Topics is the topic catalog KIP-848 groups are assigned from; nil
+	// refuses ConsumerGroupHeartbeat with UNKNOWN_SERVER_ERROR.
+	Topics Topics
+	// NewID returns a fresh unique member id suffix (a UUID in Kafka);
+	// nil uses 128 random bits in hex. Tests inject a counter.
+	NewID func() string
+}
+
+// New returns a Coordinator over offsets (the shard's replayed table,
+// which it keeps using: ApplyRecord applies to it). now is the time the
+// shard was opened.
+func New(cfg Config, deps Deps, offsets *Offsets, now time.Time) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if offsets == nil {
+		offsets = NewOffsets()
+	}
+	newID := deps.NewID
+	if newID == nil {
+		newID = randomID
+	}
+	return &Coordinator{
+		cfg:        cfg.withDefaults(),
+		topics:     deps.Topics,
+		newID:      newID,
+		offsets:    offsets,
+		timers:     newTimers(),
+		classic:    make(map[string]*classicGroup),
+		consumer:   make(map[string]*consumerGroup),
+		emptySince: make(map[string]int64),
+		openedAt:   now.UnixMilli(),
+	}, nil
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Offsets returns the committed-offsets table (read-only for callers: it
+// changes only through ApplyRecord).
+func (c *Coordinator) Offsets() *Offsets { return c.offsets }
+
+// ApplyRecord applies a durable record (107 … 110) to the offsets table.
+// The caller applies each record the Coordinator returned once it is
+// durable, in log order, before answering the request that made it.
+func (c *Coordinator) ApplyRecord(rec Record) {
+	c.offsets.Apply(rec)
+	if r, ok := rec.(*GroupDeletedRecord); ok {
+		c.forgetGroup(r.Group)
+	}
+}
+
+// Tick fires every deadline due at now: session and rebalance timeouts,
+// the end of join and sync phases and initial rebalance delays. Parked
+// answers they complete are delivered before Tick returns.
+func (c *Coordinator) Tick(now time.Time) {
+	ms := now.UnixMilli()
+	for {
+		tm := c.timers.popDue(ms)
+		if tm == nil {
+			return
+		}
+		// A deadline fires at its own time, however late the tick: the
+		// same calls give the same state whatever the tick granularity.
+		tm.fire(tm.at)
+	}
+}
+
+// NextDeadline returns when Tick next has work, if ever.
+func (c *Coordinator) NextDeadline() (time.Time, bool) {
+	at, ok := c.timers.next()
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(at), true
+}
+
+// errCode is a kerr error's code; nil is 0.
+func errCode(e *kerr.Error) int16 {
+	if e == nil {
+		return 0
+	}
+	return e.Code
+}
+
+// groupType is a group's type as ListGroups v5 and DescribeGroups name it.
+const (
+	typeClassic  = "classic"
+	typeConsumer = "consumer"
+)
+
+// exists reports whether the coordinator knows the group: members,
+// or offsets (a "simple" group, as Kafka calls a group that only holds
+// offsets).
+func (c *Coordinator) exists(group string) bool {
+	if _, ok := c.classic[group]; ok {
+		return true
+	}
+	if _, ok := c.consumer[group]; ok {
+		return true
+	}
+	return c.offsets.HasGroup(group)
+}
+
+// markEmpty records when a group became empty (for offset expiry).
+func (c *Coordinator) markEmpty(group string, now int64) { c.emptySince[group] = now }

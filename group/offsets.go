@@ -1,0 +1,522 @@
+package group
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// OffsetAndMetadata is one committed offset of a group's partition.
+type OffsetAndMetadata struct {
+	Offset      int64
+	LeaderEpoch int32 // −1: none
+	Metadata    string
+	// CommitTimestamp is the coordinator's time of the commit, ms.
+	CommitTimestamp int64
+	// ExpireTimestamp is ms, or −1 (expiry by offsets.retention.minutes).
+	ExpireTimestamp int64
+	// TopicID is the topic id the commit named (OffsetCommit v10+), else
+	// all zero.
+	TopicID [16]byte
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// Offsets is the committed-offsets table of one coordinator shard:
+// group → topic → partition → OffsetAndMetadata, plus the offsets of open
+// transactions (TxnOffsetCommit, pending until record 110). It is a pure
+// function of the records applied to it (Apply) or of a snapshot section
+// (DecodeSnapshot): replaying a shard's log rebuilds it exactly (DESIGN
+// invariant 6). Not safe for concurrent use; the shard's driver owns it.
+type Offsets struct {
+	groups map[string]map[string]map[int32]OffsetAndMetadata
+	// pending holds the transactional offsets by producer id.
+	pending map[int64]*pendingTxn
+	// open counts, per group and partition, the producers with a pending
+	// offset there (OffsetFetch's UNSTABLE_OFFSET_COMMIT, KIP-447).
+	open map[string]map[topicPartition]int
+	n    int // committed offsets held
+}
+
+type pendingTxn struct {
+	epoch   int16
+	offsets map[string]map[topicPartition]OffsetAndMetadata
+}
+
+// NewOffsets returns an empty table.
+func NewOffsets() *Offsets {
+	return &Offsets{
+		groups:  make(map[string]map[string]map[int32]OffsetAndMetadata),
+		pending: make(map[int64]*pendingTxn),
+		open:    make(map[string]map[topicPartition]int),
+	}
+}
+
+// Len returns the number of committed offsets held (pending ones excluded).
+func (o *Offsets) Len() int { return o.n }
+
+// Apply applies one record (107 … 110). Every well-formed record applies:
+// deleting what is not there, or ending a transaction with no pending
+// offset, changes nothing; a commit replaces the partition's offset.
+func (o *Offsets) Apply(rec Record) {
+	switch r := rec.(type) {
+	case *OffsetCommitRecord:
+		o.applyCommit(r)
+	case *OffsetsDeletedRecord:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for _, p := range t.Partitions {
+				o.delete(r.Group, t.Name, p)
+			}
+		}
+	case *GroupDeletedRecord:
+		o.deleteGroup(r.Group)
+	case *TxnOffsetsEndedRecord:
+		o.endTxn(r)
+	default:
+		panic(fmt.Sprintf("group: Apply of unknown record %T", rec))
+	}
+}
+
+func (o *Offsets) applyCommit(r *OffsetCommitRecord) {
+	if r.ProducerID >= 0 {
+		txn := o.pending[r.ProducerID]
+		if txn == nil {
+			txn = &pendingTxn{offsets: make(map[string]map[topicPartition]OffsetAndMetadata)}
+			o.pending[r.ProducerID] = txn
+		}
+		txn.epoch = r.ProducerEpoch
+		byTP := txn.offsets[r.Group]
+		if byTP == nil {
+			byTP = make(map[topicPartition]OffsetAndMetadata)
+			txn.offsets[r.Group] = byTP
+		}
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				tp := topicPartition{t.Name, p.Partition}
+				if _, ok := byTP[tp]; !ok {
+					o.addOpen(r.Group, tp, 1)
+				}
+				byTP[tp] = offsetOf(r, t, p)
+			}
+		}
+		return
+	}
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			o.put(r.Group, t.Name, p.Partition, offsetOf(r, t, p))
+		}
+	}
+}
+
+func offsetOf(r *OffsetCommitRecord, t *CommitTopic, p *CommitPartition) OffsetAndMetadata {
+	return OffsetAndMetadata{
+		Offset:          p.Offset,
+		LeaderEpoch:     p.LeaderEpoch,
+		Metadata:        p.Metadata,
+		CommitTimestamp: r.CommitTimestamp,
+		ExpireTimestamp: p.ExpireTimestamp,
+		TopicID:         t.TopicID,
+	}
+}
+
+func (o *Offsets) put(group, topic string, partition int32, v OffsetAndMetadata) {
+	topics := o.groups[group]
+	if topics == nil {
+		topics = make(map[string]map[int32]OffsetAndMetadata)
+		o.groups[group] = topics
+	}
+	parts := topics[topic]
+	if parts == nil {
+		parts = make(map[int32]OffsetAndMetadata)
+		topics[topic] = parts
+	}
+	if _, ok := parts[partition]; !ok {
+		o.n++
+	}
+	parts[partition] = v
+}
+
+func (o *Offsets) delete(group, topic string, partition int32) {
+	if parts := o.groups[group][topic]; parts != nil {
+		if _, ok := parts[partition]; ok {
+			delete(parts, partition)
+			o.n--
+			if len(parts) == 0 {
+				delete(o.groups[group], topic)
+				if len(o.groups[group]) == 0 {
+					delete(o.groups, group)
+				}
+			}
+		}
+	}
+	// Kafka's tombstone removes a pending transactional offset too.
+	tp := topicPartition{topic, partition}
+	if o.open[group][tp] == 0 {
+		return
+	}
+	for pid, txn := range o.pending {
+		if byTP := txn.offsets[group]; byTP != nil {
+			if _, ok := byTP[tp]; ok {
+				delete(byTP, tp)
+				o.addOpen(group, tp, -1)
+				o.dropEmpty(pid, group)
+			}
+		}
+	}
+}
+
+func (o *Offsets) deleteGroup(group string) {
+	for _, parts := range o.groups[group] {
+		o.n -= len(parts)
+	}
+	delete(o.groups, group)
+	if len(o.open[group]) == 0 {
+		return
+	}
+	for pid, txn := range o.pending {
+		if _, ok := txn.offsets[group]; ok {
+			delete(txn.offsets, group)
+			o.dropEmpty(pid, group)
+		}
+	}
+	delete(o.open, group)
+}
+
+func (o *Offsets) dropEmpty(pid int64, group string) {
+	txn := o.pending[pid]
+	if len(txn.offsets[group]) == 0 {
+		delete(txn.offsets, group)
+	}
+	if len(txn.offsets) == 0 {
+		delete(o.pending, pid)
+	}
+}
+
+func (o *Offsets) addOpen(group string, tp topicPartition, d int) {
+	m := o.open[group]
+	if m == nil {
+		m = make(map[topicPartition]int)
+		o.open[group] = m
+	}
+	m[tp] += d
+	if m[tp] <= 0 {
+		delete(m, tp)
+		if len(m) == 0 {
+			delete(o.open, group)
+		}
+	}
+}
+
+func (o *Offsets) endTxn(r *TxnOffsetsEndedRecord) {
+	txn := o.pending[r.ProducerID]
+	if txn == nil {
+		return
+	}
+	delete(o.pending, r.ProducerID)
+	for _, group := range slices.Sorted(maps.Keys(txn.offsets)) {
+		byTP := txn.offsets[group]
+		for tp, v := range byTP {
+			o.addOpen(group, tp, -1)
+			if r.Committed {
+				o.put(group, tp.topic, tp.partition, v)
+			}
+		}
+	}
+}
+
+// Get returns the committed offset of a group's partition.
+func (o *Offsets) Get(group, topic string, partition int32) (OffsetAndMetadata, bool) {
+	v, ok := o.groups[group][topic][partition]
+	return v, ok
+}
+
+// HasPending reports whether an open transaction holds an offset for the
+// group's partition (OffsetFetch with require_stable answers
+// UNSTABLE_OFFSET_COMMIT for it, KIP-447).
+func (o *Offsets) HasPending(group, topic string, partition int32) bool {
+	return o.open[group][topicPartition{topic, partition}] > 0
+}
+
+// HasGroup reports whether the group holds committed or pending offsets.
+func (o *Offsets) HasGroup(group string) bool {
+	return len(o.groups[group]) > 0 || len(o.open[group]) > 0
+}
+
+// HasPendingGroup reports whether an open transaction holds offsets of the
+// group.
+func (o *Offsets) HasPendingGroup(group string) bool { return len(o.open[group]) > 0 }
+
+// Groups returns the ids of the groups that hold offsets, sorted.
+func (o *Offsets) Groups() []string {
+	ids := make([]string, 0, len(o.groups)+len(o.open))
+	for g := range o.groups {
+		ids = append(ids, g)
+	}
+	for g := range o.open {
+		if _, ok := o.groups[g]; !ok {
+			ids = append(ids, g)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Topics returns the topics the group has committed offsets for, sorted.
+func (o *Offsets) Topics(group string) []string {
+	return slices.Sorted(maps.Keys(o.groups[group]))
+}
+
+// Partitions returns the partitions of a topic the group has committed
+// offsets for, sorted.
+func (o *Offsets) Partitions(group, topic string) []int32 {
+	return slices.Sorted(maps.Keys(o.groups[group][topic]))
+}
+
+// snapshotVersion is the version of the offsets snapshot section.
+const snapshotVersion = 1
+
+// AppendSnapshot appends the table as a snapshot section to dst: uvarint
+// section version 1, then groups, topics, partitions and pending
+// transactions in sorted order, so equal tables have equal bytes
+// (docs/format/metadata-records.md §Group offsets in snapshots).
+func (o *Offsets) AppendSnapshot(dst []byte) []byte {
+	dst = kbin.AppendUvarint(dst, snapshotVersion)
+	groups := slices.Sorted(maps.Keys(o.groups))
+	dst = kbin.AppendCompactArrayLen(dst, len(groups))
+	for _, g := range groups {
+		dst = kbin.AppendCompactString(dst, g)
+		topics := slices.Sorted(maps.Keys(o.groups[g]))
+		dst = kbin.AppendCompactArrayLen(dst, len(topics))
+		for _, t := range topics {
+			parts := o.groups[g][t]
+			dst = kbin.AppendCompactString(dst, t)
+			dst = kbin.AppendCompactArrayLen(dst, len(parts))
+			for _, p := range slices.Sorted(maps.Keys(parts)) {
+				dst = appendOffset(dst, p, parts[p])
+			}
+			dst = appendTags(dst)
+		}
+		dst = appendTags(dst)
+	}
+	pids := slices.Sorted(maps.Keys(o.pending))
+	dst = kbin.AppendCompactArrayLen(dst, len(pids))
+	for _, pid := range pids {
+		txn := o.pending[pid]
+		dst = kbin.AppendInt64(dst, pid)
+		dst = kbin.AppendInt16(dst, txn.epoch)
+		groups := slices.Sorted(maps.Keys(txn.offsets))
+		dst = kbin.AppendCompactArrayLen(dst, len(groups))
+		for _, g := range groups {
+			byTP := txn.offsets[g]
+			dst = kbin.AppendCompactString(dst, g)
+			tps := slices.SortedFunc(maps.Keys(byTP), func(a, b topicPartition) int {
+				return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+			})
+			dst = kbin.AppendCompactArrayLen(dst, len(tps))
+			for _, tp := range tps {
+				dst = kbin.AppendCompactString(dst, tp.topic)
+				dst = appendOffset(dst, tp.partition, byTP[tp])
+			}
+			dst = appendTags(dst)
+		}
+		dst = appendTags(dst)
+	}
+	return appendTags(dst)
+}
+
+const offsetMinSize = 4 + 8 + 4 + 1 + 8 + 8 + 16 + 1
+
+func appendOffset(dst []byte, partition int32, v OffsetAndMetadata) []byte {
+	dst = kbin.AppendInt32(dst, partition)
+	dst = kbin.AppendInt64(dst, v.Offset)
+	dst = kbin.AppendInt32(dst, v.LeaderEpoch)
+	dst = kbin.AppendCompactString(dst, v.Metadata)
+	dst = kbin.AppendInt64(dst, v.CommitTimestamp)
+	dst = kbin.AppendInt64(dst, v.ExpireTimestamp)
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	return appendTags(dst)
+}
+
+func readOffset(r *kbin.Reader) (int32, OffsetAndMetadata, error) {
+	var v OffsetAndMetadata
+	p := r.Int32()
+	v.Offset = r.Int64()
+	v.LeaderEpoch = r.Int32()
+	var err error
+	if v.Metadata, err = readString(r); err != nil {
+		return 0, v, err
+	}
+	v.CommitTimestamp = r.Int64()
+	v.ExpireTimestamp = r.Int64()
+	v.TopicID = r.Uuid()
+	skipTags(r)
+	if err := okOrTruncated(r); err != nil {
+		return 0, v, err
+	}
+	if p < 0 {
+		return 0, v, fmt.Errorf("partition %d", p)
+	}
+	return p, v, nil
+}
+
+// DecodeSnapshot decodes a section written by AppendSnapshot from the front
+// of b and returns the table and the bytes after the section. Errors wrap
+// ErrBadRecord: a truncated section, an unknown version, a null string or
+// array, names out of order or repeated, an empty group or topic.
+func DecodeSnapshot(b []byte) (*Offsets, []byte, error) {
+	o := NewOffsets()
+	r := kbin.Reader{Src: b}
+	if err := o.readSnapshot(&r); err != nil {
+		return nil, nil, fmt.Errorf("%w: offsets snapshot: %v", ErrBadRecord, err)
+	}
+	return o, r.Src, nil
+}
+
+func (o *Offsets) readSnapshot(r *kbin.Reader) error {
+	v := r.Uvarint()
+	if !r.Ok() {
+		return errTruncated
+	}
+	if v != snapshotVersion {
+		return fmt.Errorf("version %d, want %d", v, snapshotVersion)
+	}
+	ng, err := readArrayLen(r, 3)
+	if err != nil {
+		return err
+	}
+	prevGroup := ""
+	for range ng {
+		g, err := readString(r)
+		if err != nil {
+			return err
+		}
+		if g <= prevGroup {
+			return fmt.Errorf("group %q out of order", g)
+		}
+		prevGroup = g
+		nt, err := readArrayLen(r, 3)
+		if err != nil {
+			return err
+		}
+		if nt == 0 {
+			return fmt.Errorf("group %q without offsets", g)
+		}
+		prevTopic := ""
+		for range nt {
+			t, err := readString(r)
+			if err != nil {
+				return err
+			}
+			if t <= prevTopic {
+				return fmt.Errorf("group %q topic %q out of order", g, t)
+			}
+			prevTopic = t
+			np, err := readArrayLen(r, offsetMinSize)
+			if err != nil {
+				return err
+			}
+			if np == 0 {
+				return fmt.Errorf("group %q topic %q without offsets", g, t)
+			}
+			prevPart := int32(-1)
+			for range np {
+				p, v, err := readOffset(r)
+				if err != nil {
+					return err
+				}
+				if p <= prevPart {
+					return fmt.Errorf("group %q topic %q partition %d out of order", g, t, p)
+				}
+				prevPart = p
+				o.put(g, t, p, v)
+			}
+			skipTags(r)
+		}
+		skipTags(r)
+	}
+	npid, err := readArrayLen(r, 8+2+1+1)
+	if err != nil {
+		return err
+	}
+	prevPID := int64(-1)
+	for range npid {
+		pid := r.Int64()
+		epoch := r.Int16()
+		if err := okOrTruncated(r); err != nil {
+			return err
+		}
+		if pid <= prevPID {
+			return fmt.Errorf("producer id %d out of order", pid)
+		}
+		prevPID = pid
+		ngrp, err := readArrayLen(r, 3)
+		if err != nil {
+			return err
+		}
+		if ngrp == 0 {
+			return fmt.Errorf("producer id %d without offsets", pid)
+		}
+		txn := &pendingTxn{epoch: epoch, offsets: make(map[string]map[topicPartition]OffsetAndMetadata, ngrp)}
+		o.pending[pid] = txn
+		prevGroup := ""
+		for range ngrp {
+			g, err := readString(r)
+			if err != nil {
+				return err
+			}
+			if g <= prevGroup {
+				return fmt.Errorf("producer id %d group %q out of order", pid, g)
+			}
+			prevGroup = g
+			ntp, err := readArrayLen(r, 1+offsetMinSize)
+			if err != nil {
+				return err
+			}
+			if ntp == 0 {
+				return fmt.Errorf("producer id %d group %q without offsets", pid, g)
+			}
+			byTP := make(map[topicPartition]OffsetAndMetadata, ntp)
+			txn.offsets[g] = byTP
+			var prev topicPartition
+			for k := range ntp {
+				t, err := readString(r)
+				if err != nil {
+					return err
+				}
+				p, v, err := readOffset(r)
+				if err != nil {
+					return err
+				}
+				tp := topicPartition{t, p}
+				if k > 0 && cmp.Or(cmp.Compare(tp.topic, prev.topic), cmp.Compare(tp.partition, prev.partition)) <= 0 {
+					return fmt.Errorf("producer id %d group %q partition %s-%d out of order", pid, g, t, p)
+				}
+				prev = tp
+				byTP[tp] = v
+				o.addOpen(g, tp, 1)
+			}
+			skipTags(r)
+		}
+		skipTags(r)
+	}
+	skipTags(r)
+	if !r.Ok() {
+		return errTruncated
+	}
+	if prevGroup == "" && ng > 0 {
+		return errors.New("empty group id")
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// Record keys of the group coordinator's metadata-log records
+// (docs/format/metadata-records.md §107 … §110). Keys 100–106 belong to the
+// partition coordinator; these share its log, frame and encoding.
+const (
+	KeyOffsetCommit     int16 = 107
+	KeyOffsetsDeleted   int16 = 108
+	KeyGroupDeleted     int16 = 109
+	KeyTxnOffsetsEnded  int16 = 110
+	firstKey                  = KeyOffsetCommit
+	lastKey                   = KeyTxnOffsetsEnded
+	recordFrameVersion        = 1 // KRaft's metadata record frame version
+	maxStringBytes            = 1 << 20
+)
+
+// ErrBadRecord is returned (wrapped) by DecodeRecord and DecodeSnapshot for
+// bytes that are not a well-formed record or snapshot section.
+var ErrBadRecord = errors.New("group: malformed record")
+
+// IsRecordKey reports whether key is one of this package's record keys
+// (107 … 110), so a log reader can hand the body to DecodeRecord.
+func IsRecordKey(key int16) bool { return key >= firstKey && key <= lastKey }
+
+// Record is one of the group coordinator's metadata-log records:
+// *OffsetCommitRecord, *OffsetsDeletedRecord, *GroupDeletedRecord or
+// *TxnOffsetsEndedRecord.
+type Record interface {
+	Key() int16
+	appendFields(dst []byte) []byte
+	readFields(r *kbin.Reader) error
+}
+
+// OffsetCommitRecord is record 107 DisklessOffsetCommitRecord: the offsets
+// one OffsetCommit (or TxnOffsetCommit, ProducerID ≥ 0) request committed
+// for one group, all at one commit time.
+type OffsetCommitRecord struct {
+	Group string
+	// CommitTimestamp is the coordinator's time of the commit, ms since the
+	// epoch (Kafka's commit timestamp; OffsetCommit v1's client timestamp is
+	// not used, as in Kafka 4.x).
+	CommitTimestamp int64
+	// ProducerID is −1 for a plain commit; ≥ 0 for a transactional commit,
+	// pending until record 110 ends the producer's transaction (issue 15).
+	ProducerID    int64
+	ProducerEpoch int16
+	Topics        []CommitTopic
+}
+
+// CommitTopic is one topic of record 107.
+type CommitTopic struct {
+	Name string
+	// TopicID is the topic's id when the commit named it (OffsetCommit
+	// v10+), else all zero.
+	TopicID    [16]byte
+	Partitions []CommitPartition
+}
+
+// CommitPartition is one committed offset of record 107.
+type CommitPartition struct {
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32 // −1: none
+	Metadata    string
+	// ExpireTimestamp is ms since the epoch when the commit carried a
+	// retention time (OffsetCommit v2–v4), else −1: the offset then expires
+	// by offsets.retention.minutes (KIP-211).
+	ExpireTimestamp int64
+}
+
+// OffsetsDeletedRecord is record 108 DisklessOffsetsDeletedRecord: committed
+// (and pending transactional) offsets removed by OffsetDelete or by expiry.
+type OffsetsDeletedRecord struct {
+	Group  string
+	Topics []DeletedTopic
+}
+
+// DeletedTopic is one topic of record 108.
+type DeletedTopic struct {
+	Name       string
+	Partitions []int32
+}
+
+// GroupDeletedRecord is record 109 DisklessGroupDeletedRecord: every offset
+// of the group, committed and pending, removed (DeleteGroups, or expiry of
+// the group's last offset).
+type GroupDeletedRecord struct {
+	Group string
+}
+
+// TxnOffsetsEndedRecord is record 110 DisklessTxnOffsetsEndedRecord: the
+// transaction of ProducerID ended; its pending offsets in every group of
+// the shard become committed (Committed) or are dropped (issue 15 writes it
+// when the transaction coordinator's marker reaches this shard).
+type TxnOffsetsEndedRecord struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Committed     bool
+}
+
+func (*OffsetCommitRecord) Key() int16    { return KeyOffsetCommit }
+func (*OffsetsDeletedRecord) Key() int16  { return KeyOffsetsDeleted }
+func (*GroupDeletedRecord) Key() int16    { return KeyGroupDeleted }
+func (*TxnOffsetsEndedRecord) Key() int16 { return KeyTxnOffsetsEnded }
+
+// AppendRecord appends rec's record body — uvarint frame version 1, uvarint
+// key, uvarint version 0, then the fields in Kafka's flexible-version
+// encoding — to dst, the same body layout as records 100–106.
+func AppendRecord(dst []byte, rec Record) []byte {
+	dst = kbin.AppendUvarint(dst, recordFrameVersion)
+	dst = kbin.AppendUvarint(dst, uint32(rec.Key()))
+	dst = kbin.AppendUvarint(dst, 0)
+	return rec.appendFields(dst)
+}
+
+// DecodeRecord decodes one record body written by AppendRecord. The result
+// does not alias b. Errors wrap ErrBadRecord: a truncated body, an unknown
+// key or version, a null string or array, trailing bytes.
+func DecodeRecord(b []byte) (Record, error) {
+	r := kbin.Reader{Src: b}
+	frame := r.Uvarint()
+	key := r.Uvarint()
+	version := r.Uvarint()
+	if err := r.Complete(); err != nil {
+		return nil, fmt.Errorf("%w: truncated record header", ErrBadRecord)
+	}
+	if frame != recordFrameVersion {
+		return nil, fmt.Errorf("%w: frame version %d, want %d", ErrBadRecord, frame, recordFrameVersion)
+	}
+	var rec Record
+	switch key {
+	case uint32(KeyOffsetCommit):
+		rec = new(OffsetCommitRecord)
+	case uint32(KeyOffsetsDeleted):
+		rec = new(OffsetsDeletedRecord)
+	case uint32(KeyGroupDeleted):
+		rec = new(GroupDeletedRecord)
+	case uint32(KeyTxnOffsetsEnded):
+		rec = new(TxnOffsetsEndedRecord)
+	default:
+		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
+	}
+	if version != 0 {
+		return nil, fmt.Errorf("%w: record %d version %d is not supported", ErrBadRecord, key, version)
+	}
+	if err := rec.readFields(&r); err != nil {
+		return nil, fmt.Errorf("%w: record %d: %v", ErrBadRecord, key, err)
+	}
+	if len(r.Src) != 0 {
+		return nil, fmt.Errorf("%w: record %d has %d trailing bytes", ErrBadRecord, key, len(r.Src))
+	}
+	return rec, nil
+}
+
+// Encoding helpers (writers emit no tagged fields; readers skip them).
+
+var errTruncated = errors.New("truncated")
+
+func appendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
+
+func skipTags(r *kbin.Reader) {
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		r.Uvarint()
+		size := r.Uvarint()
+		r.Span(int(size))
+	}
+}
+
+func readString(r *kbin.Reader) (string, error) {
+	n := r.Uvarint()
+	if !r.Ok() {
+		return "", errTruncated
+	}
+	if n == 0 {
+		return "", errors.New("null string")
+	}
+	if n-1 > maxStringBytes {
+		return "", fmt.Errorf("string of %d bytes", n-1)
+	}
+	s := r.Span(int(n - 1))
+	if !r.Ok() {
+		return "", errTruncated
+	}
+	return string(s), nil
+}
+
+// readArrayLen reads a non-null compact array length, bounded by the bytes
+// left (every element takes at least minElem bytes).
+func readArrayLen(r *kbin.Reader, minElem int) (int, error) {
+	n := r.Uvarint()
+	if !r.Ok() {
+		return 0, errTruncated
+	}
+	if n == 0 {
+		return 0, errors.New("null array")
+	}
+	l := int(n - 1)
+	if l < 0 || l > len(r.Src)/minElem {
+		return 0, errTruncated
+	}
+	return l, nil
+}
+
+func okOrTruncated(r *kbin.Reader) error {
+	if !r.Ok() {
+		return errTruncated
+	}
+	return nil
+}
+
+// 107
+
+const (
+	commitPartitionMinSize = 4 + 8 + 4 + 1 + 8 + 1
+	commitTopicMinSize     = 1 + 16 + 1 + 1
+)
+
+func (v *OffsetCommitRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.Group)
+	dst = kbin.AppendInt64(dst, v.CommitTimestamp)
+	dst = kbin.AppendInt64(dst, v.ProducerID)
+	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		dst = kbin.AppendCompactString(dst, t.Name)
+		dst = kbin.AppendUuid(dst, t.TopicID)
+		dst = kbin.AppendCompactArrayLen(dst, len(t.Partitions))
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			dst = kbin.AppendInt32(dst, p.Partition)
+			dst = kbin.AppendInt64(dst, p.Offset)
+			dst = kbin.AppendInt32(dst, p.LeaderEpoch)
+			dst = kbin.AppendCompactString(dst, p.Metadata)
+			dst = kbin.AppendInt64(dst, p.ExpireTimestamp)
+			dst = appendTags(dst)
+		}
+		dst = appendTags(dst)
+	}
+	return appendTags(dst)
+}
+
+func (v *OffsetCommitRecord) readFields(r *kbin.Reader) (err error) {
+	if v.Group, err = readString(r); err != nil {
+		return err
+	}
+	v.CommitTimestamp = r.Int64()
+	v.ProducerID = r.Int64()
+	v.ProducerEpoch = r.Int16()
+	n, err := readArrayLen(r, commitTopicMinSize)
+	if err != nil {
+		return err
+	}
+	v.Topics = make([]CommitTopic, n)
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		if t.Name, err = readString(r); err != nil {
+			return err
+		}
+		t.TopicID = r.Uuid()
+		np, err := readArrayLen(r, commitPartitionMinSize)
+		if err != nil {
+			return err
+		}
+		t.Partitions = make([]CommitPartition, np)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			p.Partition = r.Int32()
+			p.Offset = r.Int64()
+			p.LeaderEpoch = r.Int32()
+			if p.Metadata, err = readString(r); err != nil {
+				return err
+			}
+			p.ExpireTimestamp = r.Int64()
+			skipTags(r)
+		}
+		skipTags(r)
+	}
+	skipTags(r)
+	if err := okOrTruncated(r); err != nil {
+		return err
+	}
+	return v.validate()
+}
+
+// validate checks what apply relies on.
+func (v *OffsetCommitRecord) validate() error {
+	if v.Group == "" {
+		return errors.New("empty group id")
+	}
+	if v.ProducerID < -1 {
+		return fmt.Errorf("producer id %d", v.ProducerID)
+	}
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		if t.Name == "" {
+			return errors.New("empty topic name")
+		}
+		for j := range t.Partitions {
+			if t.Partitions[j].Partition < 0 {
+				return fmt.Errorf("topic %q partition %d", t.Name, t.Partitions[j].Partition)
+			}
+		}
+	}
+	return nil
+}
+
+// 108
+
+func (v *OffsetsDeletedRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.Group)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		dst = kbin.AppendCompactString(dst, t.Name)
+		dst = kbin.AppendCompactArrayLen(dst, len(t.Partitions))
+		for _, p := range t.Partitions {
+			dst = kbin.AppendInt32(dst, p)
+		}
+		dst = appendTags(dst)
+	}
+	return appendTags(dst)
+}
+
+func (v *OffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
+	if v.Group, err = readString(r); err != nil {
+		return err
+	}
+	if v.Group == "" {
+		return errors.New("empty group id")
+	}
+	n, err := readArrayLen(r, 3)
+	if err != nil {
+		return err
+	}
+	v.Topics = make([]DeletedTopic, n)
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		if t.Name, err = readString(r); err != nil {
+			return err
+		}
+		np, err := readArrayLen(r, 4)
+		if err != nil {
+			return err
+		}
+		t.Partitions = make([]int32, np)
+		for j := range t.Partitions {
+			t.Partitions[j] = r.Int32()
+		}
+		skipTags(r)
+	}
+	skipTags(r)
+	return okOrTruncated(r)
+}
+
+// 109
+
+func (v *GroupDeletedRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.Group)
+	return appendTags(dst)
+}
+
+func (v *GroupDeletedRecord) readFields(r *kbin.Reader) (err error) {
+	if v.Group, err = readString(r); err != nil {
+		return err
+	}
+	if v.Group == "" {
+		return errors.New("empty group id")
+	}
+	skipTags(r)
+	return okOrTruncated(r)
+}
+
+// 110
+
+func (v *TxnOffsetsEndedRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendInt64(dst, v.ProducerID)
+	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	dst = kbin.AppendBool(dst, v.Committed)
+	return appendTags(dst)
+}
+
+func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) error {
+	v.ProducerID = r.Int64()
+	v.ProducerEpoch = r.Int16()
+	b := r.Int8()
+	skipTags(r)
+	if err := okOrTruncated(r); err != nil {
+		return err
+	}
+	if b != 0 && b != 1 {
+		return fmt.Errorf("committed flag %d", b)
+	}
+	v.Committed = b == 1
+	if v.ProducerID < 0 {
+		return fmt.Errorf("producer id %d", v.ProducerID)
+	}
+	return nil
+}
