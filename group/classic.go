@@ -1063,4 +1063,3 @@ func (c *Coordinator) maybeForgetClassic(g *classicGroup) {
 		delete(c.classic, g.id)
 	}
 }
-

@@ -54,7 +54,9 @@ type consumerMember struct {
 	revoking         assignment // partitions pending revocation
 }
 
-func (m *consumerMember) reconciledTo(epoch int32) bool { return m.state == mStable && m.epoch == epoch }
+func (m *consumerMember) reconciledTo(epoch int32) bool {
+	return m.state == mStable && m.epoch == epoch
+}
 
 // consumerGroup is one KIP-848 group, soft state.
 type consumerGroup struct {

@@ -11,14 +11,14 @@ import (
 // (docs/format/metadata-records.md §107 … §110). Keys 100–106 belong to the
 // partition coordinator; these share its log, frame and encoding.
 const (
-	KeyOffsetCommit     int16 = 107
-	KeyOffsetsDeleted   int16 = 108
-	KeyGroupDeleted     int16 = 109
-	KeyTxnOffsetsEnded  int16 = 110
-	firstKey                  = KeyOffsetCommit
-	lastKey                   = KeyTxnOffsetsEnded
-	recordFrameVersion        = 1 // KRaft's metadata record frame version
-	maxStringBytes            = 1 << 20
+	KeyOffsetCommit    int16 = 107
+	KeyOffsetsDeleted  int16 = 108
+	KeyGroupDeleted    int16 = 109
+	KeyTxnOffsetsEnded int16 = 110
+	firstKey                 = KeyOffsetCommit
+	lastKey                  = KeyTxnOffsetsEnded
+	recordFrameVersion       = 1 // KRaft's metadata record frame version
+	maxStringBytes           = 1 << 20
 )
 
 // ErrBadRecord is returned (wrapped) by DecodeRecord and DecodeSnapshot for

@@ -8,11 +8,11 @@ import "container/heap"
 type timerKind uint8
 
 const (
-	timerClassicHeartbeat timerKind = iota // a classic member's session (or new-member join) timeout
-	timerClassicJoin                       // the join phase's end (rebalance timeout, initial delay)
-	timerClassicSync                       // the sync phase's end (rebalance timeout)
-	timerConsumerSession                   // a KIP-848 member's session timeout
-	timerConsumerRebalance                 // a KIP-848 member's revocation deadline
+	timerClassicHeartbeat  timerKind = iota // a classic member's session (or new-member join) timeout
+	timerClassicJoin                        // the join phase's end (rebalance timeout, initial delay)
+	timerClassicSync                        // the sync phase's end (rebalance timeout)
+	timerConsumerSession                    // a KIP-848 member's session timeout
+	timerConsumerRebalance                  // a KIP-848 member's revocation deadline
 )
 
 type timerKey struct {
@@ -33,9 +33,9 @@ type timer struct {
 // (time, scheduling order), so the same calls at the same times fire the
 // same timers in the same order.
 type timers struct {
-	h    timerHeap
+	h     timerHeap
 	byKey map[timerKey]*timer
-	seq  uint64
+	seq   uint64
 }
 
 func newTimers() timers { return timers{byKey: make(map[timerKey]*timer)} }

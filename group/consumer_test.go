@@ -1,0 +1,304 @@
+package group
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func cghReq(group, member string, epoch int32, instance *string, names []string, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *kmsg.ConsumerGroupHeartbeatRequest {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = group, member, epoch, instance
+	req.RebalanceTimeoutMillis = 30_000
+	req.SubscribedTopicNames = names
+	req.Topics = owned
+	if epoch == 0 && owned == nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	}
+	if epoch != 0 {
+		req.RebalanceTimeoutMillis = -1
+	}
+	return req
+}
+
+func (h *harness) cgh(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	return h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+}
+
+// consumerJoin joins a member (v1: the client picks its id).
+func (h *harness) consumerJoin(group, member string, instance *string, names []string) *kmsg.ConsumerGroupHeartbeatResponse {
+	h.t.Helper()
+	if member == "" {
+		h.ids++
+		member = "m" + string(rune('a'+h.ids))
+	}
+	resp := h.cgh(cghReq(group, member, 0, instance, names, nil))
+	if resp.ErrorCode != 0 {
+		h.t.Fatalf("join: %s", errName(resp.ErrorCode))
+	}
+	return resp
+}
+
+func owned(resp *kmsg.ConsumerGroupHeartbeatResponse, prev []kmsg.ConsumerGroupHeartbeatRequestTopic) []kmsg.ConsumerGroupHeartbeatRequestTopic {
+	if resp.Assignment == nil {
+		return prev
+	}
+	out := []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	for _, t := range resp.Assignment.Topics {
+		out = append(out, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: t.TopicID, Partitions: slices.Clone(t.Partitions)})
+	}
+	return out
+}
+
+func count(o []kmsg.ConsumerGroupHeartbeatRequestTopic) int {
+	n := 0
+	for _, t := range o {
+		n += len(t.Partitions)
+	}
+	return n
+}
+
+// member is a simulated KIP-848 client: it heartbeats with what it owns
+// and takes whatever assignment it is given (revoking at once).
+type member struct {
+	id    string
+	epoch int32
+	owns  []kmsg.ConsumerGroupHeartbeatRequestTopic
+}
+
+func (h *harness) beat(group string, m *member) *kmsg.ConsumerGroupHeartbeatResponse {
+	h.t.Helper()
+	resp := h.cgh(cghReq(group, m.id, m.epoch, nil, nil, m.owns))
+	if resp.ErrorCode != 0 {
+		h.t.Fatalf("heartbeat of %s: %s", m.id, errName(resp.ErrorCode))
+	}
+	m.epoch = resp.MemberEpoch
+	m.owns = owned(resp, m.owns)
+	return resp
+}
+
+func TestConsumerJoinRevokeBeforeReassign(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.consumerJoin("g", "a", nil, []string{"t"})
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	if a.epoch != 1 || count(a.owns) != 8 {
+		t.Fatalf("first member: epoch %d, %d partitions", a.epoch, count(a.owns))
+	}
+	r = h.consumerJoin("g", "b", nil, []string{"t"})
+	b := &member{id: "b", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	// b's target is 4 partitions, all still owned by a: b gets none yet.
+	if count(b.owns) != 0 || b.epoch != 2 {
+		t.Fatalf("b before a revoked: epoch %d, %d partitions", b.epoch, count(b.owns))
+	}
+	if st := h.c.consumer["g"].state(); st != cStateReconciling {
+		t.Fatalf("state %v", st)
+	}
+	// a's next heartbeat asks it to revoke 4 (its epoch stays 1 until it has).
+	r = h.beat("g", a)
+	if count(a.owns) != 4 || a.epoch != 1 {
+		t.Fatalf("a asked to revoke: epoch %d, %d partitions", a.epoch, count(a.owns))
+	}
+	h.beat("g", a) // reports only 4: revoked, moves to epoch 2
+	if a.epoch != 2 {
+		t.Fatalf("a after revoking: epoch %d", a.epoch)
+	}
+	h.beat("g", b)
+	if count(b.owns) != 4 {
+		t.Fatalf("b after a revoked: %d partitions", count(b.owns))
+	}
+	for _, p := range b.owns[0].Partitions {
+		if slices.Contains(a.owns[0].Partitions, p) {
+			t.Fatalf("partition %d owned twice", p)
+		}
+	}
+	if st := h.c.consumer["g"].state(); st != cStateStable {
+		t.Fatalf("state %v", st)
+	}
+	// b leaves: a gets everything back at the next epoch.
+	r = h.cgh(cghReq("g", "b", leaveEpoch, nil, nil, nil))
+	wantCode(t, "leave", r.ErrorCode, nil)
+	h.beat("g", a)
+	if count(a.owns) != 8 || a.epoch != 3 {
+		t.Fatalf("a after b left: epoch %d, %d partitions", a.epoch, count(a.owns))
+	}
+	// Offsets: members commit with their epoch (v9+).
+	wantCode(t, "member commit", h.commit(9, "g", "a", 3, 1), nil)
+	wantCode(t, "stale epoch", h.commit(9, "g", "a", 2, 1), kerr.StaleMemberEpoch)
+	wantCode(t, "v8 from a KIP-848 member", h.commit(8, "g", "a", 3, 1), kerr.UnsupportedVersion)
+	wantCode(t, "unknown member", h.commit(9, "g", "zz", 3, 1), kerr.UnknownMemberID)
+}
+
+func TestConsumerSessionTimeoutFencesMember(t *testing.T) {
+	h := newHarness(t, Config{})
+	ra := h.consumerJoin("g", "a", nil, []string{"t"})
+	a := &member{id: "a", epoch: ra.MemberEpoch, owns: owned(ra, nil)}
+	h.consumerJoin("g", "b", nil, []string{"t"})
+	h.beat("g", a)
+	h.beat("g", a)
+	// b never heartbeats again: after 45 s it is fenced; a gets all 8.
+	for range 10 {
+		h.advance(5 * time.Second)
+		h.beat("g", a)
+	}
+	if count(a.owns) != 8 {
+		t.Fatalf("a after b's session expired: %d partitions", count(a.owns))
+	}
+	r := h.cgh(cghReq("g", "b", 2, nil, nil, []kmsg.ConsumerGroupHeartbeatRequestTopic{}))
+	wantCode(t, "fenced member", r.ErrorCode, kerr.UnknownMemberID)
+}
+
+func TestConsumerRebalanceTimeoutFencesMemberThatDoesNotRevoke(t *testing.T) {
+	h := newHarness(t, Config{})
+	ra := h.consumerJoin("g", "a", nil, []string{"t"})
+	a := &member{id: "a", epoch: ra.MemberEpoch, owns: owned(ra, nil)}
+	rb := h.consumerJoin("g", "b", nil, []string{"t"})
+	b := &member{id: "b", epoch: rb.MemberEpoch}
+	full := a.owns
+	// a heartbeats but keeps reporting all 8 partitions (never revokes).
+	for range 7 {
+		r := h.cgh(cghReq("g", "a", a.epoch, nil, nil, full))
+		if r.ErrorCode != 0 {
+			wantCode(t, "a after its rebalance timeout", r.ErrorCode, kerr.UnknownMemberID)
+			break
+		}
+		h.advance(5 * time.Second)
+		h.beat("g", b)
+	}
+	if _, ok := h.c.consumer["g"].members["a"]; ok {
+		t.Fatal("a not fenced after its rebalance timeout")
+	}
+	h.beat("g", b)
+	if count(b.owns) != 8 {
+		t.Fatalf("b: %d partitions", count(b.owns))
+	}
+}
+
+func TestConsumerEpochFencing(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.consumerJoin("g", "a", nil, []string{"t"})
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	h.consumerJoin("g", "b", nil, []string{"t"})
+	h.beat("g", a)
+	h.beat("g", a) // a at epoch 2 now, previous 1
+	for _, tc := range []struct {
+		name  string
+		epoch int32
+		owns  []kmsg.ConsumerGroupHeartbeatRequestTopic
+		want  *kerr.Error
+	}{
+		{"epoch ahead", a.epoch + 1, a.owns, kerr.FencedMemberEpoch},
+		{"previous epoch, owned a subset", a.epoch - 1, a.owns, nil},
+		{"previous epoch owning more", a.epoch - 1, []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicID("t"), Partitions: []int32{0, 1, 2, 3, 4, 5, 6, 7}}}, kerr.FencedMemberEpoch},
+		{"older epoch", 0 - 5, a.owns, kerr.InvalidRequest},
+	} {
+		r := h.cgh(cghReq("g", "a", tc.epoch, nil, nil, tc.owns))
+		wantCode(t, tc.name, r.ErrorCode, tc.want)
+	}
+}
+
+func TestConsumerStaticMembership(t *testing.T) {
+	h := newHarness(t, Config{})
+	inst := strp("i1")
+	r := h.consumerJoin("g", "a", inst, []string{"t"})
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	h.consumerJoin("g", "b", nil, []string{"t"})
+	h.beat("g", a)
+	h.beat("g", a)
+	groupEpoch := h.c.consumer["g"].epoch
+	kept := a.owns
+	// Another process with the same instance id while a holds it.
+	r = h.cgh(cghReq("g", "a2", 0, inst, []string{"t"}, nil))
+	wantCode(t, "instance in use", r.ErrorCode, kerr.UnreleasedInstanceID)
+	// a leaves for now (−2) and comes back under a new member id: same
+	// partitions, no new group epoch.
+	r = h.cgh(cghReq("g", "a", leaveStaticEpoch, inst, nil, nil))
+	wantCode(t, "static leave", r.ErrorCode, nil)
+	r = h.cgh(cghReq("g", "a2", 0, inst, []string{"t"}, nil))
+	wantCode(t, "static rejoin", r.ErrorCode, nil)
+	if got := owned(r, nil); count(got) != count(kept) || !slices.Equal(got[0].Partitions, kept[0].Partitions) {
+		t.Fatalf("rejoined with %v, had %v", got, kept)
+	}
+	if h.c.consumer["g"].epoch != groupEpoch {
+		t.Fatalf("group epoch moved %d → %d", groupEpoch, h.c.consumer["g"].epoch)
+	}
+	r = h.cgh(cghReq("g", "a", 3, inst, nil, kept))
+	wantCode(t, "old member id", r.ErrorCode, kerr.FencedInstanceID)
+}
+
+func TestConsumerHeartbeatValidation(t *testing.T) {
+	h := newHarness(t, Config{})
+	mk := func(mut func(*kmsg.ConsumerGroupHeartbeatRequest)) *kmsg.ConsumerGroupHeartbeatRequest {
+		r := cghReq("g", "m", 0, nil, []string{"t"}, nil)
+		mut(r)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.ConsumerGroupHeartbeatRequest
+		want *kerr.Error
+	}{
+		{"empty member id v1", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID = "" }), kerr.InvalidRequest},
+		{"empty group", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Group = "" }), kerr.InvalidRequest},
+		{"empty instance id", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = strp("") }), kerr.InvalidRequest},
+		{"no rebalance timeout", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }), kerr.InvalidRequest},
+		{"owned partitions on join", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicID("t"), Partitions: []int32{1}}}
+		}), kerr.InvalidRequest},
+		{"no subscription", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil }), kerr.InvalidRequest},
+		{"static leave without instance", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -2 }), kerr.InvalidRequest},
+		{"unknown assignor", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = strp("sticky") }), kerr.UnsupportedAssignor},
+		{"bad regex", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = strp("(") }), kerr.InvalidRegularExpression},
+		{"unknown member", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = 3; r.Topics = nil }), kerr.UnknownMemberID},
+		{"v0 join without member id", mk(func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Version = 0; r.MemberID = "" }), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.cgh(tc.req)
+			wantCode(t, tc.name, r.ErrorCode, tc.want)
+			if tc.want == nil && (r.MemberID == nil || *r.MemberID == "") {
+				t.Fatal("no member id given")
+			}
+		})
+	}
+}
+
+func TestConsumerAndClassicAreExclusive(t *testing.T) {
+	h := newHarness(t, Config{})
+	stableGroup(t, h, 1)
+	r := h.cgh(cghReq("g", "m", 0, nil, []string{"t"}, nil))
+	wantCode(t, "consumer join of a classic group", r.ErrorCode, kerr.GroupIDNotFound)
+	h.consumerJoin("cg", "m", nil, []string{"t"})
+	j := h.join(joinReq(9, "cg", "", nil))
+	wantCode(t, "classic join of a consumer group", j.resp.ErrorCode, kerr.InconsistentGroupProtocol)
+	// An empty consumer group is replaced by a classic one.
+	wantCode(t, "leave", h.cgh(cghReq("cg", "m", leaveEpoch, nil, nil, nil)).ErrorCode, nil)
+	j = h.join(joinReq(9, "cg", "", nil))
+	wantCode(t, "classic join of an empty consumer group", j.resp.ErrorCode, kerr.MemberIDRequired)
+}
+
+func TestConsumerRegexSubscription(t *testing.T) {
+	h := newHarness(t, Config{})
+	req := cghReq("g", "a", 0, nil, nil, nil)
+	req.SubscribedTopicRegex = strp("^[tu]$")
+	r := h.cgh(req)
+	wantCode(t, "regex join", r.ErrorCode, nil)
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	if count(a.owns) != 12 {
+		t.Fatalf("regex assignment: %d partitions", count(a.owns))
+	}
+	// A matching topic appears: the next heartbeat assigns it.
+	h.topics.set("v", 2)
+	h.topics.set("u", 6) // and u grows
+	h.beat("g", a)
+	if count(a.owns) != 14 {
+		t.Fatalf("after u grew: %d partitions", count(a.owns))
+	}
+	d := h.c.ConsumerGroupDescribe([]string{"g", "nope"})
+	if d[0].ErrorCode != 0 || len(d[0].Members) != 1 || *d[0].Members[0].SubscribedTopicRegex != "^[tu]$" || d[0].State != "Stable" {
+		t.Fatalf("describe: %+v", d[0])
+	}
+	wantCode(t, "describe unknown", d[1].ErrorCode, kerr.GroupIDNotFound)
+}
