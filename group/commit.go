@@ -508,3 +508,104 @@ func (c *Coordinator) ExpireOffsets(now time.Time) []Record {
 	}
 	return recs
 }
+
+// CommitTxnOffsets is the seam for TxnOffsetCommit (issue 15): it checks
+// a transactional commit against the group's membership and returns the
+// answer and a record 107 with the request's producer id, whose offsets
+// stay pending until a record 110 ends the transaction. The transaction
+// coordinator checks the producer (epoch, the partition added with
+// AddOffsetsToTxn) before calling it; the caller writes, applies and then
+// answers, as for CommitOffsets.
+//
+// Membership rules (Kafka's): a request naming no member (generation −1,
+// member "", no instance, as before v3) is accepted whatever the group's
+// state; a member is checked as for OffsetCommit, except that a commit
+// during CompletingRebalance is accepted and a KIP-848 member's stale
+// epoch is ILLEGAL_GENERATION; a group that does not exist is
+// ILLEGAL_GENERATION unless the generation is −1. Per partition:
+// OFFSET_METADATA_TOO_LARGE.
+func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, *OffsetCommitRecord) {
+	ms := now.UnixMilli()
+	resp := kmsg.NewPtrTxnOffsetCommitResponse()
+	resp.Version = req.Version
+	if err := c.validateTxnCommit(req, ms); err != nil {
+		for _, t := range req.Topics {
+			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: err.Code})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	rec := &OffsetCommitRecord{Group: req.Group, CommitTimestamp: ms, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
+	for _, t := range req.Topics {
+		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+		ct := CommitTopic{Name: t.Topic, TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			rp := kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition}
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			if len(meta) > c.cfg.OffsetMetadataMaxBytes {
+				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			} else {
+				epoch := int32(-1)
+				if req.Version >= 2 {
+					epoch = p.LeaderEpoch
+				}
+				ct.Partitions = append(ct.Partitions, CommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: meta, ExpireTimestamp: -1})
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		if len(ct.Partitions) > 0 {
+			rec.Topics = append(rec.Topics, ct)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(rec.Topics) == 0 || req.ProducerID < 0 {
+		return resp, nil
+	}
+	return resp, rec
+}
+
+func (c *Coordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest, now int64) *kerr.Error {
+	anonymous := req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil
+	if req.Group == "" {
+		return kerr.InvalidGroupID
+	}
+	if cg := c.consumer[req.Group]; cg != nil {
+		if req.Generation < 0 && len(cg.members) == 0 || anonymous {
+			return nil
+		}
+		m := cg.members[req.MemberID]
+		if m == nil {
+			return kerr.UnknownMemberID
+		}
+		if req.Generation != m.epoch {
+			return kerr.IllegalGeneration
+		}
+		return nil
+	}
+	g := c.classic[req.Group]
+	if g == nil {
+		if !c.offsets.HasGroup(req.Group) {
+			if req.Generation < 0 {
+				return nil
+			}
+			return kerr.IllegalGeneration
+		}
+		g = newClassicGroup(req.Group, now)
+	}
+	if req.Generation < 0 && g.is(stateEmpty) || anonymous {
+		return nil
+	}
+	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+		return err
+	}
+	if req.Generation != g.generation {
+		return kerr.IllegalGeneration
+	}
+	return nil
+}

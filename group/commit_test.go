@@ -238,3 +238,41 @@ func TestOffsetsOfUnknownGroupsAfterRestart(t *testing.T) {
 		t.Fatalf("not expired a retention after opening: %+v", recs)
 	}
 }
+
+func TestTxnOffsetCommitSeam(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 1)
+	mk := func(member string, generation int32) *kmsg.TxnOffsetCommitRequest {
+		r := kmsg.NewPtrTxnOffsetCommitRequest()
+		r.Version, r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch = 4, "tx", "g", 9, 1
+		r.MemberID, r.Generation = member, generation
+		r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 77, LeaderEpoch: -1}}}}
+		return r
+	}
+	for _, tc := range []struct {
+		name       string
+		member     string
+		generation int32
+		want       *kerr.Error
+	}{
+		{"anonymous (before v3)", "", -1, nil},
+		{"member", ids[0], gen, nil},
+		{"stale generation", ids[0], gen + 1, kerr.IllegalGeneration},
+		{"unknown member", "x", gen, kerr.UnknownMemberID},
+	} {
+		resp, rec := h.c.CommitTxnOffsets(h.now, mk(tc.member, tc.generation))
+		wantCode(t, tc.name, resp.Topics[0].Partitions[0].ErrorCode, tc.want)
+		if (rec != nil) != (tc.want == nil) {
+			t.Fatalf("%s: record %v", tc.name, rec)
+		}
+	}
+	_, rec := h.c.CommitTxnOffsets(h.now, mk(ids[0], gen))
+	h.apply(rec)
+	got := h.c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}}, true)
+	wantCode(t, "pending offset", got.Topics[0].Partitions[0].ErrorCode, kerr.UnstableOffsetCommit)
+	h.apply(&TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 1, Committed: true})
+	got = h.c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}}, true)
+	if p := got.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 77 {
+		t.Fatalf("after commit marker: %+v", p)
+	}
+}

@@ -677,11 +677,9 @@ func (c *Coordinator) computeNext(g *consumerGroup, m *consumerMember, epoch int
 	g.setOwned(m, true)
 }
 
-func (m *consumerMember) setEpoch(e int32) {
-	if e != m.epoch {
-		m.prevEpoch, m.epoch = m.epoch, e
-	}
-}
+// setEpoch is Kafka's updateMemberEpoch: the previous epoch becomes the
+// current one even when the epoch does not change.
+func (m *consumerMember) setEpoch(e int32) { m.prevEpoch, m.epoch = m.epoch, e }
 
 func (c *Coordinator) consumerLeave(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, now int64) *kmsg.ConsumerGroupHeartbeatResponse {
 	g := c.consumer[req.Group]
