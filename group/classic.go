@@ -826,7 +826,8 @@ func (c *Coordinator) removeClassicMember(g *classicGroup, m *classicMember, now
 //
 // Errors: INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (also for an unknown or
 // empty group), FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
-// INCONSISTENT_GROUP_PROTOCOL (v5 protocol type or name differs),
+// INCONSISTENT_GROUP_PROTOCOL (v5+: protocol type or name missing or
+// different),
 // REBALANCE_IN_PROGRESS.
 func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncGroupResponse)) {
 	ms := now.UnixMilli()
@@ -835,6 +836,11 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 		resp.Version = req.Version
 		resp.ErrorCode = code
 		respond(resp)
+	}
+	if req.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+		// From v5 both are mandatory (Kafka checks this before the group).
+		fail(kerr.InconsistentGroupProtocol.Code)
+		return
 	}
 	if req.Group == "" {
 		fail(kerr.InvalidGroupID.Code)

@@ -271,6 +271,15 @@ func TestClassicStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 		if h.c.classic["g"].state != stateStable {
 			t.Fatalf("v%d static rejoin started a rebalance", v)
 		}
+		// As a Kafka 4.x broker answers (checked against one): before v9
+		// the rejoined leader is told the old leader id, so it syncs as a
+		// follower; from v9 it learns it leads, with the members, and that
+		// it need not assign (KIP-814).
+		leads := r.resp.LeaderID == r.resp.MemberID
+		if v == 5 && (leads || r.resp.LeaderID != old || len(r.resp.Members) != 0 || r.resp.SkipAssignment) ||
+			v == 9 && (!leads || len(r.resp.Members) != 2 || !r.resp.SkipAssignment) {
+			t.Fatalf("v%d static rejoin of the leader: leader %q (self %q, old %q), %d members, skip %v", v, r.resp.LeaderID, r.resp.MemberID, old, len(r.resp.Members), r.resp.SkipAssignment)
+		}
 		s := h.sync("g", r.resp.MemberID, 1, nil)
 		if s.resp == nil || string(s.resp.MemberAssignment) != "mine" {
 			t.Fatalf("v%d rejoined instance's assignment: %+v", v, s.resp)
@@ -335,6 +344,7 @@ func TestClassicSyncAndHeartbeatErrors(t *testing.T) {
 	syncReq := func(mut func(*kmsg.SyncGroupRequest)) *kmsg.SyncGroupRequest {
 		r := kmsg.NewPtrSyncGroupRequest()
 		r.Version, r.Group, r.MemberID, r.Generation = 5, "g", ids[0], gen
+		r.ProtocolType, r.Protocol = strp(consumerProtocolType), strp("range")
 		mut(r)
 		return r
 	}
@@ -350,6 +360,8 @@ func TestClassicSyncAndHeartbeatErrors(t *testing.T) {
 		{"illegal generation", syncReq(func(r *kmsg.SyncGroupRequest) { r.Generation = gen + 1 }), kerr.IllegalGeneration},
 		{"protocol name differs", syncReq(func(r *kmsg.SyncGroupRequest) { r.Protocol = strp("roundrobin") }), kerr.InconsistentGroupProtocol},
 		{"protocol type differs", syncReq(func(r *kmsg.SyncGroupRequest) { r.ProtocolType = strp("connect") }), kerr.InconsistentGroupProtocol},
+		{"v5 without protocol type", syncReq(func(r *kmsg.SyncGroupRequest) { r.ProtocolType = nil }), kerr.InconsistentGroupProtocol},
+		{"v4 without protocol type", syncReq(func(r *kmsg.SyncGroupRequest) { r.Version, r.ProtocolType, r.Protocol = 4, nil, nil }), nil},
 		{"unknown instance", syncReq(func(r *kmsg.SyncGroupRequest) { r.InstanceID = strp("i") }), kerr.UnknownMemberID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

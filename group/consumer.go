@@ -770,7 +770,7 @@ func (c *Coordinator) ConsumerGroupDescribe(groups []string) []kmsg.ConsumerGrou
 		case g == nil:
 			d.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := "Group " + id + " not found."
-			if c.classic[id] != nil {
+			if c.exists(id) {
 				msg = "Group " + id + " is not a consumer group."
 			}
 			d.ErrorMessage = &msg
