@@ -98,7 +98,7 @@ func TestConsumerJoinRevokeBeforeReassign(t *testing.T) {
 		t.Fatalf("state %v", st)
 	}
 	// a's next heartbeat asks it to revoke 4 (its epoch stays 1 until it has).
-	r = h.beat("g", a)
+	h.beat("g", a)
 	if count(a.owns) != 4 || a.epoch != 1 {
 		t.Fatalf("a asked to revoke: epoch %d, %d partitions", a.epoch, count(a.owns))
 	}

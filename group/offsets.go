@@ -290,7 +290,7 @@ const snapshotVersion = 1
 // AppendSnapshot appends the table as a snapshot section to dst: uvarint
 // section version 1, then groups, topics, partitions and pending
 // transactions in sorted order, so equal tables have equal bytes
-// (docs/format/metadata-records.md §Group offsets in snapshots).
+// (docs/format/metadata-records.md §Consumer-group offsets in snapshots).
 func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 	dst = kbin.AppendUvarint(dst, snapshotVersion)
 	groups := slices.Sorted(maps.Keys(o.groups))

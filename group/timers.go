@@ -60,8 +60,6 @@ func (t *timers) cancel(key timerKey) {
 	}
 }
 
-func (t *timers) has(key timerKey) bool { return t.byKey[key] != nil }
-
 // next returns the earliest deadline.
 func (t *timers) next() (int64, bool) {
 	if len(t.h) == 0 {
