@@ -22,7 +22,11 @@ import (
 )
 
 // fakeCoord is an in-process coordinator over an in-memory batch index,
-// with the FindBatches and ListOffsets semantics of SPEC §9.
+// with the FindBatches and ListOffsets semantics of SPEC §9: it answers as
+// the real coordinator does (TestFakeCoordConformance), and lets tests do
+// what the real one would refuse — corrupt a coordinate (mutate), place a
+// log start anywhere, act between two calls of one request (onFind), not
+// signal commits (deaf).
 type fakeCoord struct {
 	// onFind, if set, runs at the start of every FindBatches and
 	// ListOffsetsFrom call (not ListOffsets: a lookup's first call): the
@@ -142,7 +146,7 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRe
 	for i, r := range reqs {
 		p := c.part(diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition})
 		if p == nil {
-			out[i].Err = kerr.UnknownTopicOrPartition
+			out[i] = diskless.FindBatchesResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1}
 			continue
 		}
 		res := &out[i]
@@ -186,7 +190,7 @@ func (c *fakeCoord) listOffsets(tp diskless.TopicPartition, ts, from int64) disk
 	defer c.mu.Unlock()
 	p := c.part(tp)
 	if p == nil {
-		return diskless.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition}
+		return diskless.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
 	}
 	res := diskless.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, Offset: -1, Timestamp: -1}
 	switch {
