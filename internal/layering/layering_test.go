@@ -96,3 +96,43 @@ func TestServerImportsNoImplementation(t *testing.T) {
 		}
 	}
 }
+
+// TestStagesLinkNoCoordinator: the stages reach the coordinator shards
+// through interfaces of their own written in the types of diskless; none
+// links the coordinator or its metadata log (cmd/sidecar wires them in).
+func TestStagesLinkNoCoordinator(t *testing.T) {
+	all := deps(t)
+	for _, s := range []string{"server", "produce", "commit", "fetch", "upload", "wal", "cache"} {
+		ds, ok := all[module+"/"+s]
+		if !ok {
+			t.Errorf("stage %s is not a package of the module any more: update the list", s)
+		}
+		for _, impl := range []string{"coordinator", "metalog"} {
+			if slices.Contains(ds, module+"/"+impl) {
+				t.Errorf("%s links %s: it must name the coordinator only through diskless", s, impl)
+			}
+		}
+	}
+}
+
+// TestLeaves: the vocabulary (diskless) and the metadata log (metalog)
+// link nothing of the module but these leaf helpers, so that any package
+// may import them.
+func TestLeaves(t *testing.T) {
+	all := deps(t)
+	for pkg, allowed := range map[string][]string{
+		"diskless": {"internal/batch", "internal/topicconfig"},
+		"metalog":  {"internal/fsutil"},
+	} {
+		ds, ok := all[module+"/"+pkg]
+		if !ok {
+			t.Errorf("%s is not a package of the module any more: update the list", pkg)
+		}
+		for _, d := range ds {
+			rel, ours := strings.CutPrefix(d, module+"/")
+			if ours && !slices.Contains(allowed, rel) {
+				t.Errorf("%s links %s: it may link only %v of the module", pkg, rel, allowed)
+			}
+		}
+	}
+}
