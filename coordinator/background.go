@@ -12,7 +12,7 @@ import (
 // Load.
 type Stats struct {
 	// RetentionMoves counts log start moves made by retention (records
-	// 103 written by RunRetention).
+	// 103 written by runRetention).
 	RetentionMoves atomic.Int64
 	// FilesReleased counts files whose last live batch left a shard's
 	// partition indexes (retention, DeleteRecords, topic deletion); a
@@ -63,10 +63,10 @@ func fileDeletionPass(delay time.Duration) time.Duration {
 func (c *Coordinator) startBackground() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.bg.cancel = cancel
-	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.RunRetention)
+	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.runRetention)
 	if c.cfg.Objects != nil {
-		c.every(ctx, fileDeletionPass(c.cfg.FileDeletionDelay), "file deletion", c.RunFileDeletion)
-		c.every(ctx, c.cfg.OrphanScanInterval, "orphan scan", c.RunOrphanScan)
+		c.every(ctx, fileDeletionPass(c.cfg.FileDeletionDelay), "file deletion", c.runFileDeletion)
+		c.every(ctx, c.cfg.OrphanScanInterval, "orphan scan", c.runOrphanScan)
 	}
 }
 

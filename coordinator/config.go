@@ -82,7 +82,7 @@ type Config struct {
 
 	// RetentionCheckInterval is diskless.retention.check.interval.ms: how
 	// often each shard applies its topics' retention.ms and
-	// retention.bytes (RunRetention). 0 selects
+	// retention.bytes (runRetention). 0 selects
 	// DefaultRetentionCheckInterval (Kafka's
 	// log.retention.check.interval.ms); negative disables the periodic
 	// check.
@@ -104,7 +104,7 @@ type Config struct {
 	// FileDeletionDelay/2 (at least every second).
 	FileDeletionDelay time.Duration
 	// OrphanScanInterval is diskless.coordinator.orphan.scan.interval.ms:
-	// how often RunOrphanScan runs. 0 selects DefaultOrphanScanInterval;
+	// how often runOrphanScan runs. 0 selects DefaultOrphanScanInterval;
 	// negative disables the periodic scan. With several sidecars sharing
 	// a bucket, only the one that leads shard 0 runs it (the others set
 	// −1); today every shard runs in this process, so it always does.

@@ -29,7 +29,7 @@
 //
 // # Retention, DeleteRecords and the file lifecycle
 //
-// RunRetention (every Config.RetentionCheckInterval) and DeleteRecords
+// runRetention (every Config.RetentionCheckInterval) and DeleteRecords
 // move partitions' log starts (SPEC §5; Kafka's retention.ms and
 // retention.bytes rules). A file whose last live batch in a shard goes is
 // released by that shard; among the owners that committed it (record
@@ -37,7 +37,7 @@
 // Config.Objects once every owner reports no live batch (DescribeFiles,
 // SPEC §9), the commit is older than the orphan grace period and
 // Config.FileDeletionDelay has passed, and records the deletion (106);
-// the others hand it over (106 naming the deleter). RunOrphanScan (every
+// the others hand it over (106 naming the deleter). runOrphanScan (every
 // Config.OrphanScanInterval; with several sidecars only shard 0's leader
 // runs it) deletes listed objects older than the grace period that no
 // shard holds. Stats counts all of it. These loops are owned by the

@@ -119,14 +119,14 @@ func (s *shard) releasedFiles() []releasedFile {
 	return out
 }
 
-// RunFileDeletion runs one pass of the file lifecycle over every shard
+// runFileDeletion runs one pass of the file lifecycle over every shard
 // (see above): it deletes the objects that are due, hands released files
 // over to the lower owner that deletes them, and records both (record
 // 106). Config.FileDeletionDelay/2 runs it periodically; tests call it
 // directly. Failed deletes are logged, counted (Stats.DeleteFailures) and
 // retried on the next pass. With Config.Objects nil it does nothing. The
 // error joins the shards' failures.
-func (c *Coordinator) RunFileDeletion(ctx context.Context) error {
+func (c *Coordinator) runFileDeletion(ctx context.Context) error {
 	if c.cfg.Objects == nil {
 		return nil
 	}

@@ -83,8 +83,8 @@ func (e *env) fileStates(key string) []diskless.FileState {
 
 func (e *env) runFileDeletion() {
 	e.t.Helper()
-	if err := e.c.RunFileDeletion(context.Background()); err != nil {
-		e.t.Fatalf("RunFileDeletion: %v", err)
+	if err := e.c.runFileDeletion(context.Background()); err != nil {
+		e.t.Fatalf("runFileDeletion: %v", err)
 	}
 }
 
@@ -257,7 +257,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			e.clock.Advance(time.Hour)
 			e.runFileDeletion() // settled: the delay starts
 			e.clock.Advance(time.Minute)
-			if err := e.c.RunFileDeletion(context.Background()); err == nil {
+			if err := e.c.runFileDeletion(context.Background()); err == nil {
 				t.Fatal("a pass with a failure reported none")
 			}
 			stats := e.c.Stats()
@@ -374,13 +374,13 @@ func TestOrphanScan(t *testing.T) {
 		return nil
 	})
 	stats := e.c.Stats()
-	if err := e.c.RunOrphanScan(ctx); err != nil {
+	if err := e.c.runOrphanScan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if f, d, x := stats.OrphansFound.Load(), stats.OrphansDeleted.Load(), stats.DeleteFailures.Load(); f != 2 || d != 1 || x != 1 {
 		t.Fatalf("first scan: found %d, deleted %d, failed %d; want 2, 1, 1", f, d, x)
 	}
-	if err := e.c.RunOrphanScan(ctx); err != nil {
+	if err := e.c.runOrphanScan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if f, d := stats.OrphansFound.Load(), stats.OrphansDeleted.Load(); f != 3 || d != 2 {
@@ -403,7 +403,7 @@ func TestOrphanScan(t *testing.T) {
 		return nil
 	})
 	e.clock.Advance(2 * time.Hour)
-	if err := e.c.RunOrphanScan(ctx); err == nil {
+	if err := e.c.runOrphanScan(ctx); err == nil {
 		t.Fatal("scan with a failing List succeeded")
 	}
 }
@@ -414,7 +414,7 @@ func TestOrphanScanNeedsEveryShard(t *testing.T) {
 	e, store := newEnvObjects(t, 2, func(c *Config) { c.Files = failingDescriber{shard: 1} })
 	store.Put(context.Background(), "wal/x", []byte("x"))
 	e.clock.Advance(2 * time.Hour)
-	if err := e.c.RunOrphanScan(context.Background()); err == nil {
+	if err := e.c.runOrphanScan(context.Background()); err == nil {
 		t.Fatal("scan succeeded without shard 1's answer")
 	}
 	if !exists(store, "wal/x") {

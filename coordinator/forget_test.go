@@ -57,7 +57,7 @@ func churnFiles(t *testing.T, e *env, rounds int) int64 {
 }
 
 // TestClosedFilesForgotten runs files through their whole life — commit,
-// release (DeleteRecords), deletion and close (RunFileDeletion) — for ten
+// release (DeleteRecords), deletion and close (runFileDeletion) — for ten
 // hours of log time, one file every 10 minutes, while other files stay
 // live, and checks that the file table holds only the live files and
 // those of the last hour or so (closed ones forgotten, their slots
@@ -436,8 +436,8 @@ func TestDecodeSnapshotFileTable(t *testing.T) {
 			fz := base.freeze()
 			tc.mutate(fz)
 			err := newState(0, DefaultProducerIDExpirationMs, discardLogger()).decodeSnapshot(fz.appendTo(nil))
-			if !errors.Is(err, ErrBadSnapshot) {
-				t.Fatalf("decode: %v, want ErrBadSnapshot", err)
+			if !errors.Is(err, errBadSnapshot) {
+				t.Fatalf("decode: %v, want errBadSnapshot", err)
 			}
 		})
 	}

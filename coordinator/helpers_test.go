@@ -233,3 +233,7 @@ func stateBytes(c *Coordinator) [][]byte {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// appendSnapshot appends the encoding of s to dst, as a snapshot of it
+// would.
+func (s *state) appendSnapshot(dst []byte) []byte { return s.freeze().appendTo(dst) }

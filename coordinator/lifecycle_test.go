@@ -358,8 +358,8 @@ func TestUndecodableRecordRefusesOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if _, err := Open(e.cfg); !errors.Is(err, ErrBadRecord) {
-		t.Fatalf("Open: %v, want ErrBadRecord", err)
+	if _, err := Open(e.cfg); !errors.Is(err, errBadRecord) {
+		t.Fatalf("Open: %v, want errBadRecord", err)
 	}
 }
 
@@ -989,7 +989,7 @@ func TestSnapshotEquivalence(t *testing.T) {
 	}
 	for i, s := range full {
 		st := newState(int32(i)+1, DefaultProducerIDExpirationMs, discardLogger())
-		if err := st.decodeSnapshot(s); !errors.Is(err, ErrBadSnapshot) {
+		if err := st.decodeSnapshot(s); !errors.Is(err, errBadSnapshot) {
 			t.Fatalf("snapshot of shard %d loaded into shard %d: %v", i, i+1, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // per request.
 const orphanBatchKeys = 1000
 
-// RunOrphanScan deletes orphan objects (DESIGN §Coordinators, invariant
+// runOrphanScan deletes orphan objects (DESIGN §Coordinators, invariant
 // 5): it lists "<ObjectKeyPrefix>/", skips objects younger than
 // OrphanScanGracePeriod (by Config.Now; an object without a modification
 // time is skipped too), and deletes every other object that no shard
@@ -31,7 +31,7 @@ const orphanBatchKeys = 1000
 // OrphanScans). A failed delete is logged and retried by the next scan;
 // a failed List or DescribeFiles ends the scan with an error (the next
 // one starts over). With Config.Objects nil it does nothing.
-func (c *Coordinator) RunOrphanScan(ctx context.Context) error {
+func (c *Coordinator) runOrphanScan(ctx context.Context) error {
 	if c.cfg.Objects == nil {
 		return nil
 	}

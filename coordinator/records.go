@@ -25,9 +25,9 @@ const (
 // serialisation, which the record body follows.
 const recordFrameVersion = 1
 
-// ErrBadRecord is returned (wrapped) by the record decoder for a body that
+// errBadRecord is returned (wrapped) by the record decoder for a body that
 // is not a well-formed metadata record.
-var ErrBadRecord = errors.New("coordinator: malformed metadata record")
+var errBadRecord = errors.New("coordinator: malformed metadata record")
 
 // record is one metadata log record.
 type record interface {
@@ -180,17 +180,17 @@ func recordSizeBound(rec record) int {
 }
 
 // decodeRecord decodes one record body. Strings are copied: the result does
-// not alias b. Errors wrap ErrBadRecord.
+// not alias b. Errors wrap errBadRecord.
 func decodeRecord(b []byte) (record, error) {
 	r := kbin.Reader{Src: b}
 	frame := r.Uvarint()
 	key := r.Uvarint()
 	version := r.Uvarint()
 	if err := r.Complete(); err != nil {
-		return nil, fmt.Errorf("%w: truncated record header", ErrBadRecord)
+		return nil, fmt.Errorf("%w: truncated record header", errBadRecord)
 	}
 	if frame != recordFrameVersion {
-		return nil, fmt.Errorf("%w: frame version %d, want %d", ErrBadRecord, frame, recordFrameVersion)
+		return nil, fmt.Errorf("%w: frame version %d, want %d", errBadRecord, frame, recordFrameVersion)
 	}
 	var rec record
 	switch key {
@@ -209,19 +209,19 @@ func decodeRecord(b []byte) (record, error) {
 	case uint32(keyFileDeleted):
 		rec = new(fileDeletedRecord)
 	default:
-		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
+		return nil, fmt.Errorf("%w: unknown record key %d", errBadRecord, key)
 	}
 	if version != 0 {
-		return nil, fmt.Errorf("%w: record %d version %d is not supported", ErrBadRecord, key, version)
+		return nil, fmt.Errorf("%w: record %d version %d is not supported", errBadRecord, key, version)
 	}
 	if err := rec.readFrom(&r); err != nil {
-		return nil, fmt.Errorf("%w: record %d: %v", ErrBadRecord, key, err)
+		return nil, fmt.Errorf("%w: record %d: %v", errBadRecord, key, err)
 	}
 	if err := r.Complete(); err != nil {
-		return nil, fmt.Errorf("%w: record %d truncated", ErrBadRecord, key)
+		return nil, fmt.Errorf("%w: record %d truncated", errBadRecord, key)
 	}
 	if len(r.Src) != 0 {
-		return nil, fmt.Errorf("%w: record %d has %d trailing bytes", ErrBadRecord, key, len(r.Src))
+		return nil, fmt.Errorf("%w: record %d has %d trailing bytes", errBadRecord, key, len(r.Src))
 	}
 	return rec, nil
 }

@@ -135,8 +135,8 @@ func TestDecodeRecordCorruption(t *testing.T) {
 			if err == nil {
 				t.Fatalf("decoded %#v, want error", rec)
 			}
-			if !errors.Is(err, ErrBadRecord) {
-				t.Fatalf("error %v does not wrap ErrBadRecord", err)
+			if !errors.Is(err, errBadRecord) {
+				t.Fatalf("error %v does not wrap errBadRecord", err)
 			}
 		})
 	}
@@ -183,6 +183,11 @@ func TestReaderArrayBound(t *testing.T) {
 		t.Fatal("accepted an array longer than its input")
 	}
 }
+
+// maxEncodedBatchBytes bounds one batch's share of record 102: the batch
+// itself, and its partition's and topic's headers if alone, so that
+// diskless.MaxCommitBatches of them stay below metalog.MaxRecordBytes.
+const maxEncodedBatchBytes = 100
 
 // TestFileRecordSizeBound checks the bound MaxCommitBatches relies on: in
 // the worst layout (every batch in its own topic) a batch costs at most

@@ -17,7 +17,7 @@ import (
 // applied only once durable (a deferred request): readers never see a
 // log start that a crash could take back.
 
-// RunRetention applies every topic's retention.ms and retention.bytes to
+// runRetention applies every topic's retention.ms and retention.bytes to
 // the partitions of every shard, as Kafka's log retention does every
 // log.retention.check.interval.ms (Config.RetentionCheckInterval runs it
 // periodically; tests call it directly). Per partition, the log start
@@ -39,7 +39,7 @@ import (
 // whose batches are all gone is dropped (SPEC §3). The error joins the
 // shards' failures (ErrClosed, storage errors); a failed shard is skipped
 // and the others still run.
-func (c *Coordinator) RunRetention(ctx context.Context) error {
+func (c *Coordinator) runRetention(ctx context.Context) error {
 	c.jobs.retention.Lock()
 	defer c.jobs.retention.Unlock()
 	now := c.nowMs()
@@ -115,7 +115,7 @@ func (s *shard) moveLogStarts(ctx context.Context, moves []logStartMove) (int, e
 }
 
 // retentionStart returns the log start offset retention moves p to at
-// nowMs (see RunRetention), judging the published batches only, and
+// nowMs (see runRetention), judging the published batches only, and
 // whether that moves it forward.
 func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs int64) (int64, bool) {
 	x := &p.batches

@@ -108,7 +108,7 @@ func TestRetentionByTime(t *testing.T) {
 			e.commit(nextKey(), withMaxTs(plain(other, 0, 1), 0))
 			e.clock.Advance(tc.age)
 			stats := e.c.Stats()
-			if err := e.c.RunRetention(context.Background()); err != nil {
+			if err := e.c.runRetention(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			hwm := int64(len(tc.maxTs))
@@ -125,7 +125,7 @@ func TestRetentionByTime(t *testing.T) {
 				t.Fatalf("FilesReleased %d, want %d (one file per batch)", got, tc.wantStart)
 			}
 			// A second pass at the same time changes nothing.
-			if err := e.c.RunRetention(context.Background()); err != nil || stats.RetentionMoves.Load() != wantMoves {
+			if err := e.c.runRetention(context.Background()); err != nil || stats.RetentionMoves.Load() != wantMoves {
 				t.Fatalf("second pass: %v, %d moves", err, stats.RetentionMoves.Load())
 			}
 			restartIdentical(t, e)
@@ -167,7 +167,7 @@ func TestRetentionBySize(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := e.c.RunRetention(context.Background()); err != nil {
+			if err := e.c.runRetention(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			start := tc.wantStart
@@ -189,7 +189,7 @@ func TestRetentionForgetsRemovedProducers(t *testing.T) {
 	now := e.clock.Ms()
 	e.commit(nextKey(), withMaxTs(idem(top, 0, 7, 0, 0, 2), now-5000))
 	e.commit(nextKey(), withMaxTs(idem(top, 0, 8, 0, 0, 2), now))
-	if err := e.c.RunRetention(context.Background()); err != nil {
+	if err := e.c.runRetention(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	checkLogStart(t, e, top, 0, 2, 4)

@@ -29,9 +29,9 @@ import (
 // a payload of another version refuses the open, naming it.
 const snapshotDataVersion int16 = 3
 
-// ErrBadSnapshot is returned (wrapped) for snapshot data that does not
+// errBadSnapshot is returned (wrapped) for snapshot data that does not
 // decode to a consistent state, or is of another version.
-var ErrBadSnapshot = errors.New("coordinator: malformed snapshot")
+var errBadSnapshot = errors.New("coordinator: malformed snapshot")
 
 // frozenState is a copy of a state for a snapshot, taken on the shard
 // driver between two groups and encoded on the snapshot goroutine while
@@ -111,9 +111,6 @@ func (s *state) freeze() *frozenState {
 	}
 	return fz
 }
-
-// appendSnapshot appends the encoding of s to dst.
-func (s *state) appendSnapshot(dst []byte) []byte { return s.freeze().appendTo(dst) }
 
 // appendTo appends the snapshot encoding to dst. Maps were frozen in
 // random order; they are sorted here, off the commit path.
@@ -213,10 +210,10 @@ func compareTP(a, b diskless.TopicPartition) int {
 }
 
 // decodeSnapshot loads b into s, which must be empty. It checks the
-// invariants apply maintains; errors wrap ErrBadSnapshot.
+// invariants apply maintains; errors wrap errBadSnapshot.
 func (s *state) decodeSnapshot(b []byte) error {
 	if err := s.readSnapshot(&kbin.Reader{Src: b}); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return fmt.Errorf("%w: %v", errBadSnapshot, err)
 	}
 	return nil
 }

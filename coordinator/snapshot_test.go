@@ -223,9 +223,9 @@ func TestSnapshotDataVersion(t *testing.T) {
 			}
 			l.Close()
 			_, err = Open(e.cfg)
-			if !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), tc.want) ||
+			if !errors.Is(err, errBadSnapshot) || !strings.Contains(err.Error(), tc.want) ||
 				!strings.Contains(err.Error(), fmt.Sprintf("snapshot data version %d", tc.version)) {
-				t.Fatalf("Open with a snapshot payload of version %d: %v, want ErrBadSnapshot naming it (%q)", tc.version, err, tc.want)
+				t.Fatalf("Open with a snapshot payload of version %d: %v, want errBadSnapshot naming it (%q)", tc.version, err, tc.want)
 			}
 		})
 	}

@@ -118,11 +118,6 @@ const forgetClosedFilesAfterMs = 3_600_000
 const (
 	// MaxPartitionsPerTopic bounds CreateTopic's partition count.
 	MaxPartitionsPerTopic = 100_000
-	// maxEncodedBatchBytes bounds one batch's share of record 102: the
-	// batch itself, and its partition's and topic's headers if alone.
-	// diskless.MaxCommitBatches of them stay below metalog.MaxRecordBytes
-	// (TestFileRecordSizeBound).
-	maxEncodedBatchBytes = 100
 )
 
 // fileEntry is one slot of the file table: a committed file, or a free

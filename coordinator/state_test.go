@@ -192,7 +192,7 @@ func TestDecodeSnapshotCorruption(t *testing.T) {
 	}
 	for n := range len(good) {
 		st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-		if err := st.decodeSnapshot(good[:n]); !errors.Is(err, ErrBadSnapshot) {
+		if err := st.decodeSnapshot(good[:n]); !errors.Is(err, errBadSnapshot) {
 			t.Fatalf("prefix of %d/%d bytes: %v", n, len(good), err)
 		}
 	}
