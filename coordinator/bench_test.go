@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
@@ -79,25 +80,25 @@ func benchIndex(b *testing.B, tsType int8, outlier bool) (*state, *partition) {
 	const files, perFile = 1000, 1000
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
-	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+	if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t"}); err != nil {
 		b.Fatal(err)
 	}
 	p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
-	commit := func(bs []committedBatch) {
-		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: bs}}}}}
+	commit := func(bs []records.CommittedBatch) {
+		rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30,
+			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: bs}}}}}
 		if err := st.apply(rec); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if outlier {
-		commit([]committedBatch{{Magic: 2, ByteSize: 16384, AssignedLastOffset: 9, BatchMaxTimestamp: 1 << 40, ProducerID: -1}})
+		commit([]records.CommittedBatch{{Magic: 2, ByteSize: 16384, AssignedLastOffset: 9, BatchMaxTimestamp: 1 << 40, ProducerID: -1}})
 	}
 	for f := range files {
-		bs := make([]committedBatch, perFile)
+		bs := make([]records.CommittedBatch, perFile)
 		for i := range bs {
 			base := p.hwm + int64(i)*10
-			bs[i] = committedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384, AssignedBaseOffset: base,
+			bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384, AssignedBaseOffset: base,
 				AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f), TimestampType: tsType,
 				ProducerID: -1}
 		}
@@ -170,13 +171,13 @@ func BenchmarkSnapshot(b *testing.B) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
 	for p := range int32(partitions) {
-		if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: p}); err != nil {
+		if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: p}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for f := range files {
-		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0}}
-		ft := fileTopic{TopicID: tid}
+		rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0}}
+		ft := records.FileTopic{TopicID: tid}
 		for i := range perFile {
 			p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: int32((f*perFile + i) % partitions)}]
 			base := p.hwm
@@ -185,7 +186,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					base = fp.Batches[len(fp.Batches)-1].AssignedLastOffset + 1
 				}
 			}
-			cb := committedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384,
+			cb := records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384,
 				AssignedBaseOffset: base, AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f),
 				ProducerID: int64(i % 10), ProducerEpoch: 0, BaseSequence: int32(base), LastSequence: int32(base + 9)}
 			found := false
@@ -196,10 +197,10 @@ func BenchmarkSnapshot(b *testing.B) {
 				}
 			}
 			if !found {
-				ft.Partitions = append(ft.Partitions, filePartition{Partition: p.tp.Partition, Batches: []committedBatch{cb}})
+				ft.Partitions = append(ft.Partitions, records.FilePartition{Partition: p.tp.Partition, Batches: []records.CommittedBatch{cb}})
 			}
 		}
-		rec.Topics = []fileTopic{ft}
+		rec.Topics = []records.FileTopic{ft}
 		if err := st.apply(rec); err != nil {
 			b.Fatal(err)
 		}
@@ -251,14 +252,14 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 			for left := size; left > 0; {
 				n := min(left, diskless.MaxCommitBatches)
 				left -= n
-				bs := make([]committedBatch, n)
+				bs := make([]records.CommittedBatch, n)
 				for i := range bs {
 					base := p.hwm + int64(i)
-					bs[i] = committedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 100, AssignedBaseOffset: base,
+					bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 100, AssignedBaseOffset: base,
 						AssignedLastOffset: base, LogAppendTimestamp: 1, BatchMaxTimestamp: 1, ProducerID: -1}
 				}
-				rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0},
-					Topics: []fileTopic{{TopicID: top.ID, Partitions: []filePartition{{Batches: bs}}}}}
+				rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0},
+					Topics: []records.FileTopic{{TopicID: top.ID, Partitions: []records.FilePartition{{Batches: bs}}}}}
 				if err := st.apply(rec); err != nil {
 					s.mu.Unlock()
 					b.Fatal(err)
@@ -309,7 +310,7 @@ func BenchmarkClosedFiles(b *testing.B) {
 	const files, stepMs = 100_000, 250
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
-	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+	if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t"}); err != nil {
 		b.Fatal(err)
 	}
 	p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
@@ -318,12 +319,12 @@ func BenchmarkClosedFiles(b *testing.B) {
 		key := fmt.Sprintf("wal/AAAAAAAAAAAAAAAAAAAAAA/%032x", n)
 		t := int64(1_700_000_000_000 + n*stepMs)
 		n++
-		recs := []record{
-			&fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 1 << 23, OwnerIDs: []int32{0},
-				Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{{Magic: 2, ByteSize: 1 << 23,
+		recs := []records.Record{
+			&records.FileCommitted{ObjectKey: key, ObjectFormat: 1, FileSize: 1 << 23, OwnerIDs: []int32{0},
+				Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: []records.CommittedBatch{{Magic: 2, ByteSize: 1 << 23,
 					AssignedBaseOffset: p.hwm, AssignedLastOffset: p.hwm, LogAppendTimestamp: t, BatchMaxTimestamp: t, ProducerID: -1}}}}}}},
-			&recordsDeletedRecord{TopicID: tid, NewLogStartOffset: p.hwm + 1},
-			&fileDeletedRecord{ObjectKey: key},
+			&records.RecordsDeleted{TopicID: tid, NewLogStartOffset: p.hwm + 1},
+			&records.FileDeleted{ObjectKey: key},
 		}
 		for _, r := range recs {
 			if err := st.apply(r); err != nil {

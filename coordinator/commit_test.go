@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
@@ -408,7 +409,7 @@ func holdShard(t *testing.T, s *shard) chan struct{} {
 	t.Helper()
 	gate := make(chan struct{})
 	started := make(chan struct{})
-	go s.do(&request{ctx: context.Background(), build: func(*state) ([]record, error) {
+	go s.do(&request{ctx: context.Background(), build: func(*state) ([]records.Record, error) {
 		close(started)
 		<-gate
 		return nil, nil
@@ -477,7 +478,7 @@ func TestCommitRecordLayout(t *testing.T) {
 	topics := []diskless.Topic{{ID: diskless.TopicID{1}, Name: "a", Partitions: 3}, {ID: diskless.TopicID{2}, Name: "b", Partitions: 2}, {ID: diskless.TopicID{3}, Name: "c", Partitions: 1}}
 	for _, top := range topics {
 		for p := range top.Partitions {
-			if err := st.apply(&partitionCreatedRecord{TopicID: top.ID, TopicName: top.Name, Partition: p}); err != nil {
+			if err := st.apply(&records.PartitionCreated{TopicID: top.ID, TopicName: top.Name, Partition: p}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -518,7 +519,7 @@ func TestCommitRecordLayout(t *testing.T) {
 		}
 		results, rec, parts := st.commitFile(req, int64(1000+file), known)
 
-		want := &fileCommittedRecord{ObjectKey: req.ObjectKey, ObjectFormat: req.ObjectFormat, FileSize: req.FileSize,
+		want := &records.FileCommitted{ObjectKey: req.ObjectKey, ObjectFormat: req.ObjectFormat, FileSize: req.FileSize,
 			UploaderBrokerID: req.UploaderBrokerID, OwnerIDs: req.OwnerIDs}
 		topicIdx, partIdx := map[diskless.TopicID]int{}, map[diskless.TopicPartition]int{}
 		for i, res := range results {
@@ -530,14 +531,14 @@ func TestCommitRecordLayout(t *testing.T) {
 			if !ok {
 				ti = len(want.Topics)
 				topicIdx[b.TopicID] = ti
-				want.Topics = append(want.Topics, fileTopic{TopicID: b.TopicID})
+				want.Topics = append(want.Topics, records.FileTopic{TopicID: b.TopicID})
 			}
 			ft := &want.Topics[ti]
 			pi, ok := partIdx[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}]
 			if !ok {
 				pi = len(ft.Partitions)
 				partIdx[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}] = pi
-				ft.Partitions = append(ft.Partitions, filePartition{Partition: b.Partition})
+				ft.Partitions = append(ft.Partitions, records.FilePartition{Partition: b.Partition})
 			}
 			ft.Partitions[pi].Batches = append(ft.Partitions[pi].Batches, acceptedBatch(b, res.BaseOffset, res.LogAppendTime))
 		}
@@ -550,15 +551,15 @@ func TestCommitRecordLayout(t *testing.T) {
 		if rec == nil {
 			t.Fatalf("file %d: no record", file)
 		}
-		if got, exp := appendRecord(nil, rec), appendRecord(nil, want); string(got) != string(exp) {
+		if got, exp := records.Append(nil, rec), records.Append(nil, want); string(got) != string(exp) {
 			t.Fatalf("file %d: record differs from the batch-by-batch layout\n got %+v\nwant %+v", file, rec, want)
 		}
 		if len(parts) != len(partIdx) {
 			t.Fatalf("file %d: %d partitions touched, want %d", file, len(parts), len(partIdx))
 		}
-		if bodies := encodeRecords([]record{rec, &recordsDeletedRecord{}}); string(bodies[0]) != string(appendRecord(nil, want)) ||
-			len(bodies[0]) > recordSizeBound(rec) {
-			t.Fatalf("file %d: encodeRecords differs or exceeds its bound", file)
+		// (records.TestEncodeSizeBound holds Encode's size bound.)
+		if bodies := records.Encode([]records.Record{rec, &records.RecordsDeleted{}}); string(bodies[0]) != string(records.Append(nil, want)) {
+			t.Fatalf("file %d: records.Encode differs from records.Append", file)
 		}
 	}
 }
@@ -570,11 +571,11 @@ func TestCommitRecordLayout(t *testing.T) {
 func TestCommitFindsPartitions(t *testing.T) {
 	a, b := diskless.Topic{ID: diskless.TopicID{1}, Name: "a"}, diskless.Topic{ID: diskless.TopicID{2}, Name: "b"}
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	for _, r := range []record{
-		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: 5},
-		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: 1},
-		&partitionCreatedRecord{TopicID: a.ID, TopicName: "a", Partition: MaxPartitionsPerTopic + 3},
-		&partitionCreatedRecord{TopicID: b.ID, TopicName: "b", Partition: 0},
+	for _, r := range []records.Record{
+		&records.PartitionCreated{TopicID: a.ID, TopicName: "a", Partition: 5},
+		&records.PartitionCreated{TopicID: a.ID, TopicName: "a", Partition: 1},
+		&records.PartitionCreated{TopicID: a.ID, TopicName: "a", Partition: MaxPartitionsPerTopic + 3},
+		&records.PartitionCreated{TopicID: b.ID, TopicName: "b", Partition: 0},
 	} {
 		if err := st.apply(r); err != nil {
 			t.Fatal(err)
@@ -603,7 +604,7 @@ func TestCommitFindsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(again, found)
-	if err := st.apply(&topicDeletedRecord{TopicID: a.ID}); err != nil {
+	if err := st.apply(&records.TopicDeleted{TopicID: a.ID}); err != nil {
 		t.Fatal(err)
 	}
 	commit(st, map[diskless.TopicPartition]bool{{TopicID: b.ID, Partition: 0}: true})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
@@ -449,13 +450,13 @@ func (c *Coordinator) AllocateProducerID(ctx context.Context) (int64, error) {
 		c.pid.next++
 		return id, nil
 	}
-	var blk producerIDBlockRecord
-	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]record, error) {
-		blk = producerIDBlockRecord{NodeID: c.cfg.NodeID, FirstProducerID: st.nextProducerID, BlockSize: producerIDBlockSize}
+	var blk records.ProducerIDBlock
+	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]records.Record, error) {
+		blk = records.ProducerIDBlock{NodeID: c.cfg.NodeID, FirstProducerID: st.nextProducerID, BlockSize: producerIDBlockSize}
 		if blk.FirstProducerID > (1<<63-1)-producerIDBlockSize {
 			return nil, errors.New("coordinator: producer ids exhausted")
 		}
-		return []record{&blk}, nil
+		return []records.Record{&blk}, nil
 	}})
 	if resp.err != nil {
 		return -1, resp.err

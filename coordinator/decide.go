@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -30,13 +31,13 @@ func errorResult(err *kerr.Error) diskless.CommitBatchResult {
 // asked once per partition per file, and the record takes at most five
 // allocations whatever the number of partitions (buildRecord).
 // BenchmarkCommit (bench/) and BenchmarkCommitFile measure it.
-func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known func(diskless.TopicID, int32) bool) ([]diskless.CommitBatchResult, *fileCommittedRecord, []*partition) {
+func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known func(diskless.TopicID, int32) bool) ([]diskless.CommitBatchResult, *records.FileCommitted, []*partition) {
 	t := max(now, s.lastAppendTime)
 	results := make([]diskless.CommitBatchResult, len(req.Batches))
 	sc := s.scratch.start(len(req.Batches))
 	fi := int32(-1)
 	var (
-		acc       []committedBatch // accepted, in request order
+		acc       []records.CommittedBatch // accepted, in request order
 		topic     diskless.TopicID
 		topicOK   bool
 		topicPart []*partition
@@ -75,7 +76,7 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 		}
 		if fi < 0 {
 			fi = s.addFile(req.ObjectKey, req.FileSize, req.ObjectFormat, t, req.OwnerIDs)
-			acc = make([]committedBatch, 0, len(req.Batches)-i)
+			acc = make([]records.CommittedBatch, 0, len(req.Batches)-i)
 		}
 		acc = append(acc, acceptedBatch(b, p.hwm, t))
 		cb := &acc[len(acc)-1]
@@ -101,8 +102,8 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 
 // acceptedBatch is record 102's entry for b, accepted at offset base and
 // log-append time t.
-func acceptedBatch(b *diskless.CommitBatch, base, t int64) committedBatch {
-	return committedBatch{
+func acceptedBatch(b *diskless.CommitBatch, base, t int64) records.CommittedBatch {
+	return records.CommittedBatch{
 		Magic:              b.Magic,
 		ByteOffset:         b.ByteOffset,
 		ByteSize:           b.ByteSize,
@@ -161,7 +162,7 @@ func resize(s []int32, n int) []int32 { return slices.Grow(s[:0], n)[:n] }
 // each, sub-sliced per topic and per partition; the batches' array is acc
 // itself when the request is already in that order (as a WAL object is:
 // grouped by topic and partition), else a copy.
-func (sc *commitScratch) buildRecord(req *diskless.CommitFileRequest, acc []committedBatch) *fileCommittedRecord {
+func (sc *commitScratch) buildRecord(req *diskless.CommitFileRequest, acc []records.CommittedBatch) *records.FileCommitted {
 	nparts := len(sc.parts)
 	// Number the topics by first appearance and count their partitions.
 	if sc.topicIdx == nil {
@@ -182,15 +183,15 @@ func (sc *commitScratch) buildRecord(req *diskless.CommitFileRequest, acc []comm
 		sc.topic = append(sc.topic, ti)
 		sc.topicStart[ti]++
 	}
-	rec := &fileCommittedRecord{
+	rec := &records.FileCommitted{
 		ObjectKey:        req.ObjectKey,
 		ObjectFormat:     req.ObjectFormat,
 		FileSize:         req.FileSize,
 		UploaderBrokerID: req.UploaderBrokerID,
 		OwnerIDs:         req.OwnerIDs,
-		Topics:           make([]fileTopic, len(sc.topicStart)),
+		Topics:           make([]records.FileTopic, len(sc.topicStart)),
 	}
-	fps := make([]filePartition, nparts)
+	fps := make([]records.FilePartition, nparts)
 	// Topic i's partitions start at topicStart[i].
 	at := int32(0)
 	for i, n := range sc.topicStart {
@@ -227,7 +228,7 @@ func (sc *commitScratch) buildRecord(req *diskless.CommitFileRequest, acc []comm
 	}
 	cbs := acc[:len(acc):len(acc)]
 	if !inOrder {
-		cbs = make([]committedBatch, len(acc))
+		cbs = make([]records.CommittedBatch, len(acc))
 	}
 	// Each partition's batches go after those of the partitions before it.
 	sc.next = resize(sc.next, nparts)

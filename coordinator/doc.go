@@ -74,7 +74,7 @@
 // Each shard's records and snapshots live in a metalog.Log: by default
 // the embedded metalog.FileLog in Dir/shard-<n>/, or what Config.OpenLog
 // opens (a test double, later a Kafka topic partition per shard). The
-// records are KRaft-style metadata records (records.go;
+// records are KRaft-style metadata records (package coordinator/records;
 // docs/format/metadata-records.md): uvarint frame version 1, uvarint
 // record key, uvarint version 0, then the record in Kafka's
 // flexible-version encoding (compact strings and arrays, tagged fields

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
@@ -177,7 +178,7 @@ func (c *Coordinator) deleteFiles(ctx context.Context, s *shard, nowMs int64) er
 		return err
 	}
 	var (
-		closes   []record
+		closes   []records.Record
 		toDelete []string
 		errs     []error
 	)
@@ -197,7 +198,7 @@ func (c *Coordinator) deleteFiles(ctx context.Context, s *shard, nowMs int64) er
 		}
 		switch {
 		case lower >= 0:
-			closes = append(closes, &fileDeletedRecord{ObjectKey: f.key, DeleterShard: lower})
+			closes = append(closes, &records.FileDeleted{ObjectKey: f.key, DeleterShard: lower})
 		case unknown:
 		case live:
 			delete(quiet, f.key)
@@ -221,14 +222,14 @@ func (c *Coordinator) deleteFiles(ctx context.Context, s *shard, nowMs int64) er
 			continue
 		}
 		c.stats.ObjectsDeleted.Add(1)
-		closes = append(closes, &fileDeletedRecord{ObjectKey: toDelete[i], DeleterShard: s.id})
+		closes = append(closes, &records.FileDeleted{ObjectKey: toDelete[i], DeleterShard: s.id})
 	}
 	if len(closes) > 0 {
 		if err := s.closeFiles(ctx, closes); err != nil {
 			errs = append(errs, err)
 		} else {
 			for _, r := range closes {
-				delete(quiet, r.(*fileDeletedRecord).ObjectKey)
+				delete(quiet, r.(*records.FileDeleted).ObjectKey)
 			}
 		}
 	}
@@ -298,11 +299,11 @@ func (c *Coordinator) deleteObjects(ctx context.Context, keys []string) []error 
 
 // closeFiles appends and applies records 106, skipping files no longer
 // released (closed meanwhile, or state rebuilt).
-func (s *shard) closeFiles(ctx context.Context, recs []record) error {
-	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]record, error) {
-		out := make([]record, 0, len(recs))
+func (s *shard) closeFiles(ctx context.Context, recs []records.Record) error {
+	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
+		out := make([]records.Record, 0, len(recs))
 		for _, r := range recs {
-			fi, ok := st.fileByKey[r.(*fileDeletedRecord).ObjectKey]
+			fi, ok := st.fileByKey[r.(*records.FileDeleted).ObjectKey]
 			if _, released := st.released[fi]; ok && released {
 				out = append(out, r)
 			}

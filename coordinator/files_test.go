@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
@@ -247,7 +248,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			if tc.logFails {
 				logs[0].setFail(func(bodies [][]byte) (bool, error) {
 					for _, b := range bodies {
-						if b[1] == byte(keyFileDeleted) {
+						if b[1] == byte(records.KeyFileDeleted) {
 							return false, errors.New("injected log failure")
 						}
 					}
@@ -309,7 +310,7 @@ func TestTopicDeletionReleasesFiles(t *testing.T) {
 	store.Put(context.Background(), k2, []byte("x"))
 	e.commit(k1, plain(top, 0, 1))
 	e.commit(k2, plain(top, 0, 1), plain(other, 0, 1))
-	e.admin(0, &topicDeletedRecord{TopicID: top.ID})
+	e.admin(0, &records.TopicDeleted{TopicID: top.ID})
 	e.clock.Advance(time.Hour)
 	e.runFileDeletion()
 	e.clock.Advance(time.Minute)
@@ -351,7 +352,7 @@ func TestOrphanScan(t *testing.T) {
 	if _, err := e.c.DeleteRecords(ctx, diskless.TopicPartition{TopicID: top.ID, Partition: parts[0]}, 1); err != nil {
 		t.Fatal(err)
 	}
-	e.admin(0, &fileDeletedRecord{ObjectKey: "wal/closed", DeleterShard: 0})
+	e.admin(0, &records.FileDeleted{ObjectKey: "wal/closed", DeleterShard: 0})
 	for key, want := range map[string][]diskless.FileState{
 		"wal/live":     {diskless.FileLive, diskless.FileLive},
 		"wal/released": {diskless.FileUnknown, diskless.FileReleased},

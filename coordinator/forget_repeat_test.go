@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
@@ -15,24 +16,24 @@ import (
 // or free slot.
 func TestLateRepeatOfForgottenKey(t *testing.T) {
 	tid := diskless.TopicID{5}
-	mk := func(key string, hwm, ts int64, owners ...int32) *fileCommittedRecord {
-		return &fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 100, OwnerIDs: owners,
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Partition: 0, Batches: []committedBatch{{
+	mk := func(key string, hwm, ts int64, owners ...int32) *records.FileCommitted {
+		return &records.FileCommitted{ObjectKey: key, ObjectFormat: 1, FileSize: 100, OwnerIDs: owners,
+			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Partition: 0, Batches: []records.CommittedBatch{{
 				Magic: 2, ByteOffset: 0, ByteSize: 10, AssignedBaseOffset: hwm, AssignedLastOffset: hwm,
 				LogAppendTimestamp: ts, BatchMaxTimestamp: ts, TimestampType: 1, ProducerID: -1}}}}}}}
 	}
 	h := int64(3_600_000)
-	recs := []record{
-		&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0},
+	recs := []records.Record{
+		&records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: 0},
 		mk("k1", 0, 10, 0, 1),
 		mk("k2", 1, 20, 0),
-		&recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 1},
-		&fileDeletedRecord{ObjectKey: "k1", DeleterShard: 0},
+		&records.RecordsDeleted{TopicID: tid, Partition: 0, NewLogStartOffset: 1},
+		&records.FileDeleted{ObjectKey: "k1", DeleterShard: 0},
 		mk("k3", 2, 20+2*h, 0),    // forgets k1
 		mk("k1", 3, 21+2*h, 0, 1), // late repeat: k1 anew, in k1's old slot
-		&recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 4},
-		&fileDeletedRecord{ObjectKey: "k1", DeleterShard: 0},
-		&fileDeletedRecord{ObjectKey: "k2", DeleterShard: 0},
+		&records.RecordsDeleted{TopicID: tid, Partition: 0, NewLogStartOffset: 4},
+		&records.FileDeleted{ObjectKey: "k1", DeleterShard: 0},
+		&records.FileDeleted{ObjectKey: "k2", DeleterShard: 0},
 		mk("k4", 4, 30+4*h, 0),
 		mk("k5", 5, 31+4*h, 0),
 	}

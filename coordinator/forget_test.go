@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
@@ -49,7 +50,7 @@ func churnFiles(t *testing.T, e *env, rounds int) int64 {
 			t.Fatal(err)
 		}
 		for len(pending) > 0 && e.clock.Now().Sub(pending[0].at) >= 20*time.Minute {
-			e.admin(pending[0].shard, &fileDeletedRecord{ObjectKey: pending[0].key, DeleterShard: pending[0].shard})
+			e.admin(pending[0].shard, &records.FileDeleted{ObjectKey: pending[0].key, DeleterShard: pending[0].shard})
 			pending = pending[1:]
 		}
 	}
@@ -177,11 +178,11 @@ func TestClosedFilesForgotten(t *testing.T) {
 // queue is not in commit order, and closed files wait in it across
 // commits.
 // It also returns the state they build.
-func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
+func lifecycleRecords(tb testing.TB, files int) ([]records.Record, *state) {
 	tb.Helper()
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
-	var recs []record
-	add := func(r record) {
+	var recs []records.Record
+	add := func(r records.Record) {
 		tb.Helper()
 		if err := st.apply(r); err != nil {
 			tb.Fatalf("record %d: %v", len(recs), err)
@@ -190,7 +191,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 	}
 	tid := diskless.TopicID{9}
 	for p := range int32(3) {
-		add(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: p})
+		add(&records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: p})
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	now := int64(1_700_000_000_000)
@@ -200,20 +201,20 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 		if i%5 == 0 {
 			parts = append(parts, int32((i+1)%3))
 		}
-		rec := &fileCommittedRecord{ObjectKey: fmt.Sprintf("wal/%06d", i), ObjectFormat: 1, FileSize: 1000,
+		rec := &records.FileCommitted{ObjectKey: fmt.Sprintf("wal/%06d", i), ObjectFormat: 1, FileSize: 1000,
 			OwnerIDs: []int32{0, 2}[:1+i%2]}
-		ft := fileTopic{TopicID: tid}
+		ft := records.FileTopic{TopicID: tid}
 		for j, p := range parts {
 			hwm := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: p}].hwm
-			fp := filePartition{Partition: p}
+			fp := records.FilePartition{Partition: p}
 			for k := range 1 + rnd.IntN(3) {
-				fp.Batches = append(fp.Batches, committedBatch{Magic: 2, ByteOffset: int32(j*100 + k*10), ByteSize: 10,
+				fp.Batches = append(fp.Batches, records.CommittedBatch{Magic: 2, ByteOffset: int32(j*100 + k*10), ByteSize: 10,
 					AssignedBaseOffset: hwm, AssignedLastOffset: hwm, LogAppendTimestamp: now, BatchMaxTimestamp: now, ProducerID: -1})
 				hwm++
 			}
 			ft.Partitions = append(ft.Partitions, fp)
 		}
-		rec.Topics = []fileTopic{ft}
+		rec.Topics = []records.FileTopic{ft}
 		add(rec)
 		if i%2 == 1 {
 			p := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: int32(rnd.IntN(3))}]
@@ -222,7 +223,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 				to = (p.logStart + p.hwm) / 2
 			}
 			if to > p.logStart {
-				add(&recordsDeletedRecord{TopicID: tid, Partition: p.tp.Partition, NewLogStartOffset: to})
+				add(&records.RecordsDeleted{TopicID: tid, Partition: p.tp.Partition, NewLogStartOffset: to})
 			}
 		}
 		var due []string
@@ -234,7 +235,7 @@ func lifecycleRecords(tb testing.TB, files int) ([]record, *state) {
 		slices.Sort(due)
 		rnd.Shuffle(len(due), func(a, b int) { due[a], due[b] = due[b], due[a] })
 		for _, k := range due[:rnd.IntN(len(due)+1)] {
-			add(&fileDeletedRecord{ObjectKey: k})
+			add(&records.FileDeleted{ObjectKey: k})
 		}
 	}
 	return recs, st
@@ -283,7 +284,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 	}
 	// And every live batch still names its own file.
 	for _, rec := range recs {
-		fc, ok := rec.(*fileCommittedRecord)
+		fc, ok := rec.(*records.FileCommitted)
 		if !ok {
 			continue
 		}
@@ -312,20 +313,20 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 func TestForgetKeepsCloseOrder(t *testing.T) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
-	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+	if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	const h = forgetClosedFilesAfterMs
 	commit := func(key string, at int64) {
 		t.Helper()
 		hwm := st.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}].hwm
-		if err := st.apply(&fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 10, OwnerIDs: []int32{0},
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{{Magic: 2, ByteSize: 10,
+		if err := st.apply(&records.FileCommitted{ObjectKey: key, ObjectFormat: 1, FileSize: 10, OwnerIDs: []int32{0},
+			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: []records.CommittedBatch{{Magic: 2, ByteSize: 10,
 				AssignedBaseOffset: hwm, AssignedLastOffset: hwm, LogAppendTimestamp: at, ProducerID: -1}}}}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	apply := func(r record) {
+	apply := func(r records.Record) {
 		t.Helper()
 		if err := st.apply(r); err != nil {
 			t.Fatal(err)
@@ -334,10 +335,10 @@ func TestForgetKeepsCloseOrder(t *testing.T) {
 	commit("a", 0)
 	commit("b", 1000)
 	commit("c", 2000)
-	apply(&recordsDeletedRecord{TopicID: tid, NewLogStartOffset: 3})
+	apply(&records.RecordsDeleted{TopicID: tid, NewLogStartOffset: 3})
 	// Closed in the order b, a, c.
 	for _, k := range []string{"b", "a", "c"} {
-		apply(&fileDeletedRecord{ObjectKey: k})
+		apply(&records.FileDeleted{ObjectKey: k})
 	}
 	states := func() []diskless.FileState {
 		return []diskless.FileState{st.fileState("a"), st.fileState("b"), st.fileState("c")}
@@ -378,7 +379,7 @@ func TestDecodeSnapshotFileTable(t *testing.T) {
 			}
 		}
 	}) {
-		if err := base.apply(&fileDeletedRecord{ObjectKey: k}); err != nil {
+		if err := base.apply(&records.FileDeleted{ObjectKey: k}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -373,7 +374,7 @@ func TestLargePartitionReads(t *testing.T) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
 	tp := diskless.TopicPartition{TopicID: tid, Partition: 0}
-	if err := st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t"}); err != nil {
+	if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	type ref struct {
@@ -383,10 +384,10 @@ func TestLargePartitionReads(t *testing.T) {
 	var all []ref
 	for f := range files {
 		appendTime := int64(1000 + 10*f)
-		var bs []committedBatch
+		var bs []records.CommittedBatch
 		hwm := st.partitions[tp].hwm
 		for i := range perFile {
-			b := committedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 1 + r.Int32N(100),
+			b := records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 1 + r.Int32N(100),
 				AssignedBaseOffset: hwm, AssignedLastOffset: hwm + r.Int64N(4), LogAppendTimestamp: appendTime,
 				BatchMaxTimestamp: appendTime - 500 + r.Int64N(1000), TimestampType: batch.TimestampCreateTime, ProducerID: -1}
 			if r.IntN(3) == 0 {
@@ -400,8 +401,8 @@ func TestLargePartitionReads(t *testing.T) {
 			all = append(all, ref{b.AssignedBaseOffset, b.AssignedLastOffset,
 				effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, appendTime), b.ByteSize})
 		}
-		rec := &fileCommittedRecord{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 20, OwnerIDs: []int32{0},
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: bs}}}}}
+		rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 20, OwnerIDs: []int32{0},
+			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: bs}}}}}
 		if err := st.apply(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +508,7 @@ func TestLargePartitionReads(t *testing.T) {
 		{"across chunks", func() int64 { return p.batches.at(indexChunkLen + 77).baseOffset }},
 		{"to the high watermark", func() int64 { return p.hwm }},
 	} {
-		if err := st.apply(&recordsDeletedRecord{TopicID: tid, NewLogStartOffset: move.to()}); err != nil {
+		if err := st.apply(&records.RecordsDeleted{TopicID: tid, NewLogStartOffset: move.to()}); err != nil {
 			t.Fatal(err)
 		}
 		check(move.name, st)

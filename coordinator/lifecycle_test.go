@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
@@ -358,7 +359,7 @@ func TestUndecodableRecordRefusesOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if _, err := Open(e.cfg); !errors.Is(err, errBadRecord) {
+	if _, err := Open(e.cfg); !errors.Is(err, records.ErrBadRecord) {
 		t.Fatalf("Open: %v, want errBadRecord", err)
 	}
 }
@@ -798,7 +799,7 @@ func TestCreateTopicCrashBeforeCatalog(t *testing.T) {
 	e := newEnv(t, 2, withTestLogs(logs, mu))
 	logs[0].setFail(func(bodies [][]byte) (bool, error) {
 		for _, b := range bodies {
-			if b[1] == byte(keyTopicConfig) {
+			if b[1] == byte(records.KeyTopicConfig) {
 				return false, errors.New("crash before the catalog record")
 			}
 		}

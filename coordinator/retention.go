@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -96,14 +97,14 @@ func (s *shard) retentionMoves(cat *catalog, nowMs int64) []logStartMove {
 // moves a log start forward, and returns how many did.
 func (s *shard) moveLogStarts(ctx context.Context, moves []logStartMove) (int, error) {
 	var n int
-	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]record, error) {
-		recs := make([]record, 0, len(moves))
+	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
+		recs := make([]records.Record, 0, len(moves))
 		for _, m := range moves {
 			p := st.partitions[m.tp]
 			if p == nil || m.start <= p.logStart || m.start > p.hwm {
 				continue // moved further meanwhile, or deleted
 			}
-			recs = append(recs, &recordsDeletedRecord{TopicID: m.tp.TopicID, Partition: m.tp.Partition, NewLogStartOffset: m.start})
+			recs = append(recs, &records.RecordsDeleted{TopicID: m.tp.TopicID, Partition: m.tp.Partition, NewLogStartOffset: m.start})
 		}
 		n = len(recs)
 		return recs, nil
@@ -184,7 +185,7 @@ func (c *Coordinator) DeleteRecords(ctx context.Context, tp diskless.TopicPartit
 		return -1, kerr.UnknownTopicOrPartition
 	}
 	low := int64(-1)
-	resp := c.shards[c.ShardFor(tp.TopicID, tp.Partition)].do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]record, error) {
+	resp := c.shards[c.ShardFor(tp.TopicID, tp.Partition)].do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
 		p := st.partitions[tp]
 		if p == nil || !p.visible {
 			return nil, kerr.UnknownTopicOrPartition
@@ -201,7 +202,7 @@ func (c *Coordinator) DeleteRecords(ctx context.Context, tp diskless.TopicPartit
 			return nil, nil
 		}
 		low = target
-		return []record{&recordsDeletedRecord{TopicID: tp.TopicID, Partition: tp.Partition, NewLogStartOffset: target}}, nil
+		return []records.Record{&records.RecordsDeleted{TopicID: tp.TopicID, Partition: tp.Partition, NewLogStartOffset: target}}, nil
 	}})
 	if resp.err != nil {
 		return -1, resp.err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
@@ -67,7 +68,7 @@ type request struct {
 	commit *diskless.CommitFileRequest
 	// build returns the records of an admin change, deciding against st;
 	// they are applied in order. An error refuses the change.
-	build func(st *state) ([]record, error)
+	build func(st *state) ([]records.Record, error)
 	// deferred requests are processed alone, and their records applied
 	// only once durable: build must not change st. Used for changes that
 	// readers would otherwise see before they are durable — records 103
@@ -179,7 +180,7 @@ type pending struct {
 func (s *shard) process(group []*request) {
 	ps := make([]pending, len(group))
 	var (
-		recs    []record
+		recs    []records.Record
 		touched []*partition
 		catalog bool
 		failure error
@@ -226,7 +227,7 @@ func (s *shard) process(group []*request) {
 	s.mu.Unlock()
 
 	if failure == nil && len(recs) > 0 {
-		bodies := encodeRecords(recs)
+		bodies := records.Encode(recs)
 		if failure = s.log.Append(context.Background(), bodies); failure != nil {
 			s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 				"shard", s.id, "records", len(bodies), "err", failure)
@@ -285,7 +286,7 @@ func (s *shard) processDeferred(r *request) {
 	if err == nil {
 		err = r.ctx.Err()
 	}
-	var recs []record
+	var recs []records.Record
 	if err == nil {
 		// Only the driver changes st, so reading it here needs no lock.
 		recs, err = r.build(st)
@@ -294,7 +295,7 @@ func (s *shard) processDeferred(r *request) {
 		r.done <- response{err: err}
 		return
 	}
-	bodies := encodeRecords(recs)
+	bodies := records.Encode(recs)
 	if err := s.log.Append(context.Background(), bodies); err != nil {
 		s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 			"shard", s.id, "records", len(bodies), "err", err)
@@ -309,7 +310,7 @@ func (s *shard) processDeferred(r *request) {
 		if err = st.apply(rec); err != nil {
 			break
 		}
-		if rd, ok := rec.(*recordsDeletedRecord); ok {
+		if rd, ok := rec.(*records.RecordsDeleted); ok {
 			if p := st.partitions[diskless.TopicPartition{TopicID: rd.TopicID, Partition: rd.Partition}]; p != nil {
 				p.visLogStart = p.logStart
 			}
@@ -333,7 +334,7 @@ func (s *shard) processDeferred(r *request) {
 
 // decideCommit decides one CommitFile of a group.
 func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i int, ps []pending,
-	known func(diskless.TopicID, int32) bool, recs *[]record, touched *[]*partition) {
+	known func(diskless.TopicID, int32) bool, recs *[]records.Record, touched *[]*partition) {
 	req := p.r.commit
 	if j, ok := inGroup[req.ObjectKey]; ok && ps[j].err == nil && sameBatches(ps[j].r.commit, req) {
 		// The same file twice in one group: answer as the first.
@@ -361,16 +362,16 @@ func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i in
 // applyAdmin applies the records of an admin change. Builders check what
 // apply checks, so an error here is a builder bug; the state may then be
 // partly changed, and the caller rebuilds it.
-func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[]*partition, catalog *bool) error {
+func (s *shard) applyAdmin(st *state, built []records.Record, recs *[]records.Record, touched *[]*partition, catalog *bool) error {
 	for _, rec := range built {
 		if err := st.apply(rec); err != nil {
 			return fmt.Errorf("coordinator: shard %d: built a record its state refuses: %w", s.id, err)
 		}
 		*recs = append(*recs, rec)
 		switch r := rec.(type) {
-		case *partitionCreatedRecord:
+		case *records.PartitionCreated:
 			*touched = append(*touched, st.partitions[diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}])
-		case *recordsDeletedRecord:
+		case *records.RecordsDeleted:
 			// Unlike new batches, which readers cannot see before they
 			// are published, a trim shows in the index at once: until
 			// the append returns, a FindBatches between the published
@@ -379,7 +380,7 @@ func (s *shard) applyAdmin(st *state, built []record, recs *[]record, touched *[
 			// deferred requests (processDeferred), applied after the
 			// append; only tests build it as a plain admin change.
 			*touched = append(*touched, st.partitions[diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}])
-		case *topicConfigRecord, *topicDeletedRecord:
+		case *records.TopicConfig, *records.TopicDeleted:
 			*catalog = true
 		}
 	}
@@ -413,7 +414,7 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 		from = idx
 	}
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
-		rec, err := decodeRecord(body)
+		rec, err := records.Decode(body)
 		if err != nil {
 			return err
 		}

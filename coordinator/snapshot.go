@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -147,8 +148,8 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 	slices.SortFunc(fz.topics, func(a, b *topicEntry) int { return bytes.Compare(a.id[:], b.id[:]) })
 	dst = kbin.AppendCompactArrayLen(dst, len(fz.topics))
 	for _, t := range fz.topics {
-		rec := topicConfigRecord{TopicID: t.id, TopicName: t.name, NumPartitions: t.partitions, Configs: t.configs}
-		dst = rec.appendTo(dst)
+		rec := records.TopicConfig{TopicID: t.id, TopicName: t.name, NumPartitions: t.partitions, Configs: t.configs}
+		dst = rec.AppendTo(dst)
 	}
 
 	slices.SortFunc(fz.partitions, func(a, b frozenPartition) int { return compareTP(a.tp, b.tp) })
@@ -191,7 +192,7 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 			}
 		}
 	}
-	return appendTags(dst)
+	return records.AppendTags(dst)
 }
 
 func appendSlots(dst []byte, slots []int32) []byte {
@@ -221,7 +222,7 @@ func (s *state) decodeSnapshot(b []byte) error {
 func (s *state) readSnapshot(r *kbin.Reader) error {
 	switch v := r.Int16(); {
 	case !r.Ok():
-		return errTruncated
+		return records.ErrTruncated
 	case v < snapshotDataVersion && v > 0:
 		return fmt.Errorf("snapshot data version %d, this build reads only version %d: the data.dir was written by an older pre-release build; start on a new data.dir",
 			v, snapshotDataVersion)
@@ -242,13 +243,13 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		return err
 	}
 
-	n, err := readArrayLen(r, 16+1+4+1+1)
+	n, err := records.ReadArrayLen(r, 16+1+4+1+1)
 	if err != nil {
 		return err
 	}
 	for range n {
-		var rec topicConfigRecord
-		if err := rec.readFrom(r); err != nil {
+		var rec records.TopicConfig
+		if err := rec.ReadFrom(r); err != nil {
 			return err
 		}
 		if err := s.applyTopicConfig(&rec); err != nil {
@@ -256,7 +257,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		}
 	}
 
-	if n, err = readArrayLen(r, 16+4+1+8+8+1+1); err != nil {
+	if n, err = records.ReadArrayLen(r, 16+4+1+8+8+1+1); err != nil {
 		return err
 	}
 	var prev *diskless.TopicPartition
@@ -267,7 +268,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		}
 		prev = &tp
 		p := &partition{tp: tp}
-		if p.topicName, err = readString(r); err != nil {
+		if p.topicName, err = records.ReadString(r); err != nil {
 			return err
 		}
 		p.logStart, p.hwm = r.Int64(), r.Int64()
@@ -279,9 +280,9 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		}
 		s.addPartition(p)
 	}
-	skipTags(r)
+	records.SkipTags(r)
 	if !r.Ok() {
-		return errTruncated
+		return records.ErrTruncated
 	}
 	if len(r.Src) != 0 {
 		return fmt.Errorf("%d trailing bytes", len(r.Src))
@@ -301,7 +302,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 // slots, and checks that every slot is in exactly the one place its
 // entry says: a free slot on the free list, a closed file in the queue.
 func (s *state) readFiles(r *kbin.Reader) error {
-	n, err := readArrayLen(r, 1+8+8+8+1+1+1)
+	n, err := records.ReadArrayLen(r, 1+8+8+8+1+1+1)
 	if err != nil {
 		return err
 	}
@@ -313,7 +314,7 @@ func (s *state) readFiles(r *kbin.Reader) error {
 	closed, free := 0, 0
 	for i := range s.files {
 		f := &s.files[i]
-		if f.key, err = readString(r); err != nil {
+		if f.key, err = records.ReadString(r); err != nil {
 			return err
 		}
 		f.seq = r.Int64()
@@ -321,7 +322,7 @@ func (s *state) readFiles(r *kbin.Reader) error {
 		f.appendTime = r.Int64()
 		f.format = r.Int8()
 		f.closed = r.Bool()
-		k, err := readArrayLen(r, 4)
+		k, err := records.ReadArrayLen(r, 4)
 		if err != nil {
 			return err
 		}
@@ -364,7 +365,7 @@ func (s *state) readFiles(r *kbin.Reader) error {
 	}
 	seen := make([]bool, n)
 	readSlots := func(what string, want int, ok func(*fileEntry) bool) ([]int32, error) {
-		k, err := readArrayLen(r, 4)
+		k, err := records.ReadArrayLen(r, 4)
 		if err != nil {
 			return nil, err
 		}
@@ -390,7 +391,7 @@ func (s *state) readFiles(r *kbin.Reader) error {
 }
 
 func (s *state) readBatches(r *kbin.Reader, p *partition) error {
-	n, err := readArrayLen(r, 8+4+4+4+4+8+1)
+	n, err := records.ReadArrayLen(r, 8+4+4+4+4+8+1)
 	if err != nil {
 		return err
 	}
@@ -409,7 +410,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		e.maxTimestamp = r.Int64()
 		e.tsType = r.Int8()
 		if !r.Ok() {
-			return errTruncated
+			return records.ErrTruncated
 		}
 		switch {
 		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free():
@@ -440,7 +441,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 }
 
 func readProducers(r *kbin.Reader, p *partition) error {
-	n, err := readArrayLen(r, 8+2+8+8+1)
+	n, err := records.ReadArrayLen(r, 8+2+8+8+1)
 	if err != nil {
 		return err
 	}
@@ -450,7 +451,7 @@ func readProducers(r *kbin.Reader, p *partition) error {
 	for range n {
 		id := r.Int64()
 		ps := &producerState{epoch: r.Int16(), lastWrite: r.Int64(), lastOffset: r.Int64()}
-		k, err := readArrayLen(r, 4+4+8+8)
+		k, err := records.ReadArrayLen(r, 4+4+8+8)
 		if err != nil {
 			return err
 		}
@@ -465,5 +466,5 @@ func readProducers(r *kbin.Reader, p *partition) error {
 		}
 		p.producers[id] = ps
 	}
-	return okOrTruncated(r)
+	return records.OKOrTruncated(r)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
@@ -141,7 +142,7 @@ func TestFrozenStateIsStable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.admin(0, &topicDeletedRecord{TopicID: a.ID})
+	e.admin(0, &records.TopicDeleted{TopicID: a.ID})
 	if got := string(fz.appendTo(nil)); got != want {
 		t.Fatal("frozen state changed with the live state")
 	}

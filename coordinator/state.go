@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
@@ -153,7 +154,7 @@ type topicEntry struct {
 	id         diskless.TopicID
 	name       string
 	partitions int32
-	configs    []topicConfigEntry // as recorded, sorted by name
+	configs    []records.TopicConfigEntry // as recorded, sorted by name
 	config     topicconfig.Config
 }
 
@@ -284,29 +285,29 @@ func inconsistent(format string, args ...any) error {
 
 // apply applies one record. It checks the record against the state first
 // and mutates nothing if it returns an error.
-func (s *state) apply(rec record) error {
+func (s *state) apply(rec records.Record) error {
 	switch r := rec.(type) {
-	case *partitionCreatedRecord:
+	case *records.PartitionCreated:
 		return s.applyPartitionCreated(r)
-	case *topicDeletedRecord:
+	case *records.TopicDeleted:
 		s.applyTopicDeleted(r)
 		return nil
-	case *fileCommittedRecord:
+	case *records.FileCommitted:
 		return s.applyFileCommitted(r)
-	case *recordsDeletedRecord:
+	case *records.RecordsDeleted:
 		return s.applyRecordsDeleted(r)
-	case *topicConfigRecord:
+	case *records.TopicConfig:
 		return s.applyTopicConfig(r)
-	case *producerIDBlockRecord:
+	case *records.ProducerIDBlock:
 		return s.applyProducerIDBlock(r)
-	case *fileDeletedRecord:
+	case *records.FileDeleted:
 		return s.applyFileDeleted(r)
 	default:
 		return inconsistent("unknown record type %T", rec)
 	}
 }
 
-func (s *state) applyPartitionCreated(r *partitionCreatedRecord) error {
+func (s *state) applyPartitionCreated(r *records.PartitionCreated) error {
 	tp := diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}
 	if r.TopicID == (diskless.TopicID{}) || r.Partition < 0 {
 		return inconsistent("partition %s/%d is invalid", r.TopicID, r.Partition)
@@ -332,7 +333,7 @@ func (s *state) addPartition(p *partition) {
 	s.topicParts[p.tp.TopicID] = ps
 }
 
-func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
+func (s *state) applyTopicDeleted(r *records.TopicDeleted) {
 	if t, ok := s.topics[r.TopicID]; ok {
 		delete(s.topicNames, t.name)
 		delete(s.topics, r.TopicID)
@@ -353,7 +354,7 @@ func (s *state) applyTopicDeleted(r *topicDeletedRecord) {
 	delete(s.topicParts, r.TopicID)
 }
 
-func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
+func (s *state) applyFileCommitted(r *records.FileCommitted) error {
 	if err := s.checkFileCommitted(r); err != nil {
 		return err
 	}
@@ -375,7 +376,7 @@ func (s *state) applyFileCommitted(r *fileCommittedRecord) error {
 
 // checkFileCommitted validates record 102 against the state without
 // mutating it.
-func (s *state) checkFileCommitted(r *fileCommittedRecord) error {
+func (s *state) checkFileCommitted(r *records.FileCommitted) error {
 	if r.ObjectKey == "" {
 		return inconsistent("file with empty object key")
 	}
@@ -547,7 +548,7 @@ func (s *state) dropBatch(e *batchEntry) {
 // appendBatch adds one accepted batch to p's index and producer state.
 // Offsets and times must already be checked (checkFileCommitted, or the
 // decision that built b).
-func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
+func (s *state) appendBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	s.indexBatch(p, fi, b)
 	if b.ProducerID >= 0 {
 		s.recordProducerBatch(p, p.producers[b.ProducerID], b)
@@ -555,7 +556,7 @@ func (s *state) appendBatch(p *partition, fi int32, b *committedBatch) {
 }
 
 // indexBatch adds one accepted batch to p's index.
-func (s *state) indexBatch(p *partition, fi int32, b *committedBatch) {
+func (s *state) indexBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	f := &s.files[fi]
 	f.live++
 	e := batchEntry{
@@ -577,7 +578,7 @@ func (s *state) indexBatch(p *partition, fi int32, b *committedBatch) {
 // the batch, so replay rebuilds the same state: a batch that does not
 // continue the stored sequence in the stored epoch starts the state
 // afresh (new, expired or fenced producer).
-func (s *state) recordProducerBatch(p *partition, ps *producerState, b *committedBatch) {
+func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.CommittedBatch) {
 	if ps == nil {
 		if p.producers == nil {
 			p.producers = make(map[int64]*producerState)
@@ -636,7 +637,7 @@ func effectiveMaxTs(tsType int8, maxTs, appendTime int64) int64 {
 	return maxTs
 }
 
-func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
+func (s *state) applyRecordsDeleted(r *records.RecordsDeleted) error {
 	tp := diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}
 	p := s.partitions[tp]
 	if p == nil {
@@ -670,7 +671,7 @@ func (s *state) applyRecordsDeleted(r *recordsDeletedRecord) error {
 	return nil
 }
 
-func (s *state) applyTopicConfig(r *topicConfigRecord) error {
+func (s *state) applyTopicConfig(r *records.TopicConfig) error {
 	switch {
 	case r.TopicID == (diskless.TopicID{}):
 		return inconsistent("topic %q has the zero id", r.TopicName)
@@ -708,7 +709,7 @@ func (s *state) applyTopicConfig(r *topicConfigRecord) error {
 	return nil
 }
 
-func (s *state) applyFileDeleted(r *fileDeletedRecord) error {
+func (s *state) applyFileDeleted(r *records.FileDeleted) error {
 	fi, ok := s.fileByKey[r.ObjectKey]
 	if !ok {
 		return inconsistent("deletion of unknown file %q", r.ObjectKey)
@@ -748,7 +749,7 @@ func (s *state) fileState(key string) diskless.FileState {
 // (Kafka's ProducerIdManager block size).
 const producerIDBlockSize = 1000
 
-func (s *state) applyProducerIDBlock(r *producerIDBlockRecord) error {
+func (s *state) applyProducerIDBlock(r *records.ProducerIDBlock) error {
 	if r.FirstProducerID != s.nextProducerID || r.BlockSize < 1 || r.FirstProducerID > math.MaxInt64-int64(r.BlockSize) {
 		return inconsistent("producer id block [%d, +%d) does not follow %d", r.FirstProducerID, r.BlockSize, s.nextProducerID)
 	}

@@ -8,15 +8,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
 // admin applies records to shard s through its driver, as an online
 // change would.
-func (e *env) admin(s int32, recs ...record) {
+func (e *env) admin(s int32, recs ...records.Record) {
 	e.t.Helper()
-	resp := e.c.shards[s].do(&request{ctx: context.Background(), build: func(*state) ([]record, error) { return recs, nil }})
+	resp := e.c.shards[s].do(&request{ctx: context.Background(), build: func(*state) ([]records.Record, error) { return recs, nil }})
 	if resp.err != nil {
 		e.t.Fatalf("admin: %v", resp.err)
 	}
@@ -57,10 +58,10 @@ func TestRecordsDeleted(t *testing.T) {
 			t.Fatalf("%s: producer whose batches are all deleted kept its state", stage)
 		}
 	}
-	e.admin(0, &recordsDeletedRecord{TopicID: top.ID, Partition: 0, NewLogStartOffset: 4})
+	e.admin(0, &records.RecordsDeleted{TopicID: top.ID, Partition: 0, NewLogStartOffset: 4})
 	check("online")
 	// Moving it backwards is a no-op.
-	e.admin(0, &recordsDeletedRecord{TopicID: top.ID, Partition: 0, NewLogStartOffset: 1})
+	e.admin(0, &records.RecordsDeleted{TopicID: top.ID, Partition: 0, NewLogStartOffset: 1})
 	check("after no-op")
 	e.reopen()
 	check("after restart")
@@ -79,7 +80,7 @@ func TestTopicDeleted(t *testing.T) {
 	top := e.createTopic("t", 2, nil)
 	other := e.createTopic("u", 1, nil)
 	e.commit(nextKey(), plain(top, 0, 1), plain(top, 1, 1), plain(other, 0, 1))
-	e.admin(0, &topicDeletedRecord{TopicID: top.ID})
+	e.admin(0, &records.TopicDeleted{TopicID: top.ID})
 	check := func(stage string) {
 		t.Helper()
 		if _, ok := e.c.Topic("t"); ok {
@@ -111,54 +112,54 @@ func TestTopicDeleted(t *testing.T) {
 // a wrong state.
 func TestApplyRefusesInconsistentRecords(t *testing.T) {
 	tid := diskless.TopicID{7}
-	b := committedBatch{Magic: 2, ByteSize: 10, AssignedBaseOffset: 0, AssignedLastOffset: 0, LogAppendTimestamp: 5, ProducerID: -1}
-	file := func(key string, bs ...committedBatch) *fileCommittedRecord {
-		return &fileCommittedRecord{ObjectKey: key, ObjectFormat: 1, FileSize: 100,
-			Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Partition: 0, Batches: bs}}}}}
+	b := records.CommittedBatch{Magic: 2, ByteSize: 10, AssignedBaseOffset: 0, AssignedLastOffset: 0, LogAppendTimestamp: 5, ProducerID: -1}
+	file := func(key string, bs ...records.CommittedBatch) *records.FileCommitted {
+		return &records.FileCommitted{ObjectKey: key, ObjectFormat: 1, FileSize: 100,
+			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Partition: 0, Batches: bs}}}}}
 	}
-	shift := func(b committedBatch, base int64) committedBatch {
+	shift := func(b records.CommittedBatch, base int64) records.CommittedBatch {
 		b.AssignedBaseOffset, b.AssignedLastOffset = base, base
 		return b
 	}
-	owned := func(r *fileCommittedRecord, owners ...int32) *fileCommittedRecord { r.OwnerIDs = owners; return r }
-	setup := []record{
-		&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0},
-		&topicConfigRecord{TopicID: tid, TopicName: "t", NumPartitions: 1},
+	owned := func(r *records.FileCommitted, owners ...int32) *records.FileCommitted { r.OwnerIDs = owners; return r }
+	setup := []records.Record{
+		&records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: 0},
+		&records.TopicConfig{TopicID: tid, TopicName: "t", NumPartitions: 1},
 		owned(file("k1", b), 0, 3),
-		&producerIDBlockRecord{NodeID: 1, FirstProducerID: 0, BlockSize: 1000},
+		&records.ProducerIDBlock{NodeID: 1, FirstProducerID: 0, BlockSize: 1000},
 		owned(file("k0", shift(b, 1)), 0),
-		&recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 2}, // releases k1 and k0
-		&fileDeletedRecord{ObjectKey: "k0", DeleterShard: 0},
+		&records.RecordsDeleted{TopicID: tid, Partition: 0, NewLogStartOffset: 2}, // releases k1 and k0
+		&records.FileDeleted{ObjectKey: "k0", DeleterShard: 0},
 	}
 	cases := []struct {
 		name string
-		rec  record
+		rec  records.Record
 	}{
-		{"partition created twice", &partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0}},
-		{"partition with zero topic id", &partitionCreatedRecord{TopicName: "t", Partition: 1}},
+		{"partition created twice", &records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: 0}},
+		{"partition with zero topic id", &records.PartitionCreated{TopicName: "t", Partition: 1}},
 		{"file key committed twice", file("k1", shift(b, 2))},
 		{"offset below high watermark", file("k2", shift(b, 1))},
 		{"offset above high watermark", file("k2", shift(b, 3))},
 		{"gap inside the file", file("k2", shift(b, 2), shift(b, 4))},
-		{"unknown partition", &fileCommittedRecord{ObjectKey: "k2", Topics: []fileTopic{{TopicID: diskless.TopicID{8}, Partitions: []filePartition{{Batches: []committedBatch{b}}}}}}},
-		{"no batches", &fileCommittedRecord{ObjectKey: "k2"}},
-		{"two append times", file("k2", shift(b, 2), func() committedBatch { x := shift(b, 3); x.LogAppendTimestamp = 6; return x }())},
-		{"last before base", file("k2", func() committedBatch { x := shift(b, 2); x.AssignedLastOffset = 0; return x }())},
-		{"timestamp type 3", file("k2", func() committedBatch { x := shift(b, 2); x.TimestampType = 3; return x }())},
-		{"log start above high watermark", &recordsDeletedRecord{TopicID: tid, Partition: 0, NewLogStartOffset: 3}},
+		{"unknown partition", &records.FileCommitted{ObjectKey: "k2", Topics: []records.FileTopic{{TopicID: diskless.TopicID{8}, Partitions: []records.FilePartition{{Batches: []records.CommittedBatch{b}}}}}}},
+		{"no batches", &records.FileCommitted{ObjectKey: "k2"}},
+		{"two append times", file("k2", shift(b, 2), func() records.CommittedBatch { x := shift(b, 3); x.LogAppendTimestamp = 6; return x }())},
+		{"last before base", file("k2", func() records.CommittedBatch { x := shift(b, 2); x.AssignedLastOffset = 0; return x }())},
+		{"timestamp type 3", file("k2", func() records.CommittedBatch { x := shift(b, 2); x.TimestampType = 3; return x }())},
+		{"log start above high watermark", &records.RecordsDeleted{TopicID: tid, Partition: 0, NewLogStartOffset: 3}},
 		{"owner out of range", owned(file("k2", shift(b, 2)), 0, MaxShards)},
-		{"deletion of unknown file", &fileDeletedRecord{ObjectKey: "nope"}},
-		{"file deleted twice", &fileDeletedRecord{ObjectKey: "k0"}},
-		{"deleter not an owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 1}},
-		{"deleter a higher owner", &fileDeletedRecord{ObjectKey: "k1", DeleterShard: 3}},
-		{"records deleted on unknown partition", &recordsDeletedRecord{TopicID: tid, Partition: 1, NewLogStartOffset: 0}},
-		{"topic name taken", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "t", NumPartitions: 1}},
-		{"topic id taken", &topicConfigRecord{TopicID: tid, TopicName: "v", NumPartitions: 1}},
-		{"invalid topic name", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "a b", NumPartitions: 1}},
-		{"zero partitions", &topicConfigRecord{TopicID: diskless.TopicID{9}, TopicName: "v", NumPartitions: 0}},
-		{"producer block overlaps", &producerIDBlockRecord{FirstProducerID: 999, BlockSize: 10}},
-		{"producer block leaves a hole", &producerIDBlockRecord{FirstProducerID: 1001, BlockSize: 10}},
-		{"empty producer block", &producerIDBlockRecord{FirstProducerID: 1000, BlockSize: 0}},
+		{"deletion of unknown file", &records.FileDeleted{ObjectKey: "nope"}},
+		{"file deleted twice", &records.FileDeleted{ObjectKey: "k0"}},
+		{"deleter not an owner", &records.FileDeleted{ObjectKey: "k1", DeleterShard: 1}},
+		{"deleter a higher owner", &records.FileDeleted{ObjectKey: "k1", DeleterShard: 3}},
+		{"records deleted on unknown partition", &records.RecordsDeleted{TopicID: tid, Partition: 1, NewLogStartOffset: 0}},
+		{"topic name taken", &records.TopicConfig{TopicID: diskless.TopicID{9}, TopicName: "t", NumPartitions: 1}},
+		{"topic id taken", &records.TopicConfig{TopicID: tid, TopicName: "v", NumPartitions: 1}},
+		{"invalid topic name", &records.TopicConfig{TopicID: diskless.TopicID{9}, TopicName: "a b", NumPartitions: 1}},
+		{"zero partitions", &records.TopicConfig{TopicID: diskless.TopicID{9}, TopicName: "v", NumPartitions: 0}},
+		{"producer block overlaps", &records.ProducerIDBlock{FirstProducerID: 999, BlockSize: 10}},
+		{"producer block leaves a hole", &records.ProducerIDBlock{FirstProducerID: 1001, BlockSize: 10}},
+		{"empty producer block", &records.ProducerIDBlock{FirstProducerID: 1000, BlockSize: 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,13 +205,13 @@ func TestDecodeSnapshotCorruption(t *testing.T) {
 func FuzzDecodeSnapshot(f *testing.F) {
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{7}
-	st.apply(&partitionCreatedRecord{TopicID: tid, TopicName: "t", Partition: 0})
-	st.apply(&topicConfigRecord{TopicID: tid, TopicName: "t", NumPartitions: 1, Configs: []topicConfigEntry{{"retention.ms", "5"}}})
-	st.apply(&fileCommittedRecord{ObjectKey: "k", ObjectFormat: 1, FileSize: 100, Topics: []fileTopic{{TopicID: tid, Partitions: []filePartition{{Batches: []committedBatch{
+	st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t", Partition: 0})
+	st.apply(&records.TopicConfig{TopicID: tid, TopicName: "t", NumPartitions: 1, Configs: []records.TopicConfigEntry{{Name: "retention.ms", Value: "5"}}})
+	st.apply(&records.FileCommitted{ObjectKey: "k", ObjectFormat: 1, FileSize: 100, Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: []records.CommittedBatch{
 		{Magic: 2, ByteSize: 10, AssignedLastOffset: 1, LogAppendTimestamp: 5, ProducerID: 3, LastSequence: 1},
 		{Magic: 2, ByteOffset: 10, ByteSize: 10, AssignedBaseOffset: 2, AssignedLastOffset: 2, LogAppendTimestamp: 5, ProducerID: -1, TimestampType: 1},
 	}}}}}})
-	st.apply(&producerIDBlockRecord{FirstProducerID: 0, BlockSize: 1000})
+	st.apply(&records.ProducerIDBlock{FirstProducerID: 0, BlockSize: 1000})
 	f.Add(st.appendSnapshot(nil))
 	f.Add(newState(0, 1, discardLogger()).appendSnapshot(nil))
 	_, churned := lifecycleRecords(f, 60) // free slots, closed files
@@ -243,9 +244,9 @@ func FuzzDecodeSnapshot(f *testing.F) {
 func TestStoredConfigThatNoLongerParses(t *testing.T) {
 	e := newEnv(t, 1)
 	id := diskless.TopicID{0x42}
-	e.admin(0, &partitionCreatedRecord{TopicID: id, TopicName: "old", Partition: 0},
-		&topicConfigRecord{TopicID: id, TopicName: "old", NumPartitions: 1,
-			Configs: []topicConfigEntry{{"retention.ms", "forever"}}})
+	e.admin(0, &records.PartitionCreated{TopicID: id, TopicName: "old", Partition: 0},
+		&records.TopicConfig{TopicID: id, TopicName: "old", NumPartitions: 1,
+			Configs: []records.TopicConfigEntry{{Name: "retention.ms", Value: "forever"}}})
 	for _, stage := range []string{"online", "after restart"} {
 		top, ok := e.c.Topic("old")
 		if !ok || top.Config.RetentionMs != topicconfig.DefaultRetentionMs || top.Config.Raw["retention.ms"] != "forever" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -127,13 +128,13 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 	}
 	reqs := make(map[int32]*request, len(byShard))
 	for s, parts := range byShard {
-		r := &request{ctx: ctx, done: make(chan response, 1), build: func(st *state) ([]record, error) {
-			recs := make([]record, 0, len(parts))
+		r := &request{ctx: ctx, done: make(chan response, 1), build: func(st *state) ([]records.Record, error) {
+			recs := make([]records.Record, 0, len(parts))
 			for _, p := range parts {
 				if st.partitions[diskless.TopicPartition{TopicID: id, Partition: p}] != nil {
 					return nil, fmt.Errorf("coordinator: partition %d of topic id %s exists already", p, id)
 				}
-				recs = append(recs, &partitionCreatedRecord{TopicID: id, TopicName: name, Partition: p})
+				recs = append(recs, &records.PartitionCreated{TopicID: id, TopicName: name, Partition: p})
 			}
 			return recs, nil
 		}}
@@ -153,18 +154,18 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 	}
 
 	// The catalog record: the commit point.
-	rec := &topicConfigRecord{TopicID: id, TopicName: name, NumPartitions: partitions}
+	rec := &records.TopicConfig{TopicID: id, TopicName: name, NumPartitions: partitions}
 	for _, n := range slices.Sorted(maps.Keys(cfg.Raw)) {
-		rec.Configs = append(rec.Configs, topicConfigEntry{Name: n, Value: cfg.Raw[n]})
+		rec.Configs = append(rec.Configs, records.TopicConfigEntry{Name: n, Value: cfg.Raw[n]})
 	}
-	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]record, error) {
+	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]records.Record, error) {
 		if _, ok := st.topicNames[name]; ok {
 			return nil, fmt.Errorf("coordinator: %w: %q", kerr.TopicAlreadyExists, name)
 		}
 		if st.topics[id] != nil {
 			return nil, fmt.Errorf("coordinator: topic id %s exists already", id)
 		}
-		return []record{rec}, nil
+		return []records.Record{rec}, nil
 	}})
 	if resp.err != nil {
 		return diskless.Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, resp.err)

@@ -107,7 +107,7 @@ func TestStagesLinkNoCoordinator(t *testing.T) {
 		if !ok {
 			t.Errorf("stage %s is not a package of the module any more: update the list", s)
 		}
-		for _, impl := range []string{"coordinator", "metalog"} {
+		for _, impl := range []string{"coordinator", "coordinator/records", "metalog"} {
 			if slices.Contains(ds, module+"/"+impl) {
 				t.Errorf("%s links %s: it must name the coordinator only through diskless", s, impl)
 			}
@@ -115,14 +115,15 @@ func TestStagesLinkNoCoordinator(t *testing.T) {
 	}
 }
 
-// TestLeaves: the vocabulary (diskless) and the metadata log (metalog)
-// link nothing of the module but these leaf helpers, so that any package
-// may import them.
+// TestLeaves: the vocabulary (diskless), the metadata log (metalog) and
+// the record codec (coordinator/records) link nothing of the module but
+// these leaf helpers, so that any package may import them.
 func TestLeaves(t *testing.T) {
 	all := deps(t)
 	for pkg, allowed := range map[string][]string{
-		"diskless": {"internal/batch", "internal/topicconfig"},
-		"metalog":  {"internal/fsutil"},
+		"diskless":            {"internal/batch", "internal/topicconfig"},
+		"metalog":             {"internal/fsutil"},
+		"coordinator/records": {"diskless", "internal/batch", "internal/topicconfig"},
 	} {
 		ds, ok := all[module+"/"+pkg]
 		if !ok {

@@ -1,0 +1,545 @@
+// Package records is the codec of the coordinator shards' metadata-log
+// records (KIP-1164's DisklessPartitionCreatedRecord … and the project's
+// 104–106; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
+// record serialisation — uvarint frame version 1, uvarint key, uvarint
+// version 0 — then the record's fields in Kafka's flexible-version
+// encoding, tagged fields after every struct. Append and Encode write
+// bodies, Decode reads one (refusing unknown keys and versions, trailing
+// bytes, and array lengths the input cannot hold), and the primitives
+// (ReadString, ReadArrayLen, AppendTags, SkipTags) are shared with the
+// snapshot encoding. It knows nothing of shard state (package
+// coordinator applies the records) nor of the log that stores the bodies
+// (package metalog).
+package records
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// Record keys of the metadata log (SPEC §8; 104+ are the project's, see
+// docs/format/metadata-records.md). 107 and up are the consumer-group
+// coordinator's offset records.
+const (
+	KeyPartitionCreated int16 = 100
+	KeyTopicDeleted     int16 = 101
+	KeyFileCommitted    int16 = 102
+	KeyRecordsDeleted   int16 = 103
+	KeyTopicConfig      int16 = 104
+	KeyProducerIDBlock  int16 = 105
+	KeyFileDeleted      int16 = 106
+)
+
+// frameVersion is the frame version of KRaft's metadata record
+// serialisation, which the record body follows.
+const frameVersion = 1
+
+// ErrBadRecord is returned (wrapped) by Decode for a body that is not a
+// well-formed metadata record.
+var ErrBadRecord = errors.New("records: malformed metadata record")
+
+// Record is one metadata log record: one of this package's types.
+type Record interface {
+	// Key is the record's key (KeyPartitionCreated …).
+	Key() int16
+	// AppendTo appends the record's fields (without the key prefix).
+	AppendTo(dst []byte) []byte
+	// ReadFrom decodes the fields; r reports truncation.
+	ReadFrom(r *kbin.Reader) error
+}
+
+// PartitionCreated is record 100 DisklessPartitionCreatedRecord.
+type PartitionCreated struct {
+	TopicID   diskless.TopicID
+	TopicName string
+	Partition int32
+}
+
+// TopicDeleted is record 101 DisklessTopicDeletedRecord.
+type TopicDeleted struct {
+	TopicID diskless.TopicID
+}
+
+// FileCommitted is record 102 DisklessFileCommittedRecord.
+type FileCommitted struct {
+	ObjectKey        string
+	ObjectFormat     int8
+	FileSize         int64
+	UploaderBrokerID int32
+	OwnerIDs         []int32
+	Topics           []FileTopic
+}
+
+type FileTopic struct {
+	TopicID    diskless.TopicID
+	Partitions []FilePartition
+}
+
+type FilePartition struct {
+	Partition int32
+	Batches   []CommittedBatch
+}
+
+// CommittedBatch is one batch of record 102, offsets assigned.
+type CommittedBatch struct {
+	Magic              int8
+	ByteOffset         int32
+	ByteSize           int32
+	AssignedBaseOffset int64
+	AssignedLastOffset int64
+	LogAppendTimestamp int64
+	BatchMaxTimestamp  int64
+	TimestampType      int8
+	ProducerID         int64
+	ProducerEpoch      int16
+	BaseSequence       int32
+	LastSequence       int32
+}
+
+// RecordsDeleted is record 103 DisklessRecordsDeletedRecord.
+type RecordsDeleted struct {
+	TopicID           diskless.TopicID
+	Partition         int32
+	NewLogStartOffset int64
+}
+
+// TopicConfig is record 104 DisklessTopicConfigRecord, the catalog
+// entry of a topic (shard 0).
+type TopicConfig struct {
+	TopicID       diskless.TopicID
+	TopicName     string
+	NumPartitions int32
+	Configs       []TopicConfigEntry
+}
+
+type TopicConfigEntry struct {
+	Name, Value string
+}
+
+// ProducerIDBlock is record 105 DisklessProducerIdBlockRecord
+// (shard 0).
+type ProducerIDBlock struct {
+	NodeID          int32
+	FirstProducerID int64
+	BlockSize       int32
+}
+
+// FileDeleted is record 106 DisklessFileDeletedRecord: the shard
+// closes its reference to an object it had released (no live batch left
+// in it). Either this shard deleted the object from the object store
+// (DeleterShard is this shard) or it leaves the deletion to DeleterShard,
+// a lower owner that also committed the object.
+type FileDeleted struct {
+	ObjectKey    string
+	DeleterShard int32
+}
+
+func (*PartitionCreated) Key() int16 { return KeyPartitionCreated }
+func (*TopicDeleted) Key() int16     { return KeyTopicDeleted }
+func (*FileCommitted) Key() int16    { return KeyFileCommitted }
+func (*RecordsDeleted) Key() int16   { return KeyRecordsDeleted }
+func (*TopicConfig) Key() int16      { return KeyTopicConfig }
+func (*ProducerIDBlock) Key() int16  { return KeyProducerIDBlock }
+func (*FileDeleted) Key() int16      { return KeyFileDeleted }
+
+// Append appends rec's body: frame version, key and version as
+// uvarints, then the fields in flexible-version encoding.
+func Append(dst []byte, rec Record) []byte {
+	dst = kbin.AppendUvarint(dst, frameVersion)
+	dst = kbin.AppendUvarint(dst, uint32(rec.Key()))
+	dst = kbin.AppendUvarint(dst, 0) // version
+	return rec.AppendTo(dst)
+}
+
+// Encode returns the bodies of recs, encoded into one buffer sized
+// up front (record 102 of a large file is tens of KiB: growing a buffer
+// from empty copies it a dozen times).
+func Encode(recs []Record) [][]byte {
+	size := 0
+	for _, rec := range recs {
+		size += sizeBound(rec)
+	}
+	buf := make([]byte, 0, size)
+	bodies := make([][]byte, len(recs))
+	for i, rec := range recs {
+		start := len(buf)
+		buf = Append(buf, rec)
+		bodies[i] = buf[start:len(buf):len(buf)]
+	}
+	return bodies
+}
+
+// sizeBound returns a size that rec's body usually fits in: exact
+// bounds for record 102, a guess for the small ones (a body that does not
+// fit only costs a regrowth).
+func sizeBound(rec Record) int {
+	const uvarint = 5 // the longest uvarint of a uint32
+	r, ok := rec.(*FileCommitted)
+	if !ok {
+		return 64
+	}
+	n := 3*uvarint + uvarint + len(r.ObjectKey) + 1 + 8 + 4 + uvarint + 4*len(r.OwnerIDs) + uvarint + 1
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		n += 16 + uvarint + 1
+		for j := range t.Partitions {
+			n += 4 + uvarint + committedBatchMinSize*len(t.Partitions[j].Batches) + 1
+		}
+	}
+	return n
+}
+
+// Decode decodes one record body. Strings are copied: the result does
+// not alias b. Errors wrap ErrBadRecord.
+func Decode(b []byte) (Record, error) {
+	r := kbin.Reader{Src: b}
+	frame := r.Uvarint()
+	key := r.Uvarint()
+	version := r.Uvarint()
+	if err := r.Complete(); err != nil {
+		return nil, fmt.Errorf("%w: truncated record header", ErrBadRecord)
+	}
+	if frame != frameVersion {
+		return nil, fmt.Errorf("%w: frame version %d, want %d", ErrBadRecord, frame, frameVersion)
+	}
+	var rec Record
+	switch key {
+	case uint32(KeyPartitionCreated):
+		rec = new(PartitionCreated)
+	case uint32(KeyTopicDeleted):
+		rec = new(TopicDeleted)
+	case uint32(KeyFileCommitted):
+		rec = new(FileCommitted)
+	case uint32(KeyRecordsDeleted):
+		rec = new(RecordsDeleted)
+	case uint32(KeyTopicConfig):
+		rec = new(TopicConfig)
+	case uint32(KeyProducerIDBlock):
+		rec = new(ProducerIDBlock)
+	case uint32(KeyFileDeleted):
+		rec = new(FileDeleted)
+	default:
+		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
+	}
+	if version != 0 {
+		return nil, fmt.Errorf("%w: record %d version %d is not supported", ErrBadRecord, key, version)
+	}
+	if err := rec.ReadFrom(&r); err != nil {
+		return nil, fmt.Errorf("%w: record %d: %v", ErrBadRecord, key, err)
+	}
+	if err := r.Complete(); err != nil {
+		return nil, fmt.Errorf("%w: record %d truncated", ErrBadRecord, key)
+	}
+	if len(r.Src) != 0 {
+		return nil, fmt.Errorf("%w: record %d has %d trailing bytes", ErrBadRecord, key, len(r.Src))
+	}
+	return rec, nil
+}
+
+// The flexible-version primitives below are the encoding's, shared with
+// the snapshot encoding (package coordinator) so that both read strings,
+// arrays and tagged fields alike. Writers emit no tagged fields.
+
+// AppendTags appends an empty tagged-field section (a uvarint 0).
+func AppendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
+
+// SkipTags skips a tagged-field section: each field's tag and size, then
+// its bytes. Truncation shows in r.Ok.
+func SkipTags(r *kbin.Reader) {
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		r.Uvarint() // tag
+		size := r.Uvarint()
+		r.Span(int(size))
+	}
+}
+
+// ReadString reads a non-null compact string (uvarint length + 1, then
+// the bytes), copied. Errors: ErrTruncated; a null string.
+func ReadString(r *kbin.Reader) (string, error) {
+	n := r.Uvarint()
+	if !r.Ok() {
+		return "", ErrTruncated
+	}
+	if n == 0 {
+		return "", errors.New("null string")
+	}
+	s := r.Span(int(n - 1))
+	if !r.Ok() {
+		return "", ErrTruncated
+	}
+	return string(s), nil
+}
+
+// ReadArrayLen reads a non-null compact array length, bounded by the bytes
+// left (every element takes at least minElem bytes), so that a length
+// read from damaged bytes cannot make the caller allocate more than the
+// input could hold. Errors: ErrTruncated (also for a length above that
+// bound); a null array.
+func ReadArrayLen(r *kbin.Reader, minElem int) (int, error) {
+	n := r.Uvarint()
+	if !r.Ok() {
+		return 0, ErrTruncated
+	}
+	if n == 0 {
+		return 0, errors.New("null array")
+	}
+	l := int(n - 1)
+	if l*minElem > len(r.Src) {
+		return 0, ErrTruncated
+	}
+	return l, nil
+}
+
+// ErrTruncated is returned by the primitives when the bytes end early.
+var ErrTruncated = errors.New("truncated")
+
+// OKOrTruncated returns ErrTruncated if r ran out of bytes, else nil.
+func OKOrTruncated(r *kbin.Reader) error {
+	if !r.Ok() {
+		return ErrTruncated
+	}
+	return nil
+}
+
+// 100
+
+func (v *PartitionCreated) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendInt32(dst, v.Partition)
+	return AppendTags(dst)
+}
+
+func (v *PartitionCreated) ReadFrom(r *kbin.Reader) (err error) {
+	v.TopicID = r.Uuid()
+	if v.TopicName, err = ReadString(r); err != nil {
+		return err
+	}
+	v.Partition = r.Int32()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 101
+
+func (v *TopicDeleted) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	return AppendTags(dst)
+}
+
+func (v *TopicDeleted) ReadFrom(r *kbin.Reader) error {
+	v.TopicID = r.Uuid()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 102
+
+// committedBatchMinSize is the smallest encoding of a CommittedBatch, used
+// to bound array lengths before allocating.
+const committedBatchMinSize = 1 + 4 + 4 + 8 + 8 + 8 + 8 + 1 + 8 + 2 + 4 + 4 + 1
+
+func (v *FileCommitted) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.ObjectKey)
+	dst = kbin.AppendInt8(dst, v.ObjectFormat)
+	dst = kbin.AppendInt64(dst, v.FileSize)
+	dst = kbin.AppendInt32(dst, v.UploaderBrokerID)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.OwnerIDs))
+	for _, id := range v.OwnerIDs {
+		dst = kbin.AppendInt32(dst, id)
+	}
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		dst = kbin.AppendUuid(dst, t.TopicID)
+		dst = kbin.AppendCompactArrayLen(dst, len(t.Partitions))
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			dst = kbin.AppendInt32(dst, p.Partition)
+			dst = kbin.AppendCompactArrayLen(dst, len(p.Batches))
+			for k := range p.Batches {
+				dst = p.Batches[k].AppendTo(dst)
+			}
+			dst = AppendTags(dst)
+		}
+		dst = AppendTags(dst)
+	}
+	return AppendTags(dst)
+}
+
+func (b *CommittedBatch) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt8(dst, b.Magic)
+	dst = kbin.AppendInt32(dst, b.ByteOffset)
+	dst = kbin.AppendInt32(dst, b.ByteSize)
+	dst = kbin.AppendInt64(dst, b.AssignedBaseOffset)
+	dst = kbin.AppendInt64(dst, b.AssignedLastOffset)
+	dst = kbin.AppendInt64(dst, b.LogAppendTimestamp)
+	dst = kbin.AppendInt64(dst, b.BatchMaxTimestamp)
+	dst = kbin.AppendInt8(dst, b.TimestampType)
+	dst = kbin.AppendInt64(dst, b.ProducerID)
+	dst = kbin.AppendInt16(dst, b.ProducerEpoch)
+	dst = kbin.AppendInt32(dst, b.BaseSequence)
+	dst = kbin.AppendInt32(dst, b.LastSequence)
+	return AppendTags(dst)
+}
+
+func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
+	if v.ObjectKey, err = ReadString(r); err != nil {
+		return err
+	}
+	v.ObjectFormat = r.Int8()
+	v.FileSize = r.Int64()
+	v.UploaderBrokerID = r.Int32()
+	n, err := ReadArrayLen(r, 4)
+	if err != nil {
+		return err
+	}
+	v.OwnerIDs = make([]int32, n)
+	for i := range v.OwnerIDs {
+		v.OwnerIDs[i] = r.Int32()
+	}
+	if n, err = ReadArrayLen(r, 16+1+1); err != nil {
+		return err
+	}
+	v.Topics = make([]FileTopic, n)
+	for i := range v.Topics {
+		t := &v.Topics[i]
+		t.TopicID = r.Uuid()
+		if n, err = ReadArrayLen(r, 4+1+1); err != nil {
+			return err
+		}
+		t.Partitions = make([]FilePartition, n)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			p.Partition = r.Int32()
+			if n, err = ReadArrayLen(r, committedBatchMinSize); err != nil {
+				return err
+			}
+			p.Batches = make([]CommittedBatch, n)
+			for k := range p.Batches {
+				p.Batches[k].ReadFrom(r)
+			}
+			SkipTags(r)
+			if !r.Ok() {
+				return ErrTruncated
+			}
+		}
+		SkipTags(r)
+		if !r.Ok() {
+			return ErrTruncated
+		}
+	}
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
+	b.Magic = r.Int8()
+	b.ByteOffset = r.Int32()
+	b.ByteSize = r.Int32()
+	b.AssignedBaseOffset = r.Int64()
+	b.AssignedLastOffset = r.Int64()
+	b.LogAppendTimestamp = r.Int64()
+	b.BatchMaxTimestamp = r.Int64()
+	b.TimestampType = r.Int8()
+	b.ProducerID = r.Int64()
+	b.ProducerEpoch = r.Int16()
+	b.BaseSequence = r.Int32()
+	b.LastSequence = r.Int32()
+	SkipTags(r)
+}
+
+// 103
+
+func (v *RecordsDeleted) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendInt32(dst, v.Partition)
+	dst = kbin.AppendInt64(dst, v.NewLogStartOffset)
+	return AppendTags(dst)
+}
+
+func (v *RecordsDeleted) ReadFrom(r *kbin.Reader) error {
+	v.TopicID = r.Uuid()
+	v.Partition = r.Int32()
+	v.NewLogStartOffset = r.Int64()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 104
+
+func (v *TopicConfig) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendInt32(dst, v.NumPartitions)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Configs))
+	for _, c := range v.Configs {
+		dst = kbin.AppendCompactString(dst, c.Name)
+		dst = kbin.AppendCompactString(dst, c.Value)
+		dst = AppendTags(dst)
+	}
+	return AppendTags(dst)
+}
+
+func (v *TopicConfig) ReadFrom(r *kbin.Reader) (err error) {
+	v.TopicID = r.Uuid()
+	if v.TopicName, err = ReadString(r); err != nil {
+		return err
+	}
+	v.NumPartitions = r.Int32()
+	n, err := ReadArrayLen(r, 3)
+	if err != nil {
+		return err
+	}
+	v.Configs = make([]TopicConfigEntry, n)
+	for i := range v.Configs {
+		c := &v.Configs[i]
+		if c.Name, err = ReadString(r); err != nil {
+			return err
+		}
+		if c.Value, err = ReadString(r); err != nil {
+			return err
+		}
+		SkipTags(r)
+	}
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 105
+
+func (v *ProducerIDBlock) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, v.NodeID)
+	dst = kbin.AppendInt64(dst, v.FirstProducerID)
+	dst = kbin.AppendInt32(dst, v.BlockSize)
+	return AppendTags(dst)
+}
+
+func (v *ProducerIDBlock) ReadFrom(r *kbin.Reader) error {
+	v.NodeID = r.Int32()
+	v.FirstProducerID = r.Int64()
+	v.BlockSize = r.Int32()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 106
+
+func (v *FileDeleted) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.ObjectKey)
+	dst = kbin.AppendInt32(dst, v.DeleterShard)
+	return AppendTags(dst)
+}
+
+func (v *FileDeleted) ReadFrom(r *kbin.Reader) (err error) {
+	if v.ObjectKey, err = ReadString(r); err != nil {
+		return err
+	}
+	v.DeleterShard = r.Int32()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}

@@ -1,0 +1,213 @@
+package records
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+var (
+	testTopicA = diskless.TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	testTopicB = diskless.TopicID{0xff, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xee}
+)
+
+func sampleRecords() map[string]Record {
+	b := CommittedBatch{
+		Magic: 2, ByteOffset: 10, ByteSize: 200, AssignedBaseOffset: 5, AssignedLastOffset: 9,
+		LogAppendTimestamp: 1_700_000_000_000, BatchMaxTimestamp: 1_699_999_999_000, TimestampType: 1,
+		ProducerID: 42, ProducerEpoch: 3, BaseSequence: 7, LastSequence: 11,
+	}
+	b2 := b
+	b2.ByteOffset, b2.AssignedBaseOffset, b2.AssignedLastOffset = 210, 10, 10
+	return map[string]Record{
+		"partition created": &PartitionCreated{TopicID: testTopicA, TopicName: "orders", Partition: 7},
+		"topic deleted":     &TopicDeleted{TopicID: testTopicB},
+		"file committed": &FileCommitted{
+			ObjectKey: "wal/abc", ObjectFormat: 1, FileSize: 4096, UploaderBrokerID: 3, OwnerIDs: []int32{0, 2},
+			Topics: []FileTopic{
+				{TopicID: testTopicA, Partitions: []FilePartition{{Partition: 0, Batches: []CommittedBatch{b, b2}}, {Partition: 3, Batches: []CommittedBatch{b}}}},
+				{TopicID: testTopicB, Partitions: []FilePartition{{Partition: 1, Batches: []CommittedBatch{b2}}}},
+			},
+		},
+		"records deleted": &RecordsDeleted{TopicID: testTopicA, Partition: 2, NewLogStartOffset: 1234},
+		"topic config": &TopicConfig{TopicID: testTopicA, TopicName: "orders", NumPartitions: 12,
+			Configs: []TopicConfigEntry{{Name: "max.message.bytes", Value: "2000"}, {Name: "retention.ms", Value: "-1"}}},
+		"topic config no configs": &TopicConfig{TopicID: testTopicB, TopicName: "x", NumPartitions: 1, Configs: []TopicConfigEntry{}},
+		"producer id block":       &ProducerIDBlock{NodeID: 4, FirstProducerID: 3000, BlockSize: 1000},
+		"file deleted":            &FileDeleted{ObjectKey: "wal/abc", DeleterShard: 2},
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	for name, rec := range sampleRecords() {
+		t.Run(name, func(t *testing.T) {
+			body := Append(nil, rec)
+			got, err := Decode(body)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, rec) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, rec)
+			}
+			if got.Key() != rec.Key() {
+				t.Fatalf("key %d, want %d", got.Key(), rec.Key())
+			}
+		})
+	}
+}
+
+// TestRecordBodyLayout pins the start of the encoding: KRaft's frame
+// version, key and version, then the fields.
+func TestRecordBodyLayout(t *testing.T) {
+	body := Append(nil, &ProducerIDBlock{NodeID: 1, FirstProducerID: 2, BlockSize: 3})
+	want := []byte{
+		1, 105, 0, // frame version, key, version
+		0, 0, 0, 1, // NodeId
+		0, 0, 0, 0, 0, 0, 0, 2, // FirstProducerId
+		0, 0, 0, 3, // BlockSize
+		0, // tagged fields
+	}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+// TestFileDeletedLayout pins record 106 (docs/format/metadata-md).
+func TestFileDeletedLayout(t *testing.T) {
+	body := Append(nil, &FileDeleted{ObjectKey: "w/k", DeleterShard: 3})
+	want := []byte{
+		1, 106, 0, // frame version, key, version
+		4, 'w', '/', 'k', // ObjectKey
+		0, 0, 0, 3, // DeleterShard
+		0, // tagged fields
+	}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+func TestRecordSkipsUnknownTaggedFields(t *testing.T) {
+	body := Append(nil, &RecordsDeleted{TopicID: testTopicA, Partition: 1, NewLogStartOffset: 9})
+	// Replace the empty tag section by one holding tag 7 with 3 bytes.
+	body = append(body[:len(body)-1], 1, 7, 3, 'a', 'b', 'c')
+	got, err := Decode(body)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if r := got.(*RecordsDeleted); r.NewLogStartOffset != 9 || r.Partition != 1 {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestDecodeRecordCorruption(t *testing.T) {
+	good := Append(nil, sampleRecords()["file committed"])
+	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	cases := []struct {
+		name string
+		body []byte
+	}{
+		{"empty", nil},
+		{"frame version only", []byte{1}},
+		{"bad frame version", mutate(func(b []byte) []byte { b[0] = 2; return b })},
+		{"unknown key", mutate(func(b []byte) []byte { b[1] = 99; return b })},
+		{"unsupported version", mutate(func(b []byte) []byte { b[2] = 1; return b })},
+		{"truncated by one", good[:len(good)-1]},
+		{"truncated in header fields", good[:8]},
+		{"trailing byte", append(append([]byte(nil), good...), 0)},
+		{"null object key", mutate(func(b []byte) []byte { b[3] = 0; return b })},
+		{"huge object key length", mutate(func(b []byte) []byte {
+			return append(append(b[:3:3], 0xff, 0xff, 0xff, 0xff, 0x0f), b[4:]...)
+		})},
+		{"overlong uvarint key", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0}},
+		{"null array", Append(nil, &FileCommitted{ObjectKey: "k"})[:3+2+1+8+4]},
+	}
+	// The last case needs an explicit null OwnerIds array.
+	cases[len(cases)-1].body = append(cases[len(cases)-1].body, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := Decode(tc.body)
+			if err == nil {
+				t.Fatalf("decoded %#v, want error", rec)
+			}
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("error %v does not wrap errBadRecord", err)
+			}
+		})
+	}
+	// Every strict prefix of every record fails.
+	for name, rec := range sampleRecords() {
+		body := Append(nil, rec)
+		for n := range len(body) {
+			if _, err := Decode(body[:n]); err == nil {
+				t.Fatalf("%s: prefix of %d/%d bytes decoded", name, n, len(body))
+			}
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	for _, rec := range sampleRecords() {
+		f.Add(Append(nil, rec))
+	}
+	f.Add([]byte{1, 102, 0, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec, err := Decode(body)
+		if err != nil {
+			return
+		}
+		// Whatever decodes re-encodes to something that decodes equal
+		// (tagged fields are dropped, so the bytes may differ).
+		again, err := Decode(Append(nil, rec))
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if !reflect.DeepEqual(rec, again) {
+			t.Fatalf("re-decode differs:\n%#v\n%#v", rec, again)
+		}
+	})
+}
+
+// TestReaderArrayBound checks that a huge array count is refused before
+// allocating.
+func TestReaderArrayBound(t *testing.T) {
+	r := &kbin.Reader{Src: kbin.AppendUvarint(nil, 1<<31)}
+	if _, err := ReadArrayLen(r, 1); err == nil {
+		t.Fatal("accepted an array longer than its input")
+	}
+}
+
+// TestEncodeSizeBound: Encode sizes its buffer by sizeBound, which is exact
+// for record 102 (a body never outgrows it) whatever its layout.
+func TestEncodeSizeBound(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		rec := &FileCommitted{ObjectKey: string(make([]byte, 1+r.IntN(1024))), ObjectFormat: 1, FileSize: r.Int64(),
+			UploaderBrokerID: r.Int32(), OwnerIDs: make([]int32, r.IntN(5))}
+		for range r.IntN(5) {
+			ft := FileTopic{TopicID: diskless.TopicID{byte(r.IntN(256))}}
+			for range 1 + r.IntN(5) {
+				fp := FilePartition{Partition: r.Int32()}
+				for range 1 + r.IntN(50) {
+					fp.Batches = append(fp.Batches, CommittedBatch{Magic: 2, ByteOffset: r.Int32(), ByteSize: r.Int32(),
+						AssignedBaseOffset: r.Int64(), AssignedLastOffset: r.Int64(), LogAppendTimestamp: r.Int64(),
+						BatchMaxTimestamp: r.Int64(), TimestampType: 1, ProducerID: r.Int64(), ProducerEpoch: int16(r.Int32()),
+						BaseSequence: r.Int32(), LastSequence: r.Int32()})
+				}
+				ft.Partitions = append(ft.Partitions, fp)
+			}
+			rec.Topics = append(rec.Topics, ft)
+		}
+		body := Encode([]Record{rec})[0]
+		if len(body) > sizeBound(rec) {
+			t.Fatalf("record 102 of %d bytes, bound %d", len(body), sizeBound(rec))
+		}
+		if string(body) != string(Append(nil, rec)) {
+			t.Fatal("Encode and Append differ")
+		}
+	}
+}
