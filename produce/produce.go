@@ -8,7 +8,7 @@
 //
 // Life of a batch:
 //
-//	Produce ─▶ validate ─▶ wait for memory ─▶ active file ─▶ seal
+//	Produce: validate ─▶ admit (wait for memory) ─▶ append (active file) ─▶ seal
 //	  ─▶ upload worker: wal.Pack, Uploader.Upload, ObjectCache.Put
 //	  ─▶ committer (seal order): Committer.Commit ─▶ results ─▶ response
 //
@@ -162,47 +162,104 @@ func (h *Handler) APIVersions() []kmsg.ApiVersionsResponseApiKey {
 // function returns nil at once: no response is sent, but the batches are
 // stored all the same. A partition named twice in one request gets
 // INVALID_REQUEST for both copies.
+//
+// It runs in four steps: validate (the request, then each partition:
+// duplicates, topic, partition, batch), admit (the accepted batches fit
+// one file, and their bytes the pipeline's memory), append (to the active
+// file) and await (the file's commit, in the returned function). A step
+// that refuses the request answers every partition still unanswered and
+// stops.
 func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
-		fillAll(req, resp, kerr.InvalidRequiredAcks)
+	if errc := refuseRequest(req); errc != nil {
+		fillAll(req, resp, errc)
 		return answered(req, resp)
 	}
-	if req.TransactionID != nil {
+	a := h.validate(req, resp)
+	if len(a.entries) == 0 {
+		return answered(req, resp)
+	}
+	need, errc := h.admit(ctx, req.TimeoutMillis, &a)
+	if errc != nil {
+		a.fail(errc)
+		return answered(req, resp)
+	}
+	f, first, errc := h.appendAccepted(&a, need)
+	if errc != nil {
+		a.fail(errc)
+		return answered(req, resp)
+	}
+	if req.Acks == 0 {
+		// No answer is sent: do not hold the connection's pipeline until
+		// the file commits. The batches are stored all the same.
+		return func() *kmsg.ProduceResponse { return nil }
+	}
+	return await(ctx, resp, f, first, a.refs)
+}
+
+// refuseRequest returns the error every partition of req gets when the
+// request as a whole cannot be served, or nil.
+func refuseRequest(req *kmsg.ProduceRequest) *kerr.Error {
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		return kerr.InvalidRequiredAcks
+	case req.TransactionID != nil:
 		// Transactions are not supported on diskless topics (SPEC §2).
-		fillAll(req, resp, kerr.InvalidRequest)
-		return answered(req, resp)
-	}
-	if req.Version < 3 {
+		return kerr.InvalidRequest
+	case req.Version < 3:
 		// Produce v0–2 carry message formats v0/v1, which diskless topics
 		// do not store; the version is advertised only for librdkafka's
-		// sake (SPEC §6).
-		fillAll(req, resp, kerr.UnsupportedForMessageFormat)
-		return answered(req, resp)
+		// sake (produceVersions).
+		return kerr.UnsupportedForMessageFormat
 	}
+	return nil
+}
 
-	now := h.cfg.Now().UnixMilli()
-	var (
-		entries []pendingEntry
-		refs    []partitionRef
-		// size is the bytes of the accepted batches; offered, of every
-		// partition's records.
-		size, offered int64
-		// seen catches a partition named twice in one request, which no
-		// client sends; both copies are refused rather than stored twice.
-		seen map[diskless.TopicPartition]*kmsg.ProduceResponseTopicPartition
-		// dups is set when seen caught one.
-		dups bool
-	)
-	if len(req.Topics) > 1 || (len(req.Topics) == 1 && len(req.Topics[0].Partitions) > 1) {
-		seen = make(map[diskless.TopicPartition]*kmsg.ProduceResponseTopicPartition)
+// accepted is what validate keeps of a request: its valid batches, in
+// request order, and the response entries their results fill.
+type accepted struct {
+	entries []pendingEntry
+	refs    []partitionRef // refs[i] is answered by entries[i]
+	// size is the bytes of the accepted batches; offered, of every
+	// partition's records.
+	size, offered int64
+}
+
+// fail answers every accepted partition with errc: nothing of the request
+// is stored.
+func (a *accepted) fail(errc *kerr.Error) {
+	for _, r := range a.refs {
+		r.resp.ErrorCode = errc.Code
 	}
+}
+
+// validate builds resp's topics and partitions in request order, answers
+// every partition it refuses and returns the others' batches. Per
+// partition, the first of these that applies: UNKNOWN_TOPIC_ID (v13+) or
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, UNKNOWN_TOPIC_OR_PARTITION
+// for a partition the topic does not have, INVALID_REQUEST for a partition
+// named more than once (markDuplicates), then batch.ValidateProduce's
+// error against the topic's limits; batches are not copied or
+// decompressed.
+func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) accepted {
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	n := 0
 	for ti := range req.Topics {
 		rt, st := &req.Topics[ti], &resp.Topics[ti]
 		*st = kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			st.Partitions[pi] = newPartitionResponse(rt.Partitions[pi].Partition)
+		}
+		n += len(rt.Partitions)
+	}
+	markDuplicates(req, resp, n)
+
+	now := h.cfg.Now().UnixMilli()
+	var a accepted
+	for ti := range req.Topics {
+		rt, st := &req.Topics[ti], &resp.Topics[ti]
 		topic, terr := h.resolve(req.Version, rt)
 		// The topic's limits and timestamp type hold for all its partitions.
 		cfg := &topic.Config
@@ -218,112 +275,161 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		}
 		for pi := range rt.Partitions {
 			rp, sp := &rt.Partitions[pi], &st.Partitions[pi]
-			*sp = newPartitionResponse(rp.Partition)
-			offered += int64(len(rp.Records))
-			if terr != nil {
+			a.offered += int64(len(rp.Records))
+			switch {
+			case terr != nil:
 				sp.ErrorCode = terr.Code
 				continue
-			}
-			if rp.Partition < 0 || rp.Partition >= topic.Partitions {
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
-			}
-			if seen != nil {
-				tp := diskless.TopicPartition{TopicID: topic.ID, Partition: rp.Partition}
-				if first, dup := seen[tp]; dup {
-					sp.ErrorCode = kerr.InvalidRequest.Code
-					first.ErrorCode = kerr.InvalidRequest.Code
-					dups = true
-					continue
-				}
-				seen[tp] = sp
+			case sp.ErrorCode != 0:
+				continue // named more than once: INVALID_REQUEST
 			}
 			hdr, verr := batch.ValidateProduce(rp.Records, lim)
 			if verr != nil {
 				sp.ErrorCode = verr.Code
 				continue
 			}
-			refs = append(refs, partitionRef{resp: sp, logAppendTime: cfg.LogAppendTime})
-			entries = append(entries, newPendingEntry(topic.ID, rp.Partition, hdr, tsType))
-			size += int64(len(hdr))
+			a.refs = append(a.refs, partitionRef{resp: sp, logAppendTime: cfg.LogAppendTime})
+			a.entries = append(a.entries, newPendingEntry(topic.ID, rp.Partition, hdr, tsType))
+			a.size += int64(len(hdr))
 		}
 	}
-	if dups {
-		// Drop the entries of partitions found duplicated after their
-		// first copy was accepted.
-		kept := 0
-		for i, r := range refs {
-			if r.resp.ErrorCode != 0 {
-				size -= int64(len(entries[i].Batch))
+	return a
+}
+
+// duplicateScanMax is the largest request, in partitions, whose duplicates
+// markDuplicates finds by comparing every pair (allocating nothing, 120
+// comparisons at most); larger ones go through a map.
+const duplicateScanMax = 16
+
+// markDuplicates sets INVALID_REQUEST on every copy of a partition that
+// req names more than once (by topic name, or topic id from v13, and
+// partition), before anything else is looked at: no client sends such a
+// request, and storing both copies, or choosing one, would be wrong. resp
+// holds req's n partitions with no error yet. validate answers an unknown
+// topic or partition with its own error instead.
+func markDuplicates(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, n int) {
+	if n < 2 {
+		return
+	}
+	sameTopic := func(i, j int) bool {
+		if req.Version >= 13 {
+			return req.Topics[i].TopicID == req.Topics[j].TopicID
+		}
+		return req.Topics[i].Topic == req.Topics[j].Topic
+	}
+	if n <= duplicateScanMax {
+		for ti := range req.Topics {
+			for pi := range req.Topics[ti].Partitions {
+				p := req.Topics[ti].Partitions[pi].Partition
+				for tj := 0; tj <= ti; tj++ {
+					if !sameTopic(ti, tj) {
+						continue
+					}
+					end := len(req.Topics[tj].Partitions)
+					if tj == ti {
+						end = pi
+					}
+					for pj := range end {
+						if req.Topics[tj].Partitions[pj].Partition == p {
+							resp.Topics[ti].Partitions[pi].ErrorCode = kerr.InvalidRequest.Code
+							resp.Topics[tj].Partitions[pj].ErrorCode = kerr.InvalidRequest.Code
+						}
+					}
+				}
+			}
+		}
+		return
+	}
+	type key struct {
+		name      string
+		id        [16]byte
+		partition int32
+	}
+	first := make(map[key]*kmsg.ProduceResponseTopicPartition, n)
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		k := key{id: rt.TopicID}
+		if req.Version < 13 {
+			k = key{name: rt.Topic}
+		}
+		for pi := range rt.Partitions {
+			k.partition = rt.Partitions[pi].Partition
+			sp := &resp.Topics[ti].Partitions[pi]
+			if f, dup := first[k]; dup {
+				f.ErrorCode = kerr.InvalidRequest.Code
+				sp.ErrorCode = kerr.InvalidRequest.Code
 				continue
 			}
-			refs[kept], entries[kept] = r, entries[i]
-			kept++
-		}
-		refs, entries = refs[:kept], entries[:kept]
-	}
-	if len(entries) == 0 {
-		return answered(req, resp)
-	}
-	if size < offered {
-		// Some of the request's bytes were refused. The entries are views
-		// into the request's frame, which the server accounts for only
-		// until it answers (acks=0: at once; a client that has gone: at
-		// once too), while the pipeline's memory bound counts accepted
-		// bytes only: copy them, so the file does not keep the refused
-		// bytes alive uncounted. One buffer serves the whole request: its
-		// entries all go into one file and are freed together.
-		buf := make([]byte, 0, size)
-		for i := range entries {
-			start := len(buf)
-			buf = append(buf, entries[i].Batch...)
-			entries[i].Batch = batch.Header(buf[start:len(buf):len(buf)])
+			first[k] = sp
 		}
 	}
-	if len(entries) > h.cfg.MaxBatchesPerFile {
-		// More partitions in one request than a file may hold: no client
-		// builds such a request.
-		for _, r := range refs {
-			r.resp.ErrorCode = kerr.InvalidRequest.Code
-		}
-		return answered(req, resp)
-	}
+}
 
-	// Wait for room in the pipeline, up to the request's timeout (a
-	// request with no time left still goes in if there is room now). The
-	// cap lets a single request larger than the whole budget through alone.
-	need := min(size, h.cfg.MaxPendingBytes)
+// admit checks that the accepted batches fit in one file and waits for
+// room for their bytes in the pipeline (Config.MaxPendingBytes), up to the
+// request's timeoutMillis (a request with no time left still goes in if
+// there is room now). It returns the memory taken — capped at the whole
+// budget, so that a single request larger than it goes through alone — or
+// the error to answer the accepted partitions with: INVALID_REQUEST (more
+// partitions in one request than a file may hold; no client builds such a
+// request), REQUEST_TIMED_OUT.
+func (h *Handler) admit(ctx context.Context, timeoutMillis int32, a *accepted) (int64, *kerr.Error) {
+	if len(a.entries) > h.cfg.MaxBatchesPerFile {
+		return 0, kerr.InvalidRequest
+	}
+	need := min(a.size, h.cfg.MaxPendingBytes)
 	if !h.memory.TryAcquire(need) {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(timeoutMillis, 0))*time.Millisecond)
 		err := h.memory.Acquire(wctx, need)
 		cancel()
 		if err != nil {
-			for _, r := range refs {
-				r.resp.ErrorCode = kerr.RequestTimedOut.Code
-			}
-			return answered(req, resp)
+			return 0, kerr.RequestTimedOut
 		}
 	}
+	return need, nil
+}
 
-	f, first, err := h.append(entries, int(size), need)
+// appendAccepted appends the accepted batches to the active file (append)
+// and returns the file and the index of their first entry in it, or
+// NOT_LEADER_OR_FOLLOWER once the handler is closed (the memory taken,
+// need, is then given back).
+//
+// If the request had refused bytes, the batches are copied first: they are
+// views into the request's frame, which the server accounts for only until
+// it answers (acks=0: at once; a client that has gone: at once too), while
+// the pipeline's memory bound counts accepted bytes only, so the file must
+// not keep the refused bytes alive uncounted. One buffer serves the whole
+// request: its entries all go into one file and are freed together.
+func (h *Handler) appendAccepted(a *accepted, need int64) (*file, int, *kerr.Error) {
+	if a.size < a.offered {
+		buf := make([]byte, 0, a.size)
+		for i := range a.entries {
+			start := len(buf)
+			buf = append(buf, a.entries[i].Batch...)
+			a.entries[i].Batch = batch.Header(buf[start:len(buf):len(buf)])
+		}
+	}
+	f, first, err := h.append(a.entries, int(a.size), need)
 	if err != nil {
 		h.memory.Release(need)
-		for _, r := range refs {
-			r.resp.ErrorCode = kerr.NotLeaderForPartition.Code
-		}
-		return answered(req, resp)
+		return nil, 0, kerr.NotLeaderForPartition
 	}
-	if req.Acks == 0 {
-		// No answer is sent: do not hold the connection's pipeline until
-		// the file commits. The batches are stored all the same.
-		return func() *kmsg.ProduceResponse { return nil }
-	}
+	return f, first, nil
+}
+
+// await returns the wait function of a request whose accepted batches are
+// entries first… of f: it blocks until f is committed, or ctx is done (the
+// connection is gone, or the server stopped hard: there is no one to
+// answer, so it returns nil; the file still completes on its own), then
+// fills each accepted partition of resp from its batch's result.
+func await(ctx context.Context, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
 	return func() *kmsg.ProduceResponse {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			// The connection is gone (or the server stopped hard): there
-			// is no one to answer. The file still completes on its own.
 			return nil
 		}
 		for i, r := range refs {

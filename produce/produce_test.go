@@ -306,6 +306,88 @@ func TestDuplicatePartitionRefused(t *testing.T) {
 	}
 }
 
+// TestDuplicatesFoundUpFront: every copy of a partition named more than
+// once gets INVALID_REQUEST, whichever way it is named twice and whatever
+// its batch holds, unless the topic or partition is unknown (that error
+// wins); the other partitions are served. Both ways of finding them (every
+// pair compared, and the map above duplicateScanMax partitions) agree.
+func TestDuplicatesFoundUpFront(t *testing.T) {
+	const (
+		ok      = 0
+		dup     = 42 // kerr.InvalidRequest
+		unknown = 3  // kerr.UnknownTopicOrPartition
+	)
+	bad := good(1)
+	bad[len(bad)-1] ^= 1
+	twoEntries := func(version int16, a, b string) *kmsg.ProduceRequest {
+		req := request(version, -1, a, part{0, good(1)}, part{1, good(1)})
+		other := request(version, -1, b, part{1, good(1)}, part{2, good(1)})
+		req.Topics = append(req.Topics, other.Topics[0])
+		return req
+	}
+	byID := func(ids ...byte) *kmsg.ProduceRequest {
+		req := request(13, -1, "", part{0, good(1)})
+		req.Topics = nil
+		for _, id := range ids {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.TopicID = diskless.TopicID{id}
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = good(1)
+			rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}
+	large := func() *kmsg.ProduceRequest {
+		parts := []part{{0, good(1)}, {1, good(1)}, {2, good(1)}}
+		for p := int32(3); p < 18; p++ {
+			parts = append(parts, part{p, good(1)})
+		}
+		return request(9, -1, "ct", append(parts, part{1, good(1)})...)
+	}
+	largeWant := []int16{ok, dup, ok}
+	for range 15 {
+		largeWant = append(largeWant, unknown)
+	}
+	largeWant = append(largeWant, dup)
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.ProduceRequest
+		want []int16
+	}{
+		{"in one topic entry", request(9, -1, "ct", part{0, good(1)}, part{1, good(1)}, part{0, good(2)}), []int16{dup, ok, dup}},
+		{"three copies", request(9, -1, "ct", part{2, good(1)}, part{2, good(1)}, part{0, good(1)}, part{2, good(1)}), []int16{dup, dup, ok, dup}},
+		{"the first copy's batch is corrupt", request(9, -1, "ct", part{0, bad}, part{0, good(1)}), []int16{dup, dup}},
+		{"in two entries of one topic", twoEntries(9, "ct", "ct"), []int16{ok, dup, dup, ok}},
+		{"same partition, other topics", twoEntries(9, "ct", "lat"), []int16{ok, ok, unknown, unknown}},
+		{"unknown topic named twice", twoEntries(9, "nope", "nope"), []int16{unknown, unknown, unknown, unknown}},
+		{"unknown partition named twice", request(9, -1, "ct", part{7, good(1)}, part{7, good(1)}, part{1, good(1)}), []int16{unknown, unknown, ok}},
+		{"by topic id (v13)", byID(1, 2, 1), []int16{dup, ok, dup}},
+		{"more partitions than compared pairwise", large(), largeWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Config{CommitInterval: time.Millisecond})
+			resp := r.h.Produce(context.Background(), tc.req)()
+			if got := codes(resp); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("codes %v, want %v", got, tc.want)
+			}
+			served := 0
+			for _, c := range tc.want {
+				if c == ok {
+					served++
+				}
+			}
+			committed := 0
+			for _, bs := range r.cm.got {
+				committed += len(bs)
+			}
+			if committed != served {
+				t.Fatalf("%d batches committed, want %d (the partitions served)", committed, served)
+			}
+		})
+	}
+}
+
 // TestZeroTimeoutWithRoom: a request whose timeout is 0 still goes in when
 // memory is free, as Kafka accepts it.
 func TestZeroTimeoutWithRoom(t *testing.T) {
