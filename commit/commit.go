@@ -32,38 +32,6 @@ type Shards interface {
 	CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error)
 }
 
-// Config tunes retries of whole-shard commit failures.
-type Config struct {
-	// NodeID is this sidecar's node.id, recorded as UploaderBrokerId.
-	NodeID int32
-	// MaxAttempts bounds the CommitFile calls per shard and object
-	// (diskless.commit.max.attempts, default 5).
-	MaxAttempts int
-	// InitialBackoff and MaxBackoff bound the full-jitter exponential
-	// backoff between attempts (defaults 50 ms and 2 s).
-	InitialBackoff, MaxBackoff time.Duration
-	// Logger receives retry and failure events; nil means slog.Default().
-	Logger *slog.Logger
-}
-
-// Defaults for Config.
-const (
-	DefaultMaxAttempts    = 5
-	DefaultInitialBackoff = 50 * time.Millisecond
-	DefaultMaxBackoff     = 2 * time.Second
-)
-
-// Validate reports the first invalid field, naming its config key.
-func (c Config) Validate() error {
-	switch {
-	case c.MaxAttempts < 1:
-		return fmt.Errorf("diskless.commit.max.attempts must be ≥ 1, got %d", c.MaxAttempts)
-	case c.InitialBackoff <= 0 || c.MaxBackoff < c.InitialBackoff:
-		return fmt.Errorf("commit backoff must satisfy 0 < initial (%v) ≤ max (%v)", c.InitialBackoff, c.MaxBackoff)
-	}
-	return nil
-}
-
 // Committer commits objects to shards. It is safe for concurrent use but is
 // called by one goroutine (the produce committer) so that objects commit in
 // seal order.
@@ -73,24 +41,13 @@ type Committer struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 }
 
-// New returns a Committer; zero Config fields take their defaults.
+// New returns a Committer; zero Config fields take their defaults. It
+// fails if cfg is invalid (see Config.Validate).
 func New(cfg Config, shards Shards) (*Committer, error) {
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.InitialBackoff == 0 {
-		cfg.InitialBackoff = DefaultInitialBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Committer{cfg: cfg, shards: shards, sleep: backoff.Sleep}, nil
+	return &Committer{cfg: cfg.withDefaults(), shards: shards, sleep: backoff.Sleep}, nil
 }
 
 // Commit commits the batches of the object stored under objectKey (size in

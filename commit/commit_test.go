@@ -150,6 +150,13 @@ func TestConfigValidateNamesKey(t *testing.T) {
 	if _, err := New(Config{MaxAttempts: -1}, &fakeShards{n: 1}); err == nil || !strings.Contains(err.Error(), "diskless.commit.max.attempts") {
 		t.Fatalf("error %v does not name diskless.commit.max.attempts", err)
 	}
+	// Zero fields take their defaults, as in every package's Config.
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("the zero Config is refused: %v", err)
+	}
+	if err := (Config{InitialBackoff: time.Second, MaxBackoff: time.Millisecond}).Validate(); err == nil {
+		t.Fatal("a backoff ceiling below its start is accepted")
+	}
 }
 
 // nopShards owns every partition in shard 0 and answers every commit at

@@ -44,7 +44,8 @@ const (
 )
 
 // Config configures the coordinator shards of one node. The zero value of an
-// optional field selects its default.
+// optional field selects its default (the Default constants above);
+// Validate reports invalid fields naming their configuration keys.
 type Config struct {
 	// Dir is the directory holding one subdirectory per shard's metadata
 	// log (shard-<n>, a metalog.FileLog); it is created if missing.
@@ -122,30 +123,37 @@ type Config struct {
 	ObjectKeyPrefix string
 }
 
-// Validate reports the first invalid field, naming its config key.
+// Validate reports every invalid field of c (zero optional fields count as
+// their defaults), each error naming the configuration key (the field, for
+// those without one).
 func (c Config) Validate() error {
-	switch {
-	case c.Dir == "" && c.OpenLog == nil:
-		return errors.New("coordinator: the metadata log directory (Dir) must be set")
-	case c.NumShards < 1:
-		return fmt.Errorf("diskless.metadata.topic.num.partitions must be ≥ 1, got %d", c.NumShards)
-	case c.NumShards > MaxShards:
-		return fmt.Errorf("diskless.metadata.topic.num.partitions must be ≤ %d, got %d", MaxShards, c.NumShards)
-	case c.NodeID < 0:
-		return fmt.Errorf("node.id must be ≥ 0, got %d", c.NodeID)
-	case c.ProducerIDExpirationMs < 0:
-		return fmt.Errorf("producer.id.expiration.ms must be ≥ 1, got %d", c.ProducerIDExpirationMs)
-	case c.SnapshotIntervalRecords < -1:
-		return fmt.Errorf("coordinator: SnapshotIntervalRecords must be ≥ -1, got %d", c.SnapshotIntervalRecords)
-	case c.FileDeletionDelay < 0:
-		return fmt.Errorf("diskless.file.deletion.delay.ms must be ≥ 0, got %d", c.FileDeletionDelay.Milliseconds())
-	case c.OrphanScanGracePeriod != 0 && c.OrphanScanGracePeriod < MinOrphanScanGracePeriod:
-		return fmt.Errorf("diskless.coordinator.orphan.scan.grace.period.ms must be ≥ %d (far above the longest upload plus commit), got %d",
-			MinOrphanScanGracePeriod.Milliseconds(), c.OrphanScanGracePeriod.Milliseconds())
-	case c.ObjectKeyPrefix != "" && objstore.ValidateKey(c.ObjectKeyPrefix+"/x") != nil:
-		return fmt.Errorf("diskless.object.key.prefix %q: must be slash-separated segments without leading or trailing slash, empty, . or .. segments", c.ObjectKeyPrefix)
+	var errs []error
+	if c.Dir == "" && c.OpenLog == nil {
+		errs = append(errs, errors.New("coordinator: Dir, the metadata log directory, must be set"))
 	}
-	return nil
+	if c.NumShards < 1 || c.NumShards > MaxShards {
+		errs = append(errs, fmt.Errorf("diskless.metadata.topic.num.partitions %d: must be in [1, %d]", c.NumShards, MaxShards))
+	}
+	if c.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("node.id %d: must be ≥ 0", c.NodeID))
+	}
+	if c.ProducerIDExpirationMs < 0 {
+		errs = append(errs, fmt.Errorf("producer.id.expiration.ms %d: must be ≥ 1", c.ProducerIDExpirationMs))
+	}
+	if c.SnapshotIntervalRecords < -1 {
+		errs = append(errs, fmt.Errorf("coordinator: SnapshotIntervalRecords %d: must be ≥ -1", c.SnapshotIntervalRecords))
+	}
+	if c.FileDeletionDelay < 0 {
+		errs = append(errs, fmt.Errorf("diskless.file.deletion.delay.ms %d: must be ≥ 0", c.FileDeletionDelay.Milliseconds()))
+	}
+	if c.OrphanScanGracePeriod != 0 && c.OrphanScanGracePeriod < MinOrphanScanGracePeriod {
+		errs = append(errs, fmt.Errorf("diskless.coordinator.orphan.scan.grace.period.ms %d: must be ≥ %d (far above the longest upload plus commit)",
+			c.OrphanScanGracePeriod.Milliseconds(), MinOrphanScanGracePeriod.Milliseconds()))
+	}
+	if c.ObjectKeyPrefix != "" && objstore.ValidateKey(c.ObjectKeyPrefix+"/x") != nil {
+		errs = append(errs, fmt.Errorf("diskless.object.key.prefix %q: must be slash-separated segments without leading or trailing slash, empty, . or .. segments", c.ObjectKeyPrefix))
+	}
+	return errors.Join(errs...)
 }
 
 // withDefaults returns c with defaults filled in.

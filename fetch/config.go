@@ -38,7 +38,9 @@ const (
 	DefaultDecompressConcurrency = 4
 )
 
-// Config configures a [Handler]. Zero values take the defaults above.
+// Config configures a [Handler]. A zero field takes its default (the
+// Default constants above); Validate reports invalid fields naming their
+// configuration keys.
 type Config struct {
 	// LeaderEpoch is the partition leader epoch Metadata reports for every
 	// partition (SPEC §4). Fetched batches are stamped with it, ListOffsets
@@ -47,12 +49,13 @@ type Config struct {
 	LeaderEpoch int32
 
 	// MaxWait caps the max_wait_ms a Fetch may wait for min_bytes. Must be
-	// ≥ 0; 0 means DefaultMaxWait.
+	// ≥ 0; 0 means DefaultMaxWait. Key diskless.fetch.max.wait.ms.
 	MaxWait time.Duration
 
 	// MaxBytes caps a Fetch's max_bytes, in bytes (Kafka's broker setting
 	// fetch.max.bytes). The first batch of a response is returned even if
-	// larger (KIP-74). Must be ≥ 0; 0 means DefaultMaxBytes.
+	// larger (KIP-74). Must be ≥ 0; 0 means DefaultMaxBytes. Key
+	// fetch.max.bytes.
 	MaxBytes int32
 
 	// ReadConcurrency bounds the concurrent ObjectReader.ReadRanges calls
@@ -83,23 +86,30 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports the first invalid field, naming it.
-func (c *Config) Validate() error {
-	switch {
-	case c.LeaderEpoch < 0:
-		return fmt.Errorf("fetch: LeaderEpoch %d: must be ≥ 0", c.LeaderEpoch)
-	case c.MaxWait < 0:
-		return fmt.Errorf("fetch: MaxWait %v: must be ≥ 0", c.MaxWait)
-	case c.MaxBytes < 0:
-		return fmt.Errorf("fetch: MaxBytes %d: must be ≥ 0", c.MaxBytes)
-	case c.ReadConcurrency < 0:
-		return fmt.Errorf("fetch: ReadConcurrency %d: must be ≥ 0", c.ReadConcurrency)
-	case c.MaxDecompressedBytes < 0:
-		return fmt.Errorf("fetch: MaxDecompressedBytes %d: must be ≥ 0", c.MaxDecompressedBytes)
-	case c.DecompressConcurrency < 0:
-		return fmt.Errorf("fetch: DecompressConcurrency %d: must be ≥ 0", c.DecompressConcurrency)
+// Validate reports every invalid field of c, each error naming the
+// configuration key (the field, for those without one). Zero fields are
+// valid: they take their defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.LeaderEpoch < 0 {
+		errs = append(errs, fmt.Errorf("fetch: LeaderEpoch %d: must be ≥ 0", c.LeaderEpoch))
 	}
-	return nil
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("diskless.fetch.max.wait.ms %v: must be ≥ 0", c.MaxWait))
+	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("fetch.max.bytes %d: must be ≥ 0", c.MaxBytes))
+	}
+	if c.ReadConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("fetch: ReadConcurrency %d: must be ≥ 0", c.ReadConcurrency))
+	}
+	if c.MaxDecompressedBytes < 0 {
+		errs = append(errs, fmt.Errorf("fetch: MaxDecompressedBytes %d: must be ≥ 0", c.MaxDecompressedBytes))
+	}
+	if c.DecompressConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("fetch: DecompressConcurrency %d: must be ≥ 0", c.DecompressConcurrency))
+	}
+	return errors.Join(errs...)
 }
 
 // withDefaults returns c with every zero field replaced by its default.

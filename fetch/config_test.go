@@ -10,14 +10,14 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfg   Config
-		field string // named in the error; "" for valid
+		field string // the key (or field) named in the error; "" for valid
 	}{
 		{name: "zero value", cfg: Config{}},
 		{name: "all set", cfg: Config{LeaderEpoch: 4, MaxWait: time.Second, MaxBytes: 1 << 20, ReadConcurrency: 2,
 			MaxDecompressedBytes: 1 << 20, DecompressConcurrency: 1}},
 		{name: "negative leader epoch", cfg: Config{LeaderEpoch: -1}, field: "LeaderEpoch"},
-		{name: "negative max wait", cfg: Config{MaxWait: -time.Second}, field: "MaxWait"},
-		{name: "negative max bytes", cfg: Config{MaxBytes: -1}, field: "MaxBytes"},
+		{name: "negative max wait", cfg: Config{MaxWait: -time.Second}, field: "diskless.fetch.max.wait.ms"},
+		{name: "negative max bytes", cfg: Config{MaxBytes: -1}, field: "fetch.max.bytes"},
 		{name: "negative read concurrency", cfg: Config{ReadConcurrency: -1}, field: "ReadConcurrency"},
 		{name: "negative max decompressed bytes", cfg: Config{MaxDecompressedBytes: -1}, field: "MaxDecompressedBytes"},
 		{name: "negative decompress concurrency", cfg: Config{DecompressConcurrency: -1}, field: "DecompressConcurrency"},

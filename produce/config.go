@@ -1,6 +1,7 @@
 package produce
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,30 +12,34 @@ import (
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
-// Config tunes the produce path. Every field has a default that works on one
-// machine (SPEC §11); zero values are replaced by defaults in New.
+// Config tunes the produce path. A zero field takes its default (the
+// Default constants below); Validate reports invalid fields naming their
+// configuration keys.
 type Config struct {
 	// BufferMaxBytes seals the active file once it holds this many bytes of
-	// record batches (diskless.append.buffer.max.bytes, default 8 MiB). A
-	// request that crosses it is kept whole in the file it started.
+	// record batches, in [1, wal.MaxObjectBytes/2]. A request that crosses
+	// it is kept whole in the file it started. Key
+	// diskless.append.buffer.max.bytes; default DefaultBufferMaxBytes.
 	BufferMaxBytes int
 	// CommitInterval seals the active file this long after its first batch
-	// arrived (diskless.append.commit.interval.ms, default 250 ms).
+	// arrived, ≥ 1 ms. Key diskless.append.commit.interval.ms; default
+	// DefaultCommitInterval.
 	CommitInterval time.Duration
 	// MaxPendingBytes bounds the record-batch bytes held by the produce path
-	// at once: buffered in the active file, packing, uploading or committing
-	// (diskless.append.max.pending.bytes, default 256 MiB). Past it, Produce
-	// requests wait, up to their timeout, instead of growing the heap.
+	// at once: buffered in the active file, packing, uploading or
+	// committing; ≥ BufferMaxBytes. Past it, Produce requests wait, up to
+	// their timeout, instead of growing the heap. Key
+	// diskless.append.max.pending.bytes; default DefaultMaxPendingBytes.
 	MaxPendingBytes int64
 	// MaxBatchesPerFile seals the active file before it would hold more
-	// batches than this, so that a file's commit stays well within what a
-	// coordinator shard accepts in one record (default 100000, below
-	// diskless.MaxCommitBatches). A request with more batches than this
-	// is refused with INVALID_REQUEST.
+	// batches than this, in [1, diskless.MaxCommitBatches], so that a
+	// file's commit stays well within what a coordinator shard accepts in
+	// one record. A request with more batches than this is refused with
+	// INVALID_REQUEST. No key; default DefaultMaxBatchesPerFile.
 	MaxBatchesPerFile int
-	// UploadConcurrency is the number of sealed files uploaded at once
-	// (diskless.upload.max.inflight.files, default 4). Files are still
-	// committed in the order they were sealed.
+	// UploadConcurrency is the number of sealed files uploaded at once,
+	// ≥ 1. Files are still committed in the order they were sealed. Key
+	// diskless.upload.max.inflight.files; default DefaultUploadConcurrency.
 	UploadConcurrency int
 	// MeterProvider receives the pipeline's metrics (file stage times,
 	// sizes, seal reasons, pending bytes); nil means no metrics.
@@ -46,17 +51,19 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Defaults (SPEC §11, §13: 250 ms or 8 MiB per file, as WarpStream and
-// Inkless).
+// Defaults of Config's zero fields (SPEC §11, §13: 250 ms or 8 MiB per
+// file, as WarpStream and Inkless).
 const (
 	DefaultBufferMaxBytes    = 8 << 20
 	DefaultCommitInterval    = 250 * time.Millisecond
 	DefaultMaxPendingBytes   = 256 << 20
 	DefaultUploadConcurrency = 4
+	// DefaultMaxBatchesPerFile is below diskless.MaxCommitBatches.
 	DefaultMaxBatchesPerFile = 100_000
 )
 
-func (c *Config) setDefaults() {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.BufferMaxBytes == 0 {
 		c.BufferMaxBytes = DefaultBufferMaxBytes
 	}
@@ -78,23 +85,29 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	return c
 }
 
-// Validate reports the first invalid field, naming its config key. Zero
-// fields count as their defaults.
+// Validate reports every invalid field of c (zero fields count as their
+// defaults), each error naming the configuration key (the field, for
+// those without one).
 func (c Config) Validate() error {
-	c.setDefaults()
-	switch {
-	case c.BufferMaxBytes < 1 || c.BufferMaxBytes > wal.MaxObjectBytes/2:
-		return fmt.Errorf("diskless.append.buffer.max.bytes must be in [1, %d], got %d", wal.MaxObjectBytes/2, c.BufferMaxBytes)
-	case c.CommitInterval < time.Millisecond:
-		return fmt.Errorf("diskless.append.commit.interval.ms must be ≥ 1, got %v", c.CommitInterval)
-	case c.MaxPendingBytes < int64(c.BufferMaxBytes):
-		return fmt.Errorf("diskless.append.max.pending.bytes (%d) must be ≥ diskless.append.buffer.max.bytes (%d)", c.MaxPendingBytes, c.BufferMaxBytes)
-	case c.MaxBatchesPerFile < 1 || c.MaxBatchesPerFile > diskless.MaxCommitBatches:
-		return fmt.Errorf("produce: MaxBatchesPerFile must be in [1, %d], got %d", diskless.MaxCommitBatches, c.MaxBatchesPerFile)
-	case c.UploadConcurrency < 1:
-		return fmt.Errorf("diskless.upload.max.inflight.files must be ≥ 1, got %d", c.UploadConcurrency)
+	c = c.withDefaults()
+	var errs []error
+	if c.BufferMaxBytes < 1 || c.BufferMaxBytes > wal.MaxObjectBytes/2 {
+		errs = append(errs, fmt.Errorf("diskless.append.buffer.max.bytes %d: must be in [1, %d]", c.BufferMaxBytes, wal.MaxObjectBytes/2))
 	}
-	return nil
+	if c.CommitInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("diskless.append.commit.interval.ms %v: must be at least 1 ms", c.CommitInterval))
+	}
+	if c.MaxPendingBytes < int64(c.BufferMaxBytes) {
+		errs = append(errs, fmt.Errorf("diskless.append.max.pending.bytes %d: must be at least diskless.append.buffer.max.bytes (%d)", c.MaxPendingBytes, c.BufferMaxBytes))
+	}
+	if c.MaxBatchesPerFile < 1 || c.MaxBatchesPerFile > diskless.MaxCommitBatches {
+		errs = append(errs, fmt.Errorf("produce: MaxBatchesPerFile %d: must be in [1, %d]", c.MaxBatchesPerFile, diskless.MaxCommitBatches))
+	}
+	if c.UploadConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("diskless.upload.max.inflight.files %d: must be at least 1", c.UploadConcurrency))
+	}
+	return errors.Join(errs...)
 }

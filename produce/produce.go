@@ -104,10 +104,10 @@ type Handler struct {
 
 // New starts the produce pipeline. cache may be nil.
 func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) (*Handler, error) {
-	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	h := &Handler{
 		cfg:       cfg,
 		catalog:   cat,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,7 +35,9 @@ const (
 	DefaultNumPartitions int32 = 1
 )
 
-// Config configures a Server. Zero values take the documented defaults.
+// Config configures a Server. A zero field takes its default (the Default
+// constants above); Validate reports invalid fields naming their
+// configuration keys.
 type Config struct {
 	// Addr is the host:port to listen on (from `listeners`). Port 0 picks a
 	// free port; Addr() then returns it. An empty host listens on all
@@ -104,39 +107,39 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid field, naming the Kafka config key it
-// comes from. Zero values are valid (they take defaults).
+// Validate reports every invalid field of c (zero fields count as their
+// defaults), each error naming the Kafka configuration key it comes from
+// (the field, for those without one).
 func (c Config) Validate() error {
-	_, port, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		return fmt.Errorf("server: listeners: invalid address %q: %w", c.Addr, err)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("server: listeners: invalid port %q in %q", port, c.Addr)
+	var errs []error
+	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("listeners %q: invalid address: %w", c.Addr, err))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		errs = append(errs, fmt.Errorf("listeners %q: invalid port %q", c.Addr, port))
 	}
 	if c.AdvertisedPort < 0 || c.AdvertisedPort > 65535 {
-		return fmt.Errorf("server: advertised.listeners: port %d out of range 0–65535", c.AdvertisedPort)
+		errs = append(errs, fmt.Errorf("advertised.listeners: port %d out of range 0–65535", c.AdvertisedPort))
 	}
 	if c.NodeID < 0 {
-		return fmt.Errorf("server: node.id must be ≥ 0, got %d", c.NodeID)
+		errs = append(errs, fmt.Errorf("node.id %d: must be ≥ 0", c.NodeID))
 	}
 	if c.ClusterID == "" {
-		return fmt.Errorf("server: cluster id must not be empty")
+		errs = append(errs, errors.New("ClusterID: must not be empty"))
 	}
-	if c.NumPartitions < 0 {
-		return fmt.Errorf("server: num.partitions must be ≥ 1, got %d", c.NumPartitions)
+	d := c.withDefaults()
+	if d.NumPartitions < 1 {
+		errs = append(errs, fmt.Errorf("num.partitions %d: must be ≥ 1", d.NumPartitions))
 	}
-	if c.MaxRequestBytes < 0 {
-		return fmt.Errorf("server: socket.request.max.bytes must be > 0, got %d", c.MaxRequestBytes)
+	if d.MaxRequestBytes < 1 {
+		errs = append(errs, fmt.Errorf("socket.request.max.bytes %d: must be > 0", d.MaxRequestBytes))
+	} else if d.MaxQueuedRequestBytes < int64(d.MaxRequestBytes) {
+		errs = append(errs, fmt.Errorf("queued.max.request.bytes %d: must be ≥ socket.request.max.bytes (%d)", d.MaxQueuedRequestBytes, d.MaxRequestBytes))
 	}
-	if d := c.withDefaults(); d.MaxQueuedRequestBytes < int64(d.MaxRequestBytes) {
-		return fmt.Errorf("server: queued.max.request.bytes (%d) must be ≥ socket.request.max.bytes (%d)", d.MaxQueuedRequestBytes, d.MaxRequestBytes)
+	if d.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("connections.max.idle.ms %v: must be > 0", d.IdleTimeout))
 	}
-	if c.IdleTimeout < 0 {
-		return fmt.Errorf("server: connections.max.idle.ms must be > 0, got %v", c.IdleTimeout)
+	if d.MaxInflightPerConn < 0 {
+		errs = append(errs, fmt.Errorf("MaxInflightPerConn %d: must be > 0", d.MaxInflightPerConn))
 	}
-	if c.MaxInflightPerConn < 0 {
-		return fmt.Errorf("server: max in-flight requests per connection must be > 0, got %d", c.MaxInflightPerConn)
-	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -62,7 +62,7 @@ type Server struct {
 // CreateTopics and InitProducerId from cat. It does not bind; see Listen.
 func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if p == nil || f == nil || cat == nil {
 		return nil, errors.New("server: New needs a Producer, a Fetcher and a Catalog")

@@ -21,10 +21,12 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad port", mod: func(c *Config) { c.Addr = "localhost:99999" }, wantErr: "listeners"},
 		{name: "advertised port", mod: func(c *Config) { c.AdvertisedPort = 70000 }, wantErr: "advertised.listeners"},
 		{name: "node id", mod: func(c *Config) { c.NodeID = -1 }, wantErr: "node.id"},
-		{name: "cluster id", mod: func(c *Config) { c.ClusterID = "" }, wantErr: "cluster id"},
+		{name: "cluster id", mod: func(c *Config) { c.ClusterID = "" }, wantErr: "ClusterID"},
 		{name: "num.partitions", mod: func(c *Config) { c.NumPartitions = -1 }, wantErr: "num.partitions"},
 		{name: "socket.request.max.bytes", mod: func(c *Config) { c.MaxRequestBytes = -1 }, wantErr: "socket.request.max.bytes"},
-		{name: "in-flight", mod: func(c *Config) { c.MaxInflightPerConn = -1 }, wantErr: "in-flight"},
+		{name: "in-flight", mod: func(c *Config) { c.MaxInflightPerConn = -1 }, wantErr: "MaxInflightPerConn"},
+		{name: "queued below one request", mod: func(c *Config) { c.MaxRequestBytes, c.MaxQueuedRequestBytes = 2048, 1024 }, wantErr: "queued.max.request.bytes"},
+		{name: "idle timeout", mod: func(c *Config) { c.IdleTimeout = -1 }, wantErr: "connections.max.idle.ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid

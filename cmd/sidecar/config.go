@@ -13,6 +13,14 @@ import (
 
 	"github.com/magiconair/properties"
 
+	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/commit"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
+	"github.com/diskless-sidecar/sidecar/produce"
+	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/upload"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
@@ -86,7 +94,9 @@ func (l Listener) String() string {
 
 // option is one configuration key: its default, documentation, and how a
 // value is checked and stored. The table below is the only place a key is
-// defined; the README's table is checked against it by a test.
+// defined; the README's table is checked against it by a test. A key that
+// sets a package's Config field takes that package's Default constant as
+// its default (TestDefaultsArePackageDefaults holds them equal).
 type option struct {
 	key string
 	def string
@@ -152,6 +162,12 @@ func boolOption(key, def, doc string, field func(*Config) *bool) option {
 	}}
 }
 
+// itoa and ms write a package's default as a key's default: an integer, or
+// a duration in whole milliseconds.
+func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
 const (
 	maxInt32     = math.MaxInt32
 	maxBufferCap = 1 << 30 // keeps a WAL object far below its 2 GiB format limit
@@ -181,10 +197,10 @@ var options = []option{
 			return nil
 		}},
 	boolOption("auto.create.topics.enable", "true", "Create unknown topics named in Metadata requests.", func(c *Config) *bool { return &c.AutoCreateTopics }),
-	intOption("num.partitions", "1", "Partitions of auto-created topics and of CreateTopics with num_partitions -1.", 1, 100000, func(c *Config) *int32 { return &c.NumPartitions }),
-	intOption("socket.request.max.bytes", "104857600", "Largest request frame accepted, bytes; a larger frame closes its connection.", 1024, maxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
-	intOption("queued.max.request.bytes", "536870912", "Request bytes read and not yet answered, over all connections; past it readers wait. At least socket.request.max.bytes.", 1024, math.MaxInt64, func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
-	msOption("connections.max.idle.ms", "600000", "Close a connection that sent nothing for this long with nothing in flight, or that has not read a response for this long, ms.", 1000, 86400000, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
+	intOption("num.partitions", itoa(server.DefaultNumPartitions), "Partitions of auto-created topics and of CreateTopics with num_partitions -1.", 1, 100000, func(c *Config) *int32 { return &c.NumPartitions }),
+	intOption("socket.request.max.bytes", itoa(server.DefaultMaxRequestBytes), "Largest request frame accepted, bytes; a larger frame closes its connection.", 1024, maxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+	intOption("queued.max.request.bytes", itoa(server.DefaultMaxQueuedRequestBytes), "Request bytes read and not yet answered, over all connections; past it readers wait. At least socket.request.max.bytes.", 1024, math.MaxInt64, func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
+	msOption("connections.max.idle.ms", ms(server.DefaultIdleTimeout), "Close a connection that sent nothing for this long with nothing in flight, or that has not read a response for this long, ms.", 1000, 86400000, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 	{key: "diskless.storage.backend", def: "file", doc: "Where objects are stored: file (a directory under data.dir) or s3 (diskless.storage.s3.*).",
 		set: func(c *Config, v string) error {
 			switch v = strings.TrimSpace(v); v {
@@ -203,26 +219,26 @@ var options = []option{
 	{key: "diskless.storage.s3.endpoint", def: "", doc: "Base URL of an S3-compatible store, http(s)://host:port; empty: AWS S3.",
 		set: func(c *Config, v string) error { c.S3Endpoint = strings.TrimSpace(v); return nil }},
 	boolOption("diskless.storage.s3.path.style", "false", "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint> (most S3-compatible stores need true).", func(c *Config) *bool { return &c.S3PathStyle }),
-	msOption("diskless.storage.s3.request.timeout.ms", "5000", "Longest wait for an S3 answer's headers, and for a whole ranged GET, before the request is retried, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.S3RequestTimeout }),
-	intOption("diskless.append.buffer.max.bytes", "8388608", "Seal the active file at this size, bytes.", 1, maxBufferCap, func(c *Config) *int { return &c.AppendBufferMaxBytes }),
-	msOption("diskless.append.commit.interval.ms", "250", "Seal the active file this long after its first batch, ms.", 1, 60000, func(c *Config) *time.Duration { return &c.AppendCommitInterval }),
-	intOption("diskless.append.max.pending.bytes", "268435456", "Record-batch bytes buffered, uploading or committing at once; past it produce requests wait.", 1, math.MaxInt64, func(c *Config) *int64 { return &c.AppendMaxPendingBytes }),
-	intOption("diskless.upload.max.inflight.files", "4", "Sealed files uploaded concurrently (they still commit in seal order).", 1, 1024, func(c *Config) *int { return &c.UploadInflightFiles }),
-	{key: "diskless.object.key.prefix", def: "wal", doc: "Prefix of every WAL object key, <prefix>/<random id>.",
+	msOption("diskless.storage.s3.request.timeout.ms", ms(s3.DefaultRequestTimeout), "Longest wait for an S3 answer's headers, and for a whole ranged GET, before the request is retried, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.S3RequestTimeout }),
+	intOption("diskless.append.buffer.max.bytes", itoa(produce.DefaultBufferMaxBytes), "Seal the active file at this size, bytes.", 1, maxBufferCap, func(c *Config) *int { return &c.AppendBufferMaxBytes }),
+	msOption("diskless.append.commit.interval.ms", ms(produce.DefaultCommitInterval), "Seal the active file this long after its first batch, ms.", 1, 60000, func(c *Config) *time.Duration { return &c.AppendCommitInterval }),
+	intOption("diskless.append.max.pending.bytes", itoa(produce.DefaultMaxPendingBytes), "Record-batch bytes buffered, uploading or committing at once; past it produce requests wait.", 1, math.MaxInt64, func(c *Config) *int64 { return &c.AppendMaxPendingBytes }),
+	intOption("diskless.upload.max.inflight.files", itoa(produce.DefaultUploadConcurrency), "Sealed files uploaded concurrently (they still commit in seal order).", 1, 1024, func(c *Config) *int { return &c.UploadInflightFiles }),
+	{key: "diskless.object.key.prefix", def: upload.DefaultPrefix, doc: "Prefix of every WAL object key, <prefix>/<random id>.",
 		set: func(c *Config, v string) error { c.ObjectKeyPrefix = v; return nil }},
-	intOption("diskless.upload.part.bytes", "8388608", "S3 objects larger than this go up as multipart uploads in parts of this size, bytes; smaller ones as one PUT; at least 5242880.", 5<<20, 5<<30, func(c *Config) *int64 { return &c.UploadPartBytes }),
-	intOption("diskless.upload.concurrency", "4", "Parts of one S3 multipart upload sent in parallel.", 1, 64, func(c *Config) *int { return &c.UploadConcurrency }),
-	intOption("diskless.upload.max.attempts", "8", "Attempts per object upload before its batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.UploadMaxAttempts }),
-	msOption("diskless.upload.retry.backoff.ms", "100", "Backoff ceiling after the first failed upload attempt, doubled per attempt (full jitter), ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoff }),
-	msOption("diskless.upload.retry.backoff.max.ms", "1000", "Largest backoff ceiling between upload attempts, ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoffMax }),
-	msOption("diskless.upload.attempt.timeout.ms", "10000", "Timeout of one upload attempt, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadAttemptTimeout }),
-	intOption("diskless.commit.max.attempts", "5", "Attempts per coordinator shard commit before the batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.CommitMaxAttempts }),
-	intOption("diskless.cache.block.bytes", "4194304", "Size of one cache block (aligned range of an object), bytes.", 4096, 1<<30, func(c *Config) *int64 { return &c.CacheBlockBytes }),
-	intOption("diskless.cache.max.bytes", "268435456", "Bytes of object data kept in the block cache.", 0, math.MaxInt64, func(c *Config) *int64 { return &c.CacheMaxBytes }),
-	msOption("diskless.fetch.max.wait.ms", "30000", "Upper bound on a fetch's long-poll, whatever max_wait_ms the client asks, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.FetchMaxWait }),
-	intOption("fetch.max.bytes", "57671680", "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
+	intOption("diskless.upload.part.bytes", itoa(s3.DefaultPartSize), "S3 objects larger than this go up as multipart uploads in parts of this size, bytes; smaller ones as one PUT; at least 5242880.", 5<<20, 5<<30, func(c *Config) *int64 { return &c.UploadPartBytes }),
+	intOption("diskless.upload.concurrency", itoa(s3.DefaultConcurrency), "Parts of one S3 multipart upload sent in parallel.", 1, 64, func(c *Config) *int { return &c.UploadConcurrency }),
+	intOption("diskless.upload.max.attempts", itoa(upload.DefaultMaxAttempts), "Attempts per object upload before its batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.UploadMaxAttempts }),
+	msOption("diskless.upload.retry.backoff.ms", ms(upload.DefaultInitialBackoff), "Backoff ceiling after the first failed upload attempt, doubled per attempt (full jitter), ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoff }),
+	msOption("diskless.upload.retry.backoff.max.ms", ms(upload.DefaultMaxBackoff), "Largest backoff ceiling between upload attempts, ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoffMax }),
+	msOption("diskless.upload.attempt.timeout.ms", ms(upload.DefaultAttemptTimeout), "Timeout of one upload attempt, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadAttemptTimeout }),
+	intOption("diskless.commit.max.attempts", itoa(commit.DefaultMaxAttempts), "Attempts per coordinator shard commit before the batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.CommitMaxAttempts }),
+	intOption("diskless.cache.block.bytes", itoa(cache.DefaultBlockBytes), "Size of one cache block (aligned range of an object), bytes.", 4096, 1<<30, func(c *Config) *int64 { return &c.CacheBlockBytes }),
+	intOption("diskless.cache.max.bytes", itoa(cache.DefaultMaxBytes), "Bytes of object data kept in the block cache.", 0, math.MaxInt64, func(c *Config) *int64 { return &c.CacheMaxBytes }),
+	msOption("diskless.fetch.max.wait.ms", ms(fetch.DefaultMaxWait), "Upper bound on a fetch's long-poll, whatever max_wait_ms the client asks, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.FetchMaxWait }),
+	intOption("fetch.max.bytes", itoa(fetch.DefaultMaxBytes), "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
 	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards. Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),
-	msOption("producer.id.expiration.ms", "86400000", "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	msOption("producer.id.expiration.ms", itoa(coordinator.DefaultProducerIDExpirationMs), "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 	{key: "http.listener", def: "127.0.0.1:9644",
 		doc: "host:port of the HTTP endpoint: /metrics (Prometheus), /healthz, /readyz; empty disables it; port 0 picks a free port.",
 		set: func(c *Config, v string) error {
@@ -237,10 +253,10 @@ var options = []option{
 			c.HTTPListener = v
 			return nil
 		}},
-	periodOption("diskless.retention.check.interval.ms", "300000", "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
-	msOption("diskless.file.deletion.delay.ms", "60000", "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
-	periodOption("diskless.coordinator.orphan.scan.interval.ms", "600000", "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
-	msOption("diskless.coordinator.orphan.scan.grace.period.ms", "3600000", "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
+	periodOption("diskless.retention.check.interval.ms", ms(coordinator.DefaultRetentionCheckInterval), "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
+	msOption("diskless.file.deletion.delay.ms", ms(coordinator.DefaultFileDeletionDelay), "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
+	periodOption("diskless.coordinator.orphan.scan.interval.ms", ms(coordinator.DefaultOrphanScanInterval), "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
+	msOption("diskless.coordinator.orphan.scan.grace.period.ms", ms(coordinator.DefaultOrphanScanGracePeriod), "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

@@ -7,6 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/commit"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/objstore/s3"
+	"github.com/diskless-sidecar/sidecar/produce"
+	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/upload"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -19,6 +28,53 @@ func TestLoadConfigDefaults(t *testing.T) {
 		c.AppendCommitInterval != 250*time.Millisecond || c.AppendMaxPendingBytes != 256<<20 ||
 		c.StorageBackend != "file" || c.UploadPartBytes != 8<<20 || c.UploadConcurrency != 4 {
 		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+// TestDefaultsArePackageDefaults: the binary's default for every key that
+// sets a package's Config field is that package's Default constant, as the
+// component gets it (through the same translation start uses), so running
+// with no configuration is running with the packages' defaults.
+func TestDefaultsArePackageDefaults(t *testing.T) {
+	c, err := LoadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, uc, cc, fc, sc := produceConfig(c), uploadConfig(c), cacheConfig(c), fetchConfig(c), s3Config(c)
+	for _, tc := range []struct {
+		key       string
+		got, want any
+	}{
+		{"num.partitions", c.NumPartitions, server.DefaultNumPartitions},
+		{"socket.request.max.bytes", c.SocketRequestMaxBytes, server.DefaultMaxRequestBytes},
+		{"queued.max.request.bytes", c.QueuedMaxRequestBytes, server.DefaultMaxQueuedRequestBytes},
+		{"connections.max.idle.ms", c.ConnectionsMaxIdle, server.DefaultIdleTimeout},
+		{"diskless.storage.s3.request.timeout.ms", sc.RequestTimeout, s3.DefaultRequestTimeout},
+		{"diskless.upload.part.bytes", sc.PartSize, int64(s3.DefaultPartSize)},
+		{"diskless.upload.concurrency", sc.Concurrency, s3.DefaultConcurrency},
+		{"diskless.append.buffer.max.bytes", pc.BufferMaxBytes, produce.DefaultBufferMaxBytes},
+		{"diskless.append.commit.interval.ms", pc.CommitInterval, produce.DefaultCommitInterval},
+		{"diskless.append.max.pending.bytes", pc.MaxPendingBytes, int64(produce.DefaultMaxPendingBytes)},
+		{"diskless.upload.max.inflight.files", pc.UploadConcurrency, produce.DefaultUploadConcurrency},
+		{"diskless.object.key.prefix", uc.Prefix, upload.DefaultPrefix},
+		{"diskless.upload.max.attempts", uc.MaxAttempts, upload.DefaultMaxAttempts},
+		{"diskless.upload.retry.backoff.ms", uc.InitialBackoff, upload.DefaultInitialBackoff},
+		{"diskless.upload.retry.backoff.max.ms", uc.MaxBackoff, upload.DefaultMaxBackoff},
+		{"diskless.upload.attempt.timeout.ms", uc.AttemptTimeout, upload.DefaultAttemptTimeout},
+		{"diskless.commit.max.attempts", c.CommitMaxAttempts, commit.DefaultMaxAttempts},
+		{"diskless.cache.block.bytes", cc.BlockBytes, int64(cache.DefaultBlockBytes)},
+		{"diskless.cache.max.bytes", cc.MaxBytes, int64(cache.DefaultMaxBytes)},
+		{"diskless.fetch.max.wait.ms", fc.MaxWait, fetch.DefaultMaxWait},
+		{"fetch.max.bytes", fc.MaxBytes, int32(fetch.DefaultMaxBytes)},
+		{"producer.id.expiration.ms", c.ProducerIDExpiration.Milliseconds(), coordinator.DefaultProducerIDExpirationMs},
+		{"diskless.retention.check.interval.ms", c.RetentionCheckInterval, coordinator.DefaultRetentionCheckInterval},
+		{"diskless.file.deletion.delay.ms", c.FileDeletionDelay, coordinator.DefaultFileDeletionDelay},
+		{"diskless.coordinator.orphan.scan.interval.ms", c.OrphanScanInterval, coordinator.DefaultOrphanScanInterval},
+		{"diskless.coordinator.orphan.scan.grace.period.ms", c.OrphanScanGracePeriod, coordinator.DefaultOrphanScanGracePeriod},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: the binary's default gives %v (%T), the package's default is %v (%T)", tc.key, tc.got, tc.got, tc.want, tc.want)
+		}
 	}
 }
 
