@@ -16,7 +16,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
-	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
 const (
@@ -140,7 +140,7 @@ func BenchmarkCacheHit(b *testing.B) {
 	for i := range obj {
 		obj[i] = byte(i)
 	}
-	c, err := cache.New(cache.Config{}, objstore.NewMemory())
+	c, err := cache.New(cache.Config{}, objstoretest.NewMemory())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/cache"
-	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
 // BenchmarkCacheHit measures reads served entirely from cached blocks at the
@@ -15,7 +15,7 @@ import (
 // ReadRanges with no commit time (through the blocks).
 func BenchmarkCacheHit(b *testing.B) {
 	const objSize = 8 << 20
-	c, err := cache.New(cache.Config{}, objstore.NewMemory())
+	c, err := cache.New(cache.Config{}, objstoretest.NewMemory())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func BenchmarkCacheHit(b *testing.B) {
 // block allocation, insertion, eviction) over an in-memory store, reading
 // each 4 MiB block once.
 func BenchmarkCacheMiss(b *testing.B) {
-	s := objstore.NewMemory()
+	s := objstoretest.NewMemory()
 	const objSize = 64 << 20
 	if err := s.Put(context.Background(), "wal/obj", make([]byte, objSize)); err != nil {
 		b.Fatal(err)
@@ -80,7 +80,7 @@ func BenchmarkCacheMiss(b *testing.B) {
 // store read alone. One range is read straight into its buffer; several
 // within a block of each other are read with one bounding read and copied.
 func BenchmarkCacheBypass(b *testing.B) {
-	s := objstore.NewMemory()
+	s := objstoretest.NewMemory()
 	const objSize = 8 << 20
 	if err := s.Put(context.Background(), "wal/old", make([]byte, objSize)); err != nil {
 		b.Fatal(err)

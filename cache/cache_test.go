@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,11 +25,11 @@ func TestMain(m *testing.M) {
 
 var _ cache.RangeReader = objstore.Store(nil)
 
-// store is an objstore.Memory that records every ranged read, so tests can
+// store is an objstoretest.Memory that records every ranged read, so tests can
 // pin what a scenario costs in GETs. Faults and delays come from
 // Memory.SetFault.
 type store struct {
-	*objstore.Memory
+	*objstoretest.Memory
 	mu    sync.Mutex
 	reads []readCall
 }
@@ -39,7 +40,7 @@ type readCall struct {
 	len int
 }
 
-func newStore() *store { return &store{Memory: objstore.NewMemory()} }
+func newStore() *store { return &store{Memory: objstoretest.NewMemory()} }
 
 func (s *store) ReadRange(ctx context.Context, key string, off int64, p []byte) (int, int64, error) {
 	s.mu.Lock()
@@ -105,8 +106,8 @@ func gate(s *store) (release func(), blocked func() int) {
 	ch := make(chan struct{})
 	var mu sync.Mutex
 	n := 0
-	s.SetFault(func(ctx context.Context, op objstore.Op, _ string) error {
-		if op != objstore.OpReadRange {
+	s.SetFault(func(ctx context.Context, op objstoretest.Op, _ string) error {
+		if op != objstoretest.OpReadRange {
 			return nil
 		}
 		mu.Lock()
@@ -132,7 +133,7 @@ func TestReadsMatchTheObject(t *testing.T) {
 	const B = 16
 	for _, size := range []int{0, 1, B - 1, B, B + 1, 2 * B, 3*B + 5} {
 		obj := object(uint64(size), size)
-		m := objstore.NewMemory()
+		m := objstoretest.NewMemory()
 		if err := m.Put(t.Context(), "obj", obj); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestFailedLoad(t *testing.T) {
 		c := newCache(t, cache.Config{BlockBytes: 32}, s)
 		errBoom := errors.New("boom")
 		ch := make(chan struct{})
-		s.SetFault(func(context.Context, objstore.Op, string) error {
+		s.SetFault(func(context.Context, objstoretest.Op, string) error {
 			<-ch
 			return errBoom
 		})
@@ -341,7 +342,7 @@ func TestAbandonedLoadCancelled(t *testing.T) {
 		s.put(t, "obj", object(5, 64))
 		c := newCache(t, cache.Config{BlockBytes: 64}, s)
 		loadCtxDone := make(chan struct{})
-		s.SetFault(func(ctx context.Context, _ objstore.Op, _ string) error {
+		s.SetFault(func(ctx context.Context, _ objstoretest.Op, _ string) error {
 			<-ctx.Done()
 			close(loadCtxDone)
 			return ctx.Err()

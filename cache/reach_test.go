@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
 // clock is a settable clock in ms since the Unix epoch.
@@ -265,8 +266,8 @@ func TestReadRangesMatchesReaderAt(t *testing.T) {
 func TestBypassErrors(t *testing.T) {
 	f := newReachFixture(t, 4)
 	errBoom := errors.New("boom")
-	f.s.SetFault(func(_ context.Context, op objstore.Op, key string) error {
-		if op == objstore.OpReadRange && key == "old" {
+	f.s.SetFault(func(_ context.Context, op objstoretest.Op, key string) error {
+		if op == objstoretest.OpReadRange && key == "old" {
 			return errBoom
 		}
 		return nil

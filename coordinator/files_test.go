@@ -14,23 +14,24 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
-var _ ObjectDeleter = (*objstore.Memory)(nil)
+var _ ObjectDeleter = (*objstoretest.Memory)(nil)
 var _ ObjectDeleter = objstore.Store(nil)
 
 // withObjects gives the coordinator an object store whose modification
 // times come from the env's clock (set by newEnvObjects).
-func withObjects(store *objstore.Memory) func(*Config) {
+func withObjects(store *objstoretest.Memory) func(*Config) {
 	return func(c *Config) {
 		c.Objects = store
 		c.FileDeletionDelay = time.Minute
 	}
 }
 
-func newEnvObjects(t *testing.T, shards int32, mutate ...func(*Config)) (*env, *objstore.Memory) {
+func newEnvObjects(t *testing.T, shards int32, mutate ...func(*Config)) (*env, *objstoretest.Memory) {
 	t.Helper()
-	store := objstore.NewMemory()
+	store := objstoretest.NewMemory()
 	e := newEnv(t, shards, append([]func(*Config){withObjects(store)}, mutate...)...)
 	store.SetClock(e.clock.Now)
 	return e, store
@@ -64,7 +65,7 @@ func (e *env) commitShared(key string, batches ...diskless.CommitBatch) []int32 
 	return owners
 }
 
-func exists(store *objstore.Memory, key string) bool {
+func exists(store *objstoretest.Memory, key string) bool {
 	_, _, err := store.ReadRange(context.Background(), key, 0, nil)
 	return !errors.Is(err, objstore.ErrNotExist)
 }
@@ -164,7 +165,7 @@ func TestSharedFileDeletion(t *testing.T) {
 			if d, r := stats.ObjectsDeleted.Load(), stats.FilesReleased.Load(); d != 1 || r != 2 {
 				t.Fatalf("ObjectsDeleted %d, FilesReleased %d; want 1, 2", d, r)
 			}
-			if n := store.Count(objstore.OpDelete); n != 1 {
+			if n := store.Count(objstoretest.OpDelete); n != 1 {
 				t.Fatalf("%d deletes, want 1", n)
 			}
 
@@ -174,7 +175,7 @@ func TestSharedFileDeletion(t *testing.T) {
 			e.runFileDeletion()
 			e.clock.Advance(time.Hour)
 			e.runFileDeletion()
-			if n := store.Count(objstore.OpDelete); n != 1 {
+			if n := store.Count(objstoretest.OpDelete); n != 1 {
 				t.Fatalf("%d deletes after restart, want 1", n)
 			}
 		})
@@ -238,8 +239,8 @@ func TestFileDeletionRetries(t *testing.T) {
 			}
 			var failed atomic.Bool
 			if tc.storeFails {
-				store.SetFault(func(_ context.Context, op objstore.Op, k string) error {
-					if op == objstore.OpDelete && failed.CompareAndSwap(false, true) {
+				store.SetFault(func(_ context.Context, op objstoretest.Op, k string) error {
+					if op == objstoretest.OpDelete && failed.CompareAndSwap(false, true) {
 						return errors.New("injected delete failure")
 					}
 					return nil
@@ -283,7 +284,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			if exists(store, key) || e.fileStates(key)[0] != diskless.FileClosed {
 				t.Fatalf("after the retry: exists %v, state %v", exists(store, key), e.fileStates(key))
 			}
-			deletes := store.Count(objstore.OpDelete)
+			deletes := store.Count(objstoretest.OpDelete)
 			if want := int64(2); deletes != want {
 				t.Fatalf("%d deletes, want %d", deletes, want)
 			}
@@ -292,7 +293,7 @@ func TestFileDeletionRetries(t *testing.T) {
 			e.runFileDeletion()
 			e.clock.Advance(2 * time.Hour)
 			e.runFileDeletion()
-			if n := store.Count(objstore.OpDelete); n != deletes {
+			if n := store.Count(objstoretest.OpDelete); n != deletes {
 				t.Fatalf("deleted again after the deletion was recorded: %d deletes, want %d", n, deletes)
 			}
 		})
@@ -368,8 +369,8 @@ func TestOrphanScan(t *testing.T) {
 	e.clock.Advance(59 * time.Minute)
 
 	var failOnce atomic.Bool
-	store.SetFault(func(_ context.Context, op objstore.Op, k string) error {
-		if op == objstore.OpDelete && k == "wal/never-committed" && failOnce.CompareAndSwap(false, true) {
+	store.SetFault(func(_ context.Context, op objstoretest.Op, k string) error {
+		if op == objstoretest.OpDelete && k == "wal/never-committed" && failOnce.CompareAndSwap(false, true) {
 			return errors.New("injected delete failure")
 		}
 		return nil
@@ -397,8 +398,8 @@ func TestOrphanScan(t *testing.T) {
 		t.Fatalf("%d scans counted, want 2", n)
 	}
 	// A List failure ends the scan with an error and deletes nothing.
-	store.SetFault(func(_ context.Context, op objstore.Op, _ string) error {
-		if op == objstore.OpList {
+	store.SetFault(func(_ context.Context, op objstoretest.Op, _ string) error {
+		if op == objstoretest.OpList {
 			return errors.New("injected list failure")
 		}
 		return nil
@@ -441,8 +442,8 @@ func TestBackgroundStopsAtClose(t *testing.T) {
 		c.RetentionCheckInterval = time.Millisecond
 		c.OrphanScanInterval = time.Millisecond
 	})
-	store.SetFault(func(ctx context.Context, op objstore.Op, _ string) error {
-		if op == objstore.OpList && lists.Add(1) > 1 {
+	store.SetFault(func(ctx context.Context, op objstoretest.Op, _ string) error {
+		if op == objstoretest.OpList && lists.Add(1) > 1 {
 			<-ctx.Done() // a hung store
 			return ctx.Err()
 		}

@@ -3,7 +3,7 @@ package fetch
 // Counted and golden tests of what fetching costs in object-store requests
 // (DESIGN §Tests): the real fetch handler over a real coordinator (one
 // shard, a metadata log that keeps nothing) and the real block cache over
-// objstore.Memory, which counts every request.
+// objstoretest.Memory, which counts every request.
 
 import (
 	"bytes"
@@ -24,13 +24,13 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
-	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
-// countingStore is objstore.Memory that also counts the bytes its reads
+// countingStore is objstoretest.Memory that also counts the bytes its reads
 // return; Memory counts the requests.
 type countingStore struct {
-	*objstore.Memory
+	*objstoretest.Memory
 	bytes atomic.Int64
 }
 
@@ -57,7 +57,7 @@ const costT0 = 1_700_000_000_000
 
 func newCostEnv(tb testing.TB, cfg cache.Config, topics map[string]int32) *costEnv {
 	tb.Helper()
-	e := &costEnv{tb: tb, store: &countingStore{Memory: objstore.NewMemory()}}
+	e := &costEnv{tb: tb, store: &countingStore{Memory: objstoretest.NewMemory()}}
 	e.clk.Store(costT0)
 	now := func() time.Time { return time.UnixMilli(e.clk.Load()) }
 	c, err := coordinator.Open(coordinator.Config{
@@ -160,7 +160,7 @@ type cost struct {
 func (e *costEnv) snapshot() cost {
 	s := e.cache.Stats()
 	return cost{
-		GETs: e.store.Count(objstore.OpReadRange), Bytes: e.store.bytes.Load(),
+		GETs: e.store.Count(objstoretest.OpReadRange), Bytes: e.store.bytes.Load(),
 		Hits: s.Hits.Load(), Misses: s.Misses.Load(), Evictions: s.Evictions.Load(),
 		Bypassed: s.BypassReads.Load(), BytesCachedAfter: s.BytesCached.Load(),
 	}
@@ -218,8 +218,8 @@ func TestFetchCostConcurrentConsumers(t *testing.T) {
 	// Hold every GET until all consumers wait for every block, so that
 	// none is served by a block an earlier consumer cached.
 	release := make(chan struct{})
-	e.store.SetFault(func(ctx context.Context, op objstore.Op, _ string) error {
-		if op == objstore.OpReadRange {
+	e.store.SetFault(func(ctx context.Context, op objstoretest.Op, _ string) error {
+		if op == objstoretest.OpReadRange {
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -415,8 +415,8 @@ func TestFetchCostFailedGet(t *testing.T) {
 			}
 			e.at(2000)
 			errBoom := errors.New("connection reset")
-			e.store.SetFault(func(_ context.Context, op objstore.Op, key string) error {
-				if op == objstore.OpReadRange && key == keyP0 {
+			e.store.SetFault(func(_ context.Context, op objstoretest.Op, key string) error {
+				if op == objstoretest.OpReadRange && key == keyP0 {
 					return errBoom
 				}
 				return nil

@@ -1,9 +1,9 @@
 // Package objstore is the object-store boundary: a small interface and its
-// backends — a local directory (Dir, the default, under data.dir) and an
-// in-memory store for tests (Memory) here, Amazon S3 or an S3-compatible
-// store in objstore/s3 (on aws-sdk-go-v2, which nothing else links). Every
-// backend passes the conformance suite in objstoretest (S3 against
-// versitygw).
+// backends — a local directory (Dir, the default, under data.dir) here,
+// Amazon S3 or an S3-compatible store in objstore/s3 (on aws-sdk-go-v2,
+// which nothing else links), and an in-memory store for tests in
+// objstoretest (Memory). Every backend passes the conformance suite in
+// objstoretest (S3 against versitygw).
 //
 // Objects are immutable: written once, whole, under a key that is never
 // reused (SPEC §7); read by byte range; deleted when no coordinator shard

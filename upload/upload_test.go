@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
 
@@ -48,15 +49,15 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // newUploader returns an uploader over a fresh Memory store whose first
 // `fail` puts fail with errors "put 1", "put 2", ...
-func newUploader(t *testing.T, cfg upload.Config, fail int) (*upload.Uploader, *objstore.Memory, *recorder) {
+func newUploader(t *testing.T, cfg upload.Config, fail int) (*upload.Uploader, *objstoretest.Memory, *recorder) {
 	t.Helper()
-	m := objstore.NewMemory()
+	m := objstoretest.NewMemory()
 	var n int
 	var mu sync.Mutex
-	m.SetFault(func(_ context.Context, op objstore.Op, _ string) error {
+	m.SetFault(func(_ context.Context, op objstoretest.Op, _ string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if op != objstore.OpPut {
+		if op != objstoretest.OpPut {
 			return nil
 		}
 		n++
@@ -75,7 +76,7 @@ func newUploader(t *testing.T, cfg upload.Config, fail int) (*upload.Uploader, *
 
 var errTransient = errors.New("transient")
 
-func readObject(t *testing.T, m *objstore.Memory, key string, size int) []byte {
+func readObject(t *testing.T, m *objstoretest.Memory, key string, size int) []byte {
 	t.Helper()
 	p := make([]byte, size+1)
 	n, got, err := m.ReadRange(t.Context(), key, 0, p)
@@ -136,7 +137,7 @@ func TestUploadGivesUpAfterMaxAttempts(t *testing.T) {
 	if !strings.HasPrefix(key, "wal/") {
 		t.Errorf("key %q returned with the error is not the attempted key", key)
 	}
-	if got := m.Count(objstore.OpPut); got != 3 {
+	if got := m.Count(objstoretest.OpPut); got != 3 {
 		t.Errorf("%d puts, want 3", got)
 	}
 	if len(rec.waits) != 2 {
@@ -187,7 +188,7 @@ func TestUploadStopsWhenContextDone(t *testing.T) {
 		if _, err := u.Upload(ctx, []byte("x")); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Upload = %v, want context.Canceled", err)
 		}
-		if got := m.Count(objstore.OpPut); got != 0 {
+		if got := m.Count(objstoretest.OpPut); got != 0 {
 			t.Errorf("%d puts, want 0", got)
 		}
 		checkStats(t, u.Stats(), 0, 0, 0, 1, 0)
@@ -205,7 +206,7 @@ func TestUploadStopsWhenContextDone(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, errTransient) {
 			t.Fatalf("Upload = %v; want context.Canceled and the last attempt's error", err)
 		}
-		if got := m.Count(objstore.OpPut); got != 2 {
+		if got := m.Count(objstoretest.OpPut); got != 2 {
 			t.Errorf("%d puts, want 2", got)
 		}
 	})
@@ -232,9 +233,9 @@ func TestUploadStopsWhenContextDone(t *testing.T) {
 // and retried, within the backoff bounds.
 func TestUploadAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := objstore.NewMemory()
+		m := objstoretest.NewMemory()
 		var hung int
-		m.SetFault(func(ctx context.Context, _ objstore.Op, _ string) error {
+		m.SetFault(func(ctx context.Context, _ objstoretest.Op, _ string) error {
 			if hung < 2 {
 				hung++
 				<-ctx.Done() // a hung connection
@@ -324,7 +325,7 @@ func TestConfigValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantKey) {
 				t.Fatalf("Validate = %v, want an error naming %s", err, tt.wantKey)
 			}
-			if _, err := upload.New(tt.cfg, objstore.NewMemory()); err == nil {
+			if _, err := upload.New(tt.cfg, objstoretest.NewMemory()); err == nil {
 				t.Fatal("New accepted an invalid config")
 			}
 		})

@@ -1,7 +1,8 @@
 // Package objstoretest is the conformance suite every objstore.Store backend
 // must pass (Dir, Memory, and S3 against a real S3-compatible server): one
 // definition of the contract, so that code tested against the in-memory fake
-// behaves the same in production.
+// behaves the same in production. Memory, that fake, lives here too: the
+// stages' tests use it, the sidecar never does.
 //
 // The suite pins only what callers rely on (objstore.Store's documentation):
 // atomic, durable Put; ranged reads that are all or an error and report the

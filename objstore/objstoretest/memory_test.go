@@ -1,4 +1,4 @@
-package objstore_test
+package objstoretest_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
-	objstoretest.Run(t, func(*testing.T) objstore.Store { return objstore.NewMemory() })
+	objstoretest.Run(t, func(*testing.T) objstore.Store { return objstoretest.NewMemory() })
 }
 
 func TestMemoryFaultAndCount(t *testing.T) {
-	m := objstore.NewMemory()
+	m := objstoretest.NewMemory()
 	ctx := t.Context()
 	errBoom := errors.New("boom")
-	m.SetFault(func(_ context.Context, op objstore.Op, key string) error {
-		if op == objstore.OpPut && key == "bad" {
+	m.SetFault(func(_ context.Context, op objstoretest.Op, key string) error {
+		if op == objstoretest.OpPut && key == "bad" {
 			return errBoom
 		}
 		return nil
@@ -37,17 +37,17 @@ func TestMemoryFaultAndCount(t *testing.T) {
 	if err := m.Put(ctx, "bad", []byte("x")); err != nil {
 		t.Fatalf("Put after removing the fault: %v", err)
 	}
-	if got := m.Count(objstore.OpPut); got != 3 {
+	if got := m.Count(objstoretest.OpPut); got != 3 {
 		t.Errorf("Count(put) = %d, want 3 (faulted calls count)", got)
 	}
-	if got := m.Count(objstore.OpReadRange); got != 1 {
+	if got := m.Count(objstoretest.OpReadRange); got != 1 {
 		t.Errorf("Count(readrange) = %d, want 1", got)
 	}
 }
 
 func TestMemoryBlockingFaultHonoursContext(t *testing.T) {
-	m := objstore.NewMemory()
-	m.SetFault(func(ctx context.Context, _ objstore.Op, _ string) error {
+	m := objstoretest.NewMemory()
+	m.SetFault(func(ctx context.Context, _ objstoretest.Op, _ string) error {
 		<-ctx.Done() // a store that hangs
 		return ctx.Err()
 	})
@@ -59,7 +59,7 @@ func TestMemoryBlockingFaultHonoursContext(t *testing.T) {
 }
 
 func TestMemoryClock(t *testing.T) {
-	m := objstore.NewMemory()
+	m := objstoretest.NewMemory()
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	m.SetClock(func() time.Time { return at })
 	if err := m.Put(t.Context(), "k", nil); err != nil {

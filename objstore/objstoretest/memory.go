@@ -1,4 +1,4 @@
-package objstore
+package objstoretest
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
 // Op names a Store operation, for Memory's fault hook and counters.
@@ -29,7 +31,8 @@ const (
 // concurrently by concurrent operations.
 type FaultFunc func(ctx context.Context, op Op, key string) error
 
-// Memory is an in-memory Store for tests: it keeps objects in a map, copies
+// Memory is an in-memory objstore.Store for tests (it passes Run, as every
+// backend does): it keeps objects in a map, copies
 // data in and out, and validates keys like every backend. SetFault injects
 // errors and delays; Count tells how many requests a scenario cost.
 type Memory struct {
@@ -48,7 +51,7 @@ type memObject struct {
 	modified time.Time
 }
 
-var _ Store = (*Memory)(nil)
+var _ objstore.Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
@@ -102,7 +105,7 @@ func opIndex(op Op) int {
 func (m *Memory) begin(ctx context.Context, op Op, key string) error {
 	m.counts[opIndex(op)].Add(1)
 	if op != OpList {
-		if err := ValidateKey(key); err != nil {
+		if err := objstore.ValidateKey(key); err != nil {
 			return err
 		}
 	}
@@ -148,7 +151,7 @@ func (m *Memory) ReadRange(ctx context.Context, key string, off int64, p []byte)
 	obj, ok := m.mu.objects[key]
 	m.mu.RUnlock()
 	if !ok {
-		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, ErrNotExist)
+		return 0, 0, fmt.Errorf("objstore: read %s: %w", key, objstore.ErrNotExist)
 	}
 	size := int64(len(obj.data))
 	if off >= size {
@@ -170,19 +173,19 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 
 // List implements Store.List. It lists a snapshot taken when it starts, and
 // holds no lock while calling fn.
-func (m *Memory) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+func (m *Memory) List(ctx context.Context, prefix string, fn func(objstore.ObjectInfo) error) error {
 	if err := m.begin(ctx, OpList, prefix); err != nil {
 		return err
 	}
 	m.mu.RLock()
-	var infos []ObjectInfo
+	var infos []objstore.ObjectInfo
 	for k, obj := range m.mu.objects {
 		if strings.HasPrefix(k, prefix) {
-			infos = append(infos, ObjectInfo{Key: k, Size: int64(len(obj.data)), LastModified: obj.modified})
+			infos = append(infos, objstore.ObjectInfo{Key: k, Size: int64(len(obj.data)), LastModified: obj.modified})
 		}
 	}
 	m.mu.RUnlock()
-	slices.SortFunc(infos, func(a, b ObjectInfo) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(infos, func(a, b objstore.ObjectInfo) int { return cmp.Compare(a.Key, b.Key) })
 	for _, oi := range infos {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("objstore: list %q: %w", prefix, err)
