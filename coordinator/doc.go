@@ -73,7 +73,10 @@
 //
 // Each shard's records and snapshots live in a metalog.Log: by default
 // the embedded metalog.FileLog in Dir/shard-<n>/, or what Config.OpenLog
-// opens (a test double, later a Kafka topic partition per shard). The
+// opens (a test double, later a Kafka topic partition per shard). An
+// append failing with metalog.ErrFenced (another writer took the log
+// over) fails the shard like any log it cannot rebuild its state from:
+// KAFKA_STORAGE_ERROR until a restart (TestFencedLogFailsTheShard). The
 // records are KRaft-style metadata records (package coordinator/records;
 // docs/format/metadata-records.md): uvarint frame version 1, uvarint
 // record key, uvarint version 0, then the record in Kafka's

@@ -555,6 +555,63 @@ func TestAppendFailure(t *testing.T) {
 	}
 }
 
+// TestFencedLogFailsTheShard: a shard whose log another writer took over
+// (metalog.ErrFenced: metalogtest.Memory fences a handle when the shard's
+// log is opened again, as a Kafka backend's takeover does) fails the
+// commit that finds out — nothing of it is answered as committed — and
+// then answers KAFKA_STORAGE_ERROR, /healthz naming the fencing (Err),
+// as any log it cannot rebuild its state from; the other shard goes on.
+// (Handing the shard over instead, NOT_COORDINATOR, is the Kafka
+// backend's to add.)
+func TestFencedLogFailsTheShard(t *testing.T) {
+	mem := new(metalogtest.Memory)
+	e := newEnv(t, 2, func(c *Config) { c.OpenLog = mem.Open })
+	top := e.createTopic("t", 4, nil)
+	var p0, p1 int32 = -1, -1 // partitions on shards 0 and 1
+	for p := range int32(4) {
+		if e.c.ShardFor(top.ID, p) == 1 && p1 < 0 {
+			p1 = p
+		} else if e.c.ShardFor(top.ID, p) == 0 && p0 < 0 {
+			p0 = p
+		}
+	}
+	if p0 < 0 || p1 < 0 {
+		t.Skip("topic id put all partitions on one shard")
+	}
+	e.commit(nextKey(), plain(top, p1, 1))
+	newOwner, err := mem.Open(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newOwner.Close()
+	if res, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("commit on a fenced shard: %v %+v, want metalog.ErrFenced", err, res)
+	}
+	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("Err: %v, want the shard failed naming the fencing", err)
+	}
+	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("next commit on the fenced shard: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	if r := e.find(top, p1, 0, 0); r.Err != kerr.KafkaStorageError {
+		t.Fatalf("find on the fenced shard: %s", errName(r.Err))
+	}
+	if r := e.commit(nextKey(), plain(top, p0, 1))[0]; r.Err != nil {
+		t.Fatalf("the other shard: %s", resName(r))
+	}
+	// The new owner sees only what the fenced handle made durable: the
+	// shard's partition records and the one commit.
+	want := int64(1)
+	for p := range int32(4) {
+		if e.c.ShardFor(top.ID, p) == 1 {
+			want++
+		}
+	}
+	if next, err := newOwner.Replay(t.Context(), 0, func(int64, []byte) error { return nil }); err != nil || next != want {
+		t.Fatalf("the new owner's log: next %d, %v; want %d", next, err, want)
+	}
+}
+
 func TestShardFailsWhenRebuildFails(t *testing.T) {
 	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
 	e := newEnv(t, 2, withTestLogs(logs, mu))
