@@ -66,8 +66,9 @@ func newCommitFixture(b *testing.B, durable bool) *commitFixture {
 			return countingLog{Log: l, appends: &f.appends}, nil
 		}
 	} else {
-		// The in-memory log: the coordinator's decision path alone.
-		cfg.OpenLog = new(metalogtest.Memory).Open
+		// An in-memory log that keeps no body: the coordinator's decision
+		// path alone.
+		cfg.OpenLog = (&metalogtest.Memory{Discard: true}).Open
 	}
 	c, err := coordinator.Open(cfg)
 	if err != nil {

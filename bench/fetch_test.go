@@ -48,7 +48,7 @@ func fetchFixture(b *testing.B, logAppendTime bool) (*fetch.Handler, diskless.To
 		obj = append(obj, one...)
 	}
 	c, err := coordinator.Open(coordinator.Config{NumShards: 1, Logger: quiet, SnapshotIntervalRecords: -1,
-		OpenLog: new(metalogtest.Memory).Open})
+		OpenLog: (&metalogtest.Memory{Discard: true}).Open})
 	if err != nil {
 		b.Fatal(err)
 	}
