@@ -34,9 +34,10 @@ bench-ci:
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-# gofmt, vet, staticcheck, the layering test, and every SPEC/DESIGN/docs
+# gofmt, vet, staticcheck, the layering test, every SPEC/DESIGN/docs
 # reference in comments and Markdown resolving to a heading in this
-# repository (internal/tools/refcheck).
+# repository (internal/tools/refcheck), and DESIGN.md's import graph being
+# the real one (internal/tools/importgraph).
 lint: staticcheck-install
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -45,6 +46,7 @@ lint: staticcheck-install
 	$(STATICCHECK) $(PKGS)
 	$(GO) test -count=1 ./internal/layering
 	$(GO) run ./internal/tools/refcheck
+	$(GO) run ./internal/tools/importgraph -check DESIGN.md
 
 staticcheck-install:
 	@$(GO) version -m $(STATICCHECK) 2>/dev/null | grep -q 'mod.*honnef.co/go/tools.*$(STATICCHECK_VERSION)' || \
