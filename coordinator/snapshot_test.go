@@ -17,13 +17,13 @@ import (
 )
 
 // TestSnapshotDoesNotBlockCommits holds a snapshot write (a Log wrapper
-// whose SaveSnapshot blocks) and checks that commits keep completing
+// whose WriteSnapshot blocks) and checks that commits keep completing
 // meanwhile, that no second snapshot starts while one is in flight, and
 // that the state survives a restart whether the write succeeded or failed.
 func TestSnapshotDoesNotBlockCommits(t *testing.T) {
 	cases := []struct {
 		name string
-		fail bool // the held SaveSnapshot then fails
+		fail bool // the held WriteSnapshot then fails
 	}{{"held then written", false}, {"held then failed", true}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
