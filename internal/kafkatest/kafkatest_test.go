@@ -265,10 +265,16 @@ func TestLeaderKill(t *testing.T) {
 	if err != nil || resp.Err != nil {
 		t.Fatal(err, resp.Err)
 	}
-	leader, isr := partitionState(t, adm, "r3")
-	if len(isr) != 3 {
-		t.Fatalf("leader %d, ISR %v", leader, isr)
-	}
+	// A new partition's leader and ISR reach the brokers' metadata a moment
+	// after CreateTopics answers: wait for them rather than read once.
+	var (
+		leader int32
+		isr    []int32
+	)
+	waitFor(t, 30*time.Second, "the new partition's leader and a full ISR", func() bool {
+		leader, isr = partitionState(t, adm, "r3")
+		return leader >= 0 && len(isr) == 3
+	})
 
 	cl := c.Client(t, kgo.DefaultProduceTopic("r3"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.RecordRetries(1000), kgo.RecordDeliveryTimeout(2*time.Minute))
