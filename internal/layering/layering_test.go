@@ -115,14 +115,17 @@ func TestStagesLinkNoCoordinator(t *testing.T) {
 	}
 }
 
-// TestLeaves: the vocabulary (diskless), the metadata log (metalog) and
-// the record codec (coordinator/records) link nothing of the module but
-// these leaf helpers, so that any package may import them.
+// TestLeaves: the vocabulary (diskless), the metadata log (metalog), its
+// Kafka backend (metalog/kafkalog: no object store, no coordinator — it
+// defines the small store interface it needs) and the record codec
+// (coordinator/records) link nothing of the module but these leaf
+// helpers, so that any package may import them.
 func TestLeaves(t *testing.T) {
 	all := deps(t)
 	for pkg, allowed := range map[string][]string{
 		"diskless":            {"internal/batch", "internal/topicconfig"},
 		"metalog":             {"internal/fsutil"},
+		"metalog/kafkalog":    {"metalog", "internal/fsutil"},
 		"coordinator/records": {"diskless", "internal/batch", "internal/topicconfig"},
 	} {
 		ds, ok := all[module+"/"+pkg]

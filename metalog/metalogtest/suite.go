@@ -44,7 +44,9 @@ type Backend struct {
 // truncation; groups durable whole or not at all across a torn tail;
 // refused and cancelled appends writing nothing; errors after Close; and,
 // for a backend that fences, a fenced handle's calls failing with
-// metalog.ErrFenced.
+// metalog.ErrFenced, and an Append racing a takeover either succeeding and
+// in the new owner's replay, or failing with ErrFenced and its group never
+// appearing.
 func Run(t *testing.T, b Backend) {
 	ctx := context.Background()
 	sub := func(name string, fn func(t *testing.T, s *suite)) {
@@ -381,6 +383,48 @@ func Run(t *testing.T, b Backend) {
 				t.Fatalf("closing a fenced handle: %v", err)
 			}
 			s.close(cur)
+		})
+
+		// An Append racing with a takeover: either it succeeded and the
+		// new owner's replay holds its group, or it failed with ErrFenced;
+		// a group the new owner did not see never appears later.
+		sub("FencedInFlight", func(t *testing.T, s *suite) {
+			var want [][]byte
+			for round := range 6 {
+				old := s.open()
+				if got, _ := s.replay(old, 0); !equal(got, want) {
+					t.Fatalf("round %d: the owner replays %d records, want %d", round, len(got), len(want))
+				}
+				g := bodies(fmt.Sprintf("r%d", round), 1+round%3)
+				var aerr error
+				var wg sync.WaitGroup
+				wg.Go(func() { aerr = old.Append(ctx, g) })
+				if round%2 == 1 {
+					wg.Wait() // sometimes the append comes first
+				}
+				cur := s.open()
+				got, next := s.replay(cur, 0)
+				wg.Wait()
+				has := len(got) == len(want)+len(g) && equal(got[len(want):], g)
+				switch {
+				case !has && (len(got) != len(want) || !equal(got, want)):
+					t.Fatalf("round %d: the new owner replays %d records (next %d): neither the log before the race nor with the raced group", round, len(got), next)
+				case aerr == nil && !has:
+					t.Fatalf("round %d: an Append that returned nil is not in the new owner's replay", round)
+				case aerr != nil && !errors.Is(aerr, metalog.ErrFenced):
+					t.Fatalf("round %d: the raced Append failed with %v, want ErrFenced", round, aerr)
+				}
+				if err := old.Append(ctx, bodies("late", 1)); !errors.Is(err, metalog.ErrFenced) {
+					t.Fatalf("round %d: an Append after the takeover: %v, want ErrFenced", round, err)
+				}
+				want = got
+				s.close(old)
+				s.close(cur)
+			}
+			later := s.open()
+			if got, _ := s.replay(later, 0); !equal(got, want) {
+				t.Fatalf("a later owner replays %d records, want the %d the last owner saw", len(got), len(want))
+			}
 		})
 	}
 }

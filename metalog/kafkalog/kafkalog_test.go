@@ -1,0 +1,727 @@
+package kafkalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
+	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// env is one test's Kafka cluster and what its topics share.
+type env struct {
+	c      *kafkatest.Cluster
+	topics atomic.Int64
+}
+
+// discard returns the tests' logger: nothing, or everything (the Kafka
+// clients' debug log included) into $KAFKALOG_TEST_LOG.
+func discard() *slog.Logger {
+	if p := os.Getenv("KAFKALOG_TEST_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// topic opens a fresh metadata topic of partitions partitions.
+func (e *env) topic(t *testing.T, partitions int32, mod ...func(*Config)) (*Topic, *objstoretest.Memory) {
+	t.Helper()
+	objs := objstoretest.NewMemory()
+	cfg := Config{
+		Brokers:        strings.Split(e.c.BootstrapServers(), ","),
+		Topic:          fmt.Sprintf("meta-%d", e.topics.Add(1)),
+		Partitions:     partitions,
+		Snapshots:      objs,
+		Logger:         discard(),
+		RequestTimeout: 20 * time.Second,
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	tp, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(tp.Close)
+	return tp, objs
+}
+
+// store is metalogtest's Store over one metadata topic.
+type store struct {
+	e *env
+	t *Topic
+}
+
+func (s *store) Open(shard int32) (metalog.Log, error) { return s.t.OpenLog(shard) }
+
+// Tear leaves shard's partition as a writer that died in the middle of an
+// Append would: variant 0, an open transaction holding the next record
+// whole and the first of the next one's two parts; 1, the same aborted
+// (the produce failed and the writer aborted before it died); 2, an open
+// transaction holding a snapshot pointer. The next owner's InitProducerId
+// aborts the open ones; none is ever visible, and the indexes after them
+// must stay dense.
+func (s *store) Tear(t *testing.T, shard int32, variant int) bool {
+	if variant > 2 {
+		return false
+	}
+	ctx := context.Background()
+	l, err := s.t.openLog(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := l.Replay(ctx, 0, func(int64, []byte) error { return nil })
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.cfg.Brokers...),
+		kgo.TransactionalID(s.t.TransactionalID(shard, variant%Producers)),
+		kgo.DefaultProduceTopic(s.t.cfg.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close() // leaves an open transaction open, as a crash does
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(k recordKey, v []byte) *kgo.Record {
+		return &kgo.Record{Partition: shard, Key: k.appendTo(nil), Value: v}
+	}
+	var recs []*kgo.Record
+	if variant < 2 {
+		recs = append(recs,
+			rec(recordKey{kind: kindRecord, index: next, parts: 1}, []byte("torn-a")),
+			rec(recordKey{kind: kindRecord, index: next + 1, part: 0, parts: 2}, []byte("torn-b0")))
+	} else {
+		p := pointer{index: next, anchor: 0, key: "snapshots/none", size: 100, crc: 1}
+		recs = append(recs, rec(recordKey{kind: kindSnapshot, index: next, parts: 1}, p.appendValue(nil)))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if variant == 1 {
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return true
+}
+
+// TestKafkaLog runs every test of the Kafka backend against one 3-broker
+// Apache Kafka cluster (internal/kafkatest).
+func TestKafkaLog(t *testing.T) {
+	e := &env{c: kafkatest.Start(t, kafkatest.Options{Brokers: 3})}
+
+	t.Run("Conformance", func(t *testing.T) {
+		metalogtest.Run(t, metalogtest.Backend{
+			New: func(t *testing.T) metalogtest.Store {
+				tp, _ := e.topic(t, 2)
+				return &store{e: e, t: tp}
+			},
+			Fences: true,
+		})
+	})
+	t.Run("TopicCreated", func(t *testing.T) { testTopicCreated(t, e) })
+	t.Run("TopicRefused", func(t *testing.T) { testTopicRefused(t, e) })
+	t.Run("TakeoverInFlight", func(t *testing.T) { testTakeoverInFlight(t, e) })
+	t.Run("IndexesAcrossMarkers", func(t *testing.T) { testIndexesAcrossMarkers(t, e) })
+	t.Run("SnapshotDamaged", func(t *testing.T) { testSnapshotDamaged(t, e) })
+	t.Run("SnapshotTakeover", func(t *testing.T) { testSnapshotTakeover(t, e) })
+	t.Run("LostCommitAnswer", func(t *testing.T) { testLostCommitAnswer(t, e) })
+	// Last: it kills and restarts brokers.
+	t.Run("BrokerKilledMidTransaction", func(t *testing.T) { testBrokerKilled(t, e) })
+}
+
+func replayAll(t *testing.T, l metalog.Log, from int64) ([]string, int64) {
+	t.Helper()
+	var got []string
+	next, err := l.Replay(context.Background(), from, func(i int64, b []byte) error {
+		if want := from + int64(len(got)); i != want {
+			return fmt.Errorf("index %d, want %d", i, want)
+		}
+		got = append(got, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Replay(%d): %v", from, err)
+	}
+	return got, next
+}
+
+func group(prefix string, n int) [][]byte {
+	var g [][]byte
+	for i := range n {
+		g = append(g, fmt.Appendf(nil, "%s-%d", prefix, i))
+	}
+	return g
+}
+
+func strs(gs ...[][]byte) []string {
+	var out []string
+	for _, g := range gs {
+		for _, b := range g {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+func mustAppend(t *testing.T, l metalog.Log, g [][]byte) {
+	t.Helper()
+	if err := l.Append(context.Background(), g); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+}
+
+// testTopicCreated: the topic is created with the partitions, replication
+// factor and configs the backend promises.
+func testTopicCreated(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 3)
+	adm := kadm.NewClient(tp.cl)
+	ctx := context.Background()
+	md, err := tp.metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := md.Topics[0]
+	if len(td.Partitions) != 3 {
+		t.Fatalf("%d partitions, want 3", len(td.Partitions))
+	}
+	for _, p := range td.Partitions {
+		if len(p.Replicas) != 3 {
+			t.Fatalf("partition %d has %d replicas, want 3", p.Partition, len(p.Replicas))
+		}
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, tp.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+		"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+	for _, c := range rcs[0].Configs {
+		if w, ok := want[c.Key]; ok {
+			if c.Value == nil || *c.Value != w {
+				t.Errorf("%s = %v, want %s", c.Key, c.Value, w)
+			}
+			delete(want, c.Key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("configs not described: %v", want)
+	}
+	if tp.ClusterID() != e.c.ClusterID() {
+		t.Errorf("cluster id %q, want the Kafka cluster's %q", tp.ClusterID(), e.c.ClusterID())
+	}
+	// Opening again finds it as it is.
+	cfg := tp.cfg
+	again, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+}
+
+// testTopicRefused: an existing topic that does not fit refuses start-up
+// naming the key to change.
+func testTopicRefused(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 2)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		set  map[string]string
+		key  string
+	}{
+		{"partition count", func(c *Config) { c.Partitions = 3 }, nil, "diskless.metadata.topic.num.partitions"},
+		{"time retention", nil, map[string]string{"retention.ms": "604800000"}, "diskless.metadata.topic"},
+		{"size retention", nil, map[string]string{"retention.bytes": "1000000"}, "diskless.metadata.topic"},
+		{"compaction", nil, map[string]string{"cleanup.policy": "compact"}, "diskless.metadata.topic"},
+		{"unclean election", nil, map[string]string{"unclean.leader.election.enable": "true"}, "diskless.metadata.topic"},
+		{"too many replicas", func(c *Config) { c.Topic = "meta-rf"; c.ReplicationFactor = 4 }, nil, "diskless.metadata.topic.replication.factor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			adm := kadm.NewClient(tp.cl)
+			if tc.set != nil {
+				var alter []kadm.AlterConfig
+				for k, v := range tc.set {
+					alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+				}
+				if _, err := adm.AlterTopicConfigs(ctx, alter, tp.Name()); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					var undo []kadm.AlterConfig
+					for k := range tc.set {
+						undo = append(undo, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+					}
+					if _, err := adm.AlterTopicConfigs(ctx, undo, tp.Name()); err != nil {
+						t.Fatal(err)
+					}
+				}()
+			}
+			cfg := tp.cfg
+			if tc.mod != nil {
+				tc.mod(&cfg)
+			}
+			var got *Topic
+			var err error
+			// An altered config reaches every broker within moments.
+			for range 50 {
+				if got, err = Open(ctx, cfg); err != nil {
+					break
+				}
+				got.Close()
+				time.Sleep(100 * time.Millisecond)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != tc.key {
+				t.Fatalf("Open: %v, want a ConfigError naming %s", err, tc.key)
+			}
+		})
+	}
+}
+
+// testTakeoverInFlight: a writer whose group is produced but not yet
+// committed when another takes the shard over: its commit fails with
+// ErrFenced, the new owner never sees the group, and neither does anyone
+// later.
+func testTakeoverInFlight(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	old, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	replayAll(t, old, 0)
+	g1 := group("g1", 3)
+	mustAppend(t, old, g1)
+
+	var cur metalog.Log
+	var curGot []string
+	old.beforeCommit = func() {
+		// The group's records are in the partition, uncommitted: take over.
+		cur, err = tp.OpenLog(0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		curGot, _ = replayAll(t, cur, 0)
+	}
+	err = old.Append(ctx, group("in-flight", 2))
+	old.beforeCommit = nil
+	if !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("the in-flight Append: %v, want ErrFenced", err)
+	}
+	if cur == nil {
+		t.FailNow()
+	}
+	defer cur.Close()
+	if fmt.Sprint(curGot) != fmt.Sprint(strs(g1)) {
+		t.Fatalf("the new owner replays %v, want %v", curGot, strs(g1))
+	}
+	g2 := group("g2", 2)
+	mustAppend(t, cur, g2)
+	if _, err := old.Replay(ctx, 0, func(int64, []byte) error { return nil }); !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("the fenced writer's Replay: %v, want ErrFenced", err)
+	}
+	later, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	if got, next := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(strs(g1, g2)) || next != 5 {
+		t.Fatalf("a later owner replays %v (next %d), want %v", got, next, strs(g1, g2))
+	}
+}
+
+// testIndexesAcrossMarkers: record indexes stay dense and Replay(from)
+// finds any index, though transaction markers, aborted transactions and
+// snapshot pointers take Kafka offsets between records.
+func testIndexesAcrossMarkers(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	st := &store{e: e, t: tp}
+	var all [][]byte
+	for round := range 4 {
+		l, err := tp.OpenLog(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayAll(t, l, 0)
+		for i := range 3 {
+			g := group(fmt.Sprintf("r%d-%d", round, i), 1+i)
+			mustAppend(t, l, g)
+			all = append(all, g...)
+		}
+		if round == 2 {
+			n := int64(len(all))
+			if err := l.PrepareSnapshot(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteSnapshot(ctx, n, []byte("s")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Close()
+		st.Tear(t, 0, round%3) // an aborted or abandoned transaction between rounds
+	}
+	l, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, from := range []int64{0, 1, 5, int64(len(all)) - 1, int64(len(all))} {
+		got, next := replayAll(t, l, from)
+		if next != int64(len(all)) || fmt.Sprint(got) != fmt.Sprint(strs(all[from:])) {
+			t.Fatalf("Replay(%d): %d records, next %d; want %d, next %d", from, len(got), next, len(all)-int(from), len(all))
+		}
+	}
+}
+
+// testSnapshotDamaged: a snapshot whose object is missing or damaged is
+// passed over for the one before it.
+func testSnapshotDamaged(t *testing.T, e *env) {
+	tp, objs := e.topic(t, 1)
+	ctx := context.Background()
+	l, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayAll(t, l, 0)
+	var keys []string
+	for i, n := range []int64{2, 4, 6} {
+		mustAppend(t, l, group(fmt.Sprint(i), 2))
+		if err := l.PrepareSnapshot(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WriteSnapshot(ctx, n, fmt.Appendf(nil, "state %d", n)); err != nil {
+			t.Fatal(err)
+		}
+		kl := l.(*Log)
+		keys = append(keys, kl.snap.known[len(kl.snap.known)-1].key)
+	}
+	l.Close()
+	// Damage the newest, remove the one before.
+	var b bytes.Buffer
+	obj := make([]byte, 64)
+	n, _, _ := objs.ReadRange(ctx, keys[2], 0, obj)
+	b.Write(obj[:n])
+	damaged := b.Bytes()
+	damaged[len(damaged)/2] ^= 1
+	if err := objs.Put(ctx, keys[2], damaged); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.Delete(ctx, keys[1]); err != nil {
+		t.Fatal(err)
+	}
+	l, err = tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	idx, p, err := l.ReadSnapshot(ctx)
+	if err != nil || idx != 2 || string(p) != "state 2" {
+		t.Fatalf("ReadSnapshot = %d, %q, %v; want the snapshot at 2", idx, p, err)
+	}
+	if got, next := replayAll(t, l, 2); len(got) != 4 || next != 6 {
+		t.Fatalf("replay from 2: %d records, next %d", len(got), next)
+	}
+}
+
+// testSnapshotTakeover: a new owner starts from the latest snapshot and
+// the tail after it, the records before it deleted from the partition.
+func testSnapshotTakeover(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	l, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayAll(t, l, 0)
+	for i := range 5 {
+		mustAppend(t, l, group(fmt.Sprint("a", i), 10))
+	}
+	if err := l.PrepareSnapshot(ctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	// Appends go on while the snapshot is written.
+	done := make(chan error, 1)
+	go func() {
+		err := l.WriteSnapshot(ctx, 50, []byte("state at 50"))
+		if err == nil {
+			err = l.TruncateBefore(ctx, 50)
+		}
+		done <- err
+	}()
+	tail := group("tail", 7)
+	for _, b := range tail {
+		mustAppend(t, l, [][]byte{b})
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	start, err := tp.listOffset(ctx, 0, -2, 1)
+	if err != nil || start == 0 {
+		t.Fatalf("log start offset %d (%v): the records before the snapshot were not deleted", start, err)
+	}
+	cur, err := tp.OpenLog(0) // takes the shard over
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	idx, p, err := cur.ReadSnapshot(ctx)
+	if err != nil || idx != 50 || string(p) != "state at 50" {
+		t.Fatalf("ReadSnapshot = %d, %q, %v", idx, p, err)
+	}
+	got, next := replayAll(t, cur, 50)
+	if fmt.Sprint(got) != fmt.Sprint(strs(tail)) || next != 57 {
+		t.Fatalf("tail %v (next %d), want %v", got, next, strs(tail))
+	}
+	if _, err := cur.Replay(ctx, 0, func(int64, []byte) error { return nil }); !errors.Is(err, metalog.ErrCorrupt) {
+		t.Fatalf("Replay(0) after truncation: %v, want ErrCorrupt", err)
+	}
+	if err := l.Append(ctx, group("zombie", 1)); !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("the old owner's Append: %v, want ErrFenced", err)
+	}
+	l.Close()
+}
+
+// testBrokerKilled kills a broker between a group's produce and its EndTxn
+// — the partition's leader, or the transaction coordinator of the
+// producer, right away or a moment into EndTxn (its answer may be lost) —
+// and restarts it before the next kill. Every Append that returned nil is
+// in the log; one that failed is there whole or not at all, as the
+// writer's own Replay says, and a new owner's replay agrees; indexes stay
+// dense.
+func testBrokerKilled(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	l, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	replayAll(t, l, 0)
+	var durable []string
+	killed := int32(-1)
+	victim := func(i int) int32 {
+		if i%2 == 0 {
+			id, err := tp.leader(ctx, 0, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		sl := l.mu.slots[l.mu.turn%len(l.mu.slots)] // the producer of this Append
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorType = 1
+		fc.CoordinatorKeys = []string{sl.txnID}
+		resp, err := fc.RequestWith(ctx, tp.cl)
+		if err != nil || len(resp.Coordinators) != 1 {
+			t.Fatalf("FindCoordinator: %v", err)
+		}
+		return resp.Coordinators[0].NodeID
+	}
+	failures := 0
+	var restarted chan error
+	for i := range 16 {
+		g := group(fmt.Sprint("g", i), 1+i%3)
+		if i%4 == 1 {
+			if restarted != nil {
+				if err := <-restarted; err != nil {
+					t.Fatal(err)
+				}
+			}
+			id := victim(i / 4)
+			delay := time.Duration(i/4%3) * 3 * time.Millisecond
+			l.beforeCommit = func() {
+				l.beforeCommit = nil
+				if delay == 0 {
+					e.c.Kill(id)
+					return
+				}
+				go func() { time.Sleep(delay); e.c.Kill(id) }()
+			}
+			killed = id
+		}
+		t0 := time.Now()
+		err := l.Append(ctx, g)
+		if err != nil {
+			failures++
+			if errors.Is(err, metalog.ErrFenced) {
+				t.Fatalf("group %d: %v", i, err)
+			}
+			got, _ := replayAll(t, l, 0)
+			switch {
+			case fmt.Sprint(got) == fmt.Sprint(durable):
+			case fmt.Sprint(got) == fmt.Sprint(append(durable, strs(g)...)):
+				durable = got
+			default:
+				t.Fatalf("group %d failed (%v); the log holds %d records: neither the %d before it nor with it", i, err, len(got), len(durable))
+			}
+			t.Logf("group %d: failed after %v (%v); the log holds it: %v", i, time.Since(t0).Round(time.Millisecond), err, len(durable) == len(got) && len(got) > 0 && got[len(got)-1] == string(g[len(g)-1]))
+		} else {
+			durable = append(durable, strs(g)...)
+			if killed >= 0 {
+				t.Logf("group %d: committed in %v", i, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		if i%4 == 1 && killed >= 0 {
+			// The next appends run on two brokers while the third restarts.
+			restarted = make(chan error, 1)
+			go func(id int32) { restarted <- e.c.Restart(id) }(killed)
+			killed = -1
+		}
+	}
+	if restarted != nil {
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d appends failed and were learned by Replay; %d records durable", failures, len(durable))
+	cur, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if got, next := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(durable) || next != int64(len(durable)) {
+		t.Fatalf("a new owner replays %d records (next %d), want %d", len(got), next, len(durable))
+	}
+}
+
+// dropConn is a connection to a broker that, when armed, loses the
+// answer to the next EndTxn request it carries (cut 300 ms after the
+// request, once the broker handled it), after which new connections are
+// refused for a while.
+type dropConn struct {
+	net.Conn
+	d        *dropper
+	dropping atomic.Bool
+}
+
+type dropper struct {
+	// request: lose the EndTxn request itself instead of its answer.
+	request    bool
+	armed      atomic.Bool
+	blockUntil atomic.Int64 // unix ns
+	cut        atomic.Int32
+}
+
+func (d *dropper) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	if time.Now().UnixNano() < d.blockUntil.Load() {
+		return nil, errors.New("test: connection refused")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	return &dropConn{Conn: c, d: d}, nil
+}
+
+func (c *dropConn) Write(b []byte) (int, error) {
+	const endTxnKey = 26
+	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == endTxnKey && c.d.armed.CompareAndSwap(true, false) {
+		if c.d.request {
+			c.d.blockUntil.Store(time.Now().Add(4 * time.Second).UnixNano())
+			c.d.cut.Add(1)
+			c.Conn.Close()
+			return 0, errors.New("test: connection cut before the EndTxn request")
+		}
+		c.dropping.Store(true)
+	}
+	return c.Conn.Write(b)
+}
+
+// Read, after the EndTxn was written, waits for the broker to have
+// handled it and fails instead of returning the answer.
+func (c *dropConn) Read(b []byte) (int, error) {
+	if c.dropping.Load() {
+		time.Sleep(300 * time.Millisecond)
+		c.d.blockUntil.Store(time.Now().Add(4 * time.Second).UnixNano())
+		c.d.cut.Add(1)
+		c.Conn.Close()
+		return 0, errors.New("test: connection cut before the EndTxn answer")
+	}
+	return c.Conn.Read(b)
+}
+
+// testLostCommitAnswer: the answer to an EndTxn(commit) that went through
+// is lost, or the request itself, and the broker cannot be reached for
+// longer than the client retries: the Append fails, the writer is not
+// fenced (after a lost answer its producer's re-initialisation at the
+// pre-commit epoch is refused, and fencedOrLost tells that from a
+// takeover), its Replay finds the group if it was committed and not
+// otherwise, and it goes on.
+func testLostCommitAnswer(t *testing.T, e *env) {
+	for _, lose := range []string{"answer", "request"} {
+		t.Run(lose, func(t *testing.T) {
+			d := &dropper{request: lose == "request"}
+			tp, _ := e.topic(t, 1, func(c *Config) {
+				c.ClientOpts = []kgo.Opt{kgo.Dialer(d.dial), kgo.RetryTimeout(2 * time.Second)}
+				c.RequestTimeout = 10 * time.Second
+			})
+			ctx := context.Background()
+			l, err := tp.OpenLog(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			replayAll(t, l, 0)
+			g1, g2, g3 := group("g1", 2), group("g2", 3), group("g3", 1)
+			mustAppend(t, l, g1)
+			d.armed.Store(true)
+			err = l.Append(ctx, g2)
+			if d.cut.Load() != 1 {
+				t.Fatalf("the EndTxn %s was not cut (Append: %v)", lose, err)
+			}
+			if err == nil {
+				t.Log("the client's EndTxn retry was answered: nothing to learn")
+			} else if errors.Is(err, metalog.ErrFenced) {
+				t.Fatalf("a lost commit %s taken for a takeover: %v", lose, err)
+			}
+			time.Sleep(time.Until(time.Unix(0, d.blockUntil.Load())))
+			want := strs(g1, g2)
+			if lose == "request" && err != nil {
+				want = strs(g1)
+			}
+			got, next := replayAll(t, l, 0)
+			if fmt.Sprint(got) != fmt.Sprint(want) || next != int64(len(want)) {
+				t.Fatalf("after the lost %s the writer replays %v (next %d), want %v", lose, got, next, want)
+			}
+			mustAppend(t, l, g3)
+			cur, err := tp.OpenLog(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cur.Close()
+			if got, _ := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(append(want, strs(g3)...)) {
+				t.Fatalf("a new owner replays %v", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,156 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch sizes of a replay.
+const (
+	fetchMaxBytes          = 64 << 20
+	fetchPartitionMaxBytes = 32 << 20
+	// fetchMaxWaitMs is how long the broker may wait for data; a replay
+	// only asks below the last stable offset, where data is there, so it
+	// matters only while a new leader catches up.
+	fetchMaxWaitMs = 200
+)
+
+// errOutOfRange is returned (wrapped) by read when its start offset is
+// below the partition's log start offset: records were deleted under the
+// read.
+var errOutOfRange = errors.New("kafkalog: offset below the log start offset")
+
+// read fetches partition's committed records in [start, end) (isolation
+// level read_committed: records of aborted transactions and transaction
+// markers are skipped) and calls fn for each in offset order. The records
+// and their bytes are valid only during fn. A leader change or a broker
+// that does not answer is retried until ctx is done. Errors: fn's;
+// errOutOfRange; ctx's; a fetch error that retrying cannot fix.
+func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn func(*kgo.Record) error) error {
+	off := start
+	refresh := false
+	backoff := func(err error) error {
+		refresh = true
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkalog: reading partition %d of %s at offset %d: %w (last error: %v)", partition, t.cfg.Topic, off, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+			return nil
+		}
+	}
+	dec := kgo.DefaultDecompressor()
+	for off < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		leader, err := t.leader(ctx, partition, refresh)
+		if err != nil {
+			if err := backoff(err); err != nil {
+				return err
+			}
+			continue
+		}
+		refresh = false
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = fetchMaxWaitMs
+		req.MinBytes = 1
+		req.MaxBytes = fetchMaxBytes
+		req.IsolationLevel = 1 // read_committed
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = t.cfg.Topic
+		rt.TopicID = t.topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = partition
+		rp.CurrentLeaderEpoch = -1
+		rp.FetchOffset = off
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = fetchPartitionMaxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, t.cl.Broker(int(leader)))
+		if err != nil {
+			if err := backoff(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if err := backoff(err); err != nil {
+				return err
+			}
+			continue
+		}
+		var p *kmsg.FetchResponseTopicPartition
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if resp.Topics[i].Partitions[j].Partition == partition {
+					p = &resp.Topics[i].Partitions[j]
+				}
+			}
+		}
+		if p == nil {
+			if err := backoff(fmt.Errorf("no partition %d in the fetch answer", partition)); err != nil {
+				return err
+			}
+			continue
+		}
+		switch err := kerr.ErrorForCode(p.ErrorCode); {
+		case err == nil:
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			if off < p.LogStartOffset || p.LogStartOffset < 0 {
+				return fmt.Errorf("%w: partition %d of %s: offset %d (log start offset %d)", errOutOfRange, partition, t.cfg.Topic, off, p.LogStartOffset)
+			}
+			// Above the high watermark: a new leader still catching up.
+			if err := backoff(err); err != nil {
+				return err
+			}
+			continue
+		case kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicID):
+			// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, LEADER_NOT_AVAILABLE, …
+			if err := backoff(err); err != nil {
+				return err
+			}
+			continue
+		default:
+			return fmt.Errorf("kafkalog: fetching partition %d of %s at offset %d: %w", partition, t.cfg.Topic, off, err)
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset:         off,
+			IsolationLevel: kgo.ReadCommitted(),
+			Topic:          t.cfg.Topic,
+			Partition:      partition,
+		}, p, dec, nil)
+		if fp.Err != nil {
+			return fmt.Errorf("kafkalog: decoding partition %d of %s at offset %d: %w", partition, t.cfg.Topic, off, fp.Err)
+		}
+		for _, r := range fp.Records {
+			if r.Offset >= end {
+				return nil
+			}
+			if r.Attrs.IsControl() {
+				continue
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if next > off {
+			off = next
+			continue
+		}
+		// Nothing past off yet: the leader's last stable offset is behind
+		// the one measured (a new leader catching up). Ask again.
+		if err := backoff(fmt.Errorf("no records at offset %d below %d", off, end)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
