@@ -155,7 +155,7 @@ func BenchmarkCacheHit(b *testing.B) {
 		rs := []cache.Range{{P: buf}}
 		for i := 0; b.Loop(); i++ {
 			rs[0].Off = int64(i%7) << 20
-			if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
+			if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/obj", WrittenMs: -1}, rs, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func BenchmarkCacheHit(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
+				if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/obj", WrittenMs: -1}, rs, nil); err != nil {
 					b.Fatal(err)
 				}
 				rs[0].Off = (rs[0].Off + int64(size) + 4093) % (objSize - int64(size)) // unaligned, sometimes spanning
@@ -39,7 +40,7 @@ func BenchmarkCacheHit(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				rs := []cache.Range{{P: make([]byte, size)}}
 				for pb.Next() {
-					if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
+					if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/obj", WrittenMs: -1}, rs, nil); err != nil {
 						b.Fatal(err)
 					}
 					rs[0].Off = (rs[0].Off + int64(size) + 4093) % (objSize - int64(size))
@@ -67,7 +68,7 @@ func BenchmarkCacheMiss(b *testing.B) {
 	b.SetBytes(cache.DefaultBlockBytes)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.ReadRanges(context.Background(), "wal/obj", -1, rs); err != nil {
+		if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/obj", WrittenMs: -1}, rs, nil); err != nil {
 			b.Fatal(err)
 		}
 		rs[0].Off = (rs[0].Off + cache.DefaultBlockBytes) % objSize
@@ -99,7 +100,7 @@ func BenchmarkCacheBypass(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.ReadRanges(context.Background(), "wal/old", ms-1, rs); err != nil {
+			if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/old", WrittenMs: ms - 1}, rs, nil); err != nil {
 				b.Fatal(err)
 			}
 			rs[0].Off = (rs[0].Off + size) % (objSize - size)
@@ -113,7 +114,7 @@ func BenchmarkCacheBypass(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.ReadRanges(context.Background(), "wal/old", ms-1, rs); err != nil {
+			if err := c.ReadRanges(context.Background(), cache.Object{Key: "wal/old", WrittenMs: ms - 1}, rs, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -130,5 +131,78 @@ func BenchmarkCacheBypass(b *testing.B) {
 	})
 	if st := c.Stats(); st.Evictions.Load() != 0 || st.BypassReads.Load() == 0 {
 		b.Fatalf("%d evictions, %d bypassed reads: the benchmark did not bypass", st.Evictions.Load(), st.BypassReads.Load())
+	}
+}
+
+// crcChecker checks a range the way fetch's batch check costs: one
+// CRC-32C pass over its bytes.
+type crcChecker struct{ sum uint32 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (c *crcChecker) Check(_ int, p []byte) error {
+	c.sum ^= crc32.Checksum(p, castagnoli)
+	return nil
+}
+
+// BenchmarkCacheChecked measures reads with a Checker (as fetch reads):
+// "first-read" loads each 4 MiB block from the in-memory store and checks
+// the 1 MiB range read from it (verification on top of BenchmarkCacheMiss);
+// "verified-hit" reads ranges already checked, which are not checked
+// again, beside "unchecked-hit", the same hits read without a Checker.
+func BenchmarkCacheChecked(b *testing.B) {
+	const objSize, size = 16 << 20, 1 << 20
+	s := objstoretest.NewMemory()
+	if err := s.Put(context.Background(), "wal/obj", make([]byte, objSize)); err != nil {
+		b.Fatal(err)
+	}
+	obj := cache.Object{Key: "wal/obj", Size: objSize, WrittenMs: -1}
+	b.Run("first-read", func(b *testing.B) {
+		c, err := cache.New(cache.Config{MaxBytes: cache.DefaultBlockBytes}, s) // every read misses
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		rs := []cache.Range{{P: make([]byte, size)}}
+		ck := &crcChecker{}
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.ReadRanges(context.Background(), obj, rs, ck); err != nil {
+				b.Fatal(err)
+			}
+			rs[0].Off = (rs[0].Off + cache.DefaultBlockBytes) % objSize
+		}
+	})
+	c, err := cache.New(cache.Config{MaxBytes: objSize}, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ck := &crcChecker{}
+	for off := int64(0); off < objSize; off += size { // load and check everything
+		if err := c.ReadRanges(context.Background(), obj, []cache.Range{{Off: off, P: make([]byte, size)}}, ck); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, checked := range []bool{true, false} {
+		name, chk := "verified-hit", cache.Checker(ck)
+		if !checked {
+			name, chk = "unchecked-hit", nil
+		}
+		b.Run(name, func(b *testing.B) {
+			rs := []cache.Range{{P: make([]byte, size)}}
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.ReadRanges(context.Background(), obj, rs, chk); err != nil {
+					b.Fatal(err)
+				}
+				rs[0].Off = (rs[0].Off + size + 4093) % (objSize - size)
+			}
+		})
+	}
+	if st := c.Stats(); st.StoreReads.Load() != objSize/cache.DefaultBlockBytes {
+		b.Fatalf("%d store reads: hits were not hits", st.StoreReads.Load())
 	}
 }

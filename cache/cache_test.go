@@ -77,7 +77,7 @@ func object(seed uint64, n int) []byte {
 // readAt reads len(p) bytes of object key at off through the blocks: one
 // range, with an unknown commit time, which never bypasses them.
 func readAt(ctx context.Context, c *cache.Cache, key string, p []byte, off int64) error {
-	return c.ReadRanges(ctx, key, -1, []cache.Range{{Off: off, P: p}})
+	return c.ReadRanges(ctx, cache.Object{Key: key, WrittenMs: -1}, []cache.Range{{Off: off, P: p}}, nil)
 }
 
 // wantEnd checks that err is the error of a read the object ends before:

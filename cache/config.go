@@ -24,6 +24,13 @@ const (
 	// on any machine. Lagging consumers need more; size it to the memory
 	// you can give.
 	DefaultMaxBytes = 256 << 20
+	// DefaultCatchUpMaxBytes is 64 MiB: eight objects of the default
+	// 8 MiB buffer. A consumer catching up on many partitions reads them
+	// at positions a few objects apart (each fetch moves each partition
+	// by about its share of one object), and each object is read whole
+	// once; the segment must hold the objects from the rearmost
+	// partition's to the foremost's, and the one read ahead.
+	DefaultCatchUpMaxBytes = 64 << 20
 	// MaxBlockBytes bounds BlockBytes: a block is one allocation and one
 	// GET; larger blocks only add latency.
 	MaxBlockBytes = 1 << 30
@@ -40,6 +47,21 @@ type Config struct {
 	// MaxBytes bounds the bytes of cached block data, ≥ BlockBytes. Key
 	// diskless.cache.max.bytes; default DefaultMaxBytes.
 	MaxBytes int64
+	// CatchUpMaxBytes bounds the bytes of the catch-up segment: whole
+	// objects read for data older than the cache's reach, in an LRU of
+	// their own beside MaxBytes (see the package comment). An object over
+	// half of it is read by exact bypassed reads instead. -1 disables the
+	// segment (every read beyond reach bypasses); otherwise ≥ BlockBytes.
+	// Key diskless.cache.catchup.max.bytes; default
+	// DefaultCatchUpMaxBytes, or two blocks if that is more.
+	CatchUpMaxBytes int64
+	// CheckObject checks a whole object read with one GET (a catch-up
+	// read) before its blocks are cached: nil if every batch is well
+	// framed and passes its CRC-32C (wal.Check). A failing object is read
+	// once more, then handed to its readers unverified, for their
+	// range checks, and not cached. nil caches whole objects unverified,
+	// so that readers check them on hits until verified.
+	CheckObject func(key string, object []byte) error
 	// Now is the clock of block use times, which ReadRanges compares with
 	// the commit times of the data it reads to tell reads older than the
 	// cache's reach (see the package comment). nil selects time.Now.
@@ -52,6 +74,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = max(DefaultMaxBytes, c.BlockBytes)
+	}
+	if c.CatchUpMaxBytes == 0 {
+		c.CatchUpMaxBytes = max(DefaultCatchUpMaxBytes, 2*c.BlockBytes)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -69,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBytes < c.BlockBytes {
 		errs = append(errs, fmt.Errorf("diskless.cache.max.bytes %d: must be at least diskless.cache.block.bytes (%d)", c.MaxBytes, c.BlockBytes))
+	}
+	if c.CatchUpMaxBytes != -1 && c.CatchUpMaxBytes < c.BlockBytes {
+		errs = append(errs, fmt.Errorf("diskless.cache.catchup.max.bytes %d: must be -1 (disabled) or at least diskless.cache.block.bytes (%d)", c.CatchUpMaxBytes, c.BlockBytes))
 	}
 	return errors.Join(errs...)
 }

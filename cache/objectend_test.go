@@ -116,7 +116,7 @@ func TestStoreErrorsAreNotTheEnd(t *testing.T) {
 			for _, n := range ns {
 				s.answer.Store(&riggedAnswer{off: 2, n: n, end: tt.end, err: tt.err})
 				rs := []cache.Range{{Off: 2, P: make([]byte, 8)}}
-				if err := c.ReadRanges(t.Context(), "obj", 500, rs); err == nil {
+				if err := c.ReadRanges(t.Context(), cache.Object{Key: "obj", WrittenMs: 500}, rs, nil); err == nil {
 					t.Fatalf("bypassed ReadRanges with %d bytes succeeded; want an error", n)
 				}
 			}

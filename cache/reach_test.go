@@ -162,7 +162,7 @@ func TestReadRangesReach(t *testing.T) {
 			for i, r := range tc.rs {
 				rs[i] = cache.Range{Off: r[0], P: make([]byte, r[1])}
 			}
-			if err := f.c.ReadRanges(t.Context(), "old", tc.written, rs); err != nil {
+			if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: tc.written}, rs, nil); err != nil {
 				t.Fatalf("ReadRanges = %v", err)
 			}
 			for _, r := range rs {
@@ -189,7 +189,7 @@ func TestReadRangesReach(t *testing.T) {
 // the block that was least recently used before it is the one evicted next.
 func TestBypassKeepsLRUOrder(t *testing.T) {
 	f := newReachFixture(t, 4)
-	if err := f.c.ReadRanges(t.Context(), "old", oldWrite, []cache.Range{{Off: 0, P: make([]byte, 3*rB)}}); err != nil {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: oldWrite}, []cache.Range{{Off: 0, P: make([]byte, 3*rB)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.clk.set(3000)
@@ -238,7 +238,7 @@ func TestReadRangesMatchesReaderAt(t *testing.T) {
 				ranges[i] = cache.Range{Off: r[0], P: make([]byte, r[1])}
 				wantErr = wantErr || r[0]+r[1] > int64(len(obj))
 			}
-			err := c.ReadRanges(t.Context(), "obj", written, ranges)
+			err := c.ReadRanges(t.Context(), cache.Object{Key: "obj", WrittenMs: written}, ranges, nil)
 			if wantErr {
 				if !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Errorf("%s: ReadRanges = %v, want io.ErrUnexpectedEOF", name, err)
@@ -273,14 +273,14 @@ func TestBypassErrors(t *testing.T) {
 		return nil
 	})
 	rs := []cache.Range{{Off: 1, P: make([]byte, 10)}}
-	if err := f.c.ReadRanges(t.Context(), "old", oldWrite, rs); !errors.Is(err, errBoom) {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: oldWrite}, rs, nil); !errors.Is(err, errBoom) {
 		t.Fatalf("ReadRanges = %v, want the store's error", err)
 	}
-	if err := f.c.ReadRanges(t.Context(), "missing", oldWrite, rs); !errors.Is(err, objstore.ErrNotExist) {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "missing", WrittenMs: oldWrite}, rs, nil); !errors.Is(err, objstore.ErrNotExist) {
 		t.Fatalf("ReadRanges(missing) = %v, want ErrNotExist", err)
 	}
 	f.s.SetFault(nil)
-	if err := f.c.ReadRanges(t.Context(), "old", oldWrite, rs); err != nil || !bytes.Equal(rs[0].P, f.old[1:11]) {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: oldWrite}, rs, nil); err != nil || !bytes.Equal(rs[0].P, f.old[1:11]) {
 		t.Fatalf("ReadRanges after the fault = %v", err)
 	}
 	if got := snapshot(f.c); got.bypass != 3 || got.reads != 3 || got.evictions != 0 || got.cached != 4*rB {
@@ -289,14 +289,14 @@ func TestBypassErrors(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := f.c.ReadRanges(ctx, "old", oldWrite, rs); !errors.Is(err, context.Canceled) {
+	if err := f.c.ReadRanges(ctx, cache.Object{Key: "old", WrittenMs: oldWrite}, rs, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled ctx: %v", err)
 	}
-	if err := f.c.ReadRanges(t.Context(), "old", oldWrite, []cache.Range{{Off: -1, P: make([]byte, 1)}}); err == nil {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: oldWrite}, []cache.Range{{Off: -1, P: make([]byte, 1)}}, nil); err == nil {
 		t.Fatal("negative offset accepted")
 	}
 	f.c.Close()
-	if err := f.c.ReadRanges(t.Context(), "old", oldWrite, rs); !errors.Is(err, cache.ErrClosed) {
+	if err := f.c.ReadRanges(t.Context(), cache.Object{Key: "old", WrittenMs: oldWrite}, rs, nil); !errors.Is(err, cache.ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 }
@@ -342,7 +342,7 @@ func TestReadRangesUnderConcurrency(t *testing.T) {
 					rs[j] = cache.Range{Off: int64(off), P: make([]byte, r.IntN(len(obj)-off+1))}
 				}
 				written := clk.ms.Load() - int64(r.IntN(3000)) // young or old
-				if err := c.ReadRanges(context.Background(), key, written, rs); err != nil {
+				if err := c.ReadRanges(context.Background(), cache.Object{Key: key, WrittenMs: written}, rs, nil); err != nil {
 					t.Errorf("ReadRanges(%s) = %v", key, err)
 					return
 				}

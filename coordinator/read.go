@@ -40,7 +40,8 @@ func (s *state) coordinate(e *batchEntry) diskless.BatchCoordinate {
 
 // findBatches answers FindBatches for p (SPEC §4, §9): the batch holding
 // offset, then following batches while their total ByteSize stays within
-// maxBytes; the first batch is always included (KIP-74).
+// maxBytes; the first batch is always included (KIP-74). Next is the
+// visible batch after them, if any.
 func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless.FindBatchesResult {
 	res := diskless.FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM}
 	if offset < p.visLogStart || offset > p.visHWM {
@@ -78,6 +79,9 @@ scan:
 			res.Batches = append(res.Batches, s.coordinate(&run[k]))
 		}
 		j += len(run)
+	}
+	if end < n {
+		res.Next = s.coordinate(x.at(end))
 	}
 	return res
 }

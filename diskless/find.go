@@ -32,6 +32,11 @@ type FindBatchesResult struct {
 	// Batches are consecutive, in offset order; empty at the high
 	// watermark.
 	Batches []BatchCoordinate
+	// Next is the batch after the last of Batches, if the partition has
+	// one below the high watermark; the zero value (empty ObjectKey) if
+	// not. Fetch reads ahead the object it lies in for a reader catching
+	// up (DESIGN §Decisions: lagging reads).
+	Next BatchCoordinate
 }
 
 // BatchCoordinate locates one committed batch and carries what a fetch

@@ -2,11 +2,13 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -102,10 +104,17 @@ type fetchPart struct {
 	// and size their total size in bytes.
 	sel  []diskless.BatchCoordinate
 	size int64
+	// next is the batch after sel, if the partition has one (empty
+	// ObjectKey if not): its object is read ahead when sel ends in
+	// another.
+	next diskless.BatchCoordinate
 	// buf receives sel's bytes; cut is the index of the first batch whose
-	// read failed (len(sel) if none), and readErr that failure.
+	// read failed (len(sel) if none), readErr that failure and cutErr its
+	// code: KAFKA_STORAGE_ERROR (the read failed) or CORRUPT_MESSAGE (the
+	// bytes failed their check on both reads).
 	buf     []byte
 	cut     int
+	cutErr  *kerr.Error
 	readErr error
 }
 
@@ -241,7 +250,7 @@ func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 	b := newBudget(op.maxBytes)
 	for i := range op.parts {
 		p, r, o := &op.parts[i], &results[i], op.parts[i].out
-		p.sel, p.size = nil, 0
+		p.sel, p.size, p.next = nil, 0, diskless.BatchCoordinate{}
 		if r.Err != nil {
 			setPartitionError(o, r.Err)
 			if r.Err.Code == kerr.OffsetOutOfRange.Code {
@@ -261,10 +270,28 @@ func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 			failed = true
 			continue
 		}
-		p.sel, p.size = r.Batches[:n], size
+		p.sel, p.size, p.next = r.Batches[:n], size, r.Next
+		if n < len(r.Batches) {
+			p.next = r.Batches[n]
+		}
 		found += size
 	}
 	return found, failed
+}
+
+// readAhead hints to the reader, for every partition whose next batch lies
+// in another object than its last chosen one, that object: a partition
+// catching up moves to it with its next fetch, and the cache reads it
+// ahead if its data is beyond the cache's reach (DESIGN §Decisions:
+// lagging reads).
+func (op *fetchOp) readAhead() {
+	for i := range op.parts {
+		p := &op.parts[i]
+		if len(p.sel) == 0 || p.next.ObjectKey == "" || p.next.ObjectKey == p.sel[len(p.sel)-1].ObjectKey {
+			continue
+		}
+		op.h.r.ReadAhead(cache.Object{Key: p.next.ObjectKey, Size: p.next.FileSize, WrittenMs: p.next.LogAppendTime})
+	}
 }
 
 // read reads the chosen batches into one exactly sized buffer per
@@ -291,11 +318,22 @@ func (op *fetchOp) read(ctx context.Context) {
 		p.buf = make([]byte, p.size)
 		spans = appendSpans(spans, i, p.sel, p.buf)
 	}
+	op.readAhead()
 	op.h.readSpans(ctx, spans)
 	for i := range spans {
 		s := &spans[i]
-		if p := &op.parts[s.part]; s.err != nil && s.batch < p.cut {
-			p.cut, p.readErr = s.batch, s.err
+		if s.err == nil {
+			continue
+		}
+		cut, errc := s.batch, kerr.KafkaStorageError
+		if errors.Is(s.err, cache.ErrCorrupt) {
+			// The span failed its check on both reads: serve the batches
+			// before the first bad one (the second read's, checked now).
+			n, _ := verifyBatches(s.dst, s.bs)
+			cut, errc = s.batch+n, kerr.CorruptMessage
+		}
+		if p := &op.parts[s.part]; cut < p.cut {
+			p.cut, p.cutErr, p.readErr = cut, errc, s.err
 		}
 	}
 
@@ -309,9 +347,9 @@ func (op *fetchOp) read(ctx context.Context) {
 		if n < len(p.sel) {
 			c := &p.sel[n]
 			if errc == nil {
-				errc = kerr.KafkaStorageError
+				errc = p.cutErr
 				op.h.log.Warn("fetch: read failed", "topic", p.topic, "partition", p.out.Partition,
-					"offset", c.BaseOffset, "err", p.readErr)
+					"offset", c.BaseOffset, "object", c.ObjectKey, "code", errc.Message, "err", p.readErr)
 			} else if errc != kerr.UnsupportedCompressionType {
 				op.h.log.Warn("fetch: corrupt batch", "topic", p.topic, "partition", p.out.Partition,
 					"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize)

@@ -21,22 +21,29 @@
 //     buffer. Batches that are adjacent in the same object are coalesced
 //     into one range. The ranges of all partitions in one object are read
 //     with one [ObjectReader.ReadRanges] call (the block cache), given the
-//     oldest commit time among them, so that the cache can serve data
-//     older than its reach with one ranged GET bounding them, without
-//     caching it. The objects of a request are read concurrently, up to
-//     [Config.ReadConcurrency]. Each batch is then
-//     checked against its coordinate (well-formed, magic 2, the expected
-//     size and offset span) and its header rewritten in place (SPEC §1):
-//     baseOffset and partitionLeaderEpoch, outside the CRC; on
-//     LogAppendTime batches the timestamp-type bit and maxTimestamp, inside
-//     it, after which the CRC is recomputed (the stored CRC is verified
-//     first, so a corrupt batch is never given a valid checksum). Records
-//     are never decoded.
+//     object's committed size and the oldest commit time among them, so
+//     that the cache reads data older than its reach whole, once per
+//     object, into its catch-up segment; a partition whose next batch lies
+//     in another object has that object read ahead
+//     ([ObjectReader.ReadAhead]). The objects of a request are read
+//     concurrently, up to [Config.ReadConcurrency]. The reader checks every
+//     range it read from the store and had not checked before with
+//     verifyBatches (each batch against its coordinate: framing, magic 2,
+//     size, offset span, stored base offset 0, record count, max timestamp,
+//     CRC-32C), reading a failing range once more. Each batch's header is
+//     then rewritten in place (SPEC §1): baseOffset and
+//     partitionLeaderEpoch, outside the CRC; on LogAppendTime batches the
+//     timestamp-type bit and maxTimestamp, inside it, after which the CRC
+//     is recomputed (over bytes whose stored CRC the read verified, so a
+//     corrupt batch is never given a valid checksum). Records are never
+//     decoded.
 //
 // A partition whose bytes cannot be served is cut at its first bad batch:
 // the good batches before it are returned, and if there are none the
 // partition carries the error — KAFKA_STORAGE_ERROR for a failed read
-// (a failed read of an object fails every range of it), CORRUPT_MESSAGE for bytes that do not match the coordinate, and
+// (a failed read of an object fails every range of it; a store answering
+// another size than the commit's is one), CORRUPT_MESSAGE for bytes that
+// do not match the coordinate (read twice: never cached), and
 // UNSUPPORTED_COMPRESSION_TYPE for a zstd batch before Fetch v10. The client
 // then advances through the good data and meets the error when the bad batch
 // is first in line. Other partitions are not affected, and the connection

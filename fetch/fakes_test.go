@@ -168,6 +168,9 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRe
 		// A subslice of the index, as a real coordinator may hand out
 		// immutable state: the caller must not write to it.
 		res.Batches = p.batches[first:end:end]
+		if end < len(p.batches) {
+			res.Next = p.batches[end]
+		}
 	}
 	return out
 }
@@ -272,33 +275,58 @@ func (s *fakeStore) calls() int {
 	return s.mu.calls
 }
 
-// ReadRanges implements ObjectReader, range by range, each counted.
-func (s *fakeStore) ReadRanges(ctx context.Context, key string, _ int64, rs []cache.Range) error {
+// ReadRanges implements ObjectReader, range by range, each counted, as
+// the cache's contract says: every range is checked, and one that fails
+// is read (copied) again once and checked again.
+func (s *fakeStore) ReadRanges(ctx context.Context, obj cache.Object, rs []cache.Range, check cache.Checker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.calls++
-	for _, r := range rs {
+	key := obj.Key
+	var corrupt error
+	for i := range rs {
+		r := &rs[i]
+		r.Err = nil
 		if len(r.P) == 0 {
 			continue
 		}
-		s.mu.reads++
-		if err := ctx.Err(); err != nil {
-			return err
+		for attempt := range 2 {
+			s.mu.reads++
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.mu.fail[key]; err != nil {
+				return err
+			}
+			o, ok := s.mu.objects[key]
+			if !ok {
+				return fmt.Errorf("%s: %w", key, errNoObject)
+			}
+			if r.Off < 0 || r.Off+int64(len(r.P)) > int64(len(o)) {
+				return fmt.Errorf("fake store: [%d, %d) outside the %d bytes of %s: %w", r.Off, r.Off+int64(len(r.P)), len(o), key, io.ErrUnexpectedEOF)
+			}
+			copy(r.P, o[r.Off:])
+			if check == nil {
+				break
+			}
+			err := check.Check(i, r.P)
+			if err == nil {
+				break
+			}
+			if attempt == 1 {
+				r.Err = fmt.Errorf("%w: %w", cache.ErrCorrupt, err)
+				if corrupt == nil {
+					corrupt = r.Err
+				}
+			}
 		}
-		if err := s.mu.fail[key]; err != nil {
-			return err
-		}
-		obj, ok := s.mu.objects[key]
-		if !ok {
-			return fmt.Errorf("%s: %w", key, errNoObject)
-		}
-		if r.Off < 0 || r.Off+int64(len(r.P)) > int64(len(obj)) {
-			return fmt.Errorf("fake store: [%d, %d) outside the %d bytes of %s: %w", r.Off, r.Off+int64(len(r.P)), len(obj), key, io.ErrUnexpectedEOF)
-		}
-		copy(r.P, obj[r.Off:])
 	}
-	return nil
+	return corrupt
 }
+
+// ReadAhead implements ObjectReader: the fake store has nothing to read
+// ahead into.
+func (s *fakeStore) ReadAhead(cache.Object) {}
 
 // env is one handler over a fake coordinator and store.
 type env struct {

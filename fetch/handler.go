@@ -36,19 +36,34 @@ type Coordinator interface {
 }
 
 // ObjectReader is how fetch reads stored batches: the block cache
-// (cache.Cache) implements it. ReadRanges fills every range of rs, whole,
-// from object key (ranges in any order; empty ones ignored), or returns an
-// error: an object that ends before a range does is an error too, and
-// after an error which ranges were filled is unspecified. writtenMs is the
-// data's commit time in ms since the Unix epoch
+// (cache.Cache) implements it.
+//
+// ReadRanges fills every range of rs, whole, from object obj (ranges in any
+// order; empty ones ignored), or returns an error: an object that ends
+// before a range does is an error too, and after an error which ranges
+// were filled is unspecified. obj carries the object's size as committed
+// (diskless.BatchCoordinate.FileSize; a store answering another size is an
+// error) and the data's commit time in ms since the Unix epoch
 // (diskless.BatchCoordinate.LogAppendTime; the oldest, for ranges
 // committed at different times), which the cache compares with its reach:
-// data older than it is read with one ranged GET bounding the ranges and
-// not cached, so a lagging consumer neither pays a GET per block nor evicts
-// the blocks other consumers are reading. A wrapper around the cache
-// (metrics, tracing) passes writtenMs on.
+// data older than it is read with one GET of the whole object into a
+// catch-up segment, so a lagging consumer neither pays a GET per partition
+// nor evicts the blocks other consumers are reading. Before any range is
+// returned whose bytes were read from the store and not checked before,
+// check.Check(i, rs[i].P) must pass (fetch checks each batch against its
+// coordinate, CRC-32C included: DESIGN §Fetch step 3); a range that fails
+// is read again once, and if it fails again its Err is set and the error
+// returned wraps cache.ErrCorrupt, the other ranges being filled and
+// checked. Fetch relies on this: it does not check CRCs itself.
+//
+// ReadAhead hints that obj, the object after the one a reader is reading,
+// will be read soon: the cache loads it in the background if the reader is
+// catching up (its data is beyond the cache's reach). It never blocks.
+//
+// A wrapper around the cache (metrics, tracing) passes every argument on.
 type ObjectReader interface {
-	ReadRanges(ctx context.Context, key string, writtenMs int64, rs []cache.Range) error
+	ReadRanges(ctx context.Context, obj cache.Object, rs []cache.Range, check cache.Checker) error
+	ReadAhead(obj cache.Object)
 }
 
 var _ ObjectReader = (*cache.Cache)(nil)

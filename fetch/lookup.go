@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
@@ -206,13 +207,17 @@ func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(
 	}
 	buf := make([]byte, c.ByteSize)
 	if err := l.h.readBatch(ctx, c, buf); err != nil {
+		if errors.Is(err, cache.ErrCorrupt) {
+			l.corrupt(c, err.Error())
+			return kerr.CorruptMessage
+		}
 		l.h.log.Warn("list offsets: read failed", "topic", l.topic, "partition", l.tp.Partition,
 			"offset", c.BaseOffset, "err", err)
 		return kerr.KafkaStorageError
 	}
-	h, ok := matches(buf, c)
-	if !ok || h.ComputeCRC() != h.CRC() {
-		l.corrupt(c, "bytes do not match the coordinate or fail the CRC")
+	h, ok := matches(buf, c) // checked by the read (verifyBatches)
+	if !ok {
+		l.corrupt(c, "bytes do not match the coordinate")
 		return kerr.CorruptMessage
 	}
 	span := recordsSpan{

@@ -54,11 +54,16 @@ type span struct {
 	off int64  // byte offset in the object
 	dst []byte // where the bytes go; len is the range's size
 	// part is the index of the partition the span belongs to, and batch
-	// the index, in that partition's batches, of the first batch it holds.
+	// the index, in that partition's batches, of the first batch it holds;
+	// bs are the coordinates of the batches it holds.
 	part, batch int
-	// written is the oldest commit time (ms) of the span's batches.
-	written int64
-	err     error // the read's outcome
+	bs          []diskless.BatchCoordinate
+	// size is the object's size (FileSize), written the oldest commit
+	// time (ms) of the span's batches.
+	size, written int64
+	// err is the read's outcome: nil, a failed read, or (wrapping
+	// cache.ErrCorrupt) bytes that failed their check on both reads.
+	err error
 }
 
 // appendSpans appends to dst the reads that fill buf with bs: consecutive
@@ -80,6 +85,8 @@ func appendSpans(dst []span, part int, bs []diskless.BatchCoordinate, buf []byte
 			dst:     buf[pos : pos+n : pos+n],
 			part:    part,
 			batch:   i,
+			bs:      bs[i:j:j],
+			size:    bs[i].FileSize,
 			written: written,
 		})
 		pos += n

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,9 +19,10 @@ import (
 // readSpans reads every span, up to cfg.ReadConcurrency objects at a
 // time, and records each outcome in span.err. The spans are grouped by
 // object (which reorders them) and each object's spans are one ReadRanges
-// call, given the oldest commit time among them; a failure of it is the
-// failure of every span of that object. It returns when all reads are
-// done.
+// call, given the object's size and the oldest commit time among them, and
+// checking each span's batches (spanChecker); a failed read of an object
+// is the failure of every span of it, a span that fails its check on both
+// reads fails alone. It returns when all reads are done.
 func (h *Handler) readSpans(ctx context.Context, spans []span) {
 	slices.SortStableFunc(spans, func(a, b span) int { return strings.Compare(a.key, b.key) })
 	starts := make([]int, 0, len(spans)+1) // object i has spans[starts[i]:starts[i+1]]
@@ -32,19 +34,76 @@ func (h *Handler) readSpans(ctx context.Context, spans []span) {
 		ranges[i] = cache.Range{Off: spans[i].off, P: spans[i].dst}
 	}
 	starts = append(starts, len(spans))
+	checkers := make([]spanChecker, len(starts)-1)
 	h.run(len(starts)-1, func(g int) {
 		obj := spans[starts[g]:starts[g+1]]
-		written := obj[0].written
+		rs := ranges[starts[g]:starts[g+1]]
+		o := cache.Object{Key: obj[0].key, Size: obj[0].size, WrittenMs: obj[0].written}
 		for i := range obj {
-			written = min(written, obj[i].written)
+			o.WrittenMs = min(o.WrittenMs, obj[i].written)
 		}
-		if err := h.r.ReadRanges(ctx, obj[0].key, written, ranges[starts[g]:starts[g+1]]); err != nil {
-			err = fmt.Errorf("fetch: read %s (%d ranges): %w", obj[0].key, len(obj), err)
+		checkers[g] = spanChecker(obj)
+		err := h.r.ReadRanges(ctx, o, rs, &checkers[g])
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, cache.ErrCorrupt) {
+			err = fmt.Errorf("fetch: read %s (%d ranges): %w", o.Key, len(obj), err)
 			for i := range obj {
 				obj[i].err = err
 			}
+			return
+		}
+		for i := range obj {
+			obj[i].err = rs[i].Err
 		}
 	})
+}
+
+// spanChecker checks the spans of one ReadRanges call, range i being span
+// i: each batch against its coordinate (verifyBatches).
+type spanChecker []span
+
+func (c *spanChecker) Check(i int, p []byte) error {
+	s := &(*c)[i]
+	if n, err := verifyBatches(p, s.bs); err != nil {
+		return fmt.Errorf("batch at offset %d: %w", s.bs[n].BaseOffset, err)
+	}
+	return nil
+}
+
+// errBatchCheck is the root of verifyBatches' errors.
+var errBatchCheck = errors.New("fetch: stored batch does not match its coordinate")
+
+// verifyBatches checks the batches read into p (bs back to back, p at
+// least their total size) against their coordinates, as they were stored
+// (SPEC §2: produce accepted them so): one well-formed v2 batch of the
+// coordinate's size, base offset 0, lastOffsetDelta and recordsCount of
+// the coordinate's offset span, maxTimestamp the one committed, and a
+// matching CRC-32C. It returns how many leading batches pass, and why the
+// next one does not (wrapping errBatchCheck).
+func verifyBatches(p []byte, bs []diskless.BatchCoordinate) (int, error) {
+	pos := 0
+	for i := range bs {
+		c := &bs[i]
+		end := pos + int(c.ByteSize)
+		if c.ByteSize < batch.HeaderSize || end > len(p) {
+			return i, fmt.Errorf("%w: coordinate of %d bytes", errBatchCheck, c.ByteSize)
+		}
+		h, ok := matches(p[pos:end], c)
+		switch {
+		case !ok:
+			return i, fmt.Errorf("%w: framing, magic, size or offset span", errBatchCheck)
+		case h.BaseOffset() != 0 || int64(h.RecordsCount()) != int64(h.LastOffsetDelta())+1:
+			return i, fmt.Errorf("%w: stored base offset %d, %d records", errBatchCheck, h.BaseOffset(), h.RecordsCount())
+		case h.MaxTimestamp() != c.BatchMaxTimestamp:
+			return i, fmt.Errorf("%w: max timestamp %d, committed %d", errBatchCheck, h.MaxTimestamp(), c.BatchMaxTimestamp)
+		case h.ComputeCRC() != h.CRC():
+			return i, fmt.Errorf("%w: CRC-32C mismatch", errBatchCheck)
+		}
+		pos = end
+	}
+	return len(bs), nil
 }
 
 // run calls read(i) for every i in [0, n), up to cfg.ReadConcurrency at a
@@ -76,10 +135,15 @@ func (h *Handler) run(n int, read func(i int)) {
 	wg.Wait()
 }
 
-// readBatch fills buf with the batch c names, given its commit time (so
-// that an old batch is not cached).
+// readBatch fills buf with the batch c names, checked against c, given its
+// object's size and commit time (so that an old batch is not cached in the
+// main LRU). Errors: the read's, or one wrapping cache.ErrCorrupt if the
+// bytes failed their check twice.
 func (h *Handler) readBatch(ctx context.Context, c *diskless.BatchCoordinate, buf []byte) error {
-	if err := h.r.ReadRanges(ctx, c.ObjectKey, c.LogAppendTime, []cache.Range{{Off: c.ByteOffset, P: buf}}); err != nil {
+	rs := []cache.Range{{Off: c.ByteOffset, P: buf}}
+	check := spanChecker{{bs: []diskless.BatchCoordinate{*c}}}
+	o := cache.Object{Key: c.ObjectKey, Size: c.FileSize, WrittenMs: c.LogAppendTime}
+	if err := h.r.ReadRanges(ctx, o, rs, &check); err != nil {
 		return fmt.Errorf("fetch: read %s [%d, %d): %w", c.ObjectKey, c.ByteOffset, c.ByteOffset+int64(len(buf)), err)
 	}
 	return nil
@@ -91,16 +155,19 @@ func (h *Handler) readBatch(ctx context.Context, c *diskless.BatchCoordinate, bu
 //
 //   - baseOffset ← the assigned base offset, partitionLeaderEpoch ← epoch
 //     (both outside the CRC);
-//   - on LogAppendTime batches, the stored CRC is verified, then the
-//     timestamp-type bit is set, maxTimestamp ← the log-append time, and the
-//     CRC recomputed.
+//   - on LogAppendTime batches, the timestamp-type bit is set, maxTimestamp
+//     ← the log-append time, and the CRC recomputed.
 //
-// buf holds bs back to back and is at least their total size. stamp returns
-// the number of leading batches that are good and their size in bytes; if
-// that is less than len(bs), errc says why the next one is not:
-// CORRUPT_MESSAGE (not a v2 batch of the coordinate's size and offset span,
-// or a CRC mismatch) or UNSUPPORTED_COMPRESSION_TYPE (zstd and !allowZstd,
-// Fetch before v10). Batches after the first bad one are left untouched.
+// The bytes must have passed verifyBatches (the ObjectReader's check:
+// once per byte read from the store), so that the new CRC never blesses a
+// corrupt batch; stamp checks again only what costs nothing (framing,
+// magic, size, offset span). buf holds bs back to back and is at least
+// their total size. stamp returns the number of leading batches that are
+// good and their size in bytes; if that is less than len(bs), errc says why
+// the next one is not: CORRUPT_MESSAGE (not a v2 batch of the coordinate's
+// size and offset span) or UNSUPPORTED_COMPRESSION_TYPE (zstd and
+// !allowZstd, Fetch before v10). Batches after the first bad one are left
+// untouched.
 func stamp(buf []byte, bs []diskless.BatchCoordinate, epoch int32, allowZstd bool) (n, size int, errc *kerr.Error) {
 	for i := range bs {
 		c := &bs[i]
@@ -116,11 +183,6 @@ func stamp(buf []byte, bs []diskless.BatchCoordinate, epoch int32, allowZstd boo
 			return i, size, kerr.UnsupportedCompressionType
 		}
 		if c.TimestampType == batch.TimestampLogAppendTime {
-			// The new CRC would bless whatever the bytes hold: check the
-			// old one first.
-			if h.ComputeCRC() != h.CRC() {
-				return i, size, kerr.CorruptMessage
-			}
 			h.SetLogAppendTime(c.LogAppendTime)
 			h.UpdateCRC()
 		}
@@ -133,7 +195,7 @@ func stamp(buf []byte, bs []diskless.BatchCoordinate, epoch int32, allowZstd boo
 
 // matches returns the header view of b, the bytes read for c, if they are
 // exactly one well-formed v2 batch of c's size and offset span. The CRC is
-// not checked: clients check it, and stamp checks it before replacing it.
+// not checked (verifyBatches does).
 func matches(b []byte, c *diskless.BatchCoordinate) (batch.Header, bool) {
 	h, n, err := batch.Parse(b)
 	if err != nil || n != len(b) || n != int(c.ByteSize) || h.Magic() != 2 ||

@@ -193,3 +193,17 @@ func Walk(object []byte, fn func(offset int, h batch.Header) error) error {
 	}
 	return nil
 }
+
+// Check verifies a whole object as read back from the store: every batch
+// well framed (Walk) with a CRC-32C that matches (SPEC §1, §7; produce
+// accepted only such batches, rejected ones included). It is the block
+// cache's Config.CheckObject; key names the object in the error. Errors:
+// Walk's framing errors, or a CRC mismatch, each naming the byte offset.
+func Check(key string, object []byte) error {
+	return Walk(object, func(off int, h batch.Header) error {
+		if h.ComputeCRC() != h.CRC() {
+			return fmt.Errorf("wal: %s: batch at byte %d: CRC-32C mismatch", key, off)
+		}
+		return nil
+	})
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
 	"github.com/diskless-sidecar/sidecar/upload"
+	"github.com/diskless-sidecar/sidecar/wal"
 )
 
 // app is one running sidecar: every component, wired, and what it takes to
@@ -308,7 +309,8 @@ func s3Config(cfg Config) s3.Config {
 // checks them all before anything is opened, so that a bad value stops
 // start-up with exit code 2 and a message naming the key.
 func cacheConfig(cfg Config) cache.Config {
-	return cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes}
+	return cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes,
+		CatchUpMaxBytes: cfg.CacheCatchUpMaxBytes, CheckObject: wal.Check}
 }
 
 func uploadConfig(cfg Config) upload.Config {

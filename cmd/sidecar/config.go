@@ -61,8 +61,9 @@ type Config struct {
 	UploadAttemptTimeout time.Duration
 	CommitMaxAttempts    int
 
-	CacheBlockBytes int64
-	CacheMaxBytes   int64
+	CacheBlockBytes      int64
+	CacheMaxBytes        int64
+	CacheCatchUpMaxBytes int64
 
 	FetchMaxWait  time.Duration
 	FetchMaxBytes int32
@@ -235,6 +236,7 @@ var options = []option{
 	intOption("diskless.commit.max.attempts", itoa(commit.DefaultMaxAttempts), "Attempts per coordinator shard commit before the batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.CommitMaxAttempts }),
 	intOption("diskless.cache.block.bytes", itoa(cache.DefaultBlockBytes), "Size of one cache block (aligned range of an object), bytes.", 4096, 1<<30, func(c *Config) *int64 { return &c.CacheBlockBytes }),
 	intOption("diskless.cache.max.bytes", itoa(cache.DefaultMaxBytes), "Bytes of object data kept in the block cache.", 0, math.MaxInt64, func(c *Config) *int64 { return &c.CacheMaxBytes }),
+	intOption("diskless.cache.catchup.max.bytes", itoa(cache.DefaultCatchUpMaxBytes), "Bytes of whole objects kept for consumers reading data older than the cache's reach (beside diskless.cache.max.bytes); -1 disables it.", -1, math.MaxInt64, func(c *Config) *int64 { return &c.CacheCatchUpMaxBytes }),
 	msOption("diskless.fetch.max.wait.ms", ms(fetch.DefaultMaxWait), "Upper bound on a fetch's long-poll, whatever max_wait_ms the client asks, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.FetchMaxWait }),
 	intOption("fetch.max.bytes", itoa(fetch.DefaultMaxBytes), "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
 	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards. Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),

@@ -64,6 +64,7 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.commit.max.attempts", c.CommitMaxAttempts, commit.DefaultMaxAttempts},
 		{"diskless.cache.block.bytes", cc.BlockBytes, int64(cache.DefaultBlockBytes)},
 		{"diskless.cache.max.bytes", cc.MaxBytes, int64(cache.DefaultMaxBytes)},
+		{"diskless.cache.catchup.max.bytes", cc.CatchUpMaxBytes, int64(cache.DefaultCatchUpMaxBytes)},
 		{"diskless.fetch.max.wait.ms", fc.MaxWait, fetch.DefaultMaxWait},
 		{"fetch.max.bytes", fc.MaxBytes, int32(fetch.DefaultMaxBytes)},
 		{"producer.id.expiration.ms", c.ProducerIDExpiration.Milliseconds(), coordinator.DefaultProducerIDExpirationMs},

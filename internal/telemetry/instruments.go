@@ -70,8 +70,18 @@ func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
 		{"diskless.cache.store.read", "By", "bytes read from the object store", &s.StoreReadBytes},
 		{"diskless.cache.bypass.reads", "{request}", "ranged GETs that served data older than the cache's reach without caching it (also in diskless.cache.store.reads)", &s.BypassReads},
 		{"diskless.cache.bypass.read", "By", "bytes read by those GETs (also in diskless.cache.store.read)", &s.BypassReadBytes},
+		{"diskless.cache.catchup.reads", "{request}", "GETs of whole objects into the catch-up segment for data older than the cache's reach, read-aheads included (also in diskless.cache.store.reads)", &s.CatchUpReads},
+		{"diskless.cache.catchup.read", "By", "bytes read by those GETs (also in diskless.cache.store.read)", &s.CatchUpReadBytes},
+		{"diskless.cache.readaheads", "{request}", "catch-up reads started ahead of a sequential reader", &s.ReadAheads},
+		{"diskless.cache.catchup.evictions", "{block}", "blocks evicted to stay within diskless.cache.catchup.max.bytes", &s.CatchUpEvictions},
+		{"diskless.cache.check.failures", "{check}", "reads from the object store whose bytes failed their check (a range's batches or a whole object)", &s.CheckFailures},
+		{"diskless.cache.rereads", "{request}", "reads from the object store made again after a failed check or a wrong object size", &s.Rereads},
+		{"diskless.cache.corrupt", "{range}", "ranges that failed their check on both reads (answered CORRUPT_MESSAGE)", &s.CorruptRanges},
+		{"diskless.cache.size.mismatches", "{request}", "store answers whose object size differed from the committed one", &s.SizeMismatches},
+		{"diskless.cache.dropped", "{block}", "cached blocks removed because a read over them failed its check", &s.Dropped},
 	}, []counter{
 		{"diskless.cache.size", "By", "bytes of object data cached", &s.BytesCached},
+		{"diskless.cache.catchup.size", "By", "bytes of whole objects in the catch-up segment", &s.CatchUpBytesCached},
 	})
 }
 
