@@ -3,7 +3,8 @@
 // and it forwards every request, except those that a Rule picks, which get
 // a Fault instead — a 503 SlowDown or another error, a reset or hung-up
 // connection, a delay, a slow, truncated or chunked response body, a body
-// shorter than its Content-Range, an answer lost after the server acted.
+// shorter than its Content-Range, a body with a byte flipped, an answer
+// lost after the server acted.
 // It also counts the requests by Kind (PutObject, UploadPart, ...), so
 // that tests can pin what a scenario costs.
 //
@@ -251,6 +252,66 @@ func ShortBody(n int64) Fault {
 		_ = http.NewResponseController(w).Flush()
 		_, _ = io.CopyN(w, resp.Body, n)
 	}}
+}
+
+// FlipByte forwards the request and passes the answer on whole, with the
+// bits of one byte inverted: the byte at object offset off, located in the
+// body by the answer's Content-Range (a whole-object answer starts at 0).
+// Headers and length are kept, so nothing at the HTTP level is wrong; an
+// answer that does not hold that byte passes unchanged. It stands for a
+// corrupt read: a flipped bit on the wire or a bad sector at the store.
+func FlipByte(off int64) Fault {
+	return Fault{name: fmt.Sprintf("flip byte %d", off), after: func(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			reset(w)
+			return
+		}
+		start := int64(0)
+		if cr := resp.Header.Get("Content-Range"); cr != "" {
+			if lo, _, ok := parseRange(strings.TrimPrefix(cr, "bytes "), "-"); ok {
+				start = lo
+			}
+		}
+		if i := off - start; i >= 0 && i < int64(len(body)) {
+			body[i] ^= 0xff
+		}
+		writeHeader(w, resp)
+		_, _ = w.Write(body)
+	}}
+}
+
+// RangeCovers returns a Rule.Match that picks GETs whose Range header
+// (bytes=lo-hi, or bytes=lo-) asks for object offset off, or that ask for
+// the whole object.
+func RangeCovers(off int64) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		h := r.Header.Get("Range")
+		if h == "" {
+			return true
+		}
+		lo, hi, ok := parseRange(strings.TrimPrefix(h, "bytes="), "-")
+		return ok && lo <= off && off <= hi
+	}
+}
+
+// parseRange parses "lo<sep>hi[/…]" (hi may be empty: open-ended, and
+// then a large value).
+func parseRange(s, sep string) (lo, hi int64, ok bool) {
+	a, b, found := strings.Cut(s, sep)
+	if !found {
+		return 0, 0, false
+	}
+	b, _, _ = strings.Cut(b, "/")
+	lo, err := strconv.ParseInt(a, 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	if b == "" {
+		return lo, 1<<63 - 1, true
+	}
+	hi, err = strconv.ParseInt(b, 10, 64)
+	return lo, hi, err == nil
 }
 
 // Hangup closes the connection the ordinary way (FIN) without forwarding

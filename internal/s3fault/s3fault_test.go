@@ -146,8 +146,32 @@ func TestProxyFaults(t *testing.T) {
 		t.Fatalf("slow body took only %v", d)
 	}
 
+	// FlipByte: the byte at object offset 3 inverted, in an answer that
+	// holds it; RangeCovers picks only GETs that ask for it.
+	if !s3fault.RangeCovers(3)(httptest.NewRequest("GET", "/b/k", nil)) {
+		t.Fatal("RangeCovers: a whole-object GET does not cover offset 3")
+	}
+	for _, rg := range []struct {
+		h    string
+		want bool
+	}{{"bytes=0-9", true}, {"bytes=3-3", true}, {"bytes=4-9", false}, {"bytes=0-2", false}, {"bytes=2-", true}, {"junk", false}} {
+		r := httptest.NewRequest("GET", "/b/k", nil)
+		r.Header.Set("Range", rg.h)
+		if got := s3fault.RangeCovers(3)(r); got != rg.want {
+			t.Errorf("RangeCovers(3) of Range %q = %v, want %v", rg.h, got, rg.want)
+		}
+	}
+	p.Add(&s3fault.Rule{Kind: s3fault.GetObject, Times: 1, Match: s3fault.RangeCovers(3), Fault: s3fault.FlipByte(3)})
+	if _, body, err := do("GET", "/b/k"); err != nil || body != "012\xcc456789" {
+		t.Fatalf("flipped byte: %q, %v", body, err)
+	}
+	if _, body, err := do("GET", "/b/k"); err != nil || body != "0123456789" {
+		t.Fatalf("after the flip: %q, %v", body, err)
+	}
+	p.Clear()
+
 	c := p.Counts()
-	if c[s3fault.PutObject] != 5 || c[s3fault.GetObject] != 3 || c[s3fault.CompleteMultipartUpload] != 1 {
+	if c[s3fault.PutObject] != 5 || c[s3fault.GetObject] != 5 || c[s3fault.CompleteMultipartUpload] != 1 {
 		t.Fatalf("counts %v", c)
 	}
 	p.ResetCounts()
