@@ -33,6 +33,14 @@ type Stats struct {
 	OrphansDeleted atomic.Int64
 	// OrphanScans counts orphan scans that completed.
 	OrphanScans atomic.Int64
+	// PurgedBatches counts batches of deleted topics removed by the
+	// purge (runPurge).
+	PurgedBatches atomic.Int64
+	// DisableSends counts DisklessDisableTopic requests sent to
+	// sidecars, DisableSendFailures those that failed (and are sent
+	// again).
+	DisableSends        atomic.Int64
+	DisableSendFailures atomic.Int64
 }
 
 // Stats returns the coordinator's counters; the pointer stays valid after
@@ -45,6 +53,8 @@ type jobs struct {
 	retention sync.Mutex
 	orphans   sync.Mutex
 	deletion  sync.Mutex
+	purge     sync.Mutex
+	disable   sync.Mutex
 	// quiet holds, per shard, when each released file was first seen
 	// without live batches in any owner (ms, Config.Now); guarded by
 	// deletion. In memory only: a restart starts the delay again.
@@ -64,6 +74,9 @@ func (c *Coordinator) startBackground() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.bg.cancel = cancel
 	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.runRetention)
+	if c.cfg.LifecycleInterval > 0 {
+		c.bg.wg.Go(func() { c.lifecycleLoop(ctx) })
+	}
 	if c.cfg.Objects != nil {
 		c.every(ctx, fileDeletionPass(c.cfg.FileDeletionDelay), "file deletion", c.runFileDeletion)
 		c.every(ctx, c.cfg.OrphanScanInterval, "orphan scan", c.runOrphanScan)

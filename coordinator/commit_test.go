@@ -484,7 +484,12 @@ func TestCommitRecordLayout(t *testing.T) {
 		}
 	}
 	// Partition c/0 is in the state but not in the catalog.
-	known := func(id diskless.TopicID, p int32) bool { return id != diskless.TopicID{3} }
+	known := func(id diskless.TopicID, p int32) *kerr.Error {
+		if id == (diskless.TopicID{3}) {
+			return kerr.UnknownTopicOrPartition
+		}
+		return nil
+	}
 	seq := map[diskless.TopicPartition]int32{}
 	for file := range 30 {
 		req := &diskless.CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}
@@ -581,7 +586,7 @@ func TestCommitFindsPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	known := func(diskless.TopicID, int32) bool { return true }
+	known := func(diskless.TopicID, int32) *kerr.Error { return nil }
 	commit := func(st *state, want map[diskless.TopicPartition]bool) {
 		t.Helper()
 		req := &diskless.CommitFileRequest{ObjectKey: nextKey(), ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: 1 << 20, OwnerIDs: []int32{0}}

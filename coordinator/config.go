@@ -39,6 +39,8 @@ const (
 	// taken for an orphan and its object deleted under an acknowledged
 	// batch.
 	MinOrphanScanGracePeriod = 10 * time.Minute
+	// DefaultLifecycleInterval is Config.LifecycleInterval's default.
+	DefaultLifecycleInterval = time.Second
 	// DefaultObjectKeyPrefix is upload's default diskless.object.key.prefix.
 	DefaultObjectKeyPrefix = "wal"
 )
@@ -118,6 +120,19 @@ type Config struct {
 	// longest upload (all retries) plus commit; at least
 	// MinOrphanScanGracePeriod. 0 selects DefaultOrphanScanGracePeriod.
 	OrphanScanGracePeriod time.Duration
+	// Sidecars are the sidecars a topic's disablement must be confirmed
+	// by (SPEC §10: DisklessDisableTopic to each, retried until it
+	// answers). nil: none but this process, which needs no message (its
+	// produce path reads the catalog). cmd/sidecar passes the local
+	// sidecar; a cluster of sidecars passes a client of the RPC.
+	Sidecars Sidecars
+	// LifecycleInterval is how often disablements in DISABLING are
+	// driven again (sends to sidecars that did not confirm) and the
+	// deleted topics' purge runs; both also run at once after a
+	// DeleteTopic or a disablement, and at Open. 0 selects
+	// DefaultLifecycleInterval; negative stops the loop (tests drive
+	// runDisablement and runPurge themselves).
+	LifecycleInterval time.Duration
 	// ObjectKeyPrefix is diskless.object.key.prefix: the orphan scan lists
 	// "<ObjectKeyPrefix>/". "" selects DefaultObjectKeyPrefix.
 	ObjectKeyPrefix string
@@ -184,6 +199,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ObjectKeyPrefix == "" {
 		c.ObjectKeyPrefix = DefaultObjectKeyPrefix
+	}
+	if c.LifecycleInterval == 0 {
+		c.LifecycleInterval = DefaultLifecycleInterval
 	}
 	return c
 }

@@ -72,6 +72,9 @@ type Coordinator struct {
 
 	stats Stats
 	jobs  jobs
+	// lifecycleKick wakes the lifecycle loop (disablements, purge) at
+	// once; buffered 1.
+	lifecycleKick chan struct{}
 	// bg owns the periodic loops.
 	bg struct {
 		cancel context.CancelFunc
@@ -95,6 +98,8 @@ func Open(cfg Config) (*Coordinator, error) {
 	cfg = cfg.withDefaults()
 	c := &Coordinator{cfg: cfg, logger: cfg.Logger}
 	c.watch.ch = make(chan struct{})
+	c.lifecycleKick = make(chan struct{}, 1)
+	c.lifecycleKick <- struct{}{} // re-drive at open: disablements in DISABLING, purges
 	fail := func(err error) (*Coordinator, error) {
 		for _, s := range c.shards {
 			s.log.Close()
@@ -137,6 +142,12 @@ func Open(cfg Config) (*Coordinator, error) {
 	c.publishCatalog(c.shards[0].mu.st)
 	if err := c.checkAssignment(); err != nil {
 		return fail(err)
+	}
+	for _, t := range c.catalog.Load().sorted {
+		if t.Disablement.State == diskless.TopicDisabling {
+			c.logger.Info("coordinator: resuming the disablement of a topic left DISABLING", "topic", t.Name,
+				"epoch", t.Disablement.Epoch, "policy", t.Disablement.Policy.String())
+		}
 	}
 	c.jobs.quiet = make([]map[string]int64, cfg.NumShards)
 	for i := range c.jobs.quiet {

@@ -31,7 +31,7 @@ func errorResult(err *kerr.Error) diskless.CommitBatchResult {
 // asked once per partition per file, and the record takes at most five
 // allocations whatever the number of partitions (buildRecord).
 // BenchmarkCommit (bench/) and BenchmarkCommitFile measure it.
-func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known func(diskless.TopicID, int32) bool) ([]diskless.CommitBatchResult, *records.FileCommitted, []*partition) {
+func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known func(diskless.TopicID, int32) *kerr.Error) ([]diskless.CommitBatchResult, *records.FileCommitted, []*partition) {
 	t := max(now, s.lastAppendTime)
 	results := make([]diskless.CommitBatchResult, len(req.Batches))
 	sc := s.scratch.start(len(req.Batches))
@@ -59,10 +59,13 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 			continue
 		}
 		if p.fileGen != sc.gen {
-			p.fileGen, p.fileSlot, p.fileKnown = sc.gen, -1, known(b.TopicID, b.Partition)
+			p.fileGen, p.fileSlot, p.fileErr = sc.gen, -1, kerr.UnknownTopicOrPartition
+			if !p.deleted {
+				p.fileErr = known(b.TopicID, b.Partition)
+			}
 		}
-		if !p.fileKnown {
-			results[i] = errorResult(kerr.UnknownTopicOrPartition)
+		if p.fileErr != nil {
+			results[i] = errorResult(p.fileErr)
 			continue
 		}
 		if err := checkCommitBatch(b, req.FileSize); err != nil {

@@ -311,7 +311,12 @@ func TestTopicDeletionReleasesFiles(t *testing.T) {
 	store.Put(context.Background(), k2, []byte("x"))
 	e.commit(k1, plain(top, 0, 1))
 	e.commit(k2, plain(top, 0, 1), plain(other, 0, 1))
-	e.admin(0, &records.TopicDeleted{TopicID: top.ID})
+	if _, err := e.c.DeleteTopic(context.Background(), top.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.runPurge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	e.clock.Advance(time.Hour)
 	e.runFileDeletion()
 	e.clock.Advance(time.Minute)

@@ -82,6 +82,9 @@ func newEnv(t *testing.T, shards int32, mutate ...func(*Config)) *env {
 		NodeID:    1,
 		Now:       e.clock.Now,
 		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// Tests drive the lifecycle's passes (runPurge, runDisablement)
+		// themselves.
+		LifecycleInterval: -1,
 	}
 	for _, m := range mutate {
 		m(&e.cfg)

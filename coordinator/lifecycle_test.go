@@ -120,7 +120,7 @@ func answers(t *testing.T, c *Coordinator) string {
 	var b strings.Builder
 	ctx := context.Background()
 	for _, top := range c.Topics() {
-		fmt.Fprintf(&b, "topic %s %s %d %v\n", top.Name, top.ID, top.Partitions, top.Config)
+		fmt.Fprintf(&b, "topic %s %s %d %v %+v\n", top.Name, top.ID, top.Partitions, top.Config, top.Disablement)
 		for p := range top.Partitions {
 			tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
 			for _, off := range []int64{-1, 0, 1, 5, 1 << 40} {

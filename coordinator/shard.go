@@ -179,9 +179,14 @@ func (s *shard) process(group []*request) {
 		failure error
 	)
 	cat := s.c.catalog.Load()
-	known := func(id diskless.TopicID, p int32) bool {
+	known := func(id diskless.TopicID, p int32) *kerr.Error {
 		t := cat.byID[id]
-		return t != nil && p >= 0 && p < t.Partitions
+		if t == nil || p < 0 || p >= t.Partitions {
+			return kerr.UnknownTopicOrPartition
+		}
+		// A topic DISABLING or DISABLED takes no commit (SPEC §10).
+		err, _ := t.ProduceError()
+		return err
 	}
 
 	s.mu.Lock()
@@ -327,7 +332,7 @@ func (s *shard) processDeferred(r *request) {
 
 // decideCommit decides one CommitFile of a group.
 func (s *shard) decideCommit(st *state, p *pending, inGroup map[string]int, i int, ps []pending,
-	known func(diskless.TopicID, int32) bool, recs *[]records.Record, touched *[]*partition) {
+	known func(diskless.TopicID, int32) *kerr.Error, recs *[]records.Record, touched *[]*partition) {
 	req := p.r.commit
 	if j, ok := inGroup[req.ObjectKey]; ok && ps[j].err == nil && sameBatches(ps[j].r.commit, req) {
 		// The same file twice in one group: answer as the first.
@@ -373,7 +378,7 @@ func (s *shard) applyAdmin(st *state, built []records.Record, recs *[]records.Re
 			// deferred requests (processDeferred), applied after the
 			// append; only tests build it as a plain admin change.
 			*touched = append(*touched, st.partitions[diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition}])
-		case *records.TopicConfig, *records.TopicDeleted:
+		case *records.TopicConfig, *records.TopicDeleted, *records.TopicDisablement:
 			*catalog = true
 		}
 	}

@@ -63,6 +63,9 @@ type frozenState struct {
 	ownerSets      [][]int32
 	topics         []*topicEntry
 	partitions     []frozenPartition
+	// deleted are the deleted topics not yet purged (the tagged field
+	// snapshotTagDeletedTopics).
+	deleted []diskless.TopicID
 }
 
 type frozenPartition struct {
@@ -93,6 +96,7 @@ func (s *state) freeze() *frozenState {
 		ownerSets:      s.ownerSets[:len(s.ownerSets):len(s.ownerSets)],
 		topics:         slices.Collect(maps.Values(s.topics)),
 		partitions:     make([]frozenPartition, 0, len(s.partitions)),
+		deleted:        slices.Collect(maps.Keys(s.deletedTopics)),
 	}
 	for _, p := range s.partitions {
 		fp := frozenPartition{
@@ -192,7 +196,7 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 			}
 		}
 	}
-	return records.AppendTags(dst)
+	return fz.appendStateTags(dst)
 }
 
 func appendSlots(dst []byte, slots []int32) []byte {
@@ -280,7 +284,9 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 		}
 		s.addPartition(p)
 	}
-	records.SkipTags(r)
+	if err := s.readStateTags(r); err != nil {
+		return err
+	}
 	if !r.Ok() {
 		return records.ErrTruncated
 	}

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
@@ -77,6 +79,10 @@ type state struct {
 	// only shard 0 holds entries.
 	topics     map[diskless.TopicID]*topicEntry
 	topicNames map[string]diskless.TopicID
+	// deletedTopics holds the topics whose partitions on this shard are
+	// deleted (record 101) and not yet purged (record 112); their
+	// partitions have deleted set.
+	deletedTopics map[diskless.TopicID]struct{}
 
 	// nextProducerID is the first producer id not yet handed out in a
 	// block (record 105).
@@ -156,6 +162,8 @@ type topicEntry struct {
 	partitions int32
 	configs    []records.TopicConfigEntry // as recorded, sorted by name
 	config     topicconfig.Config
+	// disable is the topic's diskless state (record 111).
+	disable diskless.Disablement
 }
 
 // partition is one partition's index: its batches in offset order, dense
@@ -171,18 +179,22 @@ type partition struct {
 	// Derived.
 	bytes int64
 
+	// deleted is set by record 101: the topic is gone; the purge empties
+	// the partition (records 103) and record 112 removes it.
+	deleted bool
+
 	// Published view, see state.
 	visible     bool
 	visHWM      int64
 	visLogStart int64
 
 	// What commitFile knows of the partition for the file it is deciding
-	// (valid while fileGen is commitScratch.gen): whether the catalog
-	// knows it, and its slot in the record being built (−1: none yet).
-	// Not state.
-	fileGen   uint64
-	fileSlot  int32
-	fileKnown bool
+	// (valid while fileGen is commitScratch.gen): the error its batches
+	// get (unknown to the catalog, or its topic not ENABLED; nil: none),
+	// and its slot in the record being built (−1: none yet). Not state.
+	fileGen  uint64
+	fileSlot int32
+	fileErr  *kerr.Error
 }
 
 // batchEntry is one batch in a partition index, kept compact (48 bytes):
@@ -262,16 +274,17 @@ func (ps *producerState) find(baseSeq, lastSeq int32) *seqEntry {
 
 func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 	return &state{
-		shard:        shard,
-		expirationMs: expirationMs,
-		logger:       logger,
-		partitions:   make(map[diskless.TopicPartition]*partition),
-		topicParts:   make(map[diskless.TopicID][]*partition),
-		fileByKey:    make(map[string]int32),
-		released:     make(map[int32]struct{}),
-		ownerSetIdx:  make(map[string]int32),
-		topics:       make(map[diskless.TopicID]*topicEntry),
-		topicNames:   make(map[string]diskless.TopicID),
+		shard:         shard,
+		expirationMs:  expirationMs,
+		logger:        logger,
+		partitions:    make(map[diskless.TopicPartition]*partition),
+		topicParts:    make(map[diskless.TopicID][]*partition),
+		fileByKey:     make(map[string]int32),
+		released:      make(map[int32]struct{}),
+		ownerSetIdx:   make(map[string]int32),
+		topics:        make(map[diskless.TopicID]*topicEntry),
+		topicNames:    make(map[string]diskless.TopicID),
+		deletedTopics: make(map[diskless.TopicID]struct{}),
 	}
 }
 
@@ -292,6 +305,10 @@ func (s *state) apply(rec records.Record) error {
 	case *records.TopicDeleted:
 		s.applyTopicDeleted(r)
 		return nil
+	case *records.TopicDisablement:
+		return s.applyTopicDisablement(r)
+	case *records.TopicPurged:
+		return s.applyTopicPurged(r)
 	case *records.FileCommitted:
 		return s.applyFileCommitted(r)
 	case *records.RecordsDeleted:
@@ -315,6 +332,9 @@ func (s *state) applyPartitionCreated(r *records.PartitionCreated) error {
 	if _, ok := s.partitions[tp]; ok {
 		return inconsistent("partition %s/%d created twice", r.TopicID, r.Partition)
 	}
+	if _, ok := s.deletedTopics[r.TopicID]; ok {
+		return inconsistent("partition %s/%d created in a deleted topic", r.TopicID, r.Partition)
+	}
 	s.addPartition(&partition{tp: tp, topicName: r.TopicName})
 	return nil
 }
@@ -331,27 +351,6 @@ func (s *state) addPartition(p *partition) {
 	}
 	ps[p.tp.Partition] = p
 	s.topicParts[p.tp.TopicID] = ps
-}
-
-func (s *state) applyTopicDeleted(r *records.TopicDeleted) {
-	if t, ok := s.topics[r.TopicID]; ok {
-		delete(s.topicNames, t.name)
-		delete(s.topics, r.TopicID)
-	}
-	for tp, p := range s.partitions {
-		if tp.TopicID != r.TopicID {
-			continue
-		}
-		for i, n := 0, p.batches.len(); i < n; {
-			run := p.batches.run(i, n)
-			for j := range run {
-				s.dropBatch(&run[j])
-			}
-			i += len(run)
-		}
-		delete(s.partitions, tp)
-	}
-	delete(s.topicParts, r.TopicID)
 }
 
 func (s *state) applyFileCommitted(r *records.FileCommitted) error {
@@ -404,6 +403,9 @@ func (s *state) checkFileCommitted(r *records.FileCommitted) error {
 			p := s.partitions[tp]
 			if p == nil {
 				return inconsistent("file %q commits to unknown partition %s/%d", r.ObjectKey, tp.TopicID, tp.Partition)
+			}
+			if p.deleted {
+				return inconsistent("file %q commits to deleted partition %s/%d", r.ObjectKey, tp.TopicID, tp.Partition)
 			}
 			if _, dup := next[tp]; dup {
 				return inconsistent("file %q lists partition %s/%d twice", r.ObjectKey, tp.TopicID, tp.Partition)
@@ -672,18 +674,21 @@ func (s *state) applyRecordsDeleted(r *records.RecordsDeleted) error {
 }
 
 func (s *state) applyTopicConfig(r *records.TopicConfig) error {
+	old := s.topics[r.TopicID]
 	switch {
 	case r.TopicID == (diskless.TopicID{}):
 		return inconsistent("topic %q has the zero id", r.TopicName)
-	case s.topics[r.TopicID] != nil:
-		return inconsistent("topic id %s created twice", r.TopicID)
+	case old != nil && old.name != r.TopicName:
+		return inconsistent("topic id %s renamed from %q to %q", r.TopicID, old.name, r.TopicName)
+	case old != nil && r.NumPartitions < old.partitions:
+		return inconsistent("topic %q shrinks from %d to %d partitions", r.TopicName, old.partitions, r.NumPartitions)
 	case topicconfig.ValidateName(r.TopicName) != nil:
 		return inconsistent("invalid topic name %q", r.TopicName)
 	case r.NumPartitions < 1 || r.NumPartitions > MaxPartitionsPerTopic:
 		return inconsistent("topic %q has %d partitions", r.TopicName, r.NumPartitions)
 	}
-	if _, ok := s.topicNames[r.TopicName]; ok {
-		return inconsistent("topic %q created twice", r.TopicName)
+	if id, ok := s.topicNames[r.TopicName]; ok && old == nil {
+		return inconsistent("topic %q created twice (ids %s and %s)", r.TopicName, id, r.TopicID)
 	}
 	raw := make(map[string]string, len(r.Configs))
 	for _, c := range r.Configs {
@@ -698,13 +703,21 @@ func (s *state) applyTopicConfig(r *records.TopicConfig) error {
 		cfg = topicconfig.Defaults()
 		cfg.Raw = raw
 	}
-	s.topics[r.TopicID] = &topicEntry{
+	te := &topicEntry{
 		id:         r.TopicID,
 		name:       r.TopicName,
 		partitions: r.NumPartitions,
 		configs:    r.Configs,
 		config:     cfg,
 	}
+	if old != nil {
+		// A catalog change (config change, CreatePartitions): the
+		// entry is replaced, its diskless state kept. Entries are
+		// immutable once published (the snapshot freezes them), so a
+		// new one.
+		te.disable = old.disable
+	}
+	s.topics[r.TopicID] = te
 	s.topicNames[r.TopicName] = r.TopicID
 	return nil
 }

@@ -80,7 +80,22 @@ func TestTopicDeleted(t *testing.T) {
 	top := e.createTopic("t", 2, nil)
 	other := e.createTopic("u", 1, nil)
 	e.commit(nextKey(), plain(top, 0, 1), plain(top, 1, 1), plain(other, 0, 1))
-	e.admin(0, &records.TopicDeleted{TopicID: top.ID})
+	if _, err := e.c.DeleteTopic(context.Background(), top.ID); err != nil {
+		t.Fatal(err)
+	}
+	liveCount := func() int32 {
+		s := e.c.shards[0]
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.mu.st.files[0].live
+	}
+	// A soft delete: the batches stay until the purge.
+	if live := liveCount(); live != 3 {
+		t.Fatalf("before the purge: file live count %d, want 3", live)
+	}
+	if err := e.c.runPurge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	check := func(stage string) {
 		t.Helper()
 		if _, ok := e.c.Topic("t"); ok {
@@ -92,11 +107,7 @@ func TestTopicDeleted(t *testing.T) {
 		if r := e.find(other, 0, 0, 1); r.Err != nil || len(r.Batches) != 1 {
 			t.Fatalf("%s: other topic: %+v", stage, r)
 		}
-		s := e.c.shards[0]
-		s.mu.RLock()
-		live := s.mu.st.files[0].live
-		s.mu.RUnlock()
-		if live != 1 {
+		if live := liveCount(); live != 1 {
 			t.Fatalf("%s: file live count %d, want 1", stage, live)
 		}
 	}

@@ -32,7 +32,7 @@ func (c *Coordinator) publishCatalog(st *state) {
 		sorted: make([]*diskless.Topic, 0, len(st.topics)),
 	}
 	for _, te := range st.topics {
-		t := &diskless.Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config}
+		t := &diskless.Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config, Disablement: te.disable}
 		cat.byID[t.ID] = t
 		cat.byName[t.Name] = t
 		cat.sorted = append(cat.sorted, t)
@@ -101,6 +101,9 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 	if err != nil {
 		return diskless.Topic{}, err
 	}
+	if err := topicconfig.ValidateCreate(cfg); err != nil {
+		return diskless.Topic{}, err
+	}
 
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
@@ -116,6 +119,9 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 		}
 	}
 	id, err := newTopicID(cat)
+	for err == nil && c.idInUse(id) {
+		id, err = newTopicID(cat)
+	}
 	if err != nil {
 		return diskless.Topic{}, err
 	}
@@ -191,4 +197,20 @@ func newTopicID(cat *catalog) (diskless.TopicID, error) {
 			return id, nil
 		}
 	}
+}
+
+// idInUse reports whether a shard holds partitions of topic id: a deleted
+// topic still being purged, or the leftovers of a failed creation. A new
+// topic never takes such an id, so a re-created topic's batches are never
+// the old one's (docs/format/metadata-records.md §101).
+func (c *Coordinator) idInUse(id diskless.TopicID) bool {
+	for _, s := range c.shards {
+		s.mu.RLock()
+		_, used := s.mu.st.topicParts[id]
+		s.mu.RUnlock()
+		if used {
+			return true
+		}
+	}
+	return false
 }

@@ -39,6 +39,8 @@ type Topic struct {
 	// was set explicitly. A Topic is an immutable snapshot: Config.Raw is
 	// shared with the catalog and must not be modified.
 	Config topicconfig.Config
+	// Disablement is the topic's diskless state (SPEC §10).
+	Disablement Disablement
 }
 
 // ShardFor returns the coordinator shard, in [0, numShards), that owns a

@@ -141,6 +141,7 @@ func (h *Handler) sealLocked(reason string) {
 		return
 	}
 	h.mu.active = nil
+	h.mu.sealed = f
 	f.timer.Stop()
 	f.sealed, f.sealReason = time.Now(), reason
 	h.toCommit <- f

@@ -71,6 +71,31 @@ func failed(n int, err *kerr.Error) []diskless.CommitBatchResult {
 	return rs
 }
 
+// Drain waits until every batch accepted before the call has its answer:
+// the active file and every sealed file have been committed (or failed)
+// and answered. Files are answered in seal order, so it waits for the
+// newest. It seals nothing: the active file seals by size or age as
+// usual. A sidecar confirms a topic's disablement (SPEC §10) after it,
+// so that the batches it took before it began refusing the topic are
+// decided and answered first. Errors: ctx's, when it ends first.
+func (h *Handler) Drain(ctx context.Context) error {
+	h.mu.Lock()
+	f := h.mu.active
+	if f == nil {
+		f = h.mu.sealed
+	}
+	h.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Close seals the active file, lets every sealed file finish (upload,
 // commit, answer) and stops the pipeline goroutines. Requests that arrive
 // after Close get NOT_LEADER_OR_FOLLOWER, which clients retry. If ctx ends

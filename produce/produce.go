@@ -84,6 +84,8 @@ type Handler struct {
 	mu struct {
 		sync.Mutex
 		active *file
+		// sealed is the file sealed last (Drain).
+		sealed *file
 		seq    uint64
 		closed bool
 	}
@@ -261,6 +263,14 @@ func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse)
 	for ti := range req.Topics {
 		rt, st := &req.Topics[ti], &resp.Topics[ti]
 		topic, terr := h.resolve(req.Version, rt)
+		var tmsg *string
+		if terr == nil {
+			// A topic being disabled, or disabled, takes no produce
+			// (SPEC §10): every partition gets the state's error.
+			if derr, msg := topic.ProduceError(); derr != nil {
+				terr, tmsg = derr, &msg
+			}
+		}
 		// The topic's limits and timestamp type hold for all its partitions.
 		cfg := &topic.Config
 		lim := batch.Limits{
@@ -279,6 +289,7 @@ func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse)
 			switch {
 			case terr != nil:
 				sp.ErrorCode = terr.Code
+				sp.ErrorMessage = tmsg // v8+
 				continue
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code

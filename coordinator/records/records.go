@@ -1,6 +1,6 @@
 // Package records is the codec of the coordinator shards' metadata-log
 // records (KIP-1164's DisklessPartitionCreatedRecord … and the project's
-// 104–106; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
+// 104–106, 111, 112; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
 // record serialisation — uvarint frame version 1, uvarint key, uvarint
 // version 0 — then the record's fields in Kafka's flexible-version
 // encoding, tagged fields after every struct. Append and Encode write
@@ -32,6 +32,9 @@ const (
 	KeyTopicConfig      int16 = 104
 	KeyProducerIDBlock  int16 = 105
 	KeyFileDeleted      int16 = 106
+	// 107 … 110 are package group's.
+	KeyTopicDisablement int16 = 111
+	KeyTopicPurged      int16 = 112
 )
 
 // frameVersion is the frame version of KRaft's metadata record
@@ -138,6 +141,23 @@ type FileDeleted struct {
 	DeleterShard int32
 }
 
+// TopicDisablement is record 111 DisklessTopicDisablementRecord: a
+// topic's diskless state (SPEC §10), on shard 0. State is one of
+// diskless.TopicEnabled, TopicDisabling, TopicDisabled; Policy one of
+// diskless.DisableRetain, DisableDelete.
+type TopicDisablement struct {
+	TopicID diskless.TopicID
+	State   int8
+	Epoch   int32
+	Policy  int8
+}
+
+// TopicPurged is record 112 DisklessTopicPurgedRecord: the shard's
+// deleted partitions of the topic, all empty, leave its state.
+type TopicPurged struct {
+	TopicID diskless.TopicID
+}
+
 func (*PartitionCreated) Key() int16 { return KeyPartitionCreated }
 func (*TopicDeleted) Key() int16     { return KeyTopicDeleted }
 func (*FileCommitted) Key() int16    { return KeyFileCommitted }
@@ -145,6 +165,8 @@ func (*RecordsDeleted) Key() int16   { return KeyRecordsDeleted }
 func (*TopicConfig) Key() int16      { return KeyTopicConfig }
 func (*ProducerIDBlock) Key() int16  { return KeyProducerIDBlock }
 func (*FileDeleted) Key() int16      { return KeyFileDeleted }
+func (*TopicDisablement) Key() int16 { return KeyTopicDisablement }
+func (*TopicPurged) Key() int16      { return KeyTopicPurged }
 
 // Append appends rec's body: frame version, key and version as
 // uvarints, then the fields in flexible-version encoding.
@@ -222,6 +244,10 @@ func Decode(b []byte) (Record, error) {
 		rec = new(ProducerIDBlock)
 	case uint32(KeyFileDeleted):
 		rec = new(FileDeleted)
+	case uint32(KeyTopicDisablement):
+		rec = new(TopicDisablement)
+	case uint32(KeyTopicPurged):
+		rec = new(TopicPurged)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -540,6 +566,38 @@ func (v *FileDeleted) ReadFrom(r *kbin.Reader) (err error) {
 		return err
 	}
 	v.DeleterShard = r.Int32()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 111
+
+func (v *TopicDisablement) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendInt8(dst, v.State)
+	dst = kbin.AppendInt32(dst, v.Epoch)
+	dst = kbin.AppendInt8(dst, v.Policy)
+	return AppendTags(dst)
+}
+
+func (v *TopicDisablement) ReadFrom(r *kbin.Reader) error {
+	v.TopicID = r.Uuid()
+	v.State = r.Int8()
+	v.Epoch = r.Int32()
+	v.Policy = r.Int8()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 112
+
+func (v *TopicPurged) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	return AppendTags(dst)
+}
+
+func (v *TopicPurged) ReadFrom(r *kbin.Reader) error {
+	v.TopicID = r.Uuid()
 	SkipTags(r)
 	return OKOrTruncated(r)
 }

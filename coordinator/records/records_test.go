@@ -40,6 +40,8 @@ func sampleRecords() map[string]Record {
 		"topic config no configs": &TopicConfig{TopicID: testTopicB, TopicName: "x", NumPartitions: 1, Configs: []TopicConfigEntry{}},
 		"producer id block":       &ProducerIDBlock{NodeID: 4, FirstProducerID: 3000, BlockSize: 1000},
 		"file deleted":            &FileDeleted{ObjectKey: "wal/abc", DeleterShard: 2},
+		"topic disablement":       &TopicDisablement{TopicID: testTopicA, State: 1, Epoch: 3, Policy: 1},
+		"topic purged":            &TopicPurged{TopicID: testTopicB},
 	}
 }
 
@@ -88,6 +90,24 @@ func TestFileDeletedLayout(t *testing.T) {
 	}
 	if !reflect.DeepEqual(body, want) {
 		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+func TestTopicDisablementLayout(t *testing.T) {
+	id := [16]byte{15: 9}
+	body := Append(nil, &TopicDisablement{TopicID: id, State: 2, Epoch: 5, Policy: 1})
+	want := append([]byte{1, 111, 0}, id[:]...) // frame version, key, version; TopicId
+	want = append(want,
+		2,          // State DISABLED
+		0, 0, 0, 5, // Epoch
+		1, // Policy delete
+		0, // tagged fields
+	)
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+	if got := Append(nil, &TopicPurged{TopicID: id}); !reflect.DeepEqual(got, append(append([]byte{1, 112, 0}, id[:]...), 0)) {
+		t.Fatalf("record 112 % x", got)
 	}
 }
 

@@ -29,6 +29,14 @@ const (
 	CompressionType        = "compression.type"
 	TimestampTypeCreate    = "CreateTime"
 	TimestampTypeLogAppend = "LogAppendTime"
+	// DisklessEnable and DisklessDisablePolicy are the disablement
+	// configs (SPEC §10): diskless.enable=false (default true) starts
+	// disabling the topic, diskless.disable.policy (retain, the default,
+	// or delete) says what happens to its data.
+	DisklessEnable        = "diskless.enable"
+	DisklessDisablePolicy = "diskless.disable.policy"
+	PolicyRetain          = "retain"
+	PolicyDelete          = "delete"
 )
 
 // inert lists topic configs that Kafka tools set routinely but that govern
@@ -77,6 +85,10 @@ type Config struct {
 	// RetentionBytes is the size retention per partition in bytes; −1 means
 	// no limit (default −1).
 	RetentionBytes int64
+	// DisklessEnabled is diskless.enable (default true).
+	DisklessEnabled bool
+	// DisableDelete is diskless.disable.policy=delete (default retain).
+	DisableDelete bool
 	// Raw holds the configs as set on the topic, name → value, only those
 	// explicitly set.
 	Raw map[string]string
@@ -99,6 +111,7 @@ func Defaults() Config {
 		TimestampAfterMaxMs:  DefaultTimestampAfterMaxMs,
 		RetentionMs:          DefaultRetentionMs,
 		RetentionBytes:       DefaultRetentionBytes,
+		DisklessEnabled:      true,
 		Raw:                  map[string]string{},
 	}
 }
@@ -107,6 +120,10 @@ func Defaults() Config {
 // INVALID_CONFIG and its message.
 type Error struct {
 	Name, Value, Reason string
+	// Request marks a refusal answered INVALID_REQUEST instead (an
+	// unknown diskless.disable.policy, SPEC §10, as KIP-950 answers an
+	// unknown remote.log.disable.policy).
+	Request bool
 }
 
 func (e *Error) Error() string {
@@ -171,6 +188,24 @@ func (c *Config) set(name, v string) error {
 		} else {
 			c.RetentionBytes = n
 		}
+	case DisklessEnable:
+		switch strings.ToLower(v) {
+		case "true":
+			c.DisklessEnabled = true
+		case "false":
+			c.DisklessEnabled = false
+		default:
+			return bad("must be true or false")
+		}
+	case DisklessDisablePolicy:
+		switch v {
+		case PolicyRetain:
+			c.DisableDelete = false
+		case PolicyDelete:
+			c.DisableDelete = true
+		default:
+			return &Error{Name: name, Value: v, Reason: "must be retain or delete", Request: true}
+		}
 	case CleanupPolicy:
 		if strings.TrimSpace(v) != "delete" {
 			return bad("diskless topics support only cleanup.policy=delete")
@@ -209,6 +244,16 @@ func ValidateName(name string) error {
 		default:
 			return fmt.Errorf("topic name %q holds %q; only ASCII letters, digits, '.', '_' and '-' are allowed", name, b)
 		}
+	}
+	return nil
+}
+
+// ValidateCreate refuses configs a new topic may not have: a topic created
+// on the sidecar is diskless, so diskless.enable=false (which disables an
+// existing topic, SPEC §10) is refused naming the key.
+func ValidateCreate(c Config) error {
+	if !c.DisklessEnabled {
+		return &Error{Name: DisklessEnable, Value: c.Raw[DisklessEnable], Reason: "a topic created on the sidecar is diskless; set it to false on an existing topic to disable diskless"}
 	}
 	return nil
 }

@@ -1,0 +1,153 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// Disablement (SPEC §10, KIP-950's pattern; record 111). AlterTopicConfigs
+// moves a topic to DISABLING with a new epoch; runDisablement then, for
+// each topic in DISABLING:
+//
+//  1. sends DisklessDisableTopic(topic, epoch, policy) to every sidecar
+//     Config.Sidecars knows, and stops there when one did not confirm
+//     (the next pass sends again, to all: each send is idempotent);
+//  2. with policy delete, moves every partition's log start to its high
+//     watermark (record 103 on each owning shard, skipped where it is
+//     there already) — no commit of the topic can come after: shard 0
+//     published DISABLING before the sends, every group a shard starts
+//     after that refuses the topic's batches, and the 103 is a deferred
+//     request, decided after every group started before it;
+//  3. writes record 111 DISABLED on shard 0 (nothing, when the topic left
+//     DISABLING at that epoch meanwhile).
+//
+// A coordinator that opens with a topic in DISABLING starts again from 1.
+
+// Sidecars reaches the sidecars that may take produce for a topic
+// (DisklessDisableTopic, SPEC §9 API key 109). Today the one sidecar is
+// this process (cmd/sidecar implements it in-process); a cluster of
+// sidecars implements it with the RPC.
+type Sidecars interface {
+	// Nodes returns the node ids of every sidecar the coordinator knows.
+	Nodes() []int32
+	// DisableTopic asks sidecar node to stop taking produce for the
+	// topic, end its fetch long-polls on it and drop its cached data,
+	// and returns nil once it did (it confirmed). It must be safe to
+	// repeat; an error means "not confirmed": it is sent again.
+	DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error
+}
+
+// disableSendTimeout bounds one DisklessDisableTopic.
+const disableSendTimeout = 30 * time.Second
+
+// runDisablement drives every topic in DISABLING one step further (see
+// above). The error joins the topics' failures; the next pass retries.
+func (c *Coordinator) runDisablement(ctx context.Context) error {
+	c.jobs.disable.Lock()
+	defer c.jobs.disable.Unlock()
+	var errs []error
+	for _, t := range c.Topics() {
+		if t.Disablement.State != diskless.TopicDisabling {
+			continue
+		}
+		if err := c.driveDisablement(ctx, t); err != nil {
+			errs = append(errs, fmt.Errorf("coordinator: disablement of topic %q (epoch %d): %w", t.Name, t.Disablement.Epoch, err))
+			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) error {
+	d := t.Disablement
+	req := diskless.DisableTopicRequest{TopicID: t.ID, Topic: t.Name, Epoch: d.Epoch, Policy: d.Policy}
+	if sc := c.cfg.Sidecars; sc != nil {
+		var errs []error
+		for _, n := range sc.Nodes() {
+			sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
+			err := sc.DisableTopic(sctx, n, req)
+			cancel()
+			c.stats.DisableSends.Add(1)
+			if err != nil {
+				c.stats.DisableSendFailures.Add(1)
+				errs = append(errs, fmt.Errorf("sidecar %d did not confirm: %w", n, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	if d.Policy == diskless.DisableDelete {
+		for s := range c.topicShards(t) {
+			if err := c.shards[s].releaseTopic(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]records.Record, error) {
+		te := st.topics[t.ID]
+		if te == nil || te.disable != d {
+			return nil, nil // deleted, or moved on meanwhile
+		}
+		return []records.Record{&records.TopicDisablement{TopicID: t.ID, State: int8(diskless.TopicDisabled), Epoch: d.Epoch, Policy: int8(d.Policy)}}, nil
+	}})
+	if resp.err != nil {
+		return resp.err
+	}
+	c.logger.Info("coordinator: diskless disabled on a topic", "topic", t.Name, "epoch", d.Epoch, "policy", d.Policy.String())
+	return nil
+}
+
+// releaseTopic moves the log start of each of s's partitions of t to its
+// high watermark (record 103 where it is not there already), releasing
+// every batch of the topic on s.
+func (s *shard) releaseTopic(ctx context.Context, t diskless.Topic) error {
+	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
+		var recs []records.Record
+		for p := range t.Partitions {
+			part := st.partitions[diskless.TopicPartition{TopicID: t.ID, Partition: p}]
+			if part == nil || part.deleted || part.logStart == part.hwm || s.c.ShardFor(t.ID, p) != s.id {
+				continue
+			}
+			recs = append(recs, &records.RecordsDeleted{TopicID: t.ID, Partition: p, NewLogStartOffset: part.hwm})
+		}
+		return recs, nil
+	}})
+	return resp.err
+}
+
+// kickLifecycle wakes the lifecycle loop now.
+func (c *Coordinator) kickLifecycle() {
+	select {
+	case c.lifecycleKick <- struct{}{}:
+	default:
+	}
+}
+
+// lifecycleLoop runs the disablements and the purge every
+// Config.LifecycleInterval and whenever kicked, until ctx is done.
+func (c *Coordinator) lifecycleLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.LifecycleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.lifecycleKick:
+		}
+		if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil {
+			c.logger.Warn("coordinator: disablement not finished; retrying", "err", err)
+		}
+		if err := c.runPurge(ctx); err != nil && ctx.Err() == nil {
+			c.logger.Warn("coordinator: purge of deleted topics failed; retrying", "err", err)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package coordinator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// The topic lifecycle's part of the snapshot payload travels in its
+// top-level tagged fields (docs/format/metadata-records.md §Snapshots),
+// written only when not empty, so a shard that never deleted or disabled
+// a topic writes the bytes it wrote before them:
+//
+//	tag 0 DeletedTopics  []uuid, ascending: topics whose partitions here
+//	                     are deleted (record 101), not yet purged (112)
+//	tag 1 Disablements   [](TopicId uuid, State int8, Epoch int32,
+//	                     Policy int8, tagged fields), by TopicId: the
+//	                     catalog's topics whose state is not ENABLED at
+//	                     epoch 0 (record 111)
+const (
+	snapshotTagDeletedTopics = 0
+	snapshotTagDisablements  = 1
+)
+
+// appendStateTags appends the payload's tagged-field section.
+func (fz *frozenState) appendStateTags(dst []byte) []byte {
+	type tag struct {
+		n    uint32
+		body []byte
+	}
+	var tags []tag
+	if len(fz.deleted) > 0 {
+		slices.SortFunc(fz.deleted, func(a, b diskless.TopicID) int { return bytes.Compare(a[:], b[:]) })
+		b := kbin.AppendCompactArrayLen(nil, len(fz.deleted))
+		for _, id := range fz.deleted {
+			b = kbin.AppendUuid(b, id)
+		}
+		tags = append(tags, tag{snapshotTagDeletedTopics, b})
+	}
+	var dis []byte
+	n := 0
+	for _, t := range fz.topics { // sorted by id in appendTo
+		if t.disable == (diskless.Disablement{}) {
+			continue
+		}
+		n++
+		dis = kbin.AppendUuid(dis, t.id)
+		dis = kbin.AppendInt8(dis, int8(t.disable.State))
+		dis = kbin.AppendInt32(dis, t.disable.Epoch)
+		dis = kbin.AppendInt8(dis, int8(t.disable.Policy))
+		dis = records.AppendTags(dis)
+	}
+	if n > 0 {
+		tags = append(tags, tag{snapshotTagDisablements, append(kbin.AppendCompactArrayLen(nil, n), dis...)})
+	}
+	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
+	for _, t := range tags {
+		dst = kbin.AppendUvarint(dst, t.n)
+		dst = kbin.AppendUvarint(dst, uint32(len(t.body)))
+		dst = append(dst, t.body...)
+	}
+	return dst
+}
+
+// readStateTags reads the payload's tagged-field section: the tags above,
+// each at most once, in ascending order; unknown tags are skipped.
+func (s *state) readStateTags(r *kbin.Reader) error {
+	n := r.Uvarint()
+	last := int64(-1)
+	for ; n > 0 && r.Ok(); n-- {
+		tag := r.Uvarint()
+		size := r.Uvarint()
+		body := r.Span(int(size))
+		if !r.Ok() {
+			return records.ErrTruncated
+		}
+		if int64(tag) <= last {
+			return fmt.Errorf("snapshot tag %d out of order", tag)
+		}
+		last = int64(tag)
+		br := &kbin.Reader{Src: body}
+		var err error
+		switch tag {
+		case snapshotTagDeletedTopics:
+			err = s.readDeletedTopics(br)
+		case snapshotTagDisablements:
+			err = s.readDisablements(br)
+		default:
+			continue
+		}
+		if err == nil && len(br.Src) != 0 {
+			err = fmt.Errorf("%d trailing bytes", len(br.Src))
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot tag %d: %w", tag, err)
+		}
+	}
+	return records.OKOrTruncated(r)
+}
+
+func (s *state) readDeletedTopics(r *kbin.Reader) error {
+	n, err := records.ReadArrayLen(r, 16)
+	if err != nil {
+		return err
+	}
+	var prev *diskless.TopicID
+	for range n {
+		id := diskless.TopicID(r.Uuid())
+		if prev != nil && bytes.Compare(prev[:], id[:]) >= 0 {
+			return errors.New("deleted topics out of order")
+		}
+		prev = &id
+		parts := s.topicPartitions(id)
+		if len(parts) == 0 {
+			return fmt.Errorf("deleted topic %s has no partition here", id)
+		}
+		if s.topics[id] != nil {
+			return fmt.Errorf("deleted topic %s is in the catalog", id)
+		}
+		for _, p := range parts {
+			p.deleted = true
+		}
+		s.deletedTopics[id] = struct{}{}
+	}
+	return records.OKOrTruncated(r)
+}
+
+func (s *state) readDisablements(r *kbin.Reader) error {
+	n, err := records.ReadArrayLen(r, 16+1+4+1+1)
+	if err != nil {
+		return err
+	}
+	var prev *diskless.TopicID
+	for range n {
+		id := diskless.TopicID(r.Uuid())
+		d := diskless.Disablement{State: diskless.TopicState(r.Int8()), Epoch: r.Int32(), Policy: diskless.DisablePolicy(r.Int8())}
+		records.SkipTags(r)
+		if !r.Ok() {
+			return records.ErrTruncated
+		}
+		if prev != nil && bytes.Compare(prev[:], id[:]) >= 0 {
+			return errors.New("disablements out of order")
+		}
+		prev = &id
+		t := s.topics[id]
+		switch {
+		case t == nil:
+			return fmt.Errorf("disablement of unknown topic %s", id)
+		case d.State < diskless.TopicEnabled || d.State > diskless.TopicDisabled || d.Epoch < 1 ||
+			(d.Policy != diskless.DisableRetain && d.Policy != diskless.DisableDelete) ||
+			(d.State == diskless.TopicEnabled && d.Policy != diskless.DisableRetain):
+			return fmt.Errorf("topic %q: disablement state %d epoch %d policy %d", t.name, d.State, d.Epoch, d.Policy)
+		}
+		t.disable = d
+	}
+	return records.OKOrTruncated(r)
+}
