@@ -1049,6 +1049,31 @@ func (c *Cache) publishSizeLocked() {
 	c.stats.CatchUpBytesCached.Store(c.mu.cuBytes)
 }
 
+// Drop removes the cached blocks of the object keys (a disabled topic's,
+// SPEC §10) and returns how many it removed. Readers copying from a block
+// already found keep their copy (blocks are immutable); a load in flight
+// still caches its block. Cost: one pass over the cached blocks.
+func (c *Cache) Drop(keys []string) int {
+	if len(keys) == 0 {
+		return 0
+	}
+	drop := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		drop[k] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for bk, b := range c.mu.blocks {
+		if drop[bk.key] {
+			c.removeLocked(b)
+			n++
+		}
+	}
+	c.publishSizeLocked()
+	return n
+}
+
 func (c *Cache) removeLocked(b *block) {
 	c.unlinkLocked(b)
 	delete(c.mu.blocks, b.bk)

@@ -623,3 +623,20 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestDrop: Drop removes the blocks of the keys named and no other.
+func TestDrop(t *testing.T) {
+	c, err := cache.New(cache.Config{BlockBytes: 4096, MaxBytes: 1 << 20}, objstoretest.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Put("a", make([]byte, 3*4096-10))
+	c.Put("b", make([]byte, 4096))
+	if n := c.Drop([]string{"a", "zz"}); n != 3 {
+		t.Fatalf("dropped %d blocks, want 3", n)
+	}
+	if got := c.Stats().BytesCached.Load(); got != 4096 {
+		t.Fatalf("%d bytes cached after the drop, want 4", got)
+	}
+}

@@ -298,21 +298,8 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, id diskless.TopicID,
 	return t, nil
 }
 
-// ConfigChange is one topic's config change (IncrementalAlterConfigs,
-// AlterConfigs).
-type ConfigChange struct {
-	// Apply returns the topic's configs after the change (name → value,
-	// only those set) from those set now; it must not keep or modify
-	// current. An error refuses the change.
-	Apply func(current map[string]string) (map[string]string, error)
-	// Names are the configs the request names (set, deleted, appended
-	// or subtracted): one naming diskless.enable or
-	// diskless.disable.policy while the topic is DISABLING gets the
-	// "in progress" error.
-	Names []string
-	// ValidateOnly checks the change and writes nothing.
-	ValidateOnly bool
-}
+// ConfigChange is diskless.ConfigChange, the argument of AlterTopicConfigs.
+type ConfigChange = diskless.ConfigChange
 
 // ErrDisablementInProgress is returned (wrapped, with the topic and epoch)
 // by AlterTopicConfigs for a change of diskless.enable or

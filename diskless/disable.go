@@ -104,3 +104,20 @@ type DisableTopicRequest struct {
 	Epoch   int32
 	Policy  DisablePolicy
 }
+
+// ConfigChange is one topic's config change (IncrementalAlterConfigs,
+// AlterConfigs).
+type ConfigChange struct {
+	// Apply returns the topic's configs after the change (name → value,
+	// only those set) from those set now; it must not keep or modify
+	// current. An error refuses the change.
+	Apply func(current map[string]string) (map[string]string, error)
+	// Names are the configs the request names (set, deleted, appended
+	// or subtracted): one naming diskless.enable or
+	// diskless.disable.policy while the topic is DISABLING gets the
+	// "in progress" error.
+	Names []string
+	// ValidateOnly checks the change and writes nothing.
+	ValidateOnly bool
+}
+

@@ -211,7 +211,7 @@ func (op *fetchOp) poll(ctx context.Context) {
 	// closes it, and the next look sees that commit.
 	watch := op.h.coord.Watch()
 	found, failed := op.look(ctx)
-	if failed || found >= minBytes || wait <= 0 {
+	if failed || found >= minBytes || wait <= 0 || op.disabling() {
 		return
 	}
 	timer := time.NewTimer(wait)
@@ -227,10 +227,24 @@ func (op *fetchOp) poll(ctx context.Context) {
 		}
 		watch = op.h.coord.Watch()
 		found, failed = op.look(ctx)
-		if failed || found >= minBytes {
+		if failed || found >= minBytes || op.disabling() {
 			return
 		}
 	}
+}
+
+// disabling reports whether a topic of the request is no longer ENABLED
+// (SPEC §10): long-polls on it end, answering what there is.
+func (op *fetchOp) disabling() bool {
+	for i := range op.finds {
+		if i > 0 && op.finds[i].TopicID == op.finds[i-1].TopicID {
+			continue
+		}
+		if t, ok := op.h.coord.TopicByID(op.finds[i].TopicID); ok && t.Disablement.State != diskless.TopicEnabled {
+			return true
+		}
+	}
+	return false
 }
 
 // look asks the coordinator for every partition's batches, applies the

@@ -21,6 +21,8 @@ import (
 var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	metadataVersions, apiVersionsVersions, createTopicsVersions,
 	deleteRecordsVersions, initProducerIDVersions, describeConfigsVersions,
+	deleteTopicsVersions, alterConfigsVersions, describeLogDirsVersions, createPartitionsVersions,
+	incrementalAlterConfigsVersions, describeClusterVersions,
 }
 
 // The API keys each delegate answers, one per method of its interface.
@@ -107,6 +109,13 @@ var routes = map[int16]route{
 	22: async((*Server).handleInitProducerID),
 	23: async((*Server).handleOffsetForLeaderEpoch),
 	32: async((*Server).handleDescribeConfigs),
+	// The topic lifecycle (20_delete_topics.go, 33_alter_configs.go, …).
+	20: async((*Server).handleDeleteTopics),
+	33: async((*Server).handleAlterConfigs),
+	35: async((*Server).handleDescribeLogDirs),
+	37: async((*Server).handleCreatePartitions),
+	44: async((*Server).handleIncrementalAlterConfigs),
+	60: async((*Server).handleDescribeCluster),
 }
 
 // async routes requests of type Req to handle, on a goroutine of their own.

@@ -31,6 +31,8 @@ const (
 	// is closed, and a response that cannot be written for this long
 	// closes its connection.
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultLogDir is the log dir DescribeLogDirs reports by default.
+	DefaultLogDir = "diskless"
 	// DefaultNumPartitions is Kafka's num.partitions default.
 	DefaultNumPartitions int32 = 1
 )
@@ -79,6 +81,9 @@ type Config struct {
 	// response could not be written for this long (a client that stopped
 	// reading). Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// LogDir is the log dir DescribeLogDirs reports (where the objects
+	// are, e.g. s3://bucket/prefix). Default DefaultLogDir.
+	LogDir string
 	// Logger receives the server's logs; connection-scoped records carry
 	// "remote" and "client_id" attributes. Default slog.Default().
 	Logger *slog.Logger
@@ -100,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.LogDir == "" {
+		c.LogDir = DefaultLogDir
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

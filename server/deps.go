@@ -76,4 +76,23 @@ type Catalog interface {
 	// possibly wrapped, is answered with its code; anything else with
 	// KAFKA_STORAGE_ERROR.
 	DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error)
+	// DeleteTopic deletes the topic with id and returns it as it was
+	// (DeleteTopics). Errors: kerr.UnknownTopicID; a *kerr.Error is
+	// answered with its code, anything else UNKNOWN_SERVER_ERROR (or
+	// REQUEST_TIMED_OUT for a context error).
+	DeleteTopic(ctx context.Context, id diskless.TopicID) (diskless.Topic, error)
+	// CreatePartitions grows the topic with id to count partitions
+	// (nothing with validateOnly) and returns it as it is (or would be).
+	// A *kerr.Error (INVALID_PARTITIONS with Kafka's message,
+	// UNKNOWN_TOPIC_OR_PARTITION), possibly wrapped, is answered with its
+	// code and message.
+	CreatePartitions(ctx context.Context, id diskless.TopicID, count int32, validateOnly bool) (diskless.Topic, error)
+	// AlterTopicConfigs changes the configs of the topic with id and
+	// returns it as it is (or would be) after the change. Errors: a
+	// *topicconfig.Error (INVALID_CONFIG, or INVALID_REQUEST with
+	// Request), a *kerr.Error (possibly wrapped, with its message).
+	AlterTopicConfigs(ctx context.Context, id diskless.TopicID, ch diskless.ConfigChange) (diskless.Topic, error)
+	// PartitionSizes returns the bytes each partition of the topic holds
+	// (DescribeLogDirs), indexed by partition; nil for an unknown topic.
+	PartitionSizes(id diskless.TopicID) []int64
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -253,4 +254,69 @@ func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *countingHandler) WithGroup(name string) slog.Handler {
 	return &countingHandler{Handler: h.Handler.WithGroup(name), sink: h.sink}
+}
+
+func (c *fakeCatalog) DeleteTopic(_ context.Context, id diskless.TopicID) (diskless.Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, t := range c.topics {
+		if t.ID == id {
+			delete(c.topics, n)
+			return t, nil
+		}
+	}
+	return diskless.Topic{}, kerr.UnknownTopicID
+}
+
+func (c *fakeCatalog) CreatePartitions(_ context.Context, id diskless.TopicID, count int32, validateOnly bool) (diskless.Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, t := range c.topics {
+		if t.ID == id {
+			if count <= t.Partitions {
+				return t, kerr.InvalidPartitions
+			}
+			t.Partitions = count
+			if !validateOnly {
+				c.topics[n] = t
+			}
+			return t, nil
+		}
+	}
+	return diskless.Topic{}, kerr.UnknownTopicOrPartition
+}
+
+func (c *fakeCatalog) AlterTopicConfigs(_ context.Context, id diskless.TopicID, ch diskless.ConfigChange) (diskless.Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, t := range c.topics {
+		if t.ID == id {
+			next, err := ch.Apply(maps.Clone(t.Config.Raw))
+			if err != nil {
+				return t, err
+			}
+			cfg, err := topicconfig.Parse(next)
+			if err != nil {
+				return t, err
+			}
+			t.Config = cfg
+			if !ch.ValidateOnly {
+				c.topics[n] = t
+			}
+			return t, nil
+		}
+	}
+	return diskless.Topic{}, kerr.UnknownTopicOrPartition
+}
+
+func (c *fakeCatalog) PartitionSizes(id diskless.TopicID) []int64 {
+	t, ok := c.TopicByID(id)
+	if !ok {
+		return nil
+	}
+	out := make([]int64, t.Partitions)
+	for i := range out {
+		out[i] = int64(100 * (i + 1))
+	}
+	return out
 }

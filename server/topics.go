@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -95,4 +96,51 @@ func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopic
 		out = append(out, c)
 	}
 	return out
+}
+
+// adminErrorCode maps an error of a topic admin call (DeleteTopic,
+// CreatePartitions) to the code and message a broker would answer: a
+// *kerr.Error (possibly wrapped) with its code and message, a context
+// error REQUEST_TIMED_OUT, anything else UNKNOWN_SERVER_ERROR with kerr's
+// generic message (logged).
+func (s *Server) adminErrorCode(what, topic string, err error) (int16, string) {
+	var kErr *kerr.Error
+	switch {
+	case errors.As(err, &kErr):
+		msg := unwrapKerrMessage(err, kErr)
+		return kErr.Code, msg
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code, what + " did not finish in time"
+	default:
+		s.log.Warn(what+" failed", "topic", topic, "err", err)
+		return kerr.UnknownServerError.Code, kerr.UnknownServerError.Description
+	}
+}
+
+// unwrapKerrMessage returns the text after the kerr error's own text in
+// err's message (the detail the coordinator added, as "CODE: detail"), or
+// the code's description when there is none.
+func unwrapKerrMessage(err error, kErr *kerr.Error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, kErr.Error()+": "); i >= 0 {
+		return msg[i+len(kErr.Error())+2:]
+	}
+	return kErr.Description
+}
+
+// configErrorCode maps an error of Catalog.AlterTopicConfigs: a
+// *topicconfig.Error is INVALID_CONFIG (INVALID_REQUEST with Request) with
+// its message, the rest as adminErrorCode.
+func (s *Server) configErrorCode(topic string, err error) (int16, string) {
+	var cfgErr *topicconfig.Error
+	if errors.As(err, &cfgErr) {
+		if cfgErr.Request {
+			return kerr.InvalidRequest.Code, cfgErr.Error()
+		}
+		if cfgErr.Reason == "unknown topic config" {
+			return kerr.InvalidConfig.Code, "Unknown topic config name: " + cfgErr.Name
+		}
+		return kerr.InvalidConfig.Code, cfgErr.Error()
+	}
+	return s.adminErrorCode("alter configs", topic, err)
 }

@@ -88,7 +88,9 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	a.closeStore = closeStore
 	closers = append(closers, closeStore)
 
+	sidecars := &localSidecar{node: cfg.NodeID}
 	a.coord, err = coordinator.Open(coordinator.Config{
+		Sidecars:               sidecars,
 		Dir:                    filepath.Join(cfg.DataDir, "coordinator"),
 		NumShards:              cfg.MetadataShards,
 		NodeID:                 cfg.NodeID,
@@ -152,6 +154,11 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	}
 	closers = append(closers, func() { a.produce.Close(context.Background()) })
 
+	sidecars.bind(a.produce, a.cache, a.coord)
+	if a.http != nil {
+		a.http.setTopics(a.coord.Topics)
+	}
+
 	fcfg := fetchConfig(cfg)
 	fcfg.Logger = log.With(slog.String("component", "fetch"))
 	fetcher, err := fetch.New(fcfg, a.coord, a.cache)
@@ -171,6 +178,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		MaxRequestBytes:       cfg.SocketRequestMaxBytes,
 		MaxQueuedRequestBytes: cfg.QueuedMaxRequestBytes,
 		IdleTimeout:           cfg.ConnectionsMaxIdle,
+		LogDir:                logDir(cfg),
 		Logger:                log.With(slog.String("component", "server")),
 	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
 	if err != nil {
@@ -369,4 +377,12 @@ func coordinatorHealth(c interface{ Err() error }) func() error {
 		}
 		return nil
 	}
+}
+
+// logDir is the log dir DescribeLogDirs reports: where the objects are.
+func logDir(cfg Config) string {
+	if cfg.StorageBackend == "s3" {
+		return "s3://" + cfg.S3Bucket + "/" + cfg.S3Prefix
+	}
+	return filepath.Join(cfg.DataDir, "objects")
 }

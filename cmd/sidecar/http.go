@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // httpEndpoint serves the operator's HTTP endpoint (http.listener):
@@ -20,12 +23,17 @@ import (
 //	GET /readyz    200 while the Kafka listener serves, 503 before it does
 //	               and from the moment a shutdown starts (readiness: take
 //	               the sidecar out of a load balancer before it stops)
+//	GET /v1/topics the topics as JSON, each with its id, partitions,
+//	               configs set and diskless state and epoch (SPEC §10);
+//	               503 until the coordinator is open
 type httpEndpoint struct {
 	srv   *http.Server
 	ln    net.Listener
 	ready atomic.Bool
 	// health, once set, reports what /healthz answers: nil is healthy.
 	health atomic.Pointer[func() error]
+	// topics, once set, lists the topics for /v1/topics.
+	topics atomic.Pointer[func() []diskless.Topic]
 	done   chan struct{}
 }
 
@@ -53,6 +61,15 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 		}
 		w.Write([]byte("ready\n"))
 	})
+	mux.HandleFunc("GET /v1/topics", func(w http.ResponseWriter, _ *http.Request) {
+		list := e.topics.Load()
+		if list == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(topicsJSON((*list)()))
+	})
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(e.done)
@@ -62,6 +79,31 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 	}()
 	log.Info("http endpoint started", slog.String("addr", ln.Addr().String()))
 	return e, nil
+}
+
+// setTopics makes /v1/topics answer from list.
+func (e *httpEndpoint) setTopics(list func() []diskless.Topic) { e.topics.Store(&list) }
+
+// topicJSON is one topic on /v1/topics.
+type topicJSON struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+	// State is ENABLED, DISABLING or DISABLED, Epoch the disablement
+	// epoch (0: never disabled), Policy retain or delete (SPEC §10).
+	State  string `json:"state"`
+	Epoch  int32  `json:"epoch"`
+	Policy string `json:"policy"`
+}
+
+func topicsJSON(ts []diskless.Topic) []topicJSON {
+	out := make([]topicJSON, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, topicJSON{Name: t.Name, ID: t.ID.String(), Partitions: t.Partitions, Configs: t.Config.Raw,
+			State: t.Disablement.State.String(), Epoch: t.Disablement.Epoch, Policy: t.Disablement.Policy.String()})
+	}
+	return out
 }
 
 // setHealth makes /healthz answer 503 with check's error whenever it

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/produce"
+)
+
+// localSidecar is coordinator.Sidecars for the one sidecar there is today,
+// this process (SPEC §10): DisklessDisableTopic is a call. Its produce path
+// already refuses the topic (it reads the catalog, which shard 0 published
+// DISABLING in before the send), its fetch long-polls on the topic ended
+// at that publication; what confirming adds is waiting until every batch
+// it accepted before has its answer (produce.Handler.Drain) and dropping
+// the topic's cached blocks. The coordinator opens before the produce
+// path and the cache exist, so they are bound later (bind); until then a
+// send is not confirmed and the coordinator sends again.
+type localSidecar struct {
+	node  int32
+	parts atomic.Pointer[localParts]
+}
+
+type localParts struct {
+	produce *produce.Handler
+	cache   *cache.Cache
+	coord   *coordinator.Coordinator
+}
+
+var _ coordinator.Sidecars = (*localSidecar)(nil)
+
+func (l *localSidecar) bind(p *produce.Handler, c *cache.Cache, coord *coordinator.Coordinator) {
+	l.parts.Store(&localParts{produce: p, cache: c, coord: coord})
+}
+
+func (l *localSidecar) Nodes() []int32 { return []int32{l.node} }
+
+func (l *localSidecar) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error {
+	if node != l.node {
+		return fmt.Errorf("no sidecar %d known (this is %d)", node, l.node)
+	}
+	p := l.parts.Load()
+	if p == nil {
+		return errors.New("the sidecar is still starting")
+	}
+	if err := p.produce.Drain(ctx); err != nil {
+		return fmt.Errorf("waiting for the produce requests accepted before: %w", err)
+	}
+	p.cache.Drop(p.coord.TopicObjectKeys(req.TopicID))
+	return nil
+}

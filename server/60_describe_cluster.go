@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// describeClusterVersions: DescribeCluster 0–2, all of kmsg's versions (as
+// Kafka 4.x); v1 adds the endpoint type, v2 fenced brokers.
+var describeClusterVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 60, MinVersion: 0, MaxVersion: 2}
+
+// handleDescribeCluster answers DescribeCluster as Kafka 4.4 does for a
+// broker listener (observed): endpoint type 1 (brokers), the cluster id,
+// this sidecar as the controller and the one broker (no rack, not
+// fenced), and −2^31 authorized operations unless they were asked for.
+// An endpoint type other than brokers (the controllers, 2) is
+// UNSUPPORTED_ENDPOINT_TYPE: the sidecar has no controller listener.
+func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = 1
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = 119 // UNSUPPORTED_ENDPOINT_TYPE
+		resp.ErrorMessage = kmsg.StringPtr("the sidecar serves only the brokers endpoint type")
+		return resp
+	}
+	host, port := s.advertised()
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	resp.ClusterID = s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+	resp.ClusterAuthorizedOperations = -2147483648
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+	}
+	return resp
+}
