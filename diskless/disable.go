@@ -120,4 +120,3 @@ type ConfigChange struct {
 	// ValidateOnly checks the change and writes nothing.
 	ValidateOnly bool
 }
-
