@@ -243,9 +243,9 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, id diskless.TopicID,
 	case !ok:
 		return diskless.Topic{}, kerr.UnknownTopicOrPartition
 	case count == t.Partitions:
-		return t, fmt.Errorf("%w: Topic already has %d partition(s).", kerr.InvalidPartitions, t.Partitions)
+		return t, kafkaMessage(kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partition(s).", t.Partitions))
 	case count < t.Partitions:
-		return t, fmt.Errorf("%w: The topic %s currently has %d partition(s); %d would not be an increase.", kerr.InvalidPartitions, t.Name, t.Partitions, count)
+		return t, kafkaMessage(kerr.InvalidPartitions, fmt.Sprintf("The topic %s currently has %d partition(s); %d would not be an increase.", t.Name, t.Partitions, count))
 	case count > MaxPartitionsPerTopic:
 		return t, fmt.Errorf("%w: %d partitions, at most %d are allowed", kerr.InvalidPartitions, count, MaxPartitionsPerTopic)
 	}
@@ -287,7 +287,7 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, id diskless.TopicID,
 			return nil, kerr.UnknownTopicOrPartition
 		}
 		if te.partitions >= count {
-			return nil, fmt.Errorf("%w: Topic already has %d partition(s).", kerr.InvalidPartitions, te.partitions)
+			return nil, kafkaMessage(kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partition(s).", te.partitions))
 		}
 		return []records.Record{&records.TopicConfig{TopicID: id, TopicName: te.name, NumPartitions: count, Configs: te.configs}}, nil
 	}})
@@ -466,3 +466,7 @@ func (c *Coordinator) PartitionSizes(id diskless.TopicID) []int64 {
 	}
 	return out
 }
+
+// kafkaMessage wraps code with the message Kafka answers with it (which
+// ends with a full stop, unlike Go's error strings).
+func kafkaMessage(code *kerr.Error, msg string) error { return fmt.Errorf("%w: %s", code, msg) }
