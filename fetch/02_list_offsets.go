@@ -41,10 +41,10 @@ var listOffsetsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 2, MinVersion: 
 // FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v4+, as in Fetch),
 // UNSUPPORTED_VERSION (another negative Timestamp, or one the version does
 // not have), KAFKA_STORAGE_ERROR (the batch holding the answer cannot be
-// read, or ctx ends while waiting for a decompression slot) or
+// read, or ctx ends while waiting for a decompression slot),
 // CORRUPT_MESSAGE (that batch fails its checks, does not decompress or
-// parse, or decompresses past Config.MaxDecompressedBytes before the
-// answer). A batch whose header claims a max timestamp none of its
+// parse) or REQUEST_TIMED_OUT (decompressing to the answer took longer
+// than Config.MaxScanTime). A batch whose header claims a max timestamp none of its
 // records has is passed over with a warning, not an error (lookup.go).
 func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := kmsg.NewPtrListOffsetsResponse()
@@ -140,7 +140,7 @@ func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int
 	}
 	at := hit{res.Offset, res.Timestamp}
 	if res.Candidate != nil {
-		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset, left: h.cfg.MaxDecompressedBytes}
+		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset}
 		var errc *kerr.Error
 		if ts == diskless.ListOffsetsMaxTimestamp {
 			at, errc = l.maxTimestamp(ctx, *res.Candidate)

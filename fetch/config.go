@@ -21,14 +21,16 @@ const (
 	// object-store GET of ~20 ms to first byte (SPEC §13), so a few in
 	// flight hide that latency without flooding the store.
 	DefaultReadConcurrency = 8
-	// DefaultMaxDecompressedBytes bounds the decompressed bytes one
-	// ListOffsets timestamp lookup may process: 64 × the default
-	// max.message.bytes (SPEC §11), so a full batch of ordinary payloads
-	// (which compress 2–10×) is read to its end with room to spare, while
-	// a decompression bomb costs at most ~0.2 s of one core
-	// (BenchmarkListOffsetsScan: zstd ~380 MB/s, gzip ~1.4 GB/s). It
-	// bounds CPU, not memory: lookups stream (see DecompressConcurrency).
-	DefaultMaxDecompressedBytes = 64 << 20
+	// DefaultMaxScanTime bounds the time one ListOffsets timestamp lookup
+	// may spend decompressing and scanning records. Memory does not grow
+	// with a batch's decompressed size (lookups stream, see
+	// DecompressConcurrency), so only time does: a batch of
+	// max.message.bytes (SPEC §11) whose records compress 5,000× (600
+	// records of 500 KiB in 54 KB of zstd) decompresses to 300 MB, scanned
+	// in ~0.2 s (TestListOffsetsCompressibleBatch logs it); 5 s leaves a
+	// wide margin on a loaded core and bounds what a decompression bomb
+	// costs.
+	DefaultMaxScanTime = 5 * time.Second
 	// DefaultDecompressConcurrency is how many timestamp lookups may
 	// decompress at once. A decompressing lookup holds at most ~9 MiB (an
 	// 8 MiB zstd window and a block) besides the compressed batch, so 4
@@ -63,16 +65,16 @@ type Config struct {
 	// sequentially on the caller's goroutine.
 	ReadConcurrency int
 
-	// MaxDecompressedBytes bounds, in bytes, the decompressed records a
-	// ListOffsets timestamp lookup (SPEC §5) may read, over all the
+	// MaxScanTime bounds the time a ListOffsets timestamp lookup (SPEC §5)
+	// may spend decompressing and scanning records, over all the
 	// compressed batches it decodes (usually one; at most a few when the
-	// log start offset is inside the candidate). Records are scanned as a
-	// stream and the scan stops at the answer, so only a lookup whose
-	// answer lies past this many bytes fails: that partition gets
-	// CORRUPT_MESSAGE ("exceeds the valid size") and a warning is logged.
-	// Memory does not grow with it. Must be ≥ 0; 0 means
-	// DefaultMaxDecompressedBytes.
-	MaxDecompressedBytes int64
+	// log start offset is inside the candidate), waiting for a slot
+	// excluded. Records are scanned as a stream and the scan stops at the
+	// answer, so memory does not depend on a batch's decompressed size;
+	// only a lookup still scanning when this runs out fails: that
+	// partition gets REQUEST_TIMED_OUT and a warning is logged. Must be
+	// ≥ 0; 0 means DefaultMaxScanTime.
+	MaxScanTime time.Duration
 
 	// DecompressConcurrency bounds how many timestamp lookups of this
 	// Handler decompress at once; others wait for a slot (or their
@@ -103,8 +105,8 @@ func (c Config) Validate() error {
 	if c.ReadConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("fetch: ReadConcurrency %d: must be ≥ 0", c.ReadConcurrency))
 	}
-	if c.MaxDecompressedBytes < 0 {
-		errs = append(errs, fmt.Errorf("fetch: MaxDecompressedBytes %d: must be ≥ 0", c.MaxDecompressedBytes))
+	if c.MaxScanTime < 0 {
+		errs = append(errs, fmt.Errorf("fetch: MaxScanTime %v: must be ≥ 0", c.MaxScanTime))
 	}
 	if c.DecompressConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("fetch: DecompressConcurrency %d: must be ≥ 0", c.DecompressConcurrency))
@@ -123,8 +125,8 @@ func (c Config) withDefaults() Config {
 	if c.ReadConcurrency == 0 {
 		c.ReadConcurrency = DefaultReadConcurrency
 	}
-	if c.MaxDecompressedBytes == 0 {
-		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	if c.MaxScanTime == 0 {
+		c.MaxScanTime = DefaultMaxScanTime
 	}
 	if c.DecompressConcurrency == 0 {
 		c.DecompressConcurrency = DefaultDecompressConcurrency

@@ -14,12 +14,12 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{name: "zero value", cfg: Config{}},
 		{name: "all set", cfg: Config{LeaderEpoch: 4, MaxWait: time.Second, MaxBytes: 1 << 20, ReadConcurrency: 2,
-			MaxDecompressedBytes: 1 << 20, DecompressConcurrency: 1}},
+			MaxScanTime: time.Second, DecompressConcurrency: 1}},
 		{name: "negative leader epoch", cfg: Config{LeaderEpoch: -1}, field: "LeaderEpoch"},
 		{name: "negative max wait", cfg: Config{MaxWait: -time.Second}, field: "diskless.fetch.max.wait.ms"},
 		{name: "negative max bytes", cfg: Config{MaxBytes: -1}, field: "fetch.max.bytes"},
 		{name: "negative read concurrency", cfg: Config{ReadConcurrency: -1}, field: "ReadConcurrency"},
-		{name: "negative max decompressed bytes", cfg: Config{MaxDecompressedBytes: -1}, field: "MaxDecompressedBytes"},
+		{name: "negative max scan time", cfg: Config{MaxScanTime: -1}, field: "MaxScanTime"},
 		{name: "negative decompress concurrency", cfg: Config{DecompressConcurrency: -1}, field: "DecompressConcurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

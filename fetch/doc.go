@@ -69,10 +69,11 @@
 // lookup therefore decompresses with streaming readers whose working set
 // does not grow with the output (inflate.go: gzip and lz4 windows, a zstd
 // window of at most 8 MiB, snappy blocks checked before they are decoded,
-// raw or xerial), processes at most [Config.MaxDecompressedBytes] of
-// output, and waits for one of [Config.DecompressConcurrency] slots. A
-// batch over those limits answers its partition CORRUPT_MESSAGE and logs a
-// warning naming it.
+// raw or xerial), so a batch of 41 KB that decompresses to 300 MB is
+// answered in a few MiB. It waits for one of [Config.DecompressConcurrency]
+// slots and may decompress for [Config.MaxScanTime]: a lookup out of time
+// answers its partition REQUEST_TIMED_OUT, a zstd window over 8 MiB
+// CORRUPT_MESSAGE, each with a warning naming the batch.
 //
 // The candidate does not answer when the log start lies inside it and the
 // records it was chosen for are below it (deleted): the lookup then asks

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -20,8 +21,9 @@ import (
 // to gigabytes; a lookup must neither hold its output nor let the codec
 // allocate by what the batch claims. Every codec is read as a stream whose
 // working set is bounded by a constant or by the compressed batch, never by
-// the decompressed size, and a budgetReader bounds how much is decompressed
-// (Config.MaxDecompressedBytes).
+// the decompressed size, and a timedReader bounds how long a lookup may
+// decompress (Config.MaxScanTime): the output is never held, so its size
+// costs time only.
 //
 //   - gzip (RFC 1952, multistream): a 32 KiB window.
 //   - lz4 (LZ4 frame format): a block's buffers, at most 4 MiB each.
@@ -33,8 +35,9 @@ import (
 //     version, compatible version) then chunks, each a big-endian uint32
 //     length and a raw snappy block. A raw block is not streamable: it is
 //     decoded whole, per chunk for xerial. A block's decoded length is in its
-//     first bytes and is checked before allocating: against what the budget
-//     has left, and against maxSnappyExpansion times the block.
+//     first bytes and is checked before allocating, against
+//     maxSnappyExpansion times the block: a raw block's buffer is at most
+//     that times the compressed batch (max.message.bytes).
 
 // zstdMaxWindow is the largest zstd window (history the decoder allocates
 // before the first byte) a lookup accepts. 8 MiB is the window of zstd
@@ -50,15 +53,20 @@ const zstdMaxWindow = 8 << 20
 const maxSnappyExpansion = 22
 
 // errTooLarge is the root of the errors for a batch a lookup refuses to
-// decompress: past the lookup's budget, or a zstd window over zstdMaxWindow.
+// decompress: a zstd window over zstdMaxWindow.
 var errTooLarge = errors.New("fetch: batch too large to decompress for a lookup")
 
+// errScanTime is the error of a timedReader read past its deadline: the
+// lookup has spent Config.MaxScanTime decompressing.
+var errScanTime = errors.New("fetch: lookup out of decompression time")
+
 // decompressed returns a stream of src, a records section compressed with
-// codec (batch.Codec*), and a release for the codec's resources; limit is the
-// lookup's remaining budget, which bounds the snappy blocks decoded whole.
-// The caller reads at most limit bytes (budgetReader). Errors: errTooLarge
-// (wrapped), or the codec's for a bad header or an unknown codec.
-func decompressed(codec int8, src []byte, limit int64) (io.Reader, func(), error) {
+// codec (batch.Codec*), and a release for the codec's resources. The
+// stream's working set is bounded by a constant (the zstd window at most)
+// or, for a raw snappy block, by maxSnappyExpansion × len(src), whatever
+// it decompresses to. Errors: errTooLarge (wrapped), or the codec's for a
+// bad header or an unknown codec.
+func decompressed(codec int8, src []byte) (io.Reader, func(), error) {
 	// A bytes.Reader, not a bytes.Buffer: given a buffer, the zstd decoder
 	// decodes it whole into memory.
 	in := bytes.NewReader(src)
@@ -70,7 +78,7 @@ func decompressed(codec int8, src []byte, limit int64) (io.Reader, func(), error
 		}
 		return zr, func() { _ = zr.Close() }, nil
 	case batch.CodecSnappy:
-		return newSnappyReader(src, limit), func() {}, nil
+		return newSnappyReader(src), func() {}, nil
 	case batch.CodecLZ4:
 		zr := lz4.NewReader(in) // one block at a time, no goroutines (concurrency 1 by default)
 		return zr, func() { zr.Reset(nil) }, nil
@@ -116,35 +124,19 @@ func (z zstdReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// budgetReader passes r through until left bytes have been read; after
-// that it fails with errTooLarge, unless r is at its end (io.EOF): a stream
-// of exactly left bytes is read whole.
-type budgetReader struct {
-	r    io.Reader
-	left int64
+// timedReader passes r through until deadline; a Read at or after it
+// fails with errScanTime. Each Read of r is one buffer's worth (a scan
+// buffer, a codec block), so the deadline is overrun by at most one.
+type timedReader struct {
+	r        io.Reader
+	deadline time.Time
 }
 
-func (b *budgetReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+func (t *timedReader) Read(p []byte) (int, error) {
+	if !time.Now().Before(t.deadline) {
+		return 0, errScanTime
 	}
-	if b.left <= 0 {
-		var one [1]byte
-		switch _, err := io.ReadFull(b.r, one[:]); err {
-		case io.EOF:
-			return 0, io.EOF
-		case nil:
-			return 0, fmt.Errorf("%w: over MaxDecompressedBytes", errTooLarge)
-		default:
-			return 0, err
-		}
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
+	return t.r.Read(p)
 }
 
 // xerialMagic starts a xerial-framed snappy stream; the whole header is 16
@@ -158,19 +150,18 @@ const xerialHeaderSize = 16
 type snappyReader struct {
 	src    []byte // blocks not decoded yet: the raw block, or xerial chunks
 	xerial bool
-	limit  int64  // what the budget leaves for blocks not decoded yet
 	buf    []byte // the decoded block
 	out    []byte // its unread part
 	err    error  // sticky
 }
 
-func newSnappyReader(src []byte, limit int64) *snappyReader {
+func newSnappyReader(src []byte) *snappyReader {
 	// As franz-go and librdkafka decide: the magic and something after the
 	// header (a raw block cannot start with 0x82 'S' and be that short).
 	if len(src) > xerialHeaderSize && bytes.HasPrefix(src, xerialMagic) {
-		return &snappyReader{src: src[xerialHeaderSize:], xerial: true, limit: limit}
+		return &snappyReader{src: src[xerialHeaderSize:], xerial: true}
 	}
-	return &snappyReader{src: src, limit: limit}
+	return &snappyReader{src: src}
 }
 
 func (s *snappyReader) Read(p []byte) (int, error) {
@@ -207,15 +198,12 @@ func (s *snappyReader) next() error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("snappy: %w", err)
-	case int64(n) > s.limit:
-		return fmt.Errorf("%w: a snappy block of %d bytes over what MaxDecompressedBytes leaves (%d)", errTooLarge, n, s.limit)
 	case n > maxSnappyExpansion*len(block):
 		return fmt.Errorf("snappy: a %d-byte block claims %d bytes", len(block), n)
 	}
 	if s.buf, err = s2.Decode(s.buf[:0], block); err != nil {
 		return fmt.Errorf("snappy: %w", err)
 	}
-	s.limit -= int64(n)
 	s.out = s.buf
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -33,9 +34,9 @@ type lookup struct {
 	// coordinator's latest answer; it only moves up (a concurrent
 	// retention or DeleteRecords), and no answer falls below it.
 	logStart int64
-	// left is what the lookup may still decompress, in bytes; it starts
-	// at Config.MaxDecompressedBytes.
-	left int64
+	// spent is the time the lookup has spent decompressing and scanning
+	// compressed batches; it may reach Config.MaxScanTime.
+	spent time.Duration
 }
 
 // atOrAfter returns the first record at or above the log start offset with
@@ -195,11 +196,14 @@ func (l *lookup) largest(ctx context.Context, c *diskless.BatchCoordinate) (hit,
 // start offset, in offset order, until fn returns false. Records are parsed
 // as a stream (scanRecords): only offsets and timestamps are decoded, keys
 // and values are skipped. A compressed batch takes a decompression slot
-// (Config.DecompressConcurrency) while it is scanned, and what it
-// decompresses is charged to l.left (Config.MaxDecompressedBytes). Errors:
-// KAFKA_STORAGE_ERROR (the read failed, or ctx ended while waiting for a
-// slot), CORRUPT_MESSAGE (the bytes are not c's batch, fail the CRC, do not
-// decompress or parse, or decompress past the budget).
+// (Config.DecompressConcurrency) while it is scanned, and is decompressed
+// as a stream (decompressed) through a fixed buffer, so memory does not
+// grow with what it decompresses to; the time it takes is charged to
+// l.spent, which may reach Config.MaxScanTime. Errors: KAFKA_STORAGE_ERROR
+// (the read failed, or ctx ended while waiting for a slot),
+// CORRUPT_MESSAGE (the bytes are not c's batch, fail the CRC, do not
+// decompress or parse), REQUEST_TIMED_OUT (the lookup's MaxScanTime ran
+// out before the answer).
 func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(hit) bool) *kerr.Error {
 	if c.ByteSize < batch.HeaderSize {
 		l.corrupt(c, "coordinate too small for a batch")
@@ -236,14 +240,15 @@ func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(
 			return kerr.KafkaStorageError
 		}
 		defer release()
-		r, done, err := decompressed(codec, records, l.left)
+		start := time.Now()
+		defer func() { l.spent += time.Since(start) }()
+		r, done, err := decompressed(codec, records)
 		if err != nil {
 			return l.scanFailed(c, err)
 		}
 		defer done()
-		budget := &budgetReader{r: r, left: l.left}
-		defer func() { l.left = budget.left }()
-		src = bufio.NewReaderSize(budget, scanBufferSize)
+		timed := &timedReader{r: r, deadline: start.Add(l.h.cfg.MaxScanTime - l.spent)}
+		src = bufio.NewReaderSize(timed, scanBufferSize)
 	}
 	err := scanRecords(src, span, func(offset, ts int64) bool {
 		return offset < l.logStart || fn(hit{offset, ts})
@@ -277,15 +282,23 @@ func (r memRecords) Discard(n int) (int, error) {
 	return n, nil
 }
 
-// scanFailed logs why c could not be scanned and returns CORRUPT_MESSAGE,
-// the code a broker sends for a batch it cannot decode, whose description
-// ("… exceeds the valid size, … or is otherwise corrupt") also covers a
-// batch too large to decompress.
+// scanFailed logs why c could not be scanned and returns the partition's
+// error: REQUEST_TIMED_OUT when the lookup ran out of Config.MaxScanTime
+// (the batch may well be sound, and the client retries), else
+// CORRUPT_MESSAGE, the code a broker sends for a batch it cannot decode,
+// whose description ("… exceeds the valid size, … or is otherwise
+// corrupt") also covers a zstd window too large to allocate.
 func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error {
+	if errors.Is(err, errScanTime) {
+		l.h.log.Warn("list offsets: batch scan out of time", "topic", l.topic, "partition", l.tp.Partition,
+			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
+			"max_scan_time", l.h.cfg.MaxScanTime)
+		return kerr.RequestTimedOut
+	}
 	if errors.Is(err, errTooLarge) {
 		l.h.log.Warn("list offsets: batch too large to decompress", "topic", l.topic, "partition", l.tp.Partition,
 			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
-			"max_decompressed_bytes", l.h.cfg.MaxDecompressedBytes, "err", err)
+			"err", err)
 		return kerr.CorruptMessage
 	}
 	l.corrupt(c, err.Error())

@@ -106,8 +106,8 @@ func TestListOffsetsCodecs(t *testing.T) {
 	}
 }
 
-// bombValueSize is the decompressed size of the bomb's big value: 4 × the
-// default budget, built as a stream so the test never holds it.
+// bombValueSize is the decompressed size of the bomb's big value, built as
+// a stream so the test never holds it.
 const bombValueSize = 256 << 20
 
 // zstdBomb returns the records section, zstd-compressed with window
@@ -176,9 +176,8 @@ func allocated(fn func()) uint64 {
 
 // TestListOffsetsDecompressionBomb: a zstd batch of a few KiB holding a
 // 256 MiB record, with the largest window a lookup accepts, under the
-// default Config. An answer before the big record is given (the scan stops
-// there); answers at or past it exceed MaxDecompressedBytes and get
-// CORRUPT_MESSAGE with a warning. Either way the heap grows by the zstd
+// default Config. Every answer is given, before, at and past the big
+// record (which is skipped, never held), and the heap grows by the zstd
 // window, not by the record, also for concurrent lookups.
 func TestListOffsetsDecompressionBomb(t *testing.T) {
 	logs := &logBuffer{}
@@ -196,13 +195,11 @@ func TestListOffsetsDecompressionBomb(t *testing.T) {
 		name              string
 		ts                int64
 		offset, timestamp int64
-		errc              *kerr.Error
 	}{
 		{name: "before the bomb", ts: 500, offset: 0, timestamp: 1000},
-		// A record is parsed whole before it is an answer.
-		{name: "the bomb is the answer", ts: 1500, errc: kerr.CorruptMessage},
-		{name: "past the bomb", ts: 2500, errc: kerr.CorruptMessage},
-		{name: "max timestamp past the bomb", ts: -3, errc: kerr.CorruptMessage},
+		{name: "the bomb is the answer", ts: 1500, offset: 1, timestamp: 2000},
+		{name: "past the bomb", ts: 2500, offset: 2, timestamp: 3000},
+		{name: "max timestamp past the bomb", ts: -3, offset: 2, timestamp: 3000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got int16
@@ -211,8 +208,8 @@ func TestListOffsetsDecompressionBomb(t *testing.T) {
 				p := e.h.ListOffsets(t.Context(), listReq(8, "bomb", 0, tc.ts)).Topics[0].Partitions[0]
 				got, off, ts = p.ErrorCode, p.Offset, p.Timestamp
 			})
-			if got != errCode(tc.errc) || (tc.errc == nil && (off != tc.offset || ts != tc.timestamp)) {
-				t.Errorf("error %d offset %d timestamp %d, want %v %d %d", got, off, ts, tc.errc, tc.offset, tc.timestamp)
+			if got != 0 || off != tc.offset || ts != tc.timestamp {
+				t.Errorf("error %d offset %d timestamp %d, want %d %d", got, off, ts, tc.offset, tc.timestamp)
 			}
 			if n > perLookup {
 				t.Errorf("allocated %d MiB for a lookup (record %d MiB)", n>>20, bombValueSize>>20)
@@ -220,9 +217,8 @@ func TestListOffsetsDecompressionBomb(t *testing.T) {
 			t.Logf("allocated %.1f MiB", float64(n)/(1<<20))
 		})
 	}
-	if l := logs.String(); !strings.Contains(l, "too large to decompress") ||
-		!strings.Contains(l, "topic=bomb") || !strings.Contains(l, "partition=0") || !strings.Contains(l, "object=wal/0001") {
-		t.Errorf("no warning naming the batch; logs:\n%s", l)
+	if l := logs.String(); l != "" {
+		t.Errorf("warnings for a batch that was answered:\n%s", l)
 	}
 
 	// The review's scenario: concurrent lookups, each past the bomb.
@@ -232,8 +228,8 @@ func TestListOffsetsDecompressionBomb(t *testing.T) {
 		for range lookups {
 			wg.Go(func() {
 				p := e.h.ListOffsets(context.Background(), listReq(8, "bomb", 0, 2500)).Topics[0].Partitions[0]
-				if p.ErrorCode != kerr.CorruptMessage.Code {
-					t.Errorf("concurrent lookup: error %d", p.ErrorCode)
+				if p.ErrorCode != 0 || p.Offset != 2 {
+					t.Errorf("concurrent lookup: error %d offset %d", p.ErrorCode, p.Offset)
 				}
 			})
 		}
@@ -304,49 +300,6 @@ func TestListOffsetsZstdWindowTooLarge(t *testing.T) {
 	}
 }
 
-// TestListOffsetsDecompressedBudget: MaxDecompressedBytes counts what a
-// lookup decompresses, over every batch it reads; a lookup that fits is
-// answered.
-func TestListOffsetsDecompressedBudget(t *testing.T) {
-	// Partition 0: one batch, timestamps rising. Partition 1: two batches
-	// with the log start at 1, so a lookup of 1025 reads all of the first
-	// (its records at or above 1 are all older) and the first record of the
-	// second.
-	tss0 := []int64{1000, 1010, 1020, 1030}
-	tss1 := []int64{1030, 1000, 1010, 1020}
-	whole := int64(len(recordsOf(1000, tss0...)))
-	first := int64(len(recordsOf(1000, tss0[0])))
-	if whole1 := int64(len(recordsOf(1000, tss1...))); whole1 != whole {
-		t.Fatalf("records sections of %d and %d bytes", whole, whole1)
-	}
-	for _, tc := range []struct {
-		name      string
-		budget    int64
-		partition int32
-		ts        int64
-		offset    int64
-		errc      *kerr.Error
-	}{
-		{name: "the whole batch fits exactly", budget: whole, ts: 1025, offset: 3},
-		{name: "one byte short of the answer", budget: whole - 1, ts: 1025, errc: kerr.CorruptMessage},
-		{name: "the first record fits exactly", budget: first, ts: 0, offset: 0},
-		{name: "two batches fit exactly", budget: whole + first, partition: 1, ts: 1025, offset: 4},
-		{name: "two batches, one byte over", budget: whole + first - 1, partition: 1, ts: 1025, errc: kerr.CorruptMessage},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, Config{MaxDecompressedBytes: tc.budget})
-			e.coord.createTopic("b", 2)
-			e.commit("b", 0, commitOpts{}, makeBatch(t, batch.CodecGzip, 1000, tss0...))
-			e.commit("b", 1, commitOpts{}, makeBatch(t, batch.CodecGzip, 1000, tss1...), makeBatch(t, batch.CodecGzip, 1000, tss1...))
-			e.coord.setLogStart("b", 1, 1)
-			p := e.h.ListOffsets(t.Context(), listReq(8, "b", tc.partition, tc.ts)).Topics[0].Partitions[0]
-			if p.ErrorCode != errCode(tc.errc) || (tc.errc == nil && p.Offset != tc.offset) {
-				t.Errorf("error %d offset %d, want %v %d", p.ErrorCode, p.Offset, tc.errc, tc.offset)
-			}
-		})
-	}
-}
-
 // TestListOffsetsDecompressSlots: compressed lookups wait for one of
 // DecompressConcurrency slots, or for their context; uncompressed ones do
 // not need one.
@@ -394,8 +347,7 @@ func TestListOffsetsDecompressSlots(t *testing.T) {
 	})
 }
 
-// TestListOffsetsLargeBatch: a batch that decompresses to 20 MiB, within
-// the budget, is answered at its last record for every codec; the zstd
+// TestListOffsetsLargeBatch: a batch that decompresses to 20 MiB is answered at its last record for every codec; the zstd
 // frame (franz-go's: a 64 KiB window, content size declared) streams
 // although its content is larger than zstdMaxWindow.
 func TestListOffsetsLargeBatch(t *testing.T) {
