@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -253,8 +254,9 @@ func (op *fetchOp) disabling() bool {
 func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 	results := op.h.coord.FindBatches(ctx, op.finds)
 	if len(results) != len(op.finds) {
-		op.h.log.Error("fetch: coordinator broke the FindBatches contract",
-			"requests", len(op.finds), "results", len(results))
+		// Every fetch would run into it: rate-limited too.
+		op.h.rl.Log(ctx, slog.LevelError, "", "fetch: coordinator broke the FindBatches contract",
+			slog.Int("requests", len(op.finds)), slog.Int("results", len(results)))
 		for i := range op.parts {
 			op.parts[i].sel, op.parts[i].size = nil, 0
 			setPartitionError(op.parts[i].out, kerr.UnknownServerError)
@@ -277,9 +279,9 @@ func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
 		n, size := b.take(r.Batches, p.maxBytes)
 		if n == 0 && len(r.Batches) > 0 && r.Batches[0].ByteSize < batch.HeaderSize {
-			op.h.log.Warn("fetch: coordinate too small for a batch",
-				"topic", p.topic, "partition", o.Partition, "offset", r.Batches[0].BaseOffset,
-				"object", r.Batches[0].ObjectKey, "size", r.Batches[0].ByteSize)
+			op.h.warn(ctx, p.topic, o.Partition, "fetch: coordinate too small for a batch",
+				slog.Int64("offset", r.Batches[0].BaseOffset),
+				slog.String("object", r.Batches[0].ObjectKey), slog.Int64("size", int64(r.Batches[0].ByteSize)))
 			o.ErrorCode = kerr.CorruptMessage.Code
 			failed = true
 			continue
@@ -362,11 +364,13 @@ func (op *fetchOp) read(ctx context.Context) {
 			c := &p.sel[n]
 			if errc == nil {
 				errc = p.cutErr
-				op.h.log.Warn("fetch: read failed", "topic", p.topic, "partition", p.out.Partition,
-					"offset", c.BaseOffset, "object", c.ObjectKey, "code", errc.Message, "err", p.readErr)
+				op.h.warn(ctx, p.topic, p.out.Partition, "fetch: read failed",
+					slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
+					slog.String("code", errc.Message), slog.Any("err", p.readErr))
 			} else if errc != kerr.UnsupportedCompressionType {
-				op.h.log.Warn("fetch: corrupt batch", "topic", p.topic, "partition", p.out.Partition,
-					"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize)
+				op.h.warn(ctx, p.topic, p.out.Partition, "fetch: corrupt batch",
+					slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
+					slog.Int64("byte_offset", int64(c.ByteOffset)), slog.Int64("size", int64(c.ByteSize)))
 			}
 			if n == 0 {
 				p.out.ErrorCode = errc.Code

@@ -3,12 +3,14 @@ package fetch
 import (
 	"context"
 	"log/slog"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 )
 
 // Coordinator is what fetch needs from the coordinator shards: topic
@@ -74,7 +76,9 @@ type Handler struct {
 	cfg   Config
 	coord Coordinator
 	r     ObjectReader
-	log   *slog.Logger
+	// rl writes the warnings a client can repeat by fetching or looking
+	// up a bad partition again (DESIGN §Logging).
+	rl *ratelog.Limiter
 	// decompressSlots is the semaphore of Config.DecompressConcurrency:
 	// a timestamp lookup sends to decompress a batch and receives when
 	// done.
@@ -95,7 +99,7 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 		cfg:             cfg,
 		coord:           c,
 		r:               r,
-		log:             cfg.Logger,
+		rl:              ratelog.New(cfg.Logger, ratelog.Config{}),
 		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
 	}, nil
 }
@@ -137,4 +141,15 @@ func (h *Handler) checkLeaderEpoch(current int32) *kerr.Error {
 // partitionExists reports whether p is a partition of t.
 func partitionExists(t *diskless.Topic, p int32) bool {
 	return p >= 0 && p < t.Partitions
+}
+
+// warn logs msg, a constant naming the cause, about one partition of topic
+// through the rate limiter, with the partition as its subject ("topic-p",
+// Kafka's name for it) and attributes topic, partition and attrs: a
+// consumer that fetches a bad partition thousands of times a second gets
+// one line, then one summary a minute (DESIGN §Logging).
+func (h *Handler) warn(ctx context.Context, topic string, partition int32, msg string, attrs ...slog.Attr) {
+	all := make([]slog.Attr, 0, len(attrs)+2)
+	all = append(all, slog.String("topic", topic), slog.Int("partition", int(partition)))
+	h.rl.Log(ctx, slog.LevelWarn, topic+"-"+strconv.Itoa(int(partition)), msg, append(all, attrs...)...)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -215,8 +216,8 @@ func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(
 			l.corrupt(c, err.Error())
 			return kerr.CorruptMessage
 		}
-		l.h.log.Warn("list offsets: read failed", "topic", l.topic, "partition", l.tp.Partition,
-			"offset", c.BaseOffset, "err", err)
+		l.h.warn(ctx, l.topic, l.tp.Partition, "list offsets: read failed",
+			slog.Int64("offset", c.BaseOffset), slog.Any("err", err))
 		return kerr.KafkaStorageError
 	}
 	h, ok := matches(buf, c) // checked by the read (verifyBatches)
@@ -235,8 +236,8 @@ func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(
 	if codec := h.Codec(); codec != batch.CodecNone {
 		release, err := l.h.acquireDecompress(ctx)
 		if err != nil {
-			l.h.log.Warn("list offsets: no decompression slot", "topic", l.topic, "partition", l.tp.Partition,
-				"offset", c.BaseOffset, "err", err)
+			l.h.warn(ctx, l.topic, l.tp.Partition, "list offsets: no decompression slot",
+				slog.Int64("offset", c.BaseOffset), slog.Any("err", err))
 			return kerr.KafkaStorageError
 		}
 		defer release()
@@ -290,15 +291,13 @@ func (r memRecords) Discard(n int) (int, error) {
 // corrupt") also covers a zstd window too large to allocate.
 func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error {
 	if errors.Is(err, errScanTime) {
-		l.h.log.Warn("list offsets: batch scan out of time", "topic", l.topic, "partition", l.tp.Partition,
-			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
-			"max_scan_time", l.h.cfg.MaxScanTime)
+		l.h.warn(context.Background(), l.topic, l.tp.Partition, "list offsets: batch scan out of time",
+			append(l.batchAttrs(c), slog.Duration("max_scan_time", l.h.cfg.MaxScanTime))...)
 		return kerr.RequestTimedOut
 	}
 	if errors.Is(err, errTooLarge) {
-		l.h.log.Warn("list offsets: batch too large to decompress", "topic", l.topic, "partition", l.tp.Partition,
-			"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
-			"err", err)
+		l.h.warn(context.Background(), l.topic, l.tp.Partition, "list offsets: batch too large to decompress",
+			append(l.batchAttrs(c), slog.Any("err", err))...)
 		return kerr.CorruptMessage
 	}
 	l.corrupt(c, err.Error())
@@ -306,7 +305,12 @@ func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error 
 }
 
 func (l *lookup) corrupt(c *diskless.BatchCoordinate, why string) {
-	l.h.log.Warn("list offsets: corrupt batch", "topic", l.topic, "partition", l.tp.Partition,
-		"offset", c.BaseOffset, "object", c.ObjectKey, "byte_offset", c.ByteOffset, "size", c.ByteSize,
-		"reason", why)
+	l.h.warn(context.Background(), l.topic, l.tp.Partition, "list offsets: corrupt batch",
+		append(l.batchAttrs(c), slog.String("reason", why))...)
+}
+
+// batchAttrs are the log attributes naming c.
+func (l *lookup) batchAttrs(c *diskless.BatchCoordinate) []slog.Attr {
+	return []slog.Attr{slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
+		slog.Int64("byte_offset", int64(c.ByteOffset)), slog.Int64("size", int64(c.ByteSize))}
 }
