@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,7 +51,8 @@ func (s *Server) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecord
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 				o.ErrorCode = kerr.RequestTimedOut.Code
 			default:
-				s.log.Warn("DeleteRecords failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				s.rl.Log(ctx, slog.LevelWarn, rt.Topic+"-"+strconv.Itoa(int(rp.Partition)), "DeleteRecords failed",
+					slog.String("topic", rt.Topic), slog.Int("partition", int(rp.Partition)), slog.Any("err", err))
 				o.ErrorCode = kerr.KafkaStorageError.Code
 			}
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,8 +41,8 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 		if *req.TransactionalID == "" {
 			return fail(kerr.InvalidRequest.Code)
 		}
-		s.log.Info("refusing transactional producer: transactions are not supported",
-			"transactional_id", *req.TransactionalID)
+		s.rl.Log(ctx, slog.LevelInfo, *req.TransactionalID, "refusing transactional producer: transactions are not supported",
+			slog.String("transactional_id", *req.TransactionalID))
 		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
 	id, err := s.catalog.AllocateProducerID(ctx)
@@ -50,7 +51,7 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 		if errors.As(err, &kErr) {
 			return fail(kErr.Code)
 		}
-		s.log.Warn("producer id allocation failed", "err", err)
+		s.rl.Log(ctx, slog.LevelWarn, "", "producer id allocation failed", slog.Any("err", err))
 		return fail(kerr.CoordinatorLoadInProgress.Code)
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0

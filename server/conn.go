@@ -32,6 +32,9 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+	// host is remote without its port: the subject of the connection's
+	// rate-limited lines, so that a client reconnecting counts as one.
+	host string
 
 	// cancel cancels the connection's context; set before the goroutines
 	// start.
@@ -87,6 +90,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		s:        s,
 		nc:       nc,
 		remote:   nc.RemoteAddr().String(),
+		host:     peerHost(nc.RemoteAddr()),
 		queue:    make(chan *pending, n),
 		inflight: make(chan struct{}, n),
 		stopRead: make(chan struct{}),
@@ -153,7 +157,7 @@ func (c *conn) readLoop(ctx context.Context) {
 				continue
 			}
 			if errors.Is(err, errBadRequest) {
-				c.log.Load().Info("closing connection: bad request", "err", err)
+				c.limited(slog.LevelInfo, "", "closing connection: bad request", slog.Any("err", err))
 				c.fail()
 			} else {
 				c.readFailed(err)
@@ -232,7 +236,7 @@ func (c *conn) readFailed(err error) {
 	case errors.Is(err, io.EOF):
 		c.log.Load().Debug("connection closed by client")
 	case errors.Is(err, errFrame):
-		c.log.Load().Info("closing connection: bad frame", "err", err)
+		c.limited(slog.LevelInfo, "", "closing connection: bad frame", slog.Any("err", err))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Load().Debug("closing connection: read deadline", "err", err)
 	default:
@@ -249,8 +253,8 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	h := parseFixedHeader(frame)
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Load().Error("panic handling request", "api", kmsg.NameForKey(h.key),
-				"version", h.version, "panic", r, "stack", string(debug.Stack()))
+			c.limited(slog.LevelError, kmsg.NameForKey(h.key), "panic handling request", slog.String("api", kmsg.NameForKey(h.key)),
+				slog.Int("version", int(h.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			p, err = nil, fmt.Errorf("panic handling %s v%d: %v", kmsg.NameForKey(h.key), h.version, r)
 		}
 	}()
@@ -342,8 +346,8 @@ func (c *conn) runAsync(ctx context.Context, rt route, req kmsg.Request, p *pend
 	defer close(p.done)
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Load().Error("panic handling request", "api", kmsg.NameForKey(p.key),
-				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic handling request", slog.String("api", kmsg.NameForKey(p.key)),
+				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			p.resp, p.panicked = nil, true
 		}
 	}()
@@ -358,8 +362,8 @@ func (c *conn) await(p *pending) (resp kmsg.Response, ok bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Load().Error("panic awaiting response", "api", kmsg.NameForKey(p.key),
-				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic awaiting response", slog.String("api", kmsg.NameForKey(p.key)),
+				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			resp, ok = nil, false
 		}
 	}()
@@ -394,16 +398,16 @@ func (c *conn) writeLoop(ctx context.Context) {
 			continue
 		}
 		if resp == nil {
-			c.log.Load().Error("closing connection: handler returned no response",
-				"api", kmsg.NameForKey(p.key), "version", p.version)
+			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "closing connection: handler returned no response",
+				slog.String("api", kmsg.NameForKey(p.key)), slog.Int("version", int(p.version)))
 			c.fail()
 			continue
 		}
 		var err error
 		buf, err = c.encode(buf[:0], p, resp)
 		if err != nil {
-			c.log.Load().Error("closing connection: cannot encode response",
-				"api", kmsg.NameForKey(p.key), "version", p.version, "err", err)
+			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "closing connection: cannot encode response",
+				slog.String("api", kmsg.NameForKey(p.key)), slog.Int("version", int(p.version)), slog.Any("err", err))
 			c.fail()
 			continue
 		}
@@ -428,8 +432,8 @@ func (c *conn) writeLoop(ctx context.Context) {
 func (c *conn) encode(dst []byte, p *pending, resp kmsg.Response) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Load().Error("panic encoding response", "api", kmsg.NameForKey(p.key),
-				"version", p.version, "panic", r, "stack", string(debug.Stack()))
+			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic encoding response", slog.String("api", kmsg.NameForKey(p.key)),
+				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			out, err = dst, fmt.Errorf("panic encoding: %v", r)
 		}
 	}()
@@ -450,4 +454,31 @@ func apiVersionsUnsupported() *kmsg.ApiVersionsResponse {
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{apiVersionsVersions}
 	return resp
+}
+
+// limited logs msg, a constant naming the cause, through the server's rate
+// limiter (DESIGN §Logging): the subject is the peer's host, and api too
+// when given (a request that panics is its own condition), so a client
+// that reconnects and repeats itself gets one line, then one summary a
+// minute. The line carries the connection's remote address.
+func (c *conn) limited(level slog.Level, api, msg string, attrs ...slog.Attr) {
+	subject := c.host
+	if api != "" {
+		subject += "/" + api
+	}
+	all := make([]slog.Attr, 0, len(attrs)+1)
+	all = append(all, slog.String("remote", c.remote))
+	c.s.rl.Log(context.Background(), level, subject, msg, append(all, attrs...)...)
+}
+
+// peerHost is a connection's remote address without its port.
+func peerHost(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }

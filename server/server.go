@@ -13,13 +13,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 )
 
 // Server is the Kafka TCP listener. Create it with New, bind with Listen,
 // run Serve, and stop with Shutdown or by canceling Serve's context.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// rl writes the lines a client can cause again and again (a bad
+	// request, a refused producer, a failing admin call), keyed by cause
+	// and peer host or partition (DESIGN §Logging); closed by Shutdown.
+	rl       *ratelog.Limiter
 	producer Producer
 	fetcher  Fetcher
 	catalog  Catalog
@@ -72,7 +78,8 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, producer: p, fetcher: f, catalog: cat, apis: apis}
+	s := &Server{cfg: cfg, log: cfg.Logger, rl: ratelog.New(cfg.Logger, ratelog.Config{}),
+		producer: p, fetcher: f, catalog: cat, apis: apis}
 	s.draining, s.stopDrainer = context.WithCancel(context.Background())
 	s.reqBudget = semaphore.NewWeighted(cfg.MaxQueuedRequestBytes)
 	s.mu.conns = make(map[*conn]struct{})
@@ -261,6 +268,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.conns.Wait()
 		close(idle)
 	}()
+	defer s.rl.Close() // the counts not written yet
 	select {
 	case <-idle:
 		return nil

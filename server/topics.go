@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ func (s *Server) createErrorCode(name string, err error) (int16, string) {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code, "topic creation did not finish in time"
 	default:
-		s.log.Warn("topic creation failed", "topic", name, "err", err)
+		s.rl.Log(context.Background(), slog.LevelWarn, name, "topic creation failed", slog.String("topic", name), slog.Any("err", err))
 		return kerr.UnknownServerError.Code, kerr.UnknownServerError.Description
 	}
 }
@@ -112,7 +113,7 @@ func (s *Server) adminErrorCode(what, topic string, err error) (int16, string) {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code, what + " did not finish in time"
 	default:
-		s.log.Warn(what+" failed", "topic", topic, "err", err)
+		s.rl.Log(context.Background(), slog.LevelWarn, topic, what+" failed", slog.String("topic", topic), slog.Any("err", err))
 		return kerr.UnknownServerError.Code, kerr.UnknownServerError.Description
 	}
 }
