@@ -67,7 +67,9 @@ func TestListOffsetsCompressibleBatch(t *testing.T) {
 		t.Fatalf("batch of %d bytes, want a compressible one", len(b))
 	}
 	t.Logf("batch of %d bytes, %d MB decompressed", len(b), n*valueSize/1000000)
-	e := newEnv(t, Config{})
+	// Time is not what this test bounds (MaxScanTime has its own): room
+	// for the race detector on a loaded machine.
+	e := newEnv(t, Config{MaxScanTime: 10 * time.Minute})
 	e.coord.createTopic("z", 1)
 	e.commit("z", 0, commitOpts{}, b)
 

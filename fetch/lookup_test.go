@@ -181,7 +181,9 @@ func allocated(fn func()) uint64 {
 // window, not by the record, also for concurrent lookups.
 func TestListOffsetsDecompressionBomb(t *testing.T) {
 	logs := &logBuffer{}
-	e := newEnv(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	// Room for the race detector on a loaded machine: time is
+	// TestListOffsetsScanTime's.
+	e := newEnv(t, Config{MaxScanTime: 10 * time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	e.coord.createTopic("bomb", 1)
 	recs := zstdBomb(t, zstdMaxWindow, bombValueSize)
 	b := wrapBatch(batch.CodecZstd, recs, 1000, 2000, 3000)
