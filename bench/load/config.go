@@ -35,6 +35,13 @@ type Config struct {
 	// dealt round-robin between them, each read with ConsumePartitions (no
 	// consumer groups). 0 consumes nothing. Default 1.
 	Consumers int
+	// ConsumerDelay is how long after the producers start the consumers
+	// begin polling, from the run's start offsets: they then read data
+	// that far behind the head (a lagging consumer, beyond the sidecar's
+	// cache once the delay's worth of data exceeds
+	// diskless.cache.max.bytes) and catch up as fast as they can. Their
+	// end-to-end latency includes the delay. Default 0.
+	ConsumerDelay time.Duration
 	// RecordSize is each record's value size in bytes, at least 16 (the
 	// send time and run id); records have no key and no headers. Default
 	// 1024.
@@ -107,6 +114,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("producers %d: need at least 1", c.Producers)
 	case c.Consumers < 0:
 		return fmt.Errorf("consumers %d: need 0 or more", c.Consumers)
+	case c.ConsumerDelay < 0:
+		return fmt.Errorf("consumer-delay %v: need 0 or more", c.ConsumerDelay)
 	case c.RecordSize < minRecordSize || c.RecordSize > maxRecordSize:
 		return fmt.Errorf("record-size %d: need %d to %d bytes", c.RecordSize, minRecordSize, maxRecordSize)
 	case c.Linger < 0:

@@ -14,6 +14,10 @@
 //	# another listener; produce only; JSON for bench/RESULTS.md
 //	go run ./bench/load -brokers 127.0.0.1:19092 -consumers 0 -json
 //
+//	# a consumer 30 s behind the head at 20 MB/s (past the 256 MiB cache):
+//	# catch-up reads, GETs per GiB fetched against objects per GiB uploaded
+//	go run ./bench/load -rate 20000 -consumer-delay 30s -duration 60s -drain 90s
+//
 //	# no sidecar needed: the tool against kfake alone
 //	go run ./bench/load -only-kfake -duration 10s
 //

@@ -326,20 +326,44 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestRunKfakeConsumerDelay: with -consumer-delay the consumers start
+// that long after the producers and read from the run's start offsets, so
+// the records of the window's start wait about the delay less the warmup,
+// and every record is still consumed in the drain.
+func TestRunKfakeConsumerDelay(t *testing.T) {
+	target := startTestKfake(t)
+	cfg := smallConfig()
+	cfg.ConsumerDelay = 1500 * time.Millisecond
+	res, err := run(t.Context(), cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.E2ELatency == nil || res.Unconsumed != 0 || res.ErrorCount != 0 {
+		t.Fatalf("e2e %+v, unconsumed %d, errors %v", res.E2ELatency, res.Unconsumed, res.Errors)
+	}
+	// The first records of the window were sent at the warmup's end.
+	if lag := (cfg.ConsumerDelay - cfg.Warmup).Seconds() * 1e3; res.E2ELatency.MaxMs < lag*0.9 {
+		t.Errorf("e2e max %.0f ms, want ≥ about %.0f ms: the consumers did not start late", res.E2ELatency.MaxMs, lag)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	cfg, o, err := parseFlags([]string{"-brokers", "a:1, b:2", "-kfake", "-partitions", "16", "-codec", "zstd", "-linger", "10ms", "-rate", "5000"}, &stderr)
+	cfg, o, err := parseFlags([]string{"-brokers", "a:1, b:2", "-kfake", "-partitions", "16", "-codec", "zstd", "-linger", "10ms", "-rate", "5000", "-consumer-delay", "30s"}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := splitBrokers(o.brokers); len(got) != 2 || got[1] != "b:2" || !o.kfake {
 		t.Errorf("brokers %q, kfake %t", got, o.kfake)
 	}
-	if cfg.Partitions != 16 || cfg.Codec != "zstd" || cfg.Linger != 10*time.Millisecond || cfg.Rate != 5000 || cfg.Producers != 4 {
+	if cfg.Partitions != 16 || cfg.Codec != "zstd" || cfg.Linger != 10*time.Millisecond || cfg.Rate != 5000 || cfg.Producers != 4 || cfg.ConsumerDelay != 30*time.Second {
 		t.Errorf("config %+v", cfg)
 	}
 	if _, _, err := parseFlags([]string{"-codec", "brotli"}, &stderr); err == nil {
 		t.Error("bad codec accepted")
+	}
+	if _, _, err := parseFlags([]string{"-consumer-delay", "-1s"}, &stderr); err == nil {
+		t.Error("negative consumer delay accepted")
 	}
 	stderr.Reset()
 	if code := mainCode([]string{"-help"}, &stderr, &stderr); code != exitOK || !strings.Contains(stderr.String(), "-record-size") {

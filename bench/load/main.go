@@ -59,6 +59,7 @@ Flags:
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions of the created topic")
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "number of kgo producer clients, each with its own goroutine and connection")
 	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "number of kgo consumer clients (partitions dealt round-robin, ConsumePartitions, no groups); 0 consumes nothing")
+	fs.DurationVar(&cfg.ConsumerDelay, "consumer-delay", 0, "consumers start polling this long after the producers, from the run's start offsets: a lagging consumer reading data that far behind the head (catch-up reads, GETs per GiB fetched); set -drain long enough for them to catch up")
 	fs.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, fmt.Sprintf("record value size in bytes (%d to %d; the first 16 carry the send time and run id); no key", minRecordSize, maxRecordSize))
 	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "producer batch compression: none, gzip, snappy, lz4 or zstd (with a codec, values are random hex text, ~2:1 for gzip/zstd)")
 	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "kgo.ProducerLinger: how long a partition's batch waits for more records")

@@ -256,7 +256,11 @@ func (l *load) drive(ctx context.Context) {
 	consCtx, cancelCons := context.WithCancel(ctx)
 	defer cancelCons()
 	for _, c := range l.consumers {
-		wg.Go(func() { c.loop(consCtx) })
+		wg.Go(func() {
+			if sleepCtx(consCtx, l.cfg.ConsumerDelay) {
+				c.loop(consCtx)
+			}
+		})
 	}
 	stop := make(chan struct{})
 	var pwg sync.WaitGroup
