@@ -679,6 +679,15 @@ func (l *Log) transact(ctx context.Context, sl *slot, recs []*kgo.Record) (int64
 		if serr := l.settle(context.WithoutCancel(ctx), sl); errors.Is(serr, metalog.ErrFenced) {
 			return 0, serr
 		}
+		if errors.Is(err, kerr.InvalidProducerEpoch) && sl.pid >= 0 && l.mu.fenced == nil {
+			// The partition holds a newer epoch of this producer id:
+			// another writer's InitProducerId (a takeover), or this
+			// writer's own commit whose answer was lost (KIP-890 bumps
+			// the epoch at EndTxn). The transaction coordinator tells
+			// which (fencedOrLost). A producer settle already replaced
+			// (pid −1) was this writer's own.
+			return 0, l.fencedOrLost(context.WithoutCancel(ctx), sl, err)
+		}
 		return 0, l.classify(ctx, err)
 	}
 	if l.beforeCommit != nil {

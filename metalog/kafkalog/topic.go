@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,6 +398,41 @@ func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64
 // looked up afresh (FindCoordinator), never from the client's cache, which
 // can keep naming a broker that is gone — for their state.
 func (t *Topic) describeTransactions(ctx context.Context, ids []string) (map[string]kmsg.DescribeTransactionsResponseTransactionState, error) {
+	// A transaction coordinator that moves or loads (a broker restarted,
+	// a leader of __transaction_state elected) answers with a retriable
+	// error for a moment; asked again within about 3 s, it knows.
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		out, err := t.describeTransactionsOnce(ctx, ids)
+		if err == nil {
+			for _, st := range out {
+				if e := kerr.ErrorForCode(st.ErrorCode); e != nil && kerr.IsRetriable(e) {
+					err = fmt.Errorf("describing transactional id %s: %w", st.TransactionalID, e)
+					break
+				}
+			}
+		}
+		if err == nil || attempt == 5 || !kerr.IsRetriable(err) && !isNetErr(err) {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// isNetErr reports whether err is a connection's failure rather than an
+// answer.
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// describeTransactionsOnce is one attempt of describeTransactions.
+func (t *Topic) describeTransactionsOnce(ctx context.Context, ids []string) (map[string]kmsg.DescribeTransactionsResponseTransactionState, error) {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorType = 1 // transaction
 	fc.CoordinatorKeys = ids
