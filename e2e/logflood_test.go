@@ -18,8 +18,9 @@ import (
 // 9, defect 2): a kgo consumer, then 1,000 raw fetches, on a partition
 // whose object is gone (KAFKA_STORAGE_ERROR at every fetch, after a
 // restart so that nothing is cached), and a client reconnecting 200 times
-// with an unknown API key. Each writes one line (the summary with the
-// count is due a minute later), not one per fetch or connection.
+// with an unknown API key. Each writes one line, not one per fetch or
+// connection, and a summary with its count at shutdown (else a minute
+// later).
 func TestLogFloodBounded(t *testing.T) {
 	dir := t.TempDir()
 	sc := StartSidecar(t, dir)
@@ -72,19 +73,31 @@ func TestLogFloodBounded(t *testing.T) {
 		}
 	}
 
-	logs := sc.Logs()
-	for _, tc := range []struct{ msg, subject string }{
-		{"fetch: read failed", "flood-0"},
-		{"closing connection: bad request", "127.0.0.1"},
-	} {
+	conditions := []struct{ msg, subject, repeated string }{
+		{"fetch: read failed", "flood-0", ""}, // ≥ 999: the kgo consumer's fetches too
+		{"closing connection: bad request", "127.0.0.1", `"repeated":199,`},
+	}
+	matching := func(msg string) []string {
 		var got []string
-		for _, l := range lines(logs) {
-			if strings.Contains(l, `"msg":"`+tc.msg+`"`) {
+		for _, l := range lines(sc.Logs()) {
+			if strings.Contains(l, `"msg":"`+msg+`"`) {
 				got = append(got, l)
 			}
 		}
-		if len(got) != 1 || !strings.Contains(got[0], `"subject":"`+tc.subject+`"`) {
-			t.Errorf("%d lines %q, want 1 with subject %s:\n%s", len(got), tc.msg, tc.subject, strings.Join(got[:min(len(got), 5)], "\n"))
+		return got
+	}
+	for _, c := range conditions {
+		if got := matching(c.msg); len(got) != 1 || !strings.Contains(got[0], `"subject":"`+c.subject+`"`) {
+			t.Errorf("%d lines %q, want 1 with subject %s:\n%s", len(got), c.msg, c.subject, strings.Join(got[:min(len(got), 5)], "\n"))
+		}
+	}
+	// At shutdown the counts are written: one summary each.
+	sc.Stop()
+	for _, c := range conditions {
+		got := matching(c.msg)
+		if len(got) != 2 || !strings.Contains(got[1], `"repeated":`) || !strings.Contains(got[1], c.repeated) {
+			t.Errorf("after the stop, %d lines %q, want the first and a summary with its count (%s):\n%s",
+				len(got), c.msg, c.repeated, strings.Join(got[:min(len(got), 5)], "\n"))
 		}
 	}
 }

@@ -143,6 +143,15 @@ func partitionExists(t *diskless.Topic, p int32) bool {
 	return p >= 0 && p < t.Partitions
 }
 
+// Close writes the summaries of the warnings counted since their last line
+// (how often each partition's condition recurred), which would otherwise
+// wait for the interval's end, and stops the limiter's timer. The Handler
+// keeps serving; Close may be called more than once. Call it at shutdown,
+// after the server has stopped.
+func (h *Handler) Close() {
+	h.rl.Close()
+}
+
 // warn logs msg, a constant naming the cause, about one partition of topic
 // through the rate limiter, with the partition as its subject ("topic-p",
 // Kafka's name for it) and attributes topic, partition and attrs: a

@@ -16,7 +16,8 @@ import (
 // (CORRUPT_MESSAGE) 10,000 times, and looking up timestamps in the first
 // 10,000 times, gets its errors every time but logs one line per
 // partition and cause, naming it, not one per request (issue 9, defect 2;
-// DESIGN §Logging). The summaries with the counts are due a minute later.
+// DESIGN §Logging). The summaries with the counts are due a minute later,
+// or at Close.
 func TestFetchLogFloodBounded(t *testing.T) {
 	logs := &logBuffer{}
 	e := newEnv(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -44,6 +45,11 @@ func TestFetchLogFloodBounded(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d log lines for %d failing fetches and lookups, want 3 (one per partition and cause):\n%s",
 			len(lines), 3*n, strings.Join(lines[:min(len(lines), 10)], "\n"))
+	}
+	e.h.Close()
+	summaries := strings.Count(logs.String(), "repeated=9999 interval=1m0s")
+	if got := strings.Count(logs.String(), "\n"); got != 6 || summaries != 3 {
+		t.Errorf("after Close: %d lines, %d summaries of 9,999 repeats; want 6, 3:\n%s", got, summaries, logs)
 	}
 	for _, want := range []string{
 		`msg="fetch: read failed" subject=t-1 topic=t partition=1`,

@@ -33,6 +33,7 @@ type app struct {
 	coord   *coordinator.Coordinator
 	cache   *cache.Cache
 	produce *produce.Handler
+	fetch   *fetch.Handler
 	server  *server.Server
 	served  chan error    // Serve's result
 	http    *httpEndpoint // nil when http.listener is empty
@@ -165,6 +166,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.fetch = fetcher
 
 	adv := cfg.Advertised
 	a.server, err = server.New(server.Config{
@@ -227,6 +229,7 @@ func (a *app) shutdown(timeout time.Duration) error {
 	if err := <-a.served; err != nil {
 		errs = append(errs, fmt.Errorf("serve: %w", err))
 	}
+	a.fetch.Close() // the counts of repeated warnings not written yet
 	a.cache.Close()
 	if err := a.coord.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator: %w", err))
