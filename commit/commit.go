@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -54,6 +55,16 @@ func New(cfg Config, shards Shards) (*Committer, error) {
 // bytes) and returns one result per batch, in the order given. Batches whose
 // shard could not be reached after MaxAttempts, or before ctx ended, get
 // KAFKA_STORAGE_ERROR, which producers retry (SPEC §2).
+//
+// When every owner shard answered its first CommitFile of the object and
+// took none of its batches (each refused, or a duplicate of an earlier
+// file's), no shard holds the object and none ever will (keys are never
+// reused, SPEC §7; a first attempt is decided afresh, nothing before it
+// can have committed the key): Config.Objects deletes it before Commit
+// returns, instead of leaving it to the orphan scan. Objects of a topic
+// deleted or disabled while its batches were in flight go so (DESIGN
+// §Decisions: Disablement). After a retried attempt the earlier one may
+// have committed the object, so it is kept.
 func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, batches []diskless.CommitBatch) []diskless.CommitBatchResult {
 	shard, byShard := c.split(batches)
 	if byShard == nil {
@@ -63,9 +74,12 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		if len(batches) == 0 {
 			return nil
 		}
-		rs, err := c.commitWithRetry(ctx, shard, c.request(objectKey, size, []int32{shard}, batches))
+		rs, attempts, err := c.commitWithRetry(ctx, shard, c.request(objectKey, size, []int32{shard}, batches))
 		if err != nil {
 			return failed(len(batches))
+		}
+		if attempts == 1 {
+			c.deleteUntaken(ctx, objectKey, rs)
 		}
 		return rs
 	}
@@ -76,13 +90,17 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		owners = append(owners, s)
 	}
 	slices.Sort(owners)
+	var retried atomic.Bool // some owner's answer came after a failed attempt, or never
 	commitShard := func(s int32) {
 		idx := byShard[s]
 		req := c.request(objectKey, size, owners, make([]diskless.CommitBatch, len(idx)))
 		for i, bi := range idx {
 			req.Batches[i] = batches[bi]
 		}
-		rs, err := c.commitWithRetry(ctx, s, req)
+		rs, attempts, err := c.commitWithRetry(ctx, s, req)
+		if err != nil || attempts > 1 {
+			retried.Store(true)
+		}
 		for i, bi := range idx {
 			if err != nil {
 				results[bi].Err = kerr.KafkaStorageError
@@ -96,7 +114,36 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		wg.Go(func() { commitShard(s) })
 	}
 	wg.Wait()
+	if !retried.Load() {
+		c.deleteUntaken(ctx, objectKey, results)
+	}
 	return results
+}
+
+// deleteTimeout bounds the delete of an object no shard took: the commit
+// loop waits for it, and the orphan scan deletes what it misses.
+const deleteTimeout = 5 * time.Second
+
+// deleteUntaken deletes objectKey through Config.Objects when rs, the
+// first answers of every owner shard, accept none of its batches: each
+// refused, or a duplicate (then its offsets are an earlier file's).
+func (c *Committer) deleteUntaken(ctx context.Context, objectKey string, rs []diskless.CommitBatchResult) {
+	if c.cfg.Objects == nil {
+		return
+	}
+	for i := range rs {
+		if rs[i].Err == nil && !rs[i].Duplicate {
+			return // committed: the file lifecycle deletes it
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
+	if err := c.cfg.Objects.Delete(ctx, objectKey); err != nil {
+		c.cfg.Logger.Warn("commit: deleting an object no shard took a batch of failed; the orphan scan will",
+			slog.String("object", objectKey), slog.Any("err", err))
+		return
+	}
+	c.cfg.Logger.Debug("commit: deleted an object no shard took a batch of", slog.String("object", objectKey), slog.Int("batches", len(rs)))
 }
 
 // request builds one shard's CommitFile request.
@@ -146,16 +193,19 @@ func (c *Committer) split(batches []diskless.CommitBatch) (int32, map[int32][]in
 	return first, byShard
 }
 
-func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
+// commitWithRetry commits req to shard, retrying whole-shard failures; it
+// returns the answer and the attempt that got it.
+func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, int, error) {
 	var err error
-	for attempt := 1; ; attempt++ {
+	attempt := 1
+	for ; ; attempt++ {
 		var rs []diskless.CommitBatchResult
 		rs, err = c.shards.CommitFile(ctx, shard, req)
 		if err == nil {
 			if len(rs) != len(req.Batches) {
-				return nil, fmt.Errorf("commit: shard %d answered %d results for %d batches", shard, len(rs), len(req.Batches))
+				return nil, attempt, fmt.Errorf("commit: shard %d answered %d results for %d batches", shard, len(rs), len(req.Batches))
 			}
-			return rs, nil
+			return rs, attempt, nil
 		}
 		if !retriable(ctx, err) || attempt >= c.cfg.MaxAttempts {
 			break
@@ -169,7 +219,7 @@ func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskl
 	}
 	c.cfg.Logger.Error("commit to coordinator shard failed; answering KAFKA_STORAGE_ERROR",
 		slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey), slog.Any("err", err))
-	return nil, err
+	return nil, attempt, err
 }
 
 // retriable classifies a whole-shard CommitFile failure.

@@ -28,6 +28,8 @@ type fakeShards struct {
 	failures map[int32]int
 	calls    []diskless.CommitFileRequest
 	shardOf  []int32 // shard of each call
+	// answer, if set, answers each batch instead of accepting it.
+	answer func(shard int32, b diskless.CommitBatch) diskless.CommitBatchResult
 }
 
 func (f *fakeShards) ShardFor(_ diskless.TopicID, p int32) int32 { return p % f.n }
@@ -45,8 +47,100 @@ func (f *fakeShards) CommitFile(_ context.Context, shard int32, req *diskless.Co
 	for i, b := range req.Batches {
 		// Encode the shard and position so the test can check the mapping.
 		rs[i].BaseOffset = int64(shard)*1000 + int64(b.ByteOffset)
+		if f.answer != nil {
+			rs[i] = f.answer(shard, b)
+		}
 	}
 	return rs, nil
+}
+
+// deletes records the keys deleted through Config.Objects.
+type deletes struct {
+	mu   sync.Mutex
+	keys []string
+	err  error
+}
+
+func (d *deletes) Delete(_ context.Context, key string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.keys = append(d.keys, key)
+	return d.err
+}
+
+// TestCommitDeletesUntakenObject: an object is deleted when every owner's
+// first answer took none of its batches (refused or duplicates), and kept
+// when one batch was taken, when an owner could not be reached, or when an
+// answer came after a failed attempt (the failed one may have committed).
+func TestCommitDeletesUntakenObject(t *testing.T) {
+	refused := diskless.CommitBatchResult{Err: kerr.NotEnoughReplicas, BaseOffset: -1}
+	dup := diskless.CommitBatchResult{Duplicate: true, BaseOffset: 3}
+	ok := diskless.CommitBatchResult{BaseOffset: 5}
+	all := func(r diskless.CommitBatchResult) func(int32, diskless.CommitBatch) diskless.CommitBatchResult {
+		return func(int32, diskless.CommitBatch) diskless.CommitBatchResult { return r }
+	}
+	cases := []struct {
+		name     string
+		shards   int32
+		parts    []int32
+		answer   func(int32, diskless.CommitBatch) diskless.CommitBatchResult
+		failures map[int32]int
+		deleted  bool
+	}{
+		{"one shard, all refused", 1, []int32{0, 0}, all(refused), nil, true},
+		{"one shard, all duplicates", 1, []int32{0, 0}, all(dup), nil, true},
+		{"one shard, refused and duplicate", 1, []int32{0, 0}, func(_ int32, b diskless.CommitBatch) diskless.CommitBatchResult {
+			if b.ByteOffset == 0 {
+				return refused
+			}
+			return dup
+		}, nil, true},
+		{"one shard, one taken", 1, []int32{0, 0}, func(_ int32, b diskless.CommitBatch) diskless.CommitBatchResult {
+			if b.ByteOffset == 0 {
+				return refused
+			}
+			return ok
+		}, nil, false},
+		{"one shard, refused after a failed attempt", 1, []int32{0}, all(refused), map[int32]int{0: 1}, false},
+		{"one shard, unreachable", 1, []int32{0}, all(refused), map[int32]int{0: 100}, false},
+		{"two shards, all refused", 2, []int32{0, 1}, all(refused), nil, true},
+		{"two shards, one taken", 2, []int32{0, 1}, func(s int32, _ diskless.CommitBatch) diskless.CommitBatchResult {
+			if s == 1 {
+				return ok
+			}
+			return refused
+		}, nil, false},
+		{"two shards, one unreachable", 2, []int32{0, 1}, all(refused), map[int32]int{1: 100}, false},
+		{"two shards, one after a failed attempt", 2, []int32{0, 1}, all(refused), map[int32]int{1: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeShards{n: tc.shards, answer: tc.answer, failWith: errors.New("down"), failures: tc.failures}
+			d := &deletes{}
+			c, err := New(Config{MaxAttempts: 3, Objects: d}, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.sleep = func(context.Context, time.Duration) error { return nil }
+			rs := c.Commit(context.Background(), "wal/k", 20, batches(tc.parts...))
+			if len(rs) != len(tc.parts) {
+				t.Fatalf("%d results", len(rs))
+			}
+			if got := len(d.keys) == 1 && d.keys[0] == "wal/k"; got != tc.deleted || len(d.keys) > 1 {
+				t.Fatalf("deletes %v, want deleted %v", d.keys, tc.deleted)
+			}
+		})
+	}
+	t.Run("delete fails", func(t *testing.T) {
+		d := &deletes{err: errors.New("store down")}
+		c, err := New(Config{Objects: d}, &fakeShards{n: 1, answer: all(refused)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := c.Commit(context.Background(), "wal/k", 10, batches(0)); rs[0].Err != kerr.NotEnoughReplicas || len(d.keys) != 1 {
+			t.Fatalf("results %+v, deletes %v", rs, d.keys)
+		}
+	})
 }
 
 func newCommitter(t *testing.T, shards Shards) *Committer {

@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,15 @@ type Config struct {
 	InitialBackoff, MaxBackoff time.Duration
 	// Logger receives retry and failure events; nil means slog.Default().
 	Logger *slog.Logger
+	// Objects, if set, deletes an object no shard took a batch of (see
+	// Committer.Commit); nil leaves such objects to the orphan scan.
+	Objects Deleter
+}
+
+// Deleter deletes an object from the store; objstore.Store satisfies it.
+// Deleting a missing key is not an error.
+type Deleter interface {
+	Delete(ctx context.Context, key string) error
 }
 
 // Defaults of Config's zero fields.

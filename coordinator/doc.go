@@ -35,8 +35,9 @@
 // released by that shard; among the owners that committed it (record
 // 102's OwnerIds), the lowest deletes the object through
 // Config.Objects once every owner reports no live batch (DescribeFiles,
-// SPEC §9), the commit is older than the orphan grace period and
-// Config.FileDeletionDelay has passed, and records the deletion (106);
+// SPEC §9), the commit is older than the orphan grace period (unless the
+// shard is the file's only owner) and Config.FileDeletionDelay has
+// passed, and records the deletion (106);
 // the others hand it over (106 naming the deleter). runOrphanScan (every
 // Config.OrphanScanInterval; with several sidecars only shard 0's leader
 // runs it) deletes listed objects older than the grace period that no
@@ -64,10 +65,13 @@
 // OrphanScanGracePeriod (≥ 10 minutes, default 1 hour) of its upload —
 // the assumption the orphan scan already rests on, against the
 // committer's diskless.commit.max.attempts (5) calls with under a second
-// of backoff in all. A file is closed only once the grace period has
-// passed since its commit (plus FileDeletionDelay, 1 minute, when the
-// shard deletes the object itself), and forgotten only once a later
-// commit is an hour of log time younger than it.
+// of backoff in all. A file shared by several owners is closed only once
+// the grace period has passed since its commit (plus FileDeletionDelay,
+// 1 minute, when the shard deletes the object itself); a file of one
+// owner may be closed sooner (no other commit of it can come); either is
+// forgotten only once a later commit is an hour of log time younger than
+// it, past the 10 minutes (MinOrphanScanGracePeriod) within which every
+// attempt is decided.
 //
 // # Metadata log
 //

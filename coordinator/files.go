@@ -24,7 +24,10 @@ import (
 //  1. OrphanScanGracePeriod has passed since its commit of the file, so
 //     that no other owner's commit of the same object can still be in
 //     flight (the bound the orphan scan relies on too), and which owners
-//     know the file no longer changes;
+//     know the file no longer changes — unless the shard is the file's
+//     only owner (OwnerIds fixes them at the first commit): then no other
+//     commit of it can come, and a repeat of its own is answered from the
+//     file table (replayCommit), which keeps the file after its deletion;
 //  2. no owner reports live batches in it (DescribeFiles), and
 //  3. FileDeletionDelay has passed since it first saw that, so that a
 //     fetch that planned its reads before the batches went still finds
@@ -166,7 +169,7 @@ func (c *Coordinator) deleteFiles(ctx context.Context, s *shard, nowMs int64) er
 	graceMs := c.cfg.OrphanScanGracePeriod.Milliseconds()
 	settled := files[:0]
 	for _, f := range files {
-		if nowMs-f.appendTime >= graceMs {
+		if len(f.owners) == 1 || nowMs-f.appendTime >= graceMs {
 			settled = append(settled, f)
 		}
 	}

@@ -182,35 +182,69 @@ func TestSharedFileDeletion(t *testing.T) {
 	}
 }
 
-// TestFileNotDeletedBeforeCommitSettled: a file released right after its
-// commit is kept until OrphanScanGracePeriod after the commit (another
-// owner's commit of it may still be in flight), then for the delay.
+// TestFileNotDeletedBeforeCommitSettled: a shared file released right
+// after its commit is kept until OrphanScanGracePeriod after the commit
+// (another owner's commit of it may still be in flight), then for the
+// delay; a file of one owner, whose commits are all in its table, only
+// for the delay.
 func TestFileNotDeletedBeforeCommitSettled(t *testing.T) {
-	e, store := newEnvObjects(t, 1)
-	top := e.createTopic("t", 1, nil)
-	key := nextKey()
-	store.Put(context.Background(), key, []byte("x"))
-	e.commit(key, plain(top, 0, 1))
-	if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, -1); err != nil {
-		t.Fatal(err)
-	}
-	for range 5 {
-		e.clock.Advance(10 * time.Minute)
+	t.Run("shared", func(t *testing.T) {
+		e, store := newEnvObjects(t, 2)
+		top := e.createTopic("t", 2, nil)
+		parts := partitionsByShard(e, top)
+		key := nextKey()
+		store.Put(context.Background(), key, []byte("x"))
+		if owners := e.commitShared(key, plain(top, parts[0], 1), plain(top, parts[1], 1)); len(owners) != 2 {
+			t.Fatalf("owners %v", owners)
+		}
+		for _, p := range parts {
+			if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: p}, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 5 {
+			e.clock.Advance(10 * time.Minute)
+			e.runFileDeletion()
+		}
+		if !exists(store, key) {
+			t.Fatal("deleted 50 minutes after its commit")
+		}
+		e.clock.Advance(10 * time.Minute) // 60 minutes: settled, the delay starts
 		e.runFileDeletion()
-	}
-	if !exists(store, key) {
-		t.Fatal("deleted 50 minutes after its commit")
-	}
-	e.clock.Advance(10 * time.Minute) // 60 minutes: settled, the delay starts
-	e.runFileDeletion()
-	if !exists(store, key) {
-		t.Fatal("deleted without the deletion delay")
-	}
-	e.clock.Advance(time.Minute)
-	e.runFileDeletion()
-	if exists(store, key) {
-		t.Fatal("not deleted")
-	}
+		if !exists(store, key) {
+			t.Fatal("deleted without the deletion delay")
+		}
+		e.clock.Advance(time.Minute)
+		e.runFileDeletion()
+		if exists(store, key) {
+			t.Fatal("not deleted")
+		}
+	})
+	t.Run("one owner", func(t *testing.T) {
+		e, store := newEnvObjects(t, 1)
+		top := e.createTopic("t", 1, nil)
+		key := nextKey()
+		store.Put(context.Background(), key, []byte("x"))
+		e.commit(key, plain(top, 0, 1))
+		if _, err := e.c.DeleteRecords(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, -1); err != nil {
+			t.Fatal(err)
+		}
+		e.runFileDeletion() // released: the delay starts
+		e.clock.Advance(time.Minute - time.Millisecond)
+		e.runFileDeletion()
+		if !exists(store, key) {
+			t.Fatal("deleted before the deletion delay")
+		}
+		e.clock.Advance(time.Millisecond)
+		e.runFileDeletion()
+		if exists(store, key) {
+			t.Fatal("not deleted a deletion delay after its release")
+		}
+		// A repeat of the commit is still answered from the file table.
+		if st := e.fileStates(key); !slices.Equal(st, []diskless.FileState{diskless.FileClosed}) {
+			t.Fatalf("after the deletion: %v, want closed", st)
+		}
+	})
 }
 
 // TestFileDeletionRetries: a failed object delete is retried on the next

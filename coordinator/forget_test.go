@@ -93,10 +93,10 @@ func TestClosedFilesForgotten(t *testing.T) {
 				}
 				e.runFileDeletion()
 			}
-			// Churned file r is released at once, settled an hour after its
-			// commit (round r+6), deleted and closed a deletion delay later
-			// (round r+7), and forgotten by the next commit (round r+8), an
-			// hour of log time having passed since its own.
+			// Churned file r is released at once, deleted and closed a
+			// deletion delay later (round r+1: its shard is its only owner,
+			// so no grace period), and forgotten by the first commit more
+			// than an hour of log time after its own (round r+7).
 			check := func(stage string) {
 				t.Helper()
 				for _, c := range []struct {
@@ -104,9 +104,9 @@ func TestClosedFilesForgotten(t *testing.T) {
 					want diskless.FileState
 				}{
 					{churned[0], diskless.FileUnknown},
-					{churned[rounds-9], diskless.FileUnknown},
-					{churned[rounds-8], diskless.FileClosed},
-					{churned[rounds-7], diskless.FileReleased},
+					{churned[rounds-8], diskless.FileUnknown},
+					{churned[rounds-7], diskless.FileClosed},
+					{churned[rounds-2], diskless.FileClosed},
 					{churned[rounds-1], diskless.FileReleased},
 					{kept[0], diskless.FileLive},
 					{kept[len(kept)-1], diskless.FileLive},
@@ -116,8 +116,8 @@ func TestClosedFilesForgotten(t *testing.T) {
 					}
 				}
 				slots, keys := e.fileTable(0)
-				if want := len(kept) + 8; keys != want {
-					t.Fatalf("%s: %d keys in the file table, want %d (the live files and the last 8 churned)", stage, keys, want)
+				if want := len(kept) + 7; keys != want {
+					t.Fatalf("%s: %d keys in the file table, want %d (the live files and the last 7 churned)", stage, keys, want)
 				}
 				if slots > keys+2 {
 					t.Fatalf("%s: %d slots for %d files", stage, slots, keys)
@@ -136,8 +136,8 @@ func TestClosedFilesForgotten(t *testing.T) {
 				}
 			}
 			check("online")
-			if n := e.c.Stats().FilesForgotten.Load(); n != rounds-8 {
-				t.Fatalf("FilesForgotten %d, want %d", n, rounds-8)
+			if n := e.c.Stats().FilesForgotten.Load(); n != rounds-7 {
+				t.Fatalf("FilesForgotten %d, want %d", n, rounds-7)
 			}
 			before := stateBytes(e.c)
 			e.reopen()
@@ -158,7 +158,7 @@ func TestClosedFilesForgotten(t *testing.T) {
 				}
 			}
 			hwm := e.find(top, 0, 0, 0).HighWatermark
-			e.commit(churned[rounds-8], plain(top, 0, 2))
+			e.commit(churned[rounds-7], plain(top, 0, 2))
 			if got := e.find(top, 0, 0, 0).HighWatermark; got != hwm {
 				t.Fatalf("repeat of a closed file committed it again: high watermark %d, want %d", got, hwm)
 			}

@@ -111,8 +111,10 @@ const producerSweepIntervalMs = 60_000
 // "Forgetting closed files"): every attempt is decided within
 // OrphanScanGracePeriod (≥ 10 minutes, default 1 hour) of the upload, the
 // committer giving up after diskless.commit.max.attempts (5) calls with
-// under a second of backoff, and a file is closed only once that grace
-// period has passed since its commit. The hour on top keeps a closed file
+// under a second of backoff, and a file is forgotten only once an hour of
+// log time has passed since its commit, past the least grace period
+// (MinOrphanScanGracePeriod) — a shared file is also closed only once the
+// grace period has passed since its commit. The hour keeps a closed file
 // answering FileClosed, and a repeated commit of it answered from the
 // table, for at least an hour of log time after its commit. A constant,
 // not a Config field: what is forgotten is part of the state, which must

@@ -142,6 +142,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		NodeID:      cfg.NodeID,
 		MaxAttempts: cfg.CommitMaxAttempts,
 		Logger:      log.With(slog.String("component", "commit")),
+		Objects:     store,
 	}, telemetry.NewShards(metrics, a.coord))
 	if err != nil {
 		return nil, err
