@@ -175,13 +175,15 @@ func TestTopicLifecycleKafkaTools(t *testing.T) {
 // DISABLED, then ENABLED at a new epoch (DescribeConfigs and /v1/topics);
 // the producer gets POLICY_VIOLATION naming the reason once DISABLED;
 // retain keeps every acknowledged record readable, delete moves every log
-// start to the high watermark; a repeated disable changes nothing; after
+// start to the high watermark and, with diskless.file.deletion.delay.ms
+// at 1 s, leaves no object in the store (the sidecar has no other topic);
+// a repeated disable changes nothing; after
 // re-enabling, writes are accepted and continue from the high watermark.
 func TestDisablementWithClients(t *testing.T) {
 	kafkatest.Require(t)
 	for _, policy := range []string{"retain", "delete"} {
 		t.Run(policy, func(t *testing.T) {
-			sc := StartSidecar(t, "")
+			sc := StartSidecar(t, "", "diskless.file.deletion.delay.ms=1000")
 			ctx := testCtx(t, 4*time.Minute)
 			topic := "dis-" + policy
 			createTopic(t, ctx, sc, topic, 2, nil)
@@ -286,6 +288,13 @@ func TestDisablementWithClients(t *testing.T) {
 						t.Fatalf("delete policy: partition %d starts at %d, high watermark %d", o.Partition, o.Offset, hwm[o.Partition])
 					}
 				})
+				deadline := time.Now().Add(90 * time.Second)
+				for left := localObjects(t, sc); len(left) > 0; left = localObjects(t, sc) {
+					if time.Now().After(deadline) {
+						t.Fatalf("delete policy: %d objects left after 90 s: %v", len(left), left)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 			}
 			// A repeated disable of a DISABLED topic changes nothing.
 			tool(t, ctx, sc, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", "diskless.enable=false")
