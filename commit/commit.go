@@ -76,7 +76,7 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		}
 		rs, attempts, err := c.commitWithRetry(ctx, shard, c.request(objectKey, size, []int32{shard}, batches))
 		if err != nil {
-			return failed(len(batches))
+			return failed(len(batches), errorCode(err))
 		}
 		if attempts == 1 {
 			c.deleteUntaken(ctx, objectKey, rs)
@@ -103,7 +103,7 @@ func (c *Committer) Commit(ctx context.Context, objectKey string, size int64, ba
 		}
 		for i, bi := range idx {
 			if err != nil {
-				results[bi].Err = kerr.KafkaStorageError
+				results[bi].Err = errorCode(err)
 			} else {
 				results[bi] = rs[i]
 			}
@@ -158,13 +158,26 @@ func (c *Committer) request(objectKey string, size int64, owners []int32, bs []d
 	}
 }
 
-// failed answers n batches with KAFKA_STORAGE_ERROR.
-func failed(n int) []diskless.CommitBatchResult {
+// failed answers n batches with code.
+func failed(n int, code *kerr.Error) []diskless.CommitBatchResult {
 	rs := make([]diskless.CommitBatchResult, n)
 	for i := range rs {
-		rs[i].Err = kerr.KafkaStorageError
+		rs[i].Err = code
 	}
 	return rs
+}
+
+// errorCode is the Kafka error for batches whose shard commit failed as a
+// whole: NOT_LEADER_OR_FOLLOWER from a fenced shard (another sidecar
+// serves its partitions now; producers refresh their metadata and retry,
+// and an idempotent producer's retry of a batch the fenced commit made
+// durable after all is answered as a duplicate — DESIGN §Fencing), else
+// KAFKA_STORAGE_ERROR.
+func errorCode(err error) *kerr.Error {
+	if errors.Is(err, diskless.ErrShardFenced) {
+		return kerr.NotLeaderForPartition
+	}
+	return kerr.KafkaStorageError
 }
 
 // split groups batch indexes by owning shard, keeping object order. When a
@@ -217,7 +230,7 @@ func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskl
 			break
 		}
 	}
-	c.cfg.Logger.Error("commit to coordinator shard failed; answering KAFKA_STORAGE_ERROR",
+	c.cfg.Logger.Error("commit to coordinator shard failed; answering "+errorCode(err).Message,
 		slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey), slog.Any("err", err))
 	return nil, attempt, err
 }
@@ -235,9 +248,10 @@ func retriable(ctx context.Context, err error) bool {
 		// The request itself is malformed (a bug on our side); the same
 		// request will be refused again.
 		return false
-	case errors.Is(err, diskless.ErrShardFailed):
+	case errors.Is(err, diskless.ErrShardFailed), errors.Is(err, diskless.ErrShardFenced):
 		// The shard could not rebuild its state from its log and stays
-		// failed until the process restarts.
+		// failed until the process restarts, or another sidecar took its
+		// log over.
 		return false
 	default:
 		// Storage errors and timeouts may be transient. CommitFile is

@@ -200,6 +200,7 @@ func TestCommitRetries(t *testing.T) {
 		{"gives up after max attempts", errors.New("disk on fire"), 5, 3, kerr.KafkaStorageError},
 		{"invalid commit is not retried", fmt.Errorf("bad: %w", diskless.ErrInvalidCommit), 5, 1, kerr.KafkaStorageError},
 		{"failed shard is not retried", diskless.ErrShardFailed, 5, 1, kerr.KafkaStorageError},
+		{"fenced shard is not retried and answers NOT_LEADER_OR_FOLLOWER", fmt.Errorf("shard 0: %w (%w)", diskless.ErrShardFenced, kerr.NotLeaderForPartition), 5, 1, kerr.NotLeaderForPartition},
 		{"closed is not retried", diskless.ErrClosed, 5, 1, kerr.KafkaStorageError},
 	}
 	for _, tc := range cases {

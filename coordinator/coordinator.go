@@ -433,7 +433,7 @@ func (c *Coordinator) lookup(cat *catalog, id diskless.TopicID, partition int32)
 	s := c.shards[c.ShardFor(id, partition)]
 	s.mu.RLock()
 	if s.mu.failed != nil {
-		return s, nil, kerr.KafkaStorageError
+		return s, nil, s.failedCode()
 	}
 	p := s.mu.st.partitions[diskless.TopicPartition{TopicID: id, Partition: partition}]
 	if p == nil || !p.visible {

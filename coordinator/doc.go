@@ -77,10 +77,13 @@
 //
 // Each shard's records and snapshots live in a metalog.Log: by default
 // the embedded metalog.FileLog in Dir/shard-<n>/, or what Config.OpenLog
-// opens (a test double, later a Kafka topic partition per shard). An
-// append failing with metalog.ErrFenced (another writer took the log
-// over) fails the shard like any log it cannot rebuild its state from:
-// KAFKA_STORAGE_ERROR until a restart (TestFencedLogFailsTheShard). The
+// opens (a test double, or metalog/kafkalog's partition of the metadata
+// topic). An append failing with metalog.ErrFenced (another sidecar took
+// the log over) stops the shard for good: diskless.ErrShardFenced, and
+// NOT_LEADER_OR_FOLLOWER for its partitions, so that clients refresh
+// their metadata and retry (TestFencedShardStopsServing, DESIGN
+// §Fencing). A log it cannot rebuild its state from fails the shard:
+// KAFKA_STORAGE_ERROR until a restart. The
 // records are KRaft-style metadata records (package coordinator/records;
 // docs/format/metadata-records.md): uvarint frame version 1, uvarint
 // record key, uvarint version 0, then the record in Kafka's

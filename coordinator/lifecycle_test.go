@@ -555,15 +555,16 @@ func TestAppendFailure(t *testing.T) {
 	}
 }
 
-// TestFencedLogFailsTheShard: a shard whose log another writer took over
+// TestFencedShardStopsServing: a shard whose log another writer took over
 // (metalog.ErrFenced: metalogtest.Memory fences a handle when the shard's
 // log is opened again, as a Kafka backend's takeover does) fails the
 // commit that finds out — nothing of it is answered as committed — and
-// then answers KAFKA_STORAGE_ERROR, /healthz naming the fencing (Err),
-// as any log it cannot rebuild its state from; the other shard goes on.
-// (Handing the shard over instead, NOT_COORDINATOR, is the Kafka
-// backend's to add.)
-func TestFencedLogFailsTheShard(t *testing.T) {
+// then stops serving for good: commits fail with ErrShardFenced, the
+// partitions answer NOT_LEADER_OR_FOLLOWER (which producers and consumers
+// retry after refreshing their metadata; a failed shard's
+// KAFKA_STORAGE_ERROR stays for logs it cannot rebuild from), /healthz
+// names the fencing (Err); the other shard goes on (DESIGN §Fencing).
+func TestFencedShardStopsServing(t *testing.T) {
 	mem := new(metalogtest.Memory)
 	e := newEnv(t, 2, func(c *Config) { c.OpenLog = mem.Open })
 	top := e.createTopic("t", 4, nil)
@@ -584,17 +585,22 @@ func TestFencedLogFailsTheShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer newOwner.Close()
-	if res, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, metalog.ErrFenced) {
-		t.Fatalf("commit on a fenced shard: %v %+v, want metalog.ErrFenced", err, res)
+	if res, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, metalog.ErrFenced) ||
+		!errors.Is(err, diskless.ErrShardFenced) || !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("commit on a fenced shard: %v %+v, want ErrShardFenced with metalog.ErrFenced and NOT_LEADER_OR_FOLLOWER", err, res)
 	}
 	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, metalog.ErrFenced) {
 		t.Fatalf("Err: %v, want the shard failed naming the fencing", err)
 	}
-	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, kerr.KafkaStorageError) {
-		t.Fatalf("next commit on the fenced shard: %v, want KAFKA_STORAGE_ERROR", err)
+	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, diskless.ErrShardFenced) ||
+		!errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("next commit on the fenced shard: %v, want ErrShardFenced with NOT_LEADER_OR_FOLLOWER", err)
 	}
-	if r := e.find(top, p1, 0, 0); r.Err != kerr.KafkaStorageError {
+	if r := e.find(top, p1, 0, 0); r.Err != kerr.NotLeaderForPartition {
 		t.Fatalf("find on the fenced shard: %s", errName(r.Err))
+	}
+	if r := e.c.ListOffsets(context.Background(), diskless.TopicPartition{TopicID: top.ID, Partition: p1}, diskless.ListOffsetsLatest); r.Err != kerr.NotLeaderForPartition {
+		t.Fatalf("list offsets on the fenced shard: %s", errName(r.Err))
 	}
 	if r := e.commit(nextKey(), plain(top, p0, 1))[0]; r.Err != nil {
 		t.Fatalf("the other shard: %s", resName(r))

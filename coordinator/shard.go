@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -226,7 +227,9 @@ func (s *shard) process(group []*request) {
 
 	if failure == nil && len(recs) > 0 {
 		bodies := records.Encode(recs)
-		if failure = s.log.Append(context.Background(), bodies); failure != nil {
+		if failure = s.log.Append(context.Background(), bodies); errors.Is(failure, metalog.ErrFenced) {
+			failure = s.fence(failure)
+		} else if failure != nil {
 			s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 				"shard", s.id, "records", len(bodies), "err", failure)
 		} else {
@@ -239,7 +242,9 @@ func (s *shard) process(group []*request) {
 				ps[i].results, ps[i].err = nil, fmt.Errorf("coordinator: shard %d: %w", s.id, failure)
 			}
 		}
-		s.rebuild()
+		if !errors.Is(failure, diskless.ErrShardFenced) {
+			s.rebuild()
+		}
 		s.answer(ps)
 		return
 	}
@@ -294,7 +299,10 @@ func (s *shard) processDeferred(r *request) {
 		return
 	}
 	bodies := records.Encode(recs)
-	if err := s.log.Append(context.Background(), bodies); err != nil {
+	if err := s.log.Append(context.Background(), bodies); errors.Is(err, metalog.ErrFenced) {
+		r.done <- response{err: fmt.Errorf("coordinator: shard %d: %w", s.id, s.fence(err))}
+		return
+	} else if err != nil {
 		s.c.logger.Error("coordinator: metadata log append failed; rebuilding shard state from the log",
 			"shard", s.id, "records", len(bodies), "err", err)
 		s.rebuild()
@@ -386,8 +394,44 @@ func (s *shard) applyAdmin(st *state, built []records.Record, recs *[]records.Re
 }
 
 // failedError is the error a failed shard answers with; s.mu must be held.
+// A fenced shard's wraps ErrShardFenced and NOT_LEADER_OR_FOLLOWER, any
+// other's ErrShardFailed and KAFKA_STORAGE_ERROR (failedCode).
 func (s *shard) failedError() error {
+	if errors.Is(s.mu.failed, metalog.ErrFenced) {
+		return fmt.Errorf("%w %d: %w (%w)", diskless.ErrShardFenced, s.id, kerr.NotLeaderForPartition, s.mu.failed)
+	}
 	return fmt.Errorf("%w %d: %w (%w)", diskless.ErrShardFailed, s.id, kerr.KafkaStorageError, s.mu.failed)
+}
+
+// failedCode is the Kafka error a failed shard's partitions answer with:
+// NOT_LEADER_OR_FOLLOWER when it was fenced (the partitions are served
+// elsewhere now: clients refresh their metadata and retry), else
+// KAFKA_STORAGE_ERROR. s.mu must be held.
+func (s *shard) failedCode() *kerr.Error {
+	if errors.Is(s.mu.failed, metalog.ErrFenced) {
+		return kerr.NotLeaderForPartition
+	}
+	return kerr.KafkaStorageError
+}
+
+// fence stops the shard for good after its log reported metalog.ErrFenced
+// (cause): another sidecar took the log over, so the state here may be
+// behind the log and nothing may be decided from it again — no rebuild
+// (the handle stays fenced: a replay fails too). It returns the error the requests
+// that found out are answered with (failedError's).
+func (s *shard) fence(cause error) error {
+	s.mu.Lock()
+	first := s.mu.failed == nil
+	if first {
+		s.mu.failed = cause
+	}
+	err := s.failedError()
+	s.mu.Unlock()
+	if first {
+		s.c.logger.Error("coordinator: shard fenced: another sidecar took its metadata log over; its partitions answer NOT_LEADER_OR_FOLLOWER from now on",
+			"shard", s.id, "err", cause)
+	}
+	return err
 }
 
 func (s *shard) answer(ps []pending) {

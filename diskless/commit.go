@@ -30,6 +30,12 @@ var (
 	// when a shard could not rebuild its state after a failed log write;
 	// it stays failed until the process restarts.
 	ErrShardFailed = errors.New("coordinator: shard failed")
+	// ErrShardFenced is returned (wrapped, with kerr.NotLeaderForPartition)
+	// by a shard whose metadata log another sidecar took over (a Kafka
+	// metadata log's takeover): it stops serving for good, and its
+	// partitions answer NOT_LEADER_OR_FOLLOWER, which producers and
+	// consumers retry after refreshing their metadata (DESIGN §Fencing).
+	ErrShardFenced = errors.New("coordinator: shard fenced: another sidecar took its metadata log over")
 	// ErrInvalidCommit is returned (wrapped) by CommitFile for a request
 	// that is malformed as a whole (bad shard, object key, format, size,
 	// owners or too many batches); nothing was decided.

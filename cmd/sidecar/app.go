@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -17,6 +18,8 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
+	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
@@ -40,6 +43,8 @@ type app struct {
 	metrics *telemetry.Prometheus
 	// closeStore releases the object store (the S3 client's connections).
 	closeStore func()
+	// metaTopic is the metadata log's topic with diskless.metadata.log=kafka.
+	metaTopic *kafkalog.Topic
 }
 
 // start opens data.dir and every component, binds the listener and starts
@@ -64,10 +69,6 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, err
 	}
 	closers = append(closers, a.dir.close)
-	// Objects live under <diskless.object.key.prefix>/<cluster.id>/: data
-	// dirs that share a bucket (and prefix) by mistake never see, and so
-	// never orphan-scan away, each other's objects.
-	cfg.ObjectKeyPrefix += "/" + a.dir.clusterID
 
 	metrics, err := telemetry.NewPrometheus()
 	if err != nil {
@@ -89,10 +90,37 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	a.closeStore = closeStore
 	closers = append(closers, closeStore)
 
+	// The coordinator shards' metadata logs: files under data.dir, or the
+	// partitions of the metadata topic on a Kafka cluster.
+	var openLog func(int32) (metalog.Log, error)
+	coordDir := filepath.Join(cfg.DataDir, "coordinator")
+	if cfg.MetadataLog == "kafka" {
+		if a.metaTopic, err = openKafkaLog(cfg, store, log.With(slog.String("component", "metalog"))); err != nil {
+			return nil, err
+		}
+		closers = append(closers, a.metaTopic.Close)
+		if err := a.dir.useClusterID(a.metaTopic.ClusterID(), "diskless.metadata.kafka.bootstrap.servers",
+			strings.Join(cfg.MetadataKafkaBrokers, ",")); err != nil {
+			return nil, err
+		}
+		openLog, coordDir = a.metaTopic.OpenLog, ""
+	}
+	// Objects live under <diskless.object.key.prefix>/<cluster.id>/ (with
+	// diskless.metadata.log=kafka, …/<cluster.id>/<diskless.metadata.topic>/):
+	// sidecars of other coordinator states that share a bucket (and
+	// prefix) by mistake never see, and so never orphan-scan away, each
+	// other's objects.
+	cfg.ObjectKeyPrefix += "/" + a.dir.clusterID
+	if cfg.MetadataLog == "kafka" {
+		cfg.ObjectKeyPrefix += "/" + a.metaTopic.Name()
+	}
+	abortStaleUploads(store, cfg, log.With(slog.String("component", "objstore")))
+
 	sidecars := &localSidecar{node: cfg.NodeID}
 	a.coord, err = coordinator.Open(coordinator.Config{
 		Sidecars:               sidecars,
-		Dir:                    filepath.Join(cfg.DataDir, "coordinator"),
+		Dir:                    coordDir,
+		OpenLog:                openLog,
 		NumShards:              cfg.MetadataShards,
 		NodeID:                 cfg.NodeID,
 		ProducerIDExpirationMs: cfg.ProducerIDExpiration.Milliseconds(),
@@ -239,6 +267,9 @@ func (a *app) shutdown(timeout time.Duration) error {
 		a.http.close(ctx)
 	}
 	a.metrics.Shutdown(ctx)
+	if a.metaTopic != nil {
+		a.metaTopic.Close()
+	}
 	a.closeStore()
 	a.dir.close()
 	return errors.Join(errs...)
@@ -256,9 +287,8 @@ const storeCheckTimeout = 30 * time.Second
 // a bucket that does not exist or refuses the credentials is a
 // configuration error naming diskless.storage.s3.bucket (exit 2); a store
 // that cannot be reached is a runtime failure (exit 1), so a supervisor
-// retries. It then aborts the multipart uploads under the WAL prefix older
-// than the orphan grace period — left by a process that died mid-upload —
-// best effort.
+// retries. (abortStaleUploads then sweeps what a dead process left, once
+// the WAL prefix is known.)
 func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.Store, func(), error) {
 	if cfg.StorageBackend != "s3" {
 		d, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
@@ -293,15 +323,77 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 		}
 		return nil, nil, fmt.Errorf("opening the object store (diskless.storage.s3.endpoint: %s, diskless.storage.s3.bucket: %s): %w", where, cfg.S3Bucket, err)
 	}
+	log.Info("object store: s3", slog.String("bucket", cfg.S3Bucket), slog.String("prefix", cfg.S3Prefix),
+		slog.String("endpoint", cfg.S3Endpoint))
+	return s, s.Close, nil
+}
+
+// abortStaleUploads aborts the S3 multipart uploads under the WAL prefix
+// older than the orphan grace period — left by a process that died
+// mid-upload — best effort (the local-directory store has none).
+func abortStaleUploads(store objstore.Store, cfg Config, log *slog.Logger) {
+	s, ok := store.(*s3.Store)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+	defer cancel()
 	n, err := s.AbortStaleUploads(ctx, cfg.ObjectKeyPrefix+"/", cfg.OrphanScanGracePeriod)
 	if err != nil {
 		log.Warn("could not abort stale multipart uploads", slog.Any("err", err))
 	} else if n > 0 {
 		log.Info("aborted stale multipart uploads", slog.Int("uploads", n))
 	}
-	log.Info("object store: s3", slog.String("bucket", cfg.S3Bucket), slog.String("prefix", cfg.S3Prefix),
-		slog.String("endpoint", cfg.S3Endpoint))
-	return s, s.Close, nil
+}
+
+// metalogOpenTimeout bounds connecting to the Kafka cluster of the
+// metadata log and creating or checking its topic at start-up.
+const metalogOpenTimeout = time.Minute
+
+// openKafkaLog opens the metadata topic (diskless.metadata.log=kafka),
+// snapshots going to store. A topic or cluster that refuses the
+// configuration is a *ConfigError naming the key (exit 2); an unreachable
+// cluster is a runtime failure (exit 1) naming the servers it tried.
+func openKafkaLog(cfg Config, store objstore.Store, log *slog.Logger) (*kafkalog.Topic, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), metalogOpenTimeout)
+	defer cancel()
+	kc := kafkaLogConfig(cfg)
+	kc.Snapshots = store
+	kc.Logger = log
+	t, err := kafkalog.Open(ctx, kc)
+	var ke *kafkalog.ConfigError
+	switch {
+	case errors.As(err, &ke):
+		return nil, &ConfigError{Key: ke.Key, Value: kafkaKeyValue(cfg, ke.Key), Err: ke.Err}
+	case err != nil:
+		return nil, fmt.Errorf("opening the metadata log (diskless.metadata.kafka.bootstrap.servers: %s, diskless.metadata.topic: %s): %w",
+			strings.Join(cfg.MetadataKafkaBrokers, ","), cfg.MetadataTopic, err)
+	}
+	log.Info("metadata log: kafka", slog.String("topic", t.Name()), slog.String("kafka.cluster.id", t.ClusterID()),
+		slog.Int("shards", int(cfg.MetadataShards)))
+	return t, nil
+}
+
+// kafkaKeyValue is the configured value of one of the metadata log's keys.
+func kafkaKeyValue(cfg Config, key string) string {
+	switch key {
+	case "diskless.metadata.topic":
+		return cfg.MetadataTopic
+	case "diskless.metadata.topic.num.partitions":
+		return itoa(cfg.MetadataShards)
+	case "diskless.metadata.topic.replication.factor":
+		return itoa(cfg.MetadataTopicReplicas)
+	}
+	return strings.Join(cfg.MetadataKafkaBrokers, ",")
+}
+
+func kafkaLogConfig(cfg Config) kafkalog.Config {
+	return kafkalog.Config{
+		Brokers:           cfg.MetadataKafkaBrokers,
+		Topic:             cfg.MetadataTopic,
+		Partitions:        cfg.MetadataShards,
+		ReplicationFactor: cfg.MetadataTopicReplicas,
+	}
 }
 
 func s3Config(cfg Config) s3.Config {
@@ -355,6 +447,11 @@ func validateComponents(cfg Config) error {
 	fc := fetchConfig(cfg)
 	if cfg.StorageBackend == "s3" {
 		if err := s3Config(cfg).Validate(); err != nil {
+			return fmt.Errorf("%w: %w", errInvalidConfig, err)
+		}
+	}
+	if cfg.MetadataLog == "kafka" {
+		if err := kafkaLogConfig(cfg).Validate(); err != nil {
 			return fmt.Errorf("%w: %w", errInvalidConfig, err)
 		}
 	}

@@ -88,6 +88,7 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 		{"cache smaller than a block", []string{"diskless.cache.max.bytes=4096"}, "diskless.cache.max.bytes"},
 		{"backoff above its cap", []string{"diskless.upload.retry.backoff.ms=5000"}, "diskless.upload.retry.backoff.max.ms"},
 		{"bad key prefix", []string{"diskless.object.key.prefix=../x"}, "diskless.object.key.prefix"},
+		{"bad metadata topic", []string{"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1", "diskless.metadata.topic=a/b"}, "diskless.metadata.topic"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 }
 
 // TestDataDirBindings: a data.dir is bound at first start to its node.id,
-// shard count and object store; a later start with another value is
+// shard count, object store and metadata log; a later start with another value is
 // refused naming the key, before anything in the directory changes.
 func TestDataDirBindings(t *testing.T) {
 	cfg := testConfig(t)
@@ -119,7 +120,7 @@ func TestDataDirBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster.id", "node.id = 0", "coordinator.shards = 1", "object.store = file"} {
+	for _, want := range []string{"cluster.id", "node.id = 0", "coordinator.shards = 1", "object.store = file", "metadata.log = embedded"} {
 		if !strings.Contains(string(meta), want) {
 			t.Fatalf("meta.properties lacks %q:\n%s", want, meta)
 		}
@@ -131,10 +132,14 @@ func TestDataDirBindings(t *testing.T) {
 		{"node.id=3", "node.id"},
 		{"diskless.metadata.topic.num.partitions=4", "diskless.metadata.topic.num.partitions"},
 		{"diskless.storage.backend=s3", "diskless.storage.s3.bucket"},
+		{"diskless.metadata.log=kafka", "diskless.metadata.log"},
 	} {
 		sets := []string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + cfg.DataDir, c.set}
 		if c.key == "diskless.storage.s3.bucket" {
 			sets = append(sets, "diskless.storage.s3.bucket=b", "diskless.storage.s3.endpoint=http://127.0.0.1:1")
+		}
+		if c.key == "diskless.metadata.log" {
+			sets = append(sets, "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1")
 		}
 		bad, err := LoadConfig("", sets)
 		if err != nil {

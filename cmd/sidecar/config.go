@@ -17,6 +17,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
@@ -71,6 +72,11 @@ type Config struct {
 	MetadataShards       int32
 	ProducerIDExpiration time.Duration
 
+	MetadataLog           string   // "embedded" or "kafka"
+	MetadataKafkaBrokers  []string // host:port each
+	MetadataTopic         string
+	MetadataTopicReplicas int16
+
 	RetentionCheckInterval time.Duration
 	FileDeletionDelay      time.Duration
 	OrphanScanInterval     time.Duration
@@ -105,7 +111,7 @@ type option struct {
 	set func(c *Config, v string) error
 }
 
-func intOption[T ~int | ~int32 | ~int64](key, def, doc string, lo, hi int64, field func(*Config) *T) option {
+func intOption[T ~int | ~int16 | ~int32 | ~int64](key, def, doc string, lo, hi int64, field func(*Config) *T) option {
 	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
@@ -165,7 +171,7 @@ func boolOption(key, def, doc string, field func(*Config) *bool) option {
 
 // itoa and ms write a package's default as a key's default: an integer, or
 // a duration in whole milliseconds.
-func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
+func itoa[T ~int | ~int16 | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
@@ -239,7 +245,40 @@ var options = []option{
 	intOption("diskless.cache.catchup.max.bytes", itoa(cache.DefaultCatchUpMaxBytes), "Bytes of whole objects kept for consumers reading data older than the cache's reach (beside diskless.cache.max.bytes); -1 disables it.", -1, math.MaxInt64, func(c *Config) *int64 { return &c.CacheCatchUpMaxBytes }),
 	msOption("diskless.fetch.max.wait.ms", ms(fetch.DefaultMaxWait), "Upper bound on a fetch's long-poll, whatever max_wait_ms the client asks, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.FetchMaxWait }),
 	intOption("fetch.max.bytes", itoa(fetch.DefaultMaxBytes), "Upper bound on the bytes one Fetch returns, whatever max_bytes the client asks (the first batch is always returned, KIP-74).", 1024, maxInt32, func(c *Config) *int32 { return &c.FetchMaxBytes }),
-	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards. Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),
+	intOption("diskless.metadata.topic.num.partitions", "1", "Number of coordinator shards (with diskless.metadata.log=kafka, the metadata topic's partitions). Fixed for the life of data.dir.", 1, 1024, func(c *Config) *int32 { return &c.MetadataShards }),
+	{key: "diskless.metadata.log", def: "embedded",
+		doc: "Where the coordinator shards keep their metadata logs: embedded (files under data.dir) or kafka (partitions of diskless.metadata.topic on the Kafka cluster at diskless.metadata.kafka.bootstrap.servers).",
+		set: func(c *Config, v string) error {
+			switch v = strings.TrimSpace(v); v {
+			case "embedded", "kafka":
+				c.MetadataLog = v
+				return nil
+			}
+			return fmt.Errorf("must be embedded or kafka")
+		}},
+	{key: "diskless.metadata.kafka.bootstrap.servers", def: "",
+		doc: "Comma-separated host:port of Kafka brokers holding the metadata topic; required with diskless.metadata.log=kafka.",
+		set: func(c *Config, v string) error {
+			c.MetadataKafkaBrokers = nil
+			for _, hp := range strings.Split(v, ",") {
+				if hp = strings.TrimSpace(hp); hp == "" {
+					continue
+				}
+				_, port, err := net.SplitHostPort(hp)
+				if err != nil {
+					return err
+				}
+				if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+					return fmt.Errorf("bad port %q", port)
+				}
+				c.MetadataKafkaBrokers = append(c.MetadataKafkaBrokers, hp)
+			}
+			return nil
+		}},
+	{key: "diskless.metadata.topic", def: kafkalog.DefaultTopic,
+		doc: "The Kafka topic holding the metadata logs with diskless.metadata.log=kafka, partition n for shard n; created if absent.",
+		set: func(c *Config, v string) error { c.MetadataTopic = strings.TrimSpace(v); return nil }},
+	intOption("diskless.metadata.topic.replication.factor", itoa(kafkalog.DefaultReplicationFactor), "Replication factor of a created metadata topic (min.insync.replicas is one less, at least 1).", 1, math.MaxInt16, func(c *Config) *int16 { return &c.MetadataTopicReplicas }),
 	msOption("producer.id.expiration.ms", itoa(coordinator.DefaultProducerIDExpirationMs), "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 	{key: "http.listener", def: "127.0.0.1:9644",
 		doc: "host:port of the HTTP endpoint: /metrics (Prometheus), /healthz, /readyz; empty disables it; port 0 picks a free port.",
@@ -369,6 +408,15 @@ func (c *Config) check() error {
 	if c.StorageBackend == "s3" && c.S3Bucket == "" {
 		return &ConfigError{Key: "diskless.storage.s3.bucket", Value: "",
 			Err: fmt.Errorf("required with diskless.storage.backend=s3")}
+	}
+	if c.MetadataLog == "kafka" && len(c.MetadataKafkaBrokers) == 0 {
+		return &ConfigError{Key: "diskless.metadata.kafka.bootstrap.servers", Value: "",
+			Err: fmt.Errorf("required with diskless.metadata.log=kafka")}
+	}
+	if c.MetadataLog == "kafka" && strings.Trim(c.ObjectKeyPrefix, "/") == kafkalog.DefaultSnapshotPrefix {
+		// The orphan scan would take the snapshots for orphans.
+		return &ConfigError{Key: "diskless.object.key.prefix", Value: c.ObjectKeyPrefix,
+			Err: fmt.Errorf("must not be %s, the metadata log's snapshot prefix, with diskless.metadata.log=kafka", kafkalog.DefaultSnapshotPrefix)}
 	}
 	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
 		return &ConfigError{Key: "queued.max.request.bytes", Value: strconv.FormatInt(c.QueuedMaxRequestBytes, 10),

@@ -12,6 +12,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
@@ -40,7 +41,7 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, uc, cc, fc, sc := produceConfig(c), uploadConfig(c), cacheConfig(c), fetchConfig(c), s3Config(c)
+	pc, uc, cc, fc, sc, kc := produceConfig(c), uploadConfig(c), cacheConfig(c), fetchConfig(c), s3Config(c), kafkaLogConfig(c)
 	for _, tc := range []struct {
 		key       string
 		got, want any
@@ -67,6 +68,8 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.cache.catchup.max.bytes", cc.CatchUpMaxBytes, int64(cache.DefaultCatchUpMaxBytes)},
 		{"diskless.fetch.max.wait.ms", fc.MaxWait, fetch.DefaultMaxWait},
 		{"fetch.max.bytes", fc.MaxBytes, int32(fetch.DefaultMaxBytes)},
+		{"diskless.metadata.topic", kc.Topic, kafkalog.DefaultTopic},
+		{"diskless.metadata.topic.replication.factor", kc.ReplicationFactor, int16(kafkalog.DefaultReplicationFactor)},
 		{"producer.id.expiration.ms", c.ProducerIDExpiration.Milliseconds(), coordinator.DefaultProducerIDExpirationMs},
 		{"diskless.retention.check.interval.ms", c.RetentionCheckInterval, coordinator.DefaultRetentionCheckInterval},
 		{"diskless.file.deletion.delay.ms", c.FileDeletionDelay, coordinator.DefaultFileDeletionDelay},
@@ -118,6 +121,11 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"retention check period of 0", []string{"diskless.retention.check.interval.ms=0"}, "diskless.retention.check.interval.ms"},
 		{"orphan scan period of 0", []string{"diskless.coordinator.orphan.scan.interval.ms=0"}, "diskless.coordinator.orphan.scan.interval.ms"},
 		{"bad path style", []string{"diskless.storage.s3.path.style=yes"}, "diskless.storage.s3.path.style"},
+		{"unknown metadata log", []string{"diskless.metadata.log=zookeeper"}, "diskless.metadata.log"},
+		{"kafka log without servers", []string{"diskless.metadata.log=kafka"}, "diskless.metadata.kafka.bootstrap.servers"},
+		{"bootstrap server without a port", []string{"diskless.metadata.kafka.bootstrap.servers=kafka-1"}, "diskless.metadata.kafka.bootstrap.servers"},
+		{"replication factor of 0", []string{"diskless.metadata.topic.replication.factor=0"}, "diskless.metadata.topic.replication.factor"},
+		{"wal prefix on the snapshots", []string{"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:9092", "diskless.object.key.prefix=snapshots"}, "diskless.object.key.prefix"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,9 +30,11 @@ type dataDir struct {
 	path      string
 	lock      *dirlock.Lock
 	clusterID string
-	// meta is the meta.properties to write at saveMeta (first start, or a
-	// binding recorded for the first time); nil when the file is current.
-	meta []byte
+	// props is meta.properties as it is to be; dirty when saveMeta must
+	// write it (first start, or a binding recorded for the first time),
+	// fresh when the directory had none.
+	props        *properties.Properties
+	dirty, fresh bool
 }
 
 // binding is a setting recorded in meta.properties at first start that the
@@ -44,6 +46,9 @@ type binding struct {
 	key   string // the config key that sets it
 	value string
 	why   string
+	// legacy, if set, is the value a directory from before the binding
+	// was recorded has (instead of recording the current value).
+	legacy string
 }
 
 // bindings returns what a data.dir is bound to under cfg.
@@ -57,12 +62,23 @@ func bindings(cfg Config) []binding {
 		storeKey = "diskless.storage.s3.bucket"
 	}
 	return []binding{
-		{"node.id", "node.id", strconv.Itoa(int(cfg.NodeID)), "it belongs to another node"},
+		{"node.id", "node.id", strconv.Itoa(int(cfg.NodeID)), "it belongs to another node", ""},
 		{"coordinator.shards", "diskless.metadata.topic.num.partitions", strconv.Itoa(int(cfg.MetadataShards)),
-			"its partitions are assigned to shards by a hash of the shard count"},
+			"its partitions are assigned to shards by a hash of the shard count", ""},
 		{"object.store", storeKey, store,
-			"its coordinator logs reference objects in that store (use another data.dir for another store)"},
+			"its coordinator logs reference objects in that store (use another data.dir for another store)", ""},
+		{"metadata.log", "diskless.metadata.log", metadataLogBinding(cfg),
+			"its coordinator state is in that metadata log (use another data.dir for another one)", "embedded"},
 	}
+}
+
+// metadataLogBinding is where a data.dir's coordinator state lives:
+// embedded, or kafka:<diskless.metadata.topic>.
+func metadataLogBinding(cfg Config) string {
+	if cfg.MetadataLog == "kafka" {
+		return "kafka:" + cfg.MetadataTopic
+	}
+	return "embedded"
 }
 
 // openDataDir creates data.dir if needed, takes its lock and reads or
@@ -91,7 +107,6 @@ func openDataDir(path string, cfg Config) (*dataDir, error) {
 func (d *dataDir) loadMeta(bs []binding) error {
 	metaPath := filepath.Join(d.path, "meta.properties")
 	p := properties.NewProperties()
-	dirty := false
 	if _, err := os.Stat(metaPath); errors.Is(err, fs.ErrNotExist) {
 		var id [16]byte
 		if _, err := rand.Read(id[:]); err != nil {
@@ -99,10 +114,11 @@ func (d *dataDir) loadMeta(bs []binding) error {
 		}
 		p.MustSet("cluster.id", base64.RawURLEncoding.EncodeToString(id[:]))
 		p.MustSet("version", "1")
-		dirty = true
+		d.dirty, d.fresh = true, true
 	} else if p, err = properties.LoadFile(metaPath, properties.UTF8); err != nil {
 		return fmt.Errorf("reading %s: %w", metaPath, err)
 	}
+	d.props = p
 	d.clusterID = p.GetString("cluster.id", "")
 	if d.clusterID == "" {
 		return fmt.Errorf("%s is damaged: it has no cluster.id", metaPath)
@@ -110,20 +126,39 @@ func (d *dataDir) loadMeta(bs []binding) error {
 	for _, b := range bs {
 		recorded, ok := p.Get(b.name)
 		switch {
-		case !ok:
+		case !ok && (d.fresh || b.legacy == ""):
 			// First start, or a directory from before this binding was
 			// recorded: record the current value.
 			p.MustSet(b.name, b.value)
-			dirty = true
+			d.dirty = true
+		case !ok && b.legacy != b.value:
+			return &ConfigError{Key: b.key, Value: b.value,
+				Err: fmt.Errorf("data.dir %s was created with %s=%s and cannot change: %s", d.path, b.name, b.legacy, b.why)}
+		case !ok:
+			p.MustSet(b.name, b.value)
+			d.dirty = true
 		case recorded != b.value:
 			return &ConfigError{Key: b.key, Value: b.value,
 				Err: fmt.Errorf("data.dir %s was created with %s=%s and cannot change: %s", d.path, b.name, recorded, b.why)}
 		}
 	}
-	if !dirty {
+	return nil
+}
+
+// useClusterID makes id the directory's cluster id: the Kafka cluster's
+// with diskless.metadata.log=kafka, so that every sidecar sharing the
+// metadata topic reports and uses the same one. A new directory takes it;
+// one created for another Kafka cluster is refused, naming key.
+func (d *dataDir) useClusterID(id, key, value string) error {
+	if id == d.clusterID {
 		return nil
 	}
-	d.meta = []byte("# written by the diskless sidecar; do not edit: data.dir is bound to these values\n" + p.String())
+	if !d.fresh {
+		return &ConfigError{Key: key, Value: value,
+			Err: fmt.Errorf("data.dir %s belongs to cluster.id %s, not to this Kafka cluster's %s (use another data.dir)", d.path, d.clusterID, id)}
+	}
+	d.props.MustSet("cluster.id", id)
+	d.clusterID = id
 	return nil
 }
 
@@ -133,13 +168,14 @@ func (d *dataDir) loadMeta(bs []binding) error {
 // in use) binds the directory to nothing and can be retried with fixed
 // values.
 func (d *dataDir) saveMeta() error {
-	if d.meta == nil {
+	if !d.dirty {
 		return nil
 	}
-	if err := fsutil.WriteFile(filepath.Join(d.path, "meta.properties"), d.meta, 0o644); err != nil {
+	meta := []byte("# written by the diskless sidecar; do not edit: data.dir is bound to these values\n" + d.props.String())
+	if err := fsutil.WriteFile(filepath.Join(d.path, "meta.properties"), meta, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Join(d.path, "meta.properties"), err)
 	}
-	d.meta = nil
+	d.dirty, d.fresh = false, false
 	return nil
 }
 

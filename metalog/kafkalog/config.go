@@ -103,6 +103,7 @@ const maxPartitions = 1024
 
 // Validate reports every invalid field of c, each error naming its
 // configuration key (zero optional fields count as their defaults).
+// Snapshots, which no key sets, is checked by Open.
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
@@ -116,9 +117,6 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("diskless.metadata.topic.replication.factor %d: must be ≥ 1", c.ReplicationFactor))
-	}
-	if c.Snapshots == nil {
-		errs = append(errs, errors.New("kafkalog: Snapshots, the object store, must be set"))
 	}
 	if c.TransactionTimeout < 0 || c.AppendTimeout < 0 || c.RequestTimeout < 0 {
 		errs = append(errs, errors.New("kafkalog: negative timeout"))

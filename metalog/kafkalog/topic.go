@@ -77,7 +77,7 @@ const (
 // absent (cfg.Partitions partitions, cfg.ReplicationFactor replicas,
 // min.insync.replicas = max(1, RF−1), unclean.leader.election.enable=false,
 // retention.ms and retention.bytes −1, cleanup.policy=delete) and checks an
-// existing one. Errors: cfg.Validate's; ErrUnreachable; *ConfigError (an
+// existing one. Errors: cfg.Validate's; a nil cfg.Snapshots; ErrUnreachable; *ConfigError (an
 // existing topic with another partition count names
 // diskless.metadata.topic.num.partitions; one that would lose records —
 // time or size retention, compaction, unclean leader election — names
@@ -86,6 +86,9 @@ const (
 func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Snapshots == nil {
+		return nil, errors.New("kafkalog: Snapshots, the object store, must be set")
 	}
 	cfg = cfg.withDefaults()
 	opts := append([]kgo.Opt{
