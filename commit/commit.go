@@ -230,7 +230,13 @@ func (c *Committer) commitWithRetry(ctx context.Context, shard int32, req *diskl
 			break
 		}
 	}
-	c.cfg.Logger.Error("commit to coordinator shard failed; answering "+errorCode(err).Message,
+	level := slog.LevelError
+	if errors.Is(err, diskless.ErrShardFenced) {
+		// The coordinator logged the fencing once; every file a client
+		// sends meanwhile would repeat it.
+		level = slog.LevelDebug
+	}
+	c.cfg.Logger.Log(ctx, level, "commit to coordinator shard failed; answering "+errorCode(err).Message,
 		slog.Int("shard", int(shard)), slog.String("object", req.ObjectKey), slog.Any("err", err))
 	return nil, attempt, err
 }

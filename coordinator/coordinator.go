@@ -227,7 +227,8 @@ func (c *Coordinator) Close() error {
 // Err reports the coordinator's health, for a health check (/healthz):
 // nil while every shard serves; ErrClosed once Close has begun; otherwise
 // an error wrapping ErrShardFailed and each failed shard's cause, naming
-// the shards ("coordinator: shard failed: shard 1: …; shard 3: …"). A
+// the shards ("coordinator: shard failed: shard 1: …; shard 3 fenced: …").
+// A
 // shard fails when it could not rebuild its state from its metadata log
 // after a failed write (see ErrShardFailed); it answers
 // KAFKA_STORAGE_ERROR until the process restarts, while the other shards
@@ -253,7 +254,11 @@ func (c *Coordinator) Err() error {
 		if len(args) == 1 {
 			sep = ": "
 		}
-		format += sep + "shard %d: %w"
+		if errors.Is(failed, metalog.ErrFenced) {
+			format += sep + "shard %d fenced: %w"
+		} else {
+			format += sep + "shard %d: %w"
+		}
 		args = append(args, s.id, failed)
 	}
 	if len(args) == 1 {

@@ -143,10 +143,12 @@ func (c *Coordinator) lifecycleLoop(ctx context.Context) {
 		case <-t.C:
 		case <-c.lifecycleKick:
 		}
-		if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil {
+		// A fenced shard's refusal is not worth a line a tick: the
+		// fencing was logged once, and the shard never serves again.
+		if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
 			c.logger.Warn("coordinator: disablement not finished; retrying", "err", err)
 		}
-		if err := c.runPurge(ctx); err != nil && ctx.Err() == nil {
+		if err := c.runPurge(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
 			c.logger.Warn("coordinator: purge of deleted topics failed; retrying", "err", err)
 		}
 	}

@@ -589,7 +589,7 @@ func TestFencedShardStopsServing(t *testing.T) {
 		!errors.Is(err, diskless.ErrShardFenced) || !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("commit on a fenced shard: %v %+v, want ErrShardFenced with metalog.ErrFenced and NOT_LEADER_OR_FOLLOWER", err, res)
 	}
-	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, metalog.ErrFenced) {
+	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, metalog.ErrFenced) || !strings.Contains(err.Error(), "shard 1 fenced") {
 		t.Fatalf("Err: %v, want the shard failed naming the fencing", err)
 	}
 	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); !errors.Is(err, diskless.ErrShardFenced) ||

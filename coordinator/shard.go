@@ -398,7 +398,7 @@ func (s *shard) applyAdmin(st *state, built []records.Record, recs *[]records.Re
 // other's ErrShardFailed and KAFKA_STORAGE_ERROR (failedCode).
 func (s *shard) failedError() error {
 	if errors.Is(s.mu.failed, metalog.ErrFenced) {
-		return fmt.Errorf("%w %d: %w (%w)", diskless.ErrShardFenced, s.id, kerr.NotLeaderForPartition, s.mu.failed)
+		return fmt.Errorf("%w (shard %d, %w): %w", diskless.ErrShardFenced, s.id, kerr.NotLeaderForPartition, s.mu.failed)
 	}
 	return fmt.Errorf("%w %d: %w (%w)", diskless.ErrShardFailed, s.id, kerr.KafkaStorageError, s.mu.failed)
 }

@@ -186,11 +186,17 @@ func startSidecar(t *testing.T, dataDir string, env []string, sets ...string) *S
 		}
 	case <-s.exited:
 		t.Fatalf("sidecar exited during start-up (%v):\n%s", s.exitErr, s.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sidecar did not start listening within 30s:\n%s", s.Logs())
+	case <-time.After(startTimeout):
+		t.Fatalf("sidecar did not start listening within %v:\n%s", startTimeout, s.Logs())
 	}
 	return s
 }
+
+// startTimeout bounds a sidecar's start-up: generous, since with
+// diskless.metadata.log=kafka the first start on a new Kafka cluster waits
+// for Kafka to create its transaction state topic (about 25 s on a loaded
+// 2-core machine).
+const startTimeout = 2 * time.Minute
 
 // Alive reports whether the sidecar process is still running.
 func (s *Sidecar) Alive() bool {
