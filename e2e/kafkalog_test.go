@@ -322,7 +322,7 @@ func testZombie(t *testing.T, start func() *Sidecar) {
 	}
 	p1.stopProducing()
 	p2.stopProducing()
-	t.Logf("p1 (old sidecar): %d acknowledged (%d before the freeze), failures %v", p1.acked.Load(), frozenAt, p1.failures())
+	t.Logf("p1 (old sidecar): %d acknowledged (%d when it was frozen), failures %v", p1.acked.Load(), frozenAt, p1.failures())
 	finalRead(t, ctx, sc2, topic, partitions, h)
 }
 

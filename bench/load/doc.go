@@ -21,6 +21,10 @@
 //	# no sidecar needed: the tool against kfake alone
 //	go run ./bench/load -only-kfake -duration 10s
 //
+//	# the identical load against Apache Kafka, side by side, with each
+//	# server's CPU time (sidecar pid, broker pid) per GiB and per core
+//	go run ./bench/load -sidecar-pids 1234 -kafka-brokers 127.0.0.1:29092 -kafka-pids 5678
+//
 // go run ./bench/load -help lists every flag with its default.
 //
 // # What it does
@@ -51,6 +55,14 @@
 // (diskless_cache_store_reads_total / diskless_fetch_bytes_total). The
 // counters are the sidecar's, so other traffic in the window counts too. If
 // the endpoint cannot be read the figures are n/a with the reason.
+//
+// With -sidecar-pids (and -kafka-pids for -kafka-brokers) the tool reads
+// the server processes' CPU time (user plus system, /proc/<pid>/stat,
+// Linux) at the window's start and end and reports the CPU seconds, the
+// CPU seconds per GiB of record values produced in the window, and the MB
+// produced per CPU second ("MB/s per core"). -kafka-brokers runs the
+// identical load, after the sidecar's, against a running Apache Kafka (for
+// one on this machine, internal/kafkatest's broker: see bench/RESULTS.md).
 //
 // SIGINT or SIGTERM stops the load, prints the report of the window so far
 // and exits 130; a second one kills. A target that cannot be reached or

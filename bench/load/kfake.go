@@ -19,5 +19,6 @@ func startKfake() (*kfake.Cluster, Target, error) {
 		Name:      "kfake",
 		Brokers:   c.ListenAddrs(),
 		NoMetrics: "kfake has no object store",
+		NoCPU:     "kfake runs in this process",
 	}, nil
 }

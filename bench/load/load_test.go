@@ -365,6 +365,16 @@ func TestParseFlags(t *testing.T) {
 	if _, _, err := parseFlags([]string{"-consumer-delay", "-1s"}, &stderr); err == nil {
 		t.Error("negative consumer delay accepted")
 	}
+	_, o, err = parseFlags([]string{"-sidecar-pids", "12", "-kafka-brokers", "k1:9092,k2:9092", "-kafka-pids", "34, 56"}, &stderr)
+	if err != nil || len(splitBrokers(o.kafkaBrokers)) != 2 || len(o.sidecarPIDs) != 1 || o.sidecarPIDs[0] != 12 ||
+		len(o.kafkaPIDs) != 2 || o.kafkaPIDs[1] != 56 {
+		t.Errorf("-kafka-brokers, -sidecar-pids, -kafka-pids: %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{{"-kafka-brokers", "k:1", "-kfake"}, {"-kafka-pids", "x"}, {"-sidecar-pids", "-3"}} {
+		if _, _, err := parseFlags(bad, &stderr); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
 	stderr.Reset()
 	if code := mainCode([]string{"-help"}, &stderr, &stderr); code != exitOK || !strings.Contains(stderr.String(), "-record-size") {
 		t.Errorf("-help: exit %d, output %q", code, stderr.String())

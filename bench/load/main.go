@@ -26,12 +26,15 @@ func main() {
 
 // options are the flags that are not part of Config.
 type options struct {
-	brokers    string
-	kfake      bool
-	onlyKfake  bool
-	metricsURL string
-	json       bool
-	quiet      bool
+	brokers      string
+	sidecarPIDs  []int
+	kafkaBrokers string
+	kafkaPIDs    []int
+	kfake        bool
+	onlyKfake    bool
+	metricsURL   string
+	json         bool
+	quiet        bool
 }
 
 // parseFlags parses args into a Config and the other options.
@@ -43,8 +46,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: go run ./bench/load [flags]
 
-Drives a running sidecar (and, with -kfake, franz-go's in-memory kfake with
-the same client settings) with kgo producers and consumers, prints progress
+Drives a running sidecar (and, with -kafka-brokers, a running Apache Kafka,
+or with -kfake franz-go's in-memory kfake, with the same client settings)
+with kgo producers and consumers, prints progress
 every second, then throughput, produce and end-to-end latency, and the
 sidecar's objects per GiB uploaded and GETs per GiB fetched.
 
@@ -53,6 +57,9 @@ Flags:
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.brokers, "brokers", "127.0.0.1:9092", "the sidecar's seed brokers, comma-separated host:port")
+	sidecarPIDs := fs.String("sidecar-pids", "", "the sidecar's process id, for the CPU figures (CPU seconds in the window, per GiB produced, MB/s per core); Linux only")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "", "also run the identical load against a running Apache Kafka at these seed brokers (comma-separated host:port), after the sidecar, and print both side by side with ratios")
+	kafkaPIDs := fs.String("kafka-pids", "", "the Kafka brokers' process ids (comma-separated), for their CPU figures")
 	fs.BoolVar(&o.kfake, "kfake", false, "also run the identical load against an in-process kfake cluster (1 broker on 127.0.0.1) and print both results side by side with ratios")
 	fs.BoolVar(&o.onlyKfake, "only-kfake", false, "run against the in-process kfake only (no sidecar needed)")
 	fs.StringVar(&cfg.Topic, "topic", "", "topic to produce to and consume from; empty: a fresh load-<time>-<rand> topic per run; an existing topic is consumed from its end offsets")
@@ -79,6 +86,16 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return cfg, o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	var err error
+	if o.sidecarPIDs, err = parsePIDs(*sidecarPIDs); err != nil {
+		return cfg, o, fmt.Errorf("-sidecar-pids: %w", err)
+	}
+	if o.kafkaPIDs, err = parsePIDs(*kafkaPIDs); err != nil {
+		return cfg, o, fmt.Errorf("-kafka-pids: %w", err)
+	}
+	if o.kafkaBrokers != "" && (o.kfake || o.onlyKfake) {
+		return cfg, o, errors.New("-kafka-brokers and -kfake: one reference at a time, so that the report has one ratio column")
 	}
 	cfg.Partitions = int32(*partitions)
 	if int(cfg.Partitions) != *partitions {
@@ -116,7 +133,12 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	}
 	var targets []Target
 	if !o.onlyKfake {
-		targets = append(targets, Target{Name: "sidecar", Brokers: splitBrokers(o.brokers), MetricsURL: o.metricsURL, NoMetrics: "-metrics-url is empty"})
+		targets = append(targets, Target{Name: "sidecar", Brokers: splitBrokers(o.brokers), MetricsURL: o.metricsURL,
+			NoMetrics: "-metrics-url is empty", PIDs: o.sidecarPIDs, NoCPU: "-sidecar-pids is empty"})
+	}
+	if o.kafkaBrokers != "" {
+		targets = append(targets, Target{Name: "kafka", Brokers: splitBrokers(o.kafkaBrokers),
+			NoMetrics: "Apache Kafka has no object store", PIDs: o.kafkaPIDs, NoCPU: "-kafka-pids is empty"})
 	}
 	var results []Result
 	for _, t := range targets {

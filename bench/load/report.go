@@ -95,6 +95,9 @@ func reportRows() []reportRow {
 		reportRow{"objects per GiB uploaded", optional(func(r Result) *float64 { return r.Store.ObjectsPerGiB }), oneDec, false},
 		reportRow{"mean object size", optional(func(r Result) *float64 { return r.Store.AvgObjectMiB }), mib, false},
 		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false},
+		reportRow{"server CPU s", optional(func(r Result) *float64 { return r.CPU.Seconds }), oneDec, false},
+		reportRow{"CPU s per GiB produced", optional(func(r Result) *float64 { return r.CPU.PerGiB }), twoDec, false},
+		reportRow{"produced MB/s per core", optional(func(r Result) *float64 { return r.CPU.MBPerCore }), oneDec, false},
 	)
 	return rows
 }
@@ -148,6 +151,9 @@ func writeReport(w io.Writer, cfg Config, results []Result) {
 		}
 		if r.Store.NA != "" {
 			fmt.Fprintf(&b, "n/a (%s): %s\n", r.Target, r.Store.NA)
+		}
+		if r.CPU.NA != "" {
+			fmt.Fprintf(&b, "n/a (%s CPU): %s\n", r.Target, r.CPU.NA)
 		}
 	}
 	_, _ = io.WriteString(w, b.String())

@@ -29,6 +29,11 @@ type Target struct {
 	MetricsURL string
 	// NoMetrics is printed for the store figures when MetricsURL is empty.
 	NoMetrics string
+	// PIDs are the target's server processes on this machine (the
+	// sidecar; the Kafka brokers), whose CPU time in the window is
+	// measured; none: no CPU figures, and NoCPU says why.
+	PIDs  []int
+	NoCPU string
 }
 
 // Result is one target's outcome. Rates are over the measured window;
@@ -68,6 +73,8 @@ type Result struct {
 
 	// Store is what the target's object store did in the window.
 	Store Store `json:"store"`
+	// CPU is what the target's server processes spent in the window.
+	CPU CPU `json:"cpu"`
 }
 
 // Throughput is a count of records and value bytes over the window.
@@ -203,6 +210,7 @@ type load struct {
 
 	interrupted bool
 	store       Store
+	cpu         CPU
 }
 
 func newLoad(cfg Config, t Target, topic string, start map[int32]kgo.Offset) (*load, error) {
@@ -278,11 +286,21 @@ func (l *load) drive(ctx context.Context) {
 		if l.target.MetricsURL != "" {
 			before, beforeErr = scrape(ctx, l.target.MetricsURL)
 		}
+		cpu0, cpuErr := l.cpuNow()
 		st.windowStart.Store(st.now())
 		if !sleepCtx(ctx, l.cfg.Duration) {
 			l.interrupted = true
 		}
 		st.windowEnd.Store(st.now())
+		cpu1, err := l.cpuNow()
+		switch {
+		case cpuErr != nil:
+			l.cpu = CPU{NA: cpuErr.Error()}
+		case err != nil:
+			l.cpu = CPU{NA: err.Error()}
+		default:
+			l.cpu = cpuFigures(cpu1-cpu0, st.winAckedBytes.Load())
+		}
 	} else {
 		l.interrupted = true
 	}
@@ -309,6 +327,19 @@ func (l *load) drive(ctx context.Context) {
 	wg.Wait()
 
 	l.store = l.storeFigures(ctx, before, beforeErr)
+}
+
+// cpuNow is the CPU time the target's server processes used so far; an
+// error when there are none to measure.
+func (l *load) cpuNow() (time.Duration, error) {
+	if len(l.target.PIDs) == 0 {
+		reason := l.target.NoCPU
+		if reason == "" {
+			reason = "no process ids given"
+		}
+		return 0, errors.New(reason)
+	}
+	return processesCPU(l.target.PIDs)
 }
 
 // waitConsumed returns when the consumers have read every acknowledged
@@ -364,6 +395,10 @@ func (l *load) fill(res *Result) {
 	res.Unacked = max(0, st.sent.Load()-st.acked.Load()-st.failed.Load())
 	res.Foreign = st.foreign.Load()
 	res.Store = l.store
+	res.CPU = l.cpu
+	if res.CPU == (CPU{}) {
+		res.CPU.NA = "the window never opened"
+	}
 }
 
 // sleepCtx sleeps for d and reports whether it did so without ctx ending.

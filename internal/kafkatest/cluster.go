@@ -586,6 +586,16 @@ func (c *Cluster) running(id int32) (*node, *proc, error) {
 	}
 }
 
+// PID returns node id's process id while it runs (e.g. to measure its
+// CPU time), or 0.
+func (c *Cluster) PID(id int32) int {
+	_, p, err := c.running(id)
+	if err != nil || p == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL to node id and waits until the process is gone. It
 // fails when the node is not running.
 func (c *Cluster) Kill(id int32) error {
