@@ -44,7 +44,9 @@ import (
 //     acknowledged is lost or duplicated.
 func TestKafkaLog(t *testing.T) {
 	skipIfShort(t)
-	c := kafkatest.Start(t, kafkatest.Options{Brokers: 3})
+	// Three JVMs starting on a machine running the rest of the suite may
+	// take well over the harness's default 2 minutes.
+	c := kafkatest.Start(t, kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute})
 	st := StartS3(t)
 	kafka := func(topic string) []string {
 		return []string{
