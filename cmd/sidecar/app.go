@@ -150,6 +150,12 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	if err := telemetry.ObserveCoordinator(metrics, a.coord.Stats()); err != nil {
 		return nil, err
 	}
+	if err := telemetry.ObserveHealth(metrics, coordinatorHealth(a.coord)); err != nil {
+		return nil, err
+	}
+	if err := telemetry.ObserveLimits(metrics, cfg.AppendMaxPendingBytes); err != nil {
+		return nil, err
+	}
 
 	if a.cache, err = cache.New(cacheConfig(cfg), store); err != nil {
 		return nil, err

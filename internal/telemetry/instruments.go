@@ -286,3 +286,38 @@ func (s *Shards) CommitFile(ctx context.Context, shard int32, req *diskless.Comm
 	}
 	return rs, err
 }
+
+// ObserveLimits exports configured limits as gauges, so that alerts and
+// dashboards can compare a usage with its bound without knowing the
+// configuration: diskless.produce.pending.limit (bytes,
+// diskless.append.max.pending.bytes) beside diskless.produce.pending.
+func ObserveLimits(mp metric.MeterProvider, maxPendingBytes int64) error {
+	var v atomic.Int64
+	v.Store(maxPendingBytes)
+	return observe(Meter(mp), nil, []counter{
+		{"diskless.produce.pending.limit", "By", "diskless.append.max.pending.bytes: the bound of diskless.produce.pending", &v},
+	})
+}
+
+// ObserveHealth exports diskless.coordinator.failed, a gauge: 1 while
+// health reports an error (a coordinator shard has failed and answers
+// KAFKA_STORAGE_ERROR until the process restarts; /healthz names the
+// shard), else 0. health is called on every collection and must be cheap
+// (coordinator.Coordinator.Err is).
+func ObserveHealth(mp metric.MeterProvider, health func() error) error {
+	m := Meter(mp)
+	g, err := m.Int64ObservableGauge("diskless.coordinator.failed", metric.WithUnit("{shard}"),
+		metric.WithDescription("1 while a coordinator shard has failed (/healthz answers 503 naming it), else 0"))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var v int64
+		if health() != nil {
+			v = 1
+		}
+		o.ObserveInt64(g, v)
+		return nil
+	}, g)
+	return err
+}

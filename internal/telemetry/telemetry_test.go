@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -105,5 +106,41 @@ func TestExport(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
+	}
+}
+
+// TestHealthAndLimits: diskless_coordinator_failed follows the health
+// check on every scrape; the pending limit is the configured value.
+func TestHealthAndLimits(t *testing.T) {
+	p, err := NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	var failed error
+	if err := ObserveHealth(p, func() error { return failed }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ObserveLimits(p, 1234); err != nil {
+		t.Fatal(err)
+	}
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "diskless_coordinator_failed 0"},
+		{errors.New("coordinator: shard failed: shard 1: disk"), "diskless_coordinator_failed 1"},
+		{nil, "diskless_coordinator_failed 0"},
+	} {
+		failed = tc.err
+		body := scrape()
+		if !strings.Contains(body, tc.want+"\n") || !strings.Contains(body, "diskless_produce_pending_limit_bytes 1234\n") {
+			t.Fatalf("health %v: want %q and the pending limit in:\n%s", tc.err, tc.want, body)
+		}
 	}
 }
