@@ -345,6 +345,29 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("config key %s: invalid value %q: %v", e.Key, e.Value, e.Err)
 }
 
+// EnvPrefix starts the environment variables that set config keys: the
+// key upper-cased, each "." written "_" (DISKLESS_SIDECAR_NODE_ID=3 sets
+// node.id=3). Keys hold only lower-case letters, digits and dots, so the
+// mapping is one to one. Meant for containers (deploy/kubernetes).
+const EnvPrefix = "DISKLESS_SIDECAR_"
+
+// EnvSets returns the "key=value" overrides of the DISKLESS_SIDECAR_*
+// variables in environ (os.Environ's form), sorted by key. A variable that
+// names no key comes out as that unknown key, which LoadConfig refuses.
+func EnvSets(environ []string) []string {
+	var sets []string
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		name, found := strings.CutPrefix(k, EnvPrefix)
+		if !ok || !found || name == "" {
+			continue
+		}
+		sets = append(sets, strings.ToLower(strings.ReplaceAll(name, "_", "."))+"="+v)
+	}
+	sort.Strings(sets)
+	return sets
+}
+
 // LoadConfig builds a Config from the defaults, then the properties file at
 // path (if not ""), then each "key=value" in sets, in order. Unknown keys
 // and bad values are errors naming the key (*ConfigError).

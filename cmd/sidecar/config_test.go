@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,43 @@ func TestDeployExampleLoads(t *testing.T) {
 	}
 	if cfg.Listener.Port == 9092 {
 		t.Error("the example takes port 9092, the broker's next to it")
+	}
+}
+
+// TestEnvSets: DISKLESS_SIDECAR_* variables become keys, override the file
+// and are overridden by --set (as run applies them); others are ignored;
+// an unknown one is refused naming its key.
+func TestEnvSets(t *testing.T) {
+	env := []string{
+		"PATH=/bin",
+		"SIDECAR_REQUIRE_INTEGRATION=1",
+		"DISKLESS_SIDECAR_NODE_ID=7",
+		"DISKLESS_SIDECAR_DISKLESS_APPEND_COMMIT_INTERVAL_MS=120",
+		"DISKLESS_SIDECAR_ADVERTISED_LISTENERS=PLAINTEXT://kafka-2.kafka:9192",
+		"DISKLESS_SIDECAR_=x",
+	}
+	sets := EnvSets(env)
+	want := []string{
+		"advertised.listeners=PLAINTEXT://kafka-2.kafka:9192",
+		"diskless.append.commit.interval.ms=120",
+		"node.id=7",
+	}
+	if !slices.Equal(sets, want) {
+		t.Fatalf("EnvSets = %q, want %q", sets, want)
+	}
+	path := filepath.Join(t.TempDir(), "sidecar.properties")
+	if err := os.WriteFile(path, []byte("node.id=3\nnum.partitions=5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path, append(sets, "diskless.append.commit.interval.ms=90"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 7 || c.NumPartitions != 5 || c.AppendCommitInterval != 90*time.Millisecond || c.Advertised.Host != "kafka-2.kafka" {
+		t.Fatalf("got node.id %d, num.partitions %d, commit interval %v, advertised %v", c.NodeID, c.NumPartitions, c.AppendCommitInterval, c.Advertised)
+	}
+	_, err = LoadConfig("", EnvSets([]string{"DISKLESS_SIDECAR_NODE_IDD=1"}))
+	if ce := (*ConfigError)(nil); !errors.As(err, &ce) || ce.Key != "node.idd" {
+		t.Fatalf("unknown variable: %v, want a ConfigError for node.idd", err)
 	}
 }

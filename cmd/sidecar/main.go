@@ -41,7 +41,9 @@ func run(args []string, stderr *os.File) int {
 	var sets stringList
 	fs.Var(&sets, "set", "override one config key, key=value (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sidecar [--config FILE] [--set key=value]...\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: sidecar [--config FILE] [--set key=value]...\n\n"+
+			"Keys come from FILE, then from %s<KEY> environment variables (the key\n"+
+			"upper-cased, dots as underscores: %sNODE_ID=3), then from --set.\n\nflags:\n", EnvPrefix, EnvPrefix)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nconfig keys:\n")
 		printConfigDocs(stderr)
@@ -57,7 +59,7 @@ func run(args []string, stderr *os.File) int {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := LoadConfig(*configPath, sets)
+	cfg, err := LoadConfig(*configPath, append(EnvSets(os.Environ()), sets...))
 	if err != nil {
 		fmt.Fprintf(stderr, "sidecar: %v\n", err)
 		return 2
