@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
@@ -46,6 +47,9 @@ type Coordinator struct {
 	cfg    Config
 	logger *slog.Logger
 	shards []*shard
+	// retryLog rate-limits the background loops' "failed; retrying"
+	// warnings (a sidecar down keeps a disablement failing every pass).
+	retryLog *ratelog.Limiter
 
 	// catalog is the published topic catalog (shard 0's records 104).
 	catalog atomic.Pointer[catalog]
@@ -96,7 +100,7 @@ func Open(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Coordinator{cfg: cfg, logger: cfg.Logger}
+	c := &Coordinator{cfg: cfg, logger: cfg.Logger, retryLog: ratelog.New(cfg.Logger, ratelog.Config{})}
 	c.watch.ch = make(chan struct{})
 	c.lifecycleKick = make(chan struct{}, 1)
 	c.lifecycleKick <- struct{}{} // re-drive at open: disablements in DISABLING, purges
@@ -211,6 +215,7 @@ func (c *Coordinator) Close() error {
 	c.closed = true
 	c.closeMu.Unlock()
 	c.stopBackground()
+	c.retryLog.Close()
 	for _, s := range c.shards {
 		close(s.stop)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
@@ -143,13 +144,15 @@ func (c *Coordinator) lifecycleLoop(ctx context.Context) {
 		case <-t.C:
 		case <-c.lifecycleKick:
 		}
-		// A fenced shard's refusal is not worth a line a tick: the
-		// fencing was logged once, and the shard never serves again.
+		// Both fail every pass while a sidecar is down or a shard failed:
+		// the first line at once, then a count a minute (DESIGN §Logging).
+		// A fenced shard's refusal is not worth even that: the fencing was
+		// logged once, and the shard never serves again.
 		if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
-			c.logger.Warn("coordinator: disablement not finished; retrying", "err", err)
+			c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: disablement not finished; retrying", slog.Any("err", err))
 		}
 		if err := c.runPurge(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
-			c.logger.Warn("coordinator: purge of deleted topics failed; retrying", "err", err)
+			c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: purge of deleted topics failed; retrying", slog.Any("err", err))
 		}
 	}
 }

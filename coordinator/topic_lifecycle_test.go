@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -422,5 +423,29 @@ func TestDisablePolicyUnknown(t *testing.T) {
 	}
 	if _, err := e.c.CreateTopic(context.Background(), "n", 1, map[string]string{"diskless.enable": "false"}); !errors.As(err, &cfgErr) || cfgErr.Name != "diskless.enable" {
 		t.Fatalf("create with diskless.enable=false: %v", err)
+	}
+}
+
+// TestDisablementRetryWarningRateLimited: with a sidecar down, the
+// lifecycle loop sends again every pass; its "not finished; retrying"
+// warning is written once, and the repeats are counted for the
+// once-a-minute summary (internal/ratelog), not logged per pass.
+func TestDisablementRetryWarningRateLimited(t *testing.T) {
+	sc := &fakeSidecars{nodes: []int32{1}, down: map[int32]bool{1: true}}
+	e := newEnv(t, 1, func(c *Config) { c.Sidecars = sc; c.LifecycleInterval = 5 * time.Millisecond })
+	top := e.createTopic("t", 1, nil)
+	if _, err := e.c.AlterTopicConfigs(context.Background(), top.ID, setConfigs("diskless.enable", "false")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(sc.sends()) < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends after 30 s", len(sc.sends()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	const msg = "coordinator: disablement not finished; retrying"
+	if n := strings.Count(e.logs.String(), msg); n != 1 {
+		t.Fatalf("%d warnings %q over %d passes, want 1:\n%s", n, msg, len(sc.sends()), e.logs.String())
 	}
 }
