@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -179,6 +180,69 @@ func TestCheckTopicName(t *testing.T) {
 	} {
 		if got := topicconfig.ValidateName(name) == nil; got != ok {
 			t.Errorf("ValidateName(%q) valid=%v, want %v", name, got, ok)
+		}
+	}
+}
+
+// TestCreateTopicsConfigsAsDescribeConfigs: CreateTopics v7 answers the
+// created topic's configs as DescribeConfigs then describes them — the
+// same names, values, sources and read-only flags, sorted — as Kafka 4.4
+// does (observed: 37 configs in both, the ones set DYNAMIC_TOPIC_CONFIG,
+// the others DEFAULT_CONFIG), here with the four diskless ones.
+func TestCreateTopicsConfigsAsDescribeConfigs(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialRaw(t, ts.Addr())
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cfgs", 2, 1
+	for _, kv := range [][2]string{{"retention.ms", "1000"}, {"segment.bytes", "1048576"}} {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = kv[0], kmsg.StringPtr(kv[1])
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	created := c.roundTrip(req).(*kmsg.CreateTopicsResponse)
+	if len(created.Topics) != 1 || created.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %+v", created.Topics)
+	}
+	type entry struct {
+		name, value string
+		source      int8
+		readOnly    bool
+	}
+	var fromCreate, fromDescribe []entry
+	for _, e := range created.Topics[0].Configs {
+		fromCreate = append(fromCreate, entry{e.Name, *e.Value, e.Source, e.ReadOnly})
+	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dreq.Version = 4
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "cfgs"
+	dreq.Resources = append(dreq.Resources, res)
+	described := c.roundTrip(dreq).(*kmsg.DescribeConfigsResponse)
+	if len(described.Resources) != 1 || described.Resources[0].ErrorCode != 0 {
+		t.Fatalf("DescribeConfigs: %+v", described.Resources)
+	}
+	for _, e := range described.Resources[0].Configs {
+		fromDescribe = append(fromDescribe, entry{e.Name, *e.Value, int8(e.Source), e.ReadOnly})
+	}
+	if want := len(kafkaTopicConfigs) + 2; len(fromCreate) != want {
+		t.Fatalf("CreateTopics answered %d configs, want %d (Kafka's 37, diskless.enable, .disable.policy, .state, .state.epoch)", len(fromCreate), want)
+	}
+	if !slices.Equal(fromCreate, fromDescribe) {
+		t.Fatalf("CreateTopics configs differ from DescribeConfigs':\n%v\n%v", fromCreate, fromDescribe)
+	}
+	for _, e := range fromCreate {
+		set := e.name == "retention.ms" || e.name == "segment.bytes"
+		if want := int8(kmsg.ConfigSourceDefaultConfig); set {
+			want = int8(kmsg.ConfigSourceDynamicTopicConfig)
+			if e.source != want {
+				t.Errorf("%s: source %d, want %d", e.name, e.source, want)
+			}
+		} else if e.source != want {
+			t.Errorf("%s: source %d, want %d", e.name, e.source, want)
 		}
 	}
 }

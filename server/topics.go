@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
@@ -40,60 +39,16 @@ func hasCode(err error, want *kerr.Error) bool {
 	return errors.As(err, &kErr) && kErr.Code == want.Code
 }
 
-// configEntry is one topic config as CreateTopics and DescribeConfigs
-// report it.
-type configEntry struct {
-	name, value string
-	// set is true for a config set explicitly on the topic (source
-	// DYNAMIC_TOPIC_CONFIG); otherwise it is the default in effect.
-	set bool
-}
-
-func (e configEntry) source() kmsg.ConfigSource {
-	if e.set {
-		return kmsg.ConfigSourceDynamicTopicConfig
-	}
-	return kmsg.ConfigSourceDefaultConfig
-}
-
-// topicConfigs lists a topic's configs: every config the sidecar acts on
-// (SPEC §11) with its effective value, plus every other config set on the
-// topic; sorted by name.
-func topicConfigs(cfg topicconfig.Config) []configEntry {
-	defaults := map[string]string{
-		topicconfig.MaxMessageBytes:      strconv.FormatInt(int64(cfg.MaxMessageBytes), 10),
-		topicconfig.TimestampType:        topicconfig.TimestampTypeCreate,
-		topicconfig.TimestampBeforeMaxMs: strconv.FormatInt(cfg.TimestampBeforeMaxMs, 10),
-		topicconfig.TimestampAfterMaxMs:  strconv.FormatInt(cfg.TimestampAfterMaxMs, 10),
-		topicconfig.RetentionMs:          strconv.FormatInt(cfg.RetentionMs, 10),
-		topicconfig.RetentionBytes:       strconv.FormatInt(cfg.RetentionBytes, 10),
-		topicconfig.CleanupPolicy:        "delete",
-		topicconfig.CompressionType:      "producer",
-	}
-	if cfg.LogAppendTime {
-		defaults[topicconfig.TimestampType] = topicconfig.TimestampTypeLogAppend
-	}
-	out := make([]configEntry, 0, len(defaults)+len(cfg.Raw))
-	for n, v := range defaults {
-		if _, set := cfg.Raw[n]; !set {
-			out = append(out, configEntry{name: n, value: v})
-		}
-	}
-	for n, v := range cfg.Raw {
-		out = append(out, configEntry{name: n, value: v, set: true})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
-
 // topicConfigEntries lists a topic's configs as CreateTopics v5+ returns
-// them (topicConfigs).
+// them: the set, values, sources and read-only flags DescribeConfigs
+// answers for the topic (describeTopic), as Kafka 4.4 answers both
+// (SPEC §6), sorted by name.
 func topicConfigEntries(cfg topicconfig.Config) []kmsg.CreateTopicsResponseTopicConfig {
-	entries := topicConfigs(cfg)
+	entries := describeTopic(diskless.Topic{Config: cfg})
 	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(entries))
 	for _, e := range entries {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
-		c.Name, c.Value, c.Source = e.name, kmsg.StringPtr(e.value), int8(e.source())
+		c.Name, c.Value, c.Source, c.ReadOnly = e.name, kmsg.StringPtr(e.value), int8(e.source), e.readOnly
 		out = append(out, c)
 	}
 	return out
