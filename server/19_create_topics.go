@@ -150,13 +150,16 @@ func (s *Server) createPartitions(t *kmsg.CreateTopicsRequestTopic) (int32, int1
 			return 0, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partitions of a replica assignment must be 0…%d, each once; got %d", n-1, a.Partition)
 		}
 		seen[a.Partition] = true
-		if len(a.Replicas) == 0 || len(a.Replicas) != width {
-			return 0, kerr.InvalidReplicaAssignment.Code, "every partition of a replica assignment needs the same, non-zero number of replicas"
+		if len(a.Replicas) == 0 {
+			return 0, kerr.InvalidReplicaAssignment.Code, "The manual partition assignment includes an empty replica list." // Kafka 4.4's
+		}
+		if len(a.Replicas) != width {
+			return 0, kerr.InvalidReplicaAssignment.Code, "every partition of a replica assignment needs the same number of replicas"
 		}
 		replicas := make(map[int32]bool, len(a.Replicas))
 		for _, r := range a.Replicas {
 			if replicas[r] {
-				return 0, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d lists replica %d twice", a.Partition, r)
+				return 0, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("The manual partition assignment includes the broker %d more than once.", r) // Kafka 4.4's
 			}
 			replicas[r] = true
 		}

@@ -146,3 +146,61 @@ func TestIncrementalAlterConfigsRefusals(t *testing.T) {
 		t.Errorf("retention.ms %d after the change", tp.Config.RetentionMs)
 	}
 }
+
+// TestCreatePartitionsAssignments pins CreatePartitions v3's answers to
+// replica assignments: Kafka 4.4's INVALID_REPLICA_ASSIGNMENT messages
+// (observed) for a count of assignments other than the partitions added,
+// an empty replica list and a broker named twice; assignments of differing
+// widths refused too; broker ids and widths otherwise taken (SPEC §6).
+func TestCreatePartitionsAssignments(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := context.Background()
+	if _, err := ts.cat.CreateTopic(ctx, "grow", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, ts.Addr())
+	for _, tc := range []struct {
+		name    string
+		count   int32
+		as      [][]int32
+		code    int16
+		message string
+	}{
+		{"fewer assignments", 4, [][]int32{{0}}, kerr.InvalidReplicaAssignment.Code,
+			"Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."},
+		{"more assignments", 3, [][]int32{{0}, {0}}, kerr.InvalidReplicaAssignment.Code,
+			"Attempted to add 1 additional partition(s), but only 2 assignment(s) were specified."},
+		{"empty replica list", 4, [][]int32{{0}, {}}, kerr.InvalidReplicaAssignment.Code,
+			"The manual partition assignment includes an empty replica list."},
+		{"a broker twice", 3, [][]int32{{1, 1}}, kerr.InvalidReplicaAssignment.Code,
+			"The manual partition assignment includes the broker 1 more than once."},
+		{"widths differ", 4, [][]int32{{0, 1}, {0}}, kerr.InvalidReplicaAssignment.Code,
+			"The manual partition assignment includes a partition with 1 replica(s), but the first new partition has 2."},
+		{"any brokers, any width", 4, [][]int32{{7, 8, 9}, {1, 2, 3}}, 0, ""},
+	} {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.Version = 3
+		req.TimeoutMillis = 30000
+		req.ValidateOnly = true
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "grow", tc.count
+		for _, r := range tc.as {
+			a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			a.Replicas = r
+			rt.Assignment = append(rt.Assignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp := c.roundTrip(req).(*kmsg.CreatePartitionsResponse)
+		if len(resp.Topics) != 1 {
+			t.Fatalf("%s: %d answers", tc.name, len(resp.Topics))
+		}
+		got := resp.Topics[0]
+		msg := ""
+		if got.ErrorMessage != nil {
+			msg = *got.ErrorMessage
+		}
+		if got.ErrorCode != tc.code || msg != tc.message {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, got.ErrorCode, msg, tc.code, tc.message)
+		}
+	}
+}
