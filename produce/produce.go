@@ -1,6 +1,6 @@
 // Package produce handles Kafka Produce requests for diskless topics
-// (DESIGN §Produce): it validates each partition's record batch without
-// copying or decoding it, appends the valid batches of every connection to
+// (DESIGN §Produce): it validates each partition's record batch as a
+// broker does, every record read but nothing copied, appends the valid batches of every connection to
 // one shared active file, seals that file by size or age, and drives each
 // sealed file through packing (wal), upload and commit. A request is
 // answered only when its file is durable in the object store and committed
@@ -241,8 +241,9 @@ func (a *accepted) fail(errc *kerr.Error) {
 // UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, UNKNOWN_TOPIC_OR_PARTITION
 // for a partition the topic does not have, INVALID_REQUEST for a partition
 // named more than once (markDuplicates), then batch.ValidateProduce's
-// error against the topic's limits; batches are not copied or
-// decompressed.
+// error against the topic's limits (which reads every record, and may
+// rewrite a batch's max timestamp in the request's bytes); batches are not
+// copied.
 func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) accepted {
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	n := 0

@@ -217,5 +217,11 @@ func (h Header) SetLogAppendTime(ts int64) {
 	binary.BigEndian.PutUint64(h[offMaxTimestamp:], uint64(ts))
 }
 
+// setMaxTimestamp patches maxTimestamp (inside the CRC: call
+// [Header.UpdateCRC] after).
+func (h Header) setMaxTimestamp(ts int64) {
+	binary.BigEndian.PutUint64(h[offMaxTimestamp:], uint64(ts))
+}
+
 // UpdateCRC recomputes and stores the CRC after a patch inside its range.
 func (h Header) UpdateCRC() { binary.BigEndian.PutUint32(h[offCRC:], h.ComputeCRC()) }

@@ -14,8 +14,10 @@ type Limits struct {
 	MaxBytes int
 	// AllowZstd is true for Produce v7+; older requests may not carry zstd.
 	AllowZstd bool
-	// CheckTimestamps enables the CreateTime window check below. It is off
-	// for LogAppendTime topics, whose timestamps the coordinator replaces.
+	// CheckTimestamps enables the CreateTime window check below, on the
+	// header and on every record, and the rewrite of a header whose
+	// maxTimestamp is not its records'. It is off for LogAppendTime topics,
+	// whose timestamps the coordinator replaces.
 	CheckTimestamps bool
 	// MinTimestamp and MaxTimestamp bound, in ms since the epoch, the
 	// baseTimestamp and maxTimestamp a CreateTime batch may carry (now −
@@ -39,20 +41,29 @@ func WindowMs(nowMs, beforeMs, afterMs int64) (lo, hi int64) {
 }
 
 // ValidateProduce checks the records of one Produce partition (Produce v3+)
-// as a broker does, without decompressing or copying: exactly one v2 batch,
-// a valid header, a matching CRC, and the topic limits in l (SPEC §2). It
-// returns the batch view on success, or the Kafka error to send for that
-// partition:
+// as a Kafka broker does (SPEC §2): exactly one v2 batch, a valid header, a
+// matching CRC, the topic limits in l, then every record — decompressed as
+// a stream when the batch is compressed, never held whole: recordsCount
+// well-formed records (lengths and varints), offset deltas 0, 1, 2 …, and on a CreateTime topic (l.CheckTimestamps) each
+// record's timestamp in the window. It returns the batch view on success,
+// or the Kafka error to send for that partition:
 //
 //   - MESSAGE_TOO_LARGE: larger than l.MaxBytes;
 //   - CORRUPT_MESSAGE: truncated, bad length or CRC mismatch;
 //   - INVALID_RECORD: not exactly one batch, magic ≠ 2, baseOffset ≠ 0,
-//     recordsCount ≠ lastOffsetDelta+1 or ≤ 0, a control batch, or a
-//     producer id without a sequence;
+//     recordsCount ≠ lastOffsetDelta+1 or ≤ 0, a control batch, a producer
+//     id without a sequence, records that are not recordsCount
+//     well-formed records, or offset deltas other than 0, 1, 2 …;
 //   - INVALID_REQUEST: a transactional batch (SPEC §2 decision);
 //   - UNSUPPORTED_COMPRESSION_TYPE: zstd before Produce v7, or an unknown codec;
 //   - INVALID_TIMESTAMP: the LogAppendTime bit set by the client, or a
-//     timestamp outside the window.
+//     header or record timestamp outside the window;
+//   - UNKNOWN_SERVER_ERROR: records the codec cannot decompress (Kafka
+//     4.4's answer).
+//
+// On a CreateTime topic, when the header's maxTimestamp is not the largest
+// record timestamp, ValidateProduce rewrites it and the CRC in records, as a
+// broker does, so that the stored header is true.
 func ValidateProduce(records []byte, l Limits) (Header, *kerr.Error) {
 	if l.MaxBytes > 0 && len(records) > l.MaxBytes {
 		return nil, kerr.MessageTooLarge
@@ -74,7 +85,20 @@ func ValidateProduce(records []byte, l Limits) (Header, *kerr.Error) {
 	if h.ComputeCRC() != h.CRC() {
 		return nil, kerr.CorruptMessage
 	}
-	return h, h.checkContent(l)
+	if errc := h.checkContent(l); errc != nil {
+		return nil, errc
+	}
+	maxTS, errc := h.checkRecords(&l)
+	if errc != nil {
+		return nil, errc
+	}
+	if l.CheckTimestamps && maxTS != h.MaxTimestamp() {
+		// As a broker stores it: the header's maxTimestamp is the records'
+		// (SPEC §2), which timestamp lookups rely on (SPEC §5).
+		h.setMaxTimestamp(maxTS)
+		h.UpdateCRC()
+	}
+	return h, nil
 }
 
 // checkContent applies the header rules after framing and CRC are known good.
@@ -108,12 +132,9 @@ func (h Header) checkContent(l Limits) *kerr.Error {
 	if attrs&AttrLogAppendTime != 0 {
 		return kerr.InvalidTimestamp
 	}
-	if l.CheckTimestamps {
-		for _, ts := range [2]int64{h.BaseTimestamp(), h.MaxTimestamp()} {
-			if ts != NoTimestamp && (ts < l.MinTimestamp || ts > l.MaxTimestamp) {
-				return kerr.InvalidTimestamp
-			}
-		}
-	}
+	// The timestamp window applies to the records (checkRecords), not to
+	// the header's baseTimestamp and maxTimestamp, as in a broker: a
+	// header whose maxTimestamp is out of the window while every record is
+	// in it is accepted and rewritten.
 	return nil
 }

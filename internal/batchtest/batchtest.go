@@ -73,17 +73,7 @@ func Make(o Options, recs ...Record) []byte {
 	}
 	attrs := int16(o.Codec) | o.ExtraAttributes
 	if o.Codec != batch.CodecNone {
-		c, ok := codecs[o.Codec]
-		if !ok {
-			panic(fmt.Sprintf("batchtest: unknown codec %d", o.Codec))
-		}
-		comp, err := kgo.DefaultCompressor(c)
-		if err != nil {
-			panic(err)
-		}
-		var buf bytes.Buffer
-		out, _ := comp.Compress(&buf, raw)
-		raw = append([]byte(nil), out...)
+		raw = Compress(o.Codec, raw)
 	}
 	b := kmsg.RecordBatch{
 		FirstOffset:          0,
@@ -113,4 +103,77 @@ func Values(prefix string, n int) []Record {
 		rs[i] = Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
 	}
 	return rs
+}
+
+// EncodeRecord returns one record's bytes exactly as r describes it, its
+// length prefix computed (SPEC §1: length, attributes, timestampDelta,
+// offsetDelta, key, value, headers), for tests that put a wrong field in
+// an otherwise well-formed batch (an offset delta out of sequence, a
+// hidden timestamp).
+func EncodeRecord(tsDelta int64, offsetDelta int32, key, value []byte, headers ...kmsg.Header) []byte {
+	rec := kmsg.Record{
+		TimestampDelta64: tsDelta,
+		OffsetDelta:      offsetDelta,
+		Key:              key,
+		Value:            value,
+		Headers:          headers,
+	}
+	body := rec.AppendTo(nil)
+	rec.Length = int32(len(body) - 1)
+	return rec.AppendTo(nil)
+}
+
+// Raw is a batch whose header fields are given, not derived from its
+// records: for tests of headers that lie about their records.
+type Raw struct {
+	Options
+	// Records are the uncompressed record bytes (EncodeRecord), compressed
+	// with Options.Codec by Assemble.
+	Records []byte
+	// RecordsCount and LastOffsetDelta go into the header as they are.
+	RecordsCount, LastOffsetDelta int32
+	// MaxTimestamp goes into the header as it is, ms.
+	MaxTimestamp int64
+}
+
+// Assemble returns r as a record batch (base offset 0) with a correct
+// CRC-32C, whatever its header claims.
+func Assemble(r Raw) []byte {
+	raw := r.Records
+	if r.Codec != batch.CodecNone {
+		raw = Compress(r.Codec, raw)
+	}
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           int16(r.Codec) | r.ExtraAttributes,
+		LastOffsetDelta:      r.LastOffsetDelta,
+		FirstTimestamp:       r.BaseTimestamp,
+		MaxTimestamp:         r.MaxTimestamp,
+		ProducerID:           r.ProducerID,
+		ProducerEpoch:        r.ProducerEpoch,
+		FirstSequence:        r.BaseSequence,
+		NumRecords:           r.RecordsCount,
+		Records:              raw,
+	}
+	b.Length = int32(batch.HeaderSize - 12 + len(raw))
+	out := b.AppendTo(nil)
+	batch.Header(out).UpdateCRC()
+	return out
+}
+
+// Compress returns raw compressed with codec (one of batch.Codec*, not
+// CodecNone) by franz-go's compressor, as a producer compresses.
+func Compress(codec int8, raw []byte) []byte {
+	c, ok := codecs[codec]
+	if !ok {
+		panic(fmt.Sprintf("batchtest: unknown codec %d", codec))
+	}
+	comp, err := kgo.DefaultCompressor(c)
+	if err != nil {
+		panic(err)
+	}
+	var buf bytes.Buffer
+	out, _ := comp.Compress(&buf, raw)
+	return append([]byte(nil), out...)
 }
