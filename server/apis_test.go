@@ -219,3 +219,46 @@ type declaringFetcher struct {
 }
 
 func (d *declaringFetcher) APIVersions() []kmsg.ApiVersionsResponseApiKey { return d.apis }
+
+// TestApiVersionsClientSoftware checks KIP-511's client software name and
+// version from ApiVersions v3: outside the pattern, INVALID_REQUEST with no
+// API keys, and the connection still serves the next request; below v3
+// the fields are not sent and nothing is checked. e2e pins the same cases
+// against Kafka 4.4.
+func TestApiVersionsClientSoftware(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialRaw(t, ts.Addr())
+	for _, tc := range []struct {
+		name, version string
+		ok            bool
+	}{
+		{"kgo", "1.18.0", true},
+		{"a", "1", true},
+		{"a-b.c", "v1.0-rc.1", true},
+		{"bad name!", "1.0", false},
+		{"", "1.0", false},
+		{"ok", "", false},
+		{"-lead", "1", false},
+		{"trail.", "1", false},
+		{"a..b", "1", true},
+		{"under_score", "1", false},
+		{"ok", "1.0 beta", false},
+		{"ünicode", "1", false},
+	} {
+		req := apiVersionsReq()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = tc.name, tc.version
+		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		if ok := resp.ErrorCode == 0; ok != tc.ok || (resp.ErrorCode != 0 && resp.ErrorCode != kerr.InvalidRequest.Code) {
+			t.Errorf("%q %q: %v, want ok=%v", tc.name, tc.version, kerr.ErrorForCode(resp.ErrorCode), tc.ok)
+		}
+		if tc.ok == (len(resp.ApiKeys) == 0) {
+			t.Errorf("%q %q: %d api keys", tc.name, tc.version, len(resp.ApiKeys))
+		}
+	}
+	old := apiVersionsReq()
+	old.Version = 2
+	old.ClientSoftwareName = "bad name!"
+	if resp := c.roundTrip(old).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Errorf("v2: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
