@@ -336,7 +336,9 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 
 // abortStaleUploads aborts the S3 multipart uploads under the WAL prefix
 // older than the orphan grace period — left by a process that died
-// mid-upload — best effort (the local-directory store has none).
+// mid-upload — best effort, retried in the background when the store
+// throttles (s3.Store.SweepStaleUploads; the local-directory store has
+// none).
 func abortStaleUploads(store objstore.Store, cfg Config, log *slog.Logger) {
 	s, ok := store.(*s3.Store)
 	if !ok {
@@ -344,9 +346,11 @@ func abortStaleUploads(store objstore.Store, cfg Config, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
 	defer cancel()
-	n, err := s.AbortStaleUploads(ctx, cfg.ObjectKeyPrefix+"/", cfg.OrphanScanGracePeriod)
+	// A failed sweep (the store throttling) is retried in the background
+	// until s.Close.
+	n, err := s.SweepStaleUploads(ctx, cfg.ObjectKeyPrefix+"/", cfg.OrphanScanGracePeriod)
 	if err != nil {
-		log.Warn("could not abort stale multipart uploads", slog.Any("err", err))
+		log.Warn("could not abort stale multipart uploads; retrying in the background", slog.Any("err", err))
 	} else if n > 0 {
 		log.Info("aborted stale multipart uploads", slog.Int("uploads", n))
 	}

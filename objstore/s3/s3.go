@@ -77,6 +77,7 @@ type Store struct {
 	pageSize int32 // keys per List page; 0: the store's (1000 on S3); tests
 	stats    Stats
 	metrics  metrics
+	sweep    staleSweep // SweepStaleUploads' retries
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -89,7 +90,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("objstore: s3: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Store{cfg: cfg, log: cfg.Logger, now: time.Now}
+	s := &Store{cfg: cfg, log: cfg.Logger, now: time.Now,
+		sweep: staleSweep{attempts: staleSweepAttempts, initial: staleSweepBackoff, maxBackoff: staleSweepBackoffMax}}
 	var err error
 	if s.metrics, err = newMetrics(cfg.MeterProvider, &s.stats); err != nil {
 		return nil, fmt.Errorf("objstore: s3: metrics: %w", err)
@@ -159,9 +161,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the store's idle connections. Calls in flight are not
+// Close stops the background retries of SweepStaleUploads, waiting for
+// them, and releases the store's idle connections. Calls in flight are not
 // affected; the store must not be used afterwards.
 func (s *Store) Close() {
+	s.stopSweep()
 	s.http.CloseIdleConnections()
 }
 

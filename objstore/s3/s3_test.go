@@ -499,3 +499,89 @@ func TestS3ConfigValidate(t *testing.T) {
 		t.Errorf("a trailing / in the prefix: %v", err)
 	}
 }
+
+// TestS3StaleUploadSweepRetries: when the store throttles the start-up
+// sweep of stale multipart uploads, SweepStaleUploads returns the error and
+// retries in the background until the uploads are aborted; with the fault
+// never lifting it stops after its attempts; Close stops it at once.
+func TestS3StaleUploadSweepRetries(t *testing.T) {
+	e := newS3Env(t)
+	cl := e.gw.Client(t)
+	open := func(keys ...string) {
+		for _, k := range keys {
+			if _, err := cl.CreateMultipartUpload(t.Context(), &awss3.CreateMultipartUploadInput{Bucket: aws.String(e.bucket), Key: aws.String(k)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	openUnder := func(prefix string) int {
+		n := 0
+		for _, u := range e.gw.OpenUploads(t, e.bucket, "") {
+			if strings.HasPrefix(aws.ToString(u.Key), prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	open("a/wal/1", "a/wal/2", "b/wal/1", "c/wal/1")
+	time.Sleep(1100 * time.Millisecond) // S3 times have 1 s resolution
+
+	t.Run("throttled, then lifted", func(t *testing.T) {
+		s := e.store(t, s3.Config{Prefix: "a", MaxAttempts: 1})
+		s.SetStaleSweepRetries(10, 5*time.Millisecond, 20*time.Millisecond)
+		e.proxy.ResetCounts()
+		rule := e.proxy.Add(&s3fault.Rule{Kind: s3fault.ListMultipartUploads, Times: 3, Fault: s3fault.SlowDown()})
+		defer e.proxy.Clear()
+		if n, err := s.SweepStaleUploads(t.Context(), "wal/", time.Second); err == nil || n != 0 {
+			t.Fatalf("first attempt = %d, %v; want the throttling error", n, err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for openUnder("a/wal/") > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d stale uploads still open after 20 s (%d faults fired)", openUnder("a/wal/"), rule.Fired())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if rule.Fired() != 3 {
+			t.Fatalf("%d throttled lists, want 3", rule.Fired())
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		s := e.store(t, s3.Config{Prefix: "b", MaxAttempts: 1})
+		s.SetStaleSweepRetries(4, time.Millisecond, 2*time.Millisecond)
+		e.proxy.ResetCounts()
+		e.proxy.Add(&s3fault.Rule{Kind: s3fault.ListMultipartUploads, Fault: s3fault.SlowDown()})
+		defer e.proxy.Clear()
+		if _, err := s.SweepStaleUploads(t.Context(), "wal/", time.Second); err == nil {
+			t.Fatal("first attempt succeeded through a throttling store")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for e.proxy.Count(s3fault.ListMultipartUploads) < 4 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // time for a fifth attempt, which must not come
+		if n := e.proxy.Count(s3fault.ListMultipartUploads); n != 4 {
+			t.Fatalf("%d list attempts, want 4", n)
+		}
+		s.Close() // the goroutine has ended; Close returns
+		if openUnder("b/wal/") != 1 {
+			t.Fatal("the upload went away through a throttling store")
+		}
+	})
+	t.Run("stopped by Close", func(t *testing.T) {
+		s := e.store(t, s3.Config{Prefix: "c", MaxAttempts: 1})
+		s.SetStaleSweepRetries(10, time.Hour, time.Hour)
+		e.proxy.Add(&s3fault.Rule{Kind: s3fault.ListMultipartUploads, Fault: s3fault.SlowDown()})
+		defer e.proxy.Clear()
+		if _, err := s.SweepStaleUploads(t.Context(), "wal/", time.Second); err == nil {
+			t.Fatal("first attempt succeeded through a throttling store")
+		}
+		done := make(chan struct{})
+		go func() { s.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not stop the background sweep")
+		}
+	})
+}
