@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 )
 
 // tool runs a Kafka 4.4 CLI tool against the sidecar and returns its
@@ -320,26 +321,31 @@ func TestDisablementWithClients(t *testing.T) {
 }
 
 // TestDisablementSurvivesSIGKILL: a sidecar SIGKILLed while a topic is
-// DISABLING (its produce path holds an accepted batch in a file that seals
-// only after 15 s, which the confirmation waits for) finishes the
-// disablement by itself after the restart.
+// DISABLING finishes the disablement by itself after the restart.
+// DISABLING is held open by a real mechanism, not a time window: the
+// produce path holds an accepted batch whose object's upload the S3 proxy
+// stalls (every PutObject), and the confirmation waits for it.
 func TestDisablementSurvivesSIGKILL(t *testing.T) {
 	kafkatest.Require(t)
+	s3 := StartS3(t)
 	dir := t.TempDir()
-	sc := StartSidecar(t, dir, "diskless.append.commit.interval.ms=15000")
+	sc := StartSidecarS3(t, s3, dir)
 	ctx := testCtx(t, 3*time.Minute)
 	const topic = "killed"
 	createTopic(t, ctx, sc, topic, 1, nil)
+	s3.Proxy.Add(&s3fault.Rule{Kind: s3fault.PutObject, Fault: s3fault.Stall()})
+	puts := s3.Proxy.Count(s3fault.PutObject)
 	prod := sc.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
-	prod.Produce(ctx, &kgo.Record{Value: []byte("pending")}, nil) // sits in the active file for 15 s
-	time.Sleep(200 * time.Millisecond)
+	prod.Produce(ctx, &kgo.Record{Value: []byte("pending")}, nil) // its upload stalls
+	waitUntil(t, 60*time.Second, "the pending batch's upload", func() bool { return s3.Proxy.Count(s3fault.PutObject) > puts })
 	tool(t, ctx, sc, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic,
 		"--add-config", "diskless.enable=false,diskless.disable.policy=delete")
 	if st, _ := httpTopic(t, sc, topic); st.State != "DISABLING" {
 		t.Fatalf("before the kill: %+v, want DISABLING", st)
 	}
 	sc.Kill()
-	sc2 := StartSidecar(t, dir)
+	s3.Proxy.Clear()
+	sc2 := StartSidecarS3(t, s3, dir)
 	if !strings.Contains(sc2.Logs(), "resuming the disablement") {
 		t.Fatalf("the restarted sidecar did not resume the disablement:\n%s", sc2.Logs())
 	}
