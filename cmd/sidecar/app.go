@@ -408,15 +408,30 @@ func kafkaLogConfig(cfg Config) kafkalog.Config {
 
 func s3Config(cfg Config) s3.Config {
 	return s3.Config{
-		Bucket:         cfg.S3Bucket,
-		Prefix:         cfg.S3Prefix,
-		Region:         cfg.S3Region,
-		Endpoint:       cfg.S3Endpoint,
-		PathStyle:      cfg.S3PathStyle,
-		PartSize:       cfg.UploadPartBytes,
-		Concurrency:    cfg.UploadConcurrency,
-		RequestTimeout: cfg.S3RequestTimeout,
+		Bucket:            cfg.S3Bucket,
+		Prefix:            cfg.S3Prefix,
+		Region:            cfg.S3Region,
+		Endpoint:          cfg.S3Endpoint,
+		PathStyle:         cfg.S3PathStyle,
+		PartSize:          cfg.UploadPartBytes,
+		SinglePutMaxBytes: singlePutMaxBytes(cfg),
+		Concurrency:       cfg.UploadConcurrency,
+		RequestTimeout:    cfg.S3RequestTimeout,
 	}
+}
+
+// singlePutMaxBytes is the largest object sent as one PutObject. A file
+// sealed by size holds the buffer plus the request that took it there
+// (produce.Handler), so with parts at least as large as the buffer (the
+// defaults: 8 MiB each) a file of up to the buffer plus one part is one
+// PUT instead of a multipart upload of two parts; with parts smaller than
+// the buffer the operator asked for files in parts, and objects above a
+// part are multipart uploads as before.
+func singlePutMaxBytes(cfg Config) int64 {
+	if cfg.UploadPartBytes < int64(cfg.AppendBufferMaxBytes) {
+		return cfg.UploadPartBytes
+	}
+	return min(int64(cfg.AppendBufferMaxBytes)+cfg.UploadPartBytes, s3.MaxPartSize)
 }
 
 // The components' configs, from the sidecar's keys. validateComponents

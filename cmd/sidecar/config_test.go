@@ -209,3 +209,22 @@ func TestEnvSets(t *testing.T) {
 		t.Fatalf("unknown variable: %v, want a ConfigError for node.idd", err)
 	}
 }
+
+// TestSinglePutMaxBytes: with parts at least the buffer (the defaults), a
+// file of the buffer plus one request of up to a part is one S3 PUT; with
+// parts smaller than the buffer, objects above a part are multipart.
+func TestSinglePutMaxBytes(t *testing.T) {
+	for _, c := range []struct {
+		buffer     int
+		part, want int64
+	}{
+		{8 << 20, 8 << 20, 16 << 20},
+		{6 << 20, 5 << 20, 5 << 20},
+		{1 << 20, 64 << 20, 65 << 20},
+		{1 << 30, 5 << 30, 5 << 30},
+	} {
+		if got := singlePutMaxBytes(Config{AppendBufferMaxBytes: c.buffer, UploadPartBytes: c.part}); got != c.want {
+			t.Errorf("buffer %d, part %d: %d, want %d", c.buffer, c.part, got, c.want)
+		}
+	}
+}

@@ -79,6 +79,14 @@ type Config struct {
 	// PartSize parts. Key diskless.upload.part.bytes; default
 	// DefaultPartSize.
 	PartSize int64
+	// SinglePutMaxBytes, bytes, in [PartSize, MaxPartSize]: objects up to
+	// it go up as one PutObject even when larger than PartSize — one
+	// request instead of at least four (create, two parts, complete). The
+	// sidecar sets it to diskless.append.buffer.max.bytes plus PartSize
+	// when PartSize is at least the buffer, so that a file sealed with
+	// the request that reached the buffer is one PUT. No key; default
+	// PartSize.
+	SinglePutMaxBytes int64
 	// Concurrency is how many parts of one object are uploaded at once,
 	// ≥ 1. Key diskless.upload.concurrency; default DefaultConcurrency.
 	Concurrency int
@@ -114,6 +122,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.PartSize == 0 {
 		c.PartSize = DefaultPartSize
+	}
+	if c.SinglePutMaxBytes == 0 {
+		c.SinglePutMaxBytes = c.PartSize
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -160,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.PartSize < MinPartSize || c.PartSize > MaxPartSize {
 		errs = append(errs, fmt.Errorf("diskless.upload.part.bytes %d: must be in [%d, %d] (S3's part sizes)", c.PartSize, MinPartSize, MaxPartSize))
+	}
+	if c.SinglePutMaxBytes < c.PartSize || c.SinglePutMaxBytes > MaxPartSize {
+		errs = append(errs, fmt.Errorf("s3: SinglePutMaxBytes %d: must be in [PartSize (%d), %d] (S3's largest PutObject)", c.SinglePutMaxBytes, c.PartSize, MaxPartSize))
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("diskless.upload.concurrency %d: must be at least 1", c.Concurrency))

@@ -39,8 +39,8 @@ import (
 
 // Store is the Amazon S3 (or S3-compatible) backend, on aws-sdk-go-v2.
 //
-// Put sends objects up to Config.PartSize as one PutObject and larger
-// ones as a multipart upload (feature/s3/manager, Config.Concurrency
+// Put sends objects up to Config.SinglePutMaxBytes (default PartSize) as
+// one PutObject and larger ones as a multipart upload (feature/s3/manager, Config.Concurrency
 // parts at once), every request with a CRC-32C checksum that the store
 // verifies; see Put for how the stored object is checked and how failed
 // multipart uploads are aborted. ReadRange is a ranged GetObject, List is
@@ -265,7 +265,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) (err error) {
 		ChecksumCRC32C: aws.String(sum),
 	}
 	//lint:ignore SA1019 as for Store.uploader: the owner's choice of uploader.
-	out, err := s.uploader.Upload(ctx, in, func(u *manager.Uploader) { u.S3 = mp })
+	out, err := s.uploader.Upload(ctx, in, func(u *manager.Uploader) {
+		u.S3 = mp
+		if size > u.PartSize && size <= s.cfg.SinglePutMaxBytes {
+			u.PartSize = size // one part: the uploader sends one PutObject
+		}
+	})
 	defer s.sweepUploads(ctx, key, full, mp)
 	if err != nil {
 		return wrapErr("put", key, err)

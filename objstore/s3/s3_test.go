@@ -141,21 +141,32 @@ func TestS3PutCounts(t *testing.T) {
 	e := newS3Env(t)
 	const part = s3.MinPartSize
 	s := e.store(t, s3.Config{PartSize: part, Concurrency: 3})
+	// single puts objects up to 2 parts and a bit as one PutObject, as the
+	// sidecar does for a file of the buffer plus one request.
+	single := e.store(t, s3.Config{PartSize: part, SinglePutMaxBytes: 2*part + 1000, Concurrency: 3})
 	tests := []struct {
+		single                         bool
 		size                           int
 		puts, creates, parts, complete int64
 	}{
-		{0, 1, 0, 0, 0},
-		{1000, 1, 0, 0, 0},
-		{part - 1, 1, 0, 0, 0},
-		{part, 1, 0, 0, 0},
-		{part + 1, 0, 1, 2, 1},
-		{4*part + 123, 0, 1, 5, 1},
+		{false, 0, 1, 0, 0, 0},
+		{false, 1000, 1, 0, 0, 0},
+		{false, part - 1, 1, 0, 0, 0},
+		{false, part, 1, 0, 0, 0},
+		{false, part + 1, 0, 1, 2, 1},
+		{false, 4*part + 123, 0, 1, 5, 1},
+		{true, part + 1, 1, 0, 0, 0},
+		{true, 2*part + 1000, 1, 0, 0, 0},
+		{true, 2*part + 1001, 0, 1, 3, 1},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.size), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/single=%v", tt.size, tt.single), func(t *testing.T) {
+			s := s
+			if tt.single {
+				s = single
+			}
 			e.proxy.ResetCounts()
-			key := fmt.Sprintf("counts/%d", tt.size)
+			key := fmt.Sprintf("counts/%d-%v", tt.size, tt.single)
 			data := randomBytes(tt.size)
 			if err := s.Put(t.Context(), key, data); err != nil {
 				t.Fatal(err)
