@@ -48,7 +48,10 @@ func (h *Handler) commitLoop() {
 // (retriable) for every batch when the upload failed (SPEC §2).
 func (h *Handler) commit(f *file) {
 	if f.uploadErr != nil {
-		h.cfg.Logger.Error("upload failed; failing the file's batches with KAFKA_STORAGE_ERROR",
+		// Producers keep sending while the store is down: one line, then
+		// a count a minute (DESIGN §Logging).
+		h.logs.Log(context.Background(), slog.LevelError, "object store",
+			"upload failed; failing the file's batches with KAFKA_STORAGE_ERROR",
 			slog.Uint64("file", f.seq), slog.Int("bytes", f.size), slog.Int("batches", len(f.batches)),
 			slog.Any("err", f.uploadErr))
 		f.results = failed(len(f.batches), kerr.KafkaStorageError)
@@ -119,6 +122,7 @@ func (h *Handler) Close(ctx context.Context) error {
 
 	h.wg.Wait()
 	h.pipeCancel()
+	h.logs.Close()
 	// Non-nil whenever ctx ended before the drain did, so a cancelled
 	// file is never reported as a clean close.
 	return ctx.Err()

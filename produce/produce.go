@@ -32,6 +32,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 )
 
 // Catalog resolves the topics a Produce request names.
@@ -91,6 +92,8 @@ type Handler struct {
 	}
 
 	metrics *metrics
+	// logs rate-limits the lines producers can cause again and again.
+	logs *ratelog.Limiter
 	// pending is the record-batch bytes in files not yet answered (the
 	// diskless.produce.pending gauge).
 	pending atomic.Int64
@@ -117,6 +120,7 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 		committer: cm,
 		cache:     cache,
 		memory:    semaphore.NewWeighted(cfg.MaxPendingBytes),
+		logs:      ratelog.New(cfg.Logger, ratelog.Config{}),
 		// The queues hold pointers only; their depth is bounded in bytes
 		// by memory, so a generous length never grows the heap much.
 		toUpload: make(chan *file, queueDepth),

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -725,3 +727,31 @@ func BenchmarkProduce(b *testing.B) {
 		})
 	}
 }
+
+// TestUploadFailureLogIsRateLimited: producers that keep sending while
+// the store is down make one error line, not one per file (DESIGN
+// §Logging); every request still gets KAFKA_STORAGE_ERROR.
+func TestUploadFailureLogIsRateLimited(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	r := newRig(t, Config{CommitInterval: time.Millisecond, Logger: log})
+	r.up.fail = errors.New("store down")
+	for range 20 {
+		resp := r.h.Produce(context.Background(), request(9, -1, "ct", part{0, good(1)}))()
+		wantAll(t, resp, 1, kerr.KafkaStorageError.Code, "KAFKA_STORAGE_ERROR")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "upload failed"); n != 1 {
+		t.Fatalf("%d upload-failed lines for 20 failed files, want 1 (then a summary a minute):\n%s", n, logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
