@@ -1,6 +1,7 @@
 // Package batch is a zero-copy view over a Kafka record batch (magic v2) and
-// the checks and patches the sidecar applies to one without decoding its
-// records.
+// the checks and patches the sidecar applies to one: the header rules, and
+// for produce a read of every record (records.go), decompressed as a
+// stream (inflate.go), that holds neither keys nor values.
 //
 // Layout (SPEC §1, Kafka protocol "Record Batch"), big-endian, 61-byte header:
 //
