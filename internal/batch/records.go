@@ -150,6 +150,10 @@ func varintAt(b []byte, p, maxLen int) (int64, int) {
 		x := int64(b[p])
 		return x>>1 ^ -(x & 1), p + 1
 	}
+	if p+1 < len(b) && b[p+1] < 0x80 { // two bytes: lengths of 64 to 8191
+		x := int64(b[p]&0x7f) | int64(b[p+1])<<7
+		return x>>1 ^ -(x & 1), p + 2
+	}
 	v, n := varintLong(b[min(p, len(b)):], maxLen)
 	if n == 0 {
 		return 0, 0
