@@ -69,7 +69,7 @@ type file struct {
 // BufferMaxBytes: a file sealed by size holds between BufferMaxBytes and
 // BufferMaxBytes plus one request, never well below the buffer, so that
 // objects (and their PUTs) are as few as the buffer allows (bench/RESULTS.md
-// entry 6: 143–163 objects per GiB when files were sealed before a request
+// entry 8: 143–163 objects per GiB when files were sealed before a request
 // that would cross the buffer, 128 or fewer now). The current file is
 // sealed first only if the request would take it past MaxBatchesPerFile,
 // or past wal.MaxObjectBytes. It returns the file and the index of the
