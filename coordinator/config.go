@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
@@ -41,6 +42,9 @@ const (
 	MinOrphanScanGracePeriod = 10 * time.Minute
 	// DefaultLifecycleInterval is Config.LifecycleInterval's default.
 	DefaultLifecycleInterval = time.Second
+	// DefaultOffsetsRetentionCheckInterval is Kafka's
+	// offsets.retention.check.interval.ms default: 10 minutes.
+	DefaultOffsetsRetentionCheckInterval = group.DefaultOffsetsRetentionCheck
 	// DefaultObjectKeyPrefix is upload's default diskless.object.key.prefix.
 	DefaultObjectKeyPrefix = "wal"
 )
@@ -136,6 +140,16 @@ type Config struct {
 	// ObjectKeyPrefix is diskless.object.key.prefix: the orphan scan lists
 	// "<ObjectKeyPrefix>/". "" selects DefaultObjectKeyPrefix.
 	ObjectKeyPrefix string
+
+	// Groups configures each shard's consumer-group coordinator
+	// (group.*, offsets.retention.minutes, offset.metadata.max.bytes);
+	// group.Config.Validate names the keys.
+	Groups group.Config
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms:
+	// how often each shard removes the committed offsets that
+	// offsets.retention.minutes expired (records 108 and 109). 0 selects
+	// DefaultOffsetsRetentionCheckInterval; negative disables it.
+	OffsetsRetentionCheckInterval time.Duration
 }
 
 // Validate reports every invalid field of c (zero optional fields count as
@@ -168,6 +182,9 @@ func (c Config) Validate() error {
 	if c.ObjectKeyPrefix != "" && objstore.ValidateKey(c.ObjectKeyPrefix+"/x") != nil {
 		errs = append(errs, fmt.Errorf("diskless.object.key.prefix %q: must be slash-separated segments without leading or trailing slash, empty, . or .. segments", c.ObjectKeyPrefix))
 	}
+	if err := c.Groups.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -199,6 +216,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ObjectKeyPrefix == "" {
 		c.ObjectKeyPrefix = DefaultObjectKeyPrefix
+	}
+	if c.OffsetsRetentionCheckInterval == 0 {
+		c.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
 	}
 	if c.LifecycleInterval == 0 {
 		c.LifecycleInterval = DefaultLifecycleInterval

@@ -142,6 +142,9 @@ func Open(cfg Config) (*Coordinator, error) {
 			return fail(err)
 		}
 		s.mu.st = st
+		if err := s.openGroups(); err != nil {
+			return fail(err)
+		}
 	}
 	c.publishCatalog(c.shards[0].mu.st)
 	if err := c.checkAssignment(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
@@ -45,6 +46,14 @@ type shard struct {
 
 	// Driver-only fields.
 	recent recentCommits
+	// groups is the consumer-group coordinator of the groups this shard
+	// owns; its offsets table is mu.st.groups.
+	groups *group.Coordinator
+	// groupTimer fires at the group coordinator's next deadline or the
+	// next offset expiry check (groups.go).
+	groupTimer *time.Timer
+	// nextExpiry is when the next offset expiry check runs.
+	nextExpiry time.Time
 	// logNext is the index the next appended record gets.
 	logNext int64
 	// snapshotAt is the index of the last snapshot started (0: none).
@@ -69,7 +78,12 @@ type request struct {
 	// trim partition indexes in place, 106 close files that DescribeFiles
 	// reports on.
 	deferred bool
-	done     chan response
+	// group, when set, is a consumer-group request (groups.go): it runs
+	// on the driver against the shard's group coordinator, its records
+	// are written with the group commit and applied once durable, and
+	// its reply is called before done is answered.
+	group groupOp
+	done  chan response
 }
 
 type response struct {
@@ -113,10 +127,13 @@ func (s *shard) run() {
 	defer s.waitSnapshot()
 	group := make([]*request, 0, maxGroupRequests)
 	for {
+		s.armGroupTimer()
 		select {
 		case <-s.stop:
 			s.drain()
 			return
+		case <-s.groupTimer.C:
+			s.groupTick()
 		case r := <-s.reqs:
 			var alone *request
 			if r.deferred {
@@ -166,13 +183,16 @@ type pending struct {
 	err     error
 	// cache marks a new commit answer to remember once durable.
 	cache bool
+	// groupRecs are the records of a group request, reply its answer.
+	groupRecs []group.Record
+	reply     func(error)
 }
 
 // process decides a group, appends its records with one Append (one
 // fsync), publishes the new state and answers. A failed append answers
 // every request with the error and rebuilds the state from the log.
-func (s *shard) process(group []*request) {
-	ps := make([]pending, len(group))
+func (s *shard) process(batch []*request) {
+	ps := make([]pending, len(batch))
 	var (
 		recs    []records.Record
 		touched []*partition
@@ -194,7 +214,7 @@ func (s *shard) process(group []*request) {
 	st := s.mu.st
 	releases, forgets := st.releases, st.forgets
 	inGroup := make(map[string]int) // object key → index in ps, this group
-	for i, r := range group {
+	for i, r := range batch {
 		p := &ps[i]
 		p.r = r
 		if s.mu.failed != nil {
@@ -212,6 +232,10 @@ func (s *shard) process(group []*request) {
 			s.decideCommit(st, p, inGroup, i, ps, known, &recs, &touched)
 			continue
 		}
+		if r.group != nil {
+			p.groupRecs, p.reply = r.group(s.groups, s.c.cfg.Now())
+			continue
+		}
 		built, err := r.build(st)
 		if err != nil {
 			p.err = err
@@ -225,8 +249,13 @@ func (s *shard) process(group []*request) {
 	}
 	s.mu.Unlock()
 
-	if failure == nil && len(recs) > 0 {
-		bodies := records.Encode(recs)
+	bodies := records.Encode(recs)
+	for i := range ps {
+		for _, rec := range ps[i].groupRecs {
+			bodies = append(bodies, group.AppendRecord(nil, rec))
+		}
+	}
+	if failure == nil && len(bodies) > 0 {
 		if failure = s.log.Append(context.Background(), bodies); errors.Is(failure, metalog.ErrFenced) {
 			failure = s.fence(failure)
 		} else if failure != nil {
@@ -250,6 +279,11 @@ func (s *shard) process(group []*request) {
 	}
 
 	s.mu.Lock()
+	for i := range ps {
+		for _, rec := range ps[i].groupRecs {
+			s.groups.ApplyRecord(rec)
+		}
+	}
 	for _, p := range touched {
 		p.visible = true
 		p.visHWM = p.hwm
@@ -436,6 +470,9 @@ func (s *shard) fence(cause error) error {
 
 func (s *shard) answer(ps []pending) {
 	for i := range ps {
+		if ps[i].reply != nil {
+			ps[i].reply(ps[i].err)
+		}
 		ps[i].r.done <- response{results: ps[i].results, err: ps[i].err}
 	}
 }
@@ -456,6 +493,14 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 		from = idx
 	}
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
+		if isGroupRecord(body) {
+			rec, err := group.DecodeRecord(body)
+			if err != nil {
+				return err
+			}
+			st.groups.Apply(rec)
+			return nil
+		}
 		rec, err := records.Decode(body)
 		if err != nil {
 			return err
@@ -492,6 +537,7 @@ func (s *shard) rebuild() {
 	}
 	s.mu.st = st
 	s.mu.Unlock()
+	s.groups.ReplaceOffsets(st.groups)
 	if s.id == 0 {
 		s.c.publishCatalog(st)
 	}

@@ -66,6 +66,9 @@ type frozenState struct {
 	// deleted are the deleted topics not yet purged (the tagged field
 	// snapshotTagDeletedTopics).
 	deleted []diskless.TopicID
+	// groups is the encoded offsets table (the tagged field
+	// snapshotTagGroupOffsets); nil when the table is empty.
+	groups []byte
 }
 
 type frozenPartition struct {
@@ -97,6 +100,12 @@ func (s *state) freeze() *frozenState {
 		topics:         slices.Collect(maps.Values(s.topics)),
 		partitions:     make([]frozenPartition, 0, len(s.partitions)),
 		deleted:        slices.Collect(maps.Keys(s.deletedTopics)),
+	}
+	if !s.groups.Empty() {
+		// Encoded here, on the driver: the table is small next to the
+		// batch indexes (BenchmarkSnapshotGroupOffsets) and has no
+		// frozen view.
+		fz.groups = s.groups.AppendSnapshot(nil)
 	}
 	for _, p := range s.partitions {
 		fp := frozenPartition{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/group"
 )
 
 // The topic lifecycle's part of the snapshot payload travels in its
@@ -23,9 +24,13 @@ import (
 //	                     Policy int8, tagged fields), by TopicId: the
 //	                     catalog's topics whose state is not ENABLED at
 //	                     epoch 0 (record 111)
+//	tag 2 GroupOffsets   the consumer groups' offsets table (records
+//	                     107 … 110), group.(*Offsets).AppendSnapshot's
+//	                     section
 const (
 	snapshotTagDeletedTopics = 0
 	snapshotTagDisablements  = 1
+	snapshotTagGroupOffsets  = 2
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -59,6 +64,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	if n > 0 {
 		tags = append(tags, tag{snapshotTagDisablements, append(kbin.AppendCompactArrayLen(nil, n), dis...)})
 	}
+	if fz.groups != nil {
+		tags = append(tags, tag{snapshotTagGroupOffsets, fz.groups})
+	}
 	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
 	for _, t := range tags {
 		dst = kbin.AppendUvarint(dst, t.n)
@@ -91,6 +99,10 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 			err = s.readDeletedTopics(br)
 		case snapshotTagDisablements:
 			err = s.readDisablements(br)
+		case snapshotTagGroupOffsets:
+			var rest []byte
+			s.groups, rest, err = group.DecodeSnapshot(body)
+			br.Src = rest
 		default:
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -93,6 +94,11 @@ type state struct {
 	// nextSweep is the log-append time, ms, at or after which the next
 	// commit drops expired producer state.
 	nextSweep int64
+
+	// groups is the committed-offsets table of the consumer groups this
+	// shard owns (records 107 … 110, applied by group.Offsets; the
+	// shard's group.Coordinator decides against it).
+	groups *group.Offsets
 
 	// scratch is commitFile's working memory. Not state.
 	scratch commitScratch
@@ -287,6 +293,7 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		topics:        make(map[diskless.TopicID]*topicEntry),
 		topicNames:    make(map[string]diskless.TopicID),
 		deletedTopics: make(map[diskless.TopicID]struct{}),
+		groups:        group.NewOffsets(),
 	}
 }
 

@@ -21,6 +21,8 @@ type catalog struct {
 	byID   map[diskless.TopicID]*diskless.Topic
 	byName map[string]*diskless.Topic
 	sorted []*diskless.Topic // by name
+	// version counts the catalogs published (group.Topics.Version).
+	version uint64
 }
 
 // publishCatalog publishes the catalog held by st (shard 0's state). Only
@@ -30,6 +32,9 @@ func (c *Coordinator) publishCatalog(st *state) {
 		byID:   make(map[diskless.TopicID]*diskless.Topic, len(st.topics)),
 		byName: make(map[string]*diskless.Topic, len(st.topics)),
 		sorted: make([]*diskless.Topic, 0, len(st.topics)),
+	}
+	if old := c.catalog.Load(); old != nil {
+		cat.version = old.version + 1
 	}
 	for _, te := range st.topics {
 		t := &diskless.Topic{ID: te.id, Name: te.name, Partitions: te.partitions, Config: te.config, Disablement: te.disable}

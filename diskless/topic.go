@@ -68,3 +68,23 @@ func ShardFor(id TopicID, partition int32, numShards int32) int32 {
 	}
 	return int32((uint64(h) + uint64(partition)) % uint64(numShards))
 }
+
+// GroupShardFor returns the coordinator shard, in [0, numShards), that
+// hosts the consumer group with id group (DESIGN §Consumer groups): the
+// 32-bit FNV-1a hash of the id modulo numShards, as every sidecar computes
+// it. numShards < 1 gives 0.
+func GroupShardFor(group string, numShards int32) int32 {
+	if numShards < 1 {
+		return 0
+	}
+	const (
+		offset32 = 2166136261
+		prime32  = 16777619
+	)
+	h := uint32(offset32)
+	for i := 0; i < len(group); i++ {
+		h ^= uint32(group[i])
+		h *= prime32
+	}
+	return int32(uint64(h) % uint64(numShards))
+}

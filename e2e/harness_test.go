@@ -37,6 +37,11 @@ import (
 var sidecarBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(memberEnv) != "" {
+		// This process is a consumer-group member a test started
+		// (groups_member_test.go).
+		os.Exit(runMember())
+	}
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())

@@ -103,6 +103,16 @@ func randomID() string {
 // changes only through ApplyRecord).
 func (c *Coordinator) Offsets() *Offsets { return c.offsets }
 
+// ReplaceOffsets makes offsets the table the Coordinator uses: the
+// shard's table rebuilt from its log after a failed append (which may or
+// may not have made the last records durable). Membership is kept.
+func (c *Coordinator) ReplaceOffsets(offsets *Offsets) {
+	if offsets == nil {
+		offsets = NewOffsets()
+	}
+	c.offsets = offsets
+}
+
 // ApplyRecord applies a durable record (107 … 110) to the offsets table.
 // The caller applies each record the Coordinator returned once it is
 // durable, in log order, before answering the request that made it.

@@ -59,6 +59,10 @@ func NewOffsets() *Offsets {
 	}
 }
 
+// Empty reports whether the table holds nothing, committed or pending
+// (a shard then writes no snapshot section for it).
+func (o *Offsets) Empty() bool { return len(o.groups) == 0 && len(o.pending) == 0 }
+
 // Len returns the number of committed offsets held (pending ones excluded).
 func (o *Offsets) Len() int { return o.n }
 

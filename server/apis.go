@@ -23,6 +23,11 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	deleteRecordsVersions, initProducerIDVersions, describeConfigsVersions,
 	deleteTopicsVersions, alterConfigsVersions, describeLogDirsVersions, createPartitionsVersions,
 	incrementalAlterConfigsVersions, describeClusterVersions,
+	// Consumer groups (groups.go).
+	offsetCommitVersions, offsetFetchVersions, findCoordinatorVersions, joinGroupVersions,
+	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
+	listGroupsVersions, deleteGroupsVersions, offsetDeleteVersions,
+	consumerGroupHeartbeatVersions, consumerGroupDescribeVersions,
 }
 
 // The API keys each delegate answers, one per method of its interface.
@@ -116,6 +121,20 @@ var routes = map[int16]route{
 	37: async((*Server).handleCreatePartitions),
 	44: async((*Server).handleIncrementalAlterConfigs),
 	60: async((*Server).handleDescribeCluster),
+	// Consumer groups (groups.go).
+	8:  async((*Server).handleOffsetCommit),
+	9:  async((*Server).handleOffsetFetch),
+	10: async((*Server).handleFindCoordinator),
+	11: async((*Server).handleJoinGroup),
+	12: async((*Server).handleHeartbeat),
+	13: async((*Server).handleLeaveGroup),
+	14: async((*Server).handleSyncGroup),
+	15: async((*Server).handleDescribeGroups),
+	16: async((*Server).handleListGroups),
+	42: async((*Server).handleDeleteGroups),
+	47: async((*Server).handleOffsetDelete),
+	68: async((*Server).handleConsumerGroupHeartbeat),
+	69: async((*Server).handleConsumerGroupDescribe),
 }
 
 // async routes requests of type Req to handle, on a goroutine of their own.

@@ -87,6 +87,10 @@ type Config struct {
 	// Logger receives the server's logs; connection-scoped records carry
 	// "remote" and "client_id" attributes. Default slog.Default().
 	Logger *slog.Logger
+	// Groups is the consumer-group coordinator the group APIs (FindCoordinator,
+	// JoinGroup, OffsetCommit, …) are answered by; nil answers them
+	// COORDINATOR_NOT_AVAILABLE.
+	Groups Groups
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

@@ -290,6 +290,14 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResponse = true
 	}
+	if h.key == joinGroupVersions.ApiKey || h.key == consumerGroupHeartbeatVersions.ApiKey {
+		// Members record their client's id and host.
+		cid := ""
+		if id != nil {
+			cid = *id
+		}
+		ctx = withClient(ctx, cid, c.remote)
+	}
 	if rt.inline != nil {
 		p.wait = rt.inline(c.s, ctx, req)
 		return p, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
@@ -131,6 +132,17 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		OrphanScanInterval:     cfg.OrphanScanInterval,
 		OrphanScanGracePeriod:  cfg.OrphanScanGracePeriod,
 		Logger:                 log.With(slog.String("component", "coordinator")),
+		Groups: group.Config{
+			MinSessionTimeout:         cfg.GroupMinSessionTimeout,
+			MaxSessionTimeout:         cfg.GroupMaxSessionTimeout,
+			InitialRebalanceDelay:     cfg.GroupInitialRebalanceDelay,
+			MaxSize:                   cfg.GroupMaxSize,
+			OffsetsRetention:          time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute,
+			ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
+			ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+			ConsumerMaxSize:           cfg.GroupConsumerMaxSize,
+		},
+		OffsetsRetentionCheckInterval: cfg.OffsetsRetentionCheckInterval,
 	})
 	if errors.Is(err, coordinator.ErrShardCountChanged) {
 		return nil, &ConfigError{Key: "diskless.metadata.topic.num.partitions", Value: fmt.Sprint(cfg.MetadataShards), Err: err}
@@ -217,6 +229,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		IdleTimeout:           cfg.ConnectionsMaxIdle,
 		LogDir:                logDir(cfg),
 		Logger:                log.With(slog.String("component", "server")),
+		Groups:                a.coord,
 	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
@@ -81,6 +82,16 @@ type Config struct {
 	FileDeletionDelay      time.Duration
 	OrphanScanInterval     time.Duration
 	OrphanScanGracePeriod  time.Duration
+
+	GroupInitialRebalanceDelay     time.Duration
+	GroupMinSessionTimeout         time.Duration
+	GroupMaxSessionTimeout         time.Duration
+	GroupMaxSize                   int
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerHeartbeatInterval time.Duration
+	GroupConsumerMaxSize           int
+	OffsetsRetentionMinutes        int64
+	OffsetsRetentionCheckInterval  time.Duration
 
 	HTTPListener string
 
@@ -298,6 +309,15 @@ var options = []option{
 	msOption("diskless.file.deletion.delay.ms", ms(coordinator.DefaultFileDeletionDelay), "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
 	periodOption("diskless.coordinator.orphan.scan.interval.ms", ms(coordinator.DefaultOrphanScanInterval), "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
 	msOption("diskless.coordinator.orphan.scan.grace.period.ms", ms(coordinator.DefaultOrphanScanGracePeriod), "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
+	msOption("group.initial.rebalance.delay.ms", ms(group.DefaultInitialRebalanceDelay), "How long the first rebalance of an empty classic consumer group waits for more members, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
+	msOption("group.min.session.timeout.ms", ms(group.DefaultMinSessionTimeout), "Least session timeout a classic group member may ask, ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),
+	msOption("group.max.session.timeout.ms", ms(group.DefaultMaxSessionTimeout), "Largest session timeout a classic group member may ask, ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
+	intOption("group.max.size", itoa(group.DefaultMaxSize), "Most members of a classic consumer group; past it JoinGroup gets GROUP_MAX_SIZE_REACHED.", 1, maxInt32, func(c *Config) *int { return &c.GroupMaxSize }),
+	msOption("group.consumer.session.timeout.ms", ms(group.DefaultConsumerSessionTimeout), "Session timeout of a KIP-848 consumer group member, ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }),
+	msOption("group.consumer.heartbeat.interval.ms", ms(group.DefaultConsumerHeartbeat), "Heartbeat interval KIP-848 members are told to use, ms; below group.consumer.session.timeout.ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }),
+	intOption("group.consumer.max.size", itoa(group.DefaultConsumerMaxSize), "Most members of a KIP-848 consumer group; past it the heartbeat gets GROUP_MAX_SIZE_REACHED.", 1, maxInt32, func(c *Config) *int { return &c.GroupConsumerMaxSize }),
+	intOption("offsets.retention.minutes", itoa(int64(group.DefaultOffsetsRetention/time.Minute)), "How long committed offsets of an empty consumer group (or of topics a group no longer consumes) are kept, minutes.", 1, math.MaxInt32, func(c *Config) *int64 { return &c.OffsetsRetentionMinutes }),
+	periodOption("offsets.retention.check.interval.ms", ms(coordinator.DefaultOffsetsRetentionCheckInterval), "How often each coordinator shard removes expired committed offsets, ms; -1 disables it.", 86400000, func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupSidecarSets are the settings of the group tests' sidecars: four
+// coordinator shards (groups spread over them), a short initial
+// rebalance delay and short session timeouts so that a killed member is
+// noticed within seconds.
+var groupSidecarSets = []string{
+	"diskless.metadata.topic.num.partitions=4",
+	"group.initial.rebalance.delay.ms=100",
+	"group.min.session.timeout.ms=1000",
+	"group.consumer.session.timeout.ms=3000",
+	"group.consumer.heartbeat.interval.ms=500",
+}
+
+// produceValues produces values "<prefix>-<i>" for i in [from, to), i on
+// partition i mod partitions, and returns them.
+func produceValues(t *testing.T, ctx context.Context, sc *Sidecar, topic string, partitions, from, to int) []string {
+	t.Helper()
+	cl := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	var recs []*kgo.Record
+	var vals []string
+	for i := from; i < to; i++ {
+		v := fmt.Sprintf("%s-%06d", topic, i)
+		recs = append(recs, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)})
+		vals = append(vals, v)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return vals
+}
+
+// waitFor polls cond every 100 ms until it holds, failing the test with
+// what after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// committedAtEnd reports whether the group's committed offsets equal the
+// topic's end offsets on every partition.
+func committedAtEnd(ctx context.Context, adm *kadm.Client, group, topic string, partitions int) (bool, string) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false, err.Error()
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false, err.Error()
+	}
+	for p := range int32(partitions) {
+		end, _ := ends.Lookup(topic, p)
+		c, ok := offs.Lookup(topic, p)
+		if !ok || c.At != end.Offset {
+			return false, fmt.Sprintf("partition %d: committed %d (found %v), end %d", p, c.At, ok, end.Offset)
+		}
+	}
+	return true, ""
+}
+
+func missing(want []string, members ...*member) []string {
+	seen := map[string]bool{}
+	for _, m := range members {
+		vals, _, _, _ := m.state()
+		for _, v := range vals {
+			seen[v] = true
+		}
+	}
+	var out []string
+	for _, v := range want {
+		if !seen[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestGroupsKgo runs kgo group consumers as subprocesses with the eager
+// range balancer, the cooperative-sticky balancer and KIP-848
+// (server-side assignment): three members join and split an 8-partition
+// topic; one leaves (SIGTERM: LeaveGroup), one is SIGKILLed (its session
+// times out); the last consumes everything and its commits reach the end
+// offsets; every record was consumed by some member; after a SIGKILL and
+// restart of the sidecar the committed offsets are still the end offsets.
+func TestGroupsKgo(t *testing.T) {
+	for _, balancer := range []string{"range", "cooperative-sticky", "consumer"} {
+		t.Run(balancer, func(t *testing.T) { runGroupsKgo(t, balancer) })
+	}
+}
+
+func runGroupsKgo(t *testing.T, balancer string) {
+	const (
+		partitions = 8
+		phase      = 1200
+	)
+	ctx := testCtx(t, 4*time.Minute)
+	sc := StartSidecar(t, "", groupSidecarSets...)
+	topic, groupID := "groups-"+balancer, "g-"+balancer
+	createTopic(t, ctx, sc, topic, partitions, nil)
+	want := produceValues(t, ctx, sc, topic, partitions, 0, phase)
+
+	cfg := memberConfig{brokers: sc.Addr, group: groupID, topic: topic, balancer: balancer, session: 3 * time.Second}
+	ms := []*member{startMember(t, "m0", cfg), startMember(t, "m1", cfg), startMember(t, "m2", cfg)}
+	owns := func(members ...*member) bool {
+		total := 0
+		for _, m := range members {
+			_, o, _, _ := m.state()
+			if o == 0 {
+				return false
+			}
+			total += o
+		}
+		return total == partitions
+	}
+	waitFor(t, 60*time.Second, "three members splitting 8 partitions", func() bool { return owns(ms...) })
+	adm := kadm.NewClient(sc.Client())
+	wantType := "classic"
+	if balancer == "consumer" {
+		wantType = "consumer"
+	}
+	listed, err := adm.ListGroups(ctx, "Stable")
+	if err != nil || listed[groupID].GroupType != wantType || listed[groupID].State != "Stable" {
+		t.Fatalf("ListGroups(Stable) = %+v, %v; want %s Stable %s", listed, err, groupID, wantType)
+	}
+	if balancer == "consumer" {
+		d, err := adm.DescribeConsumerGroups(ctx, groupID)
+		if err != nil || len(d[groupID].Members) != 3 {
+			t.Fatalf("DescribeConsumerGroups = %+v, %v; want 3 members", d, err)
+		}
+	} else {
+		d, err := adm.DescribeGroups(ctx, groupID)
+		if err != nil || len(d[groupID].Members) != 3 {
+			t.Fatalf("DescribeGroups = %+v, %v; want 3 members", d, err)
+		}
+	}
+
+	ms[0].stop()
+	want = append(want, produceValues(t, ctx, sc, topic, partitions, phase, 2*phase)...)
+	waitFor(t, 60*time.Second, "two members splitting 8 partitions after one left", func() bool { return owns(ms[1:]...) })
+
+	ms[1].kill()
+	want = append(want, produceValues(t, ctx, sc, topic, partitions, 2*phase, 3*phase)...)
+	waitFor(t, 60*time.Second, "the last member owning all 8 partitions after one was killed", func() bool { return owns(ms[2]) })
+
+	var why string
+	waitFor(t, 60*time.Second, "the group's commits reaching the end offsets", func() bool {
+		ok, w := committedAtEnd(ctx, adm, groupID, topic, partitions)
+		why = w
+		return ok
+	})
+	if miss := missing(want, ms...); len(miss) > 0 {
+		t.Fatalf("%d of %d records consumed by no member, e.g. %q", len(miss), len(want), miss[0])
+	}
+	for _, m := range ms {
+		if len(m.errors) > 0 {
+			t.Errorf("member %s reported errors: %v", m.name, m.errors)
+		}
+	}
+	ms[2].stop()
+
+	sc.Kill()
+	sc = StartSidecar(t, sc.DataDir, groupSidecarSets...)
+	adm = kadm.NewClient(sc.Client())
+	if ok, w := committedAtEnd(ctx, adm, groupID, topic, partitions); !ok {
+		t.Fatalf("after SIGKILL and restart the commits are not at the end: %s (before: %s)", w, why)
+	}
+}
+
+// TestGroupsStaticMembers: two static members (group.instance.id) split a
+// topic; one is SIGKILLed and restarted with its instance id within the
+// session timeout: it gets its partitions back without a rebalance (the
+// other member sees no revocation and no new assignment), and consumes
+// what was produced meanwhile.
+func TestGroupsStaticMembers(t *testing.T) {
+	const partitions = 8
+	ctx := testCtx(t, 3*time.Minute)
+	sc := StartSidecar(t, "", groupSidecarSets...)
+	topic, groupID := "static", "g-static"
+	createTopic(t, ctx, sc, topic, partitions, nil)
+	want := produceValues(t, ctx, sc, topic, partitions, 0, 400)
+	cfg := memberConfig{brokers: sc.Addr, group: groupID, topic: topic, balancer: "range", session: 20 * time.Second}
+	ca, cb := cfg, cfg
+	ca.instance, cb.instance = "instance-a", "instance-b"
+	a, b := startMember(t, "a", ca), startMember(t, "b", cb)
+	waitFor(t, 60*time.Second, "two static members owning 4 partitions each", func() bool {
+		_, oa, _, _ := a.state()
+		_, ob, _, _ := b.state()
+		return oa == 4 && ob == 4
+	})
+	_, _, assignA, revokeA := a.state()
+	b.kill()
+	b2 := startMember(t, "b2", cb)
+	waitFor(t, 30*time.Second, "the restarted static member owning its 4 partitions", func() bool {
+		_, o, _, _ := b2.state()
+		return o == 4
+	})
+	want = append(want, produceValues(t, ctx, sc, topic, partitions, 400, 800)...)
+	waitFor(t, 60*time.Second, "every record consumed", func() bool { return len(missing(want, a, b, b2)) == 0 })
+	if _, o, as, rv := a.state(); o != 4 || as != assignA || rv != revokeA {
+		t.Fatalf("the other member saw a rebalance: owns %d, assignments %d→%d, revocations %d→%d", o, assignA, as, revokeA, rv)
+	}
+}

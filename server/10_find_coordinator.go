@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// findCoordinatorVersions: FindCoordinator 0–6, as Kafka 4.x; v4+ batch
+// keys (KIP-699).
+var findCoordinatorVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 10, MinVersion: 0, MaxVersion: 6}
+
+// Coordinator types of FindCoordinator.
+const (
+	coordinatorTypeGroup       int8 = 0
+	coordinatorTypeTransaction int8 = 1
+)
+
+// handleFindCoordinator answers FindCoordinator. Every coordinator shard
+// runs in this process, so the coordinator of every group is this node
+// (SPEC §6: the sidecar is the one broker). Transaction coordinators are
+// not served (transactions are not supported): COORDINATOR_NOT_AVAILABLE,
+// which clients retry; other key types INVALID_REQUEST. With no group
+// coordinator configured every key gets COORDINATOR_NOT_AVAILABLE.
+func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	host, port := s.advertised()
+	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Host: "", Port: -1}
+		var err *kerr.Error
+		switch {
+		case req.CoordinatorType == coordinatorTypeTransaction:
+			err = kerr.CoordinatorNotAvailable
+		case req.CoordinatorType != coordinatorTypeGroup:
+			err = kerr.InvalidRequest
+		case s.cfg.Groups == nil:
+			err = kerr.CoordinatorNotAvailable
+		}
+		if err != nil {
+			c.ErrorCode = err.Code
+			msg := err.Description
+			c.ErrorMessage = &msg
+			return c
+		}
+		c.NodeID, c.Host, c.Port = s.cfg.NodeID, host, port
+		return c
+	}
+	if req.Version >= 4 {
+		for _, k := range req.CoordinatorKeys {
+			resp.Coordinators = append(resp.Coordinators, answer(k))
+		}
+		return resp
+	}
+	c := answer(req.CoordinatorKey)
+	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.NodeID, c.Host, c.Port
+	if req.Version >= 1 {
+		resp.ErrorMessage = c.ErrorMessage
+	}
+	return resp
+}
