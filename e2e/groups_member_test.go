@@ -26,7 +26,7 @@ const memberEnv = "SIDECAR_E2E_GROUP_MEMBER"
 // key=value pairs in memberEnv.
 type memberConfig struct {
 	brokers, group, topic, balancer, instance string
-	session                                 time.Duration
+	session                                   time.Duration
 }
 
 func (c memberConfig) env() string {
