@@ -26,7 +26,8 @@ var groupSidecarSets = []string{
 // partition i mod partitions, and returns them.
 func produceValues(t *testing.T, ctx context.Context, sc *Sidecar, topic string, partitions, from, to int) []string {
 	t.Helper()
-	cl := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	// Uncompressed: kafka-python reads snappy only with python-snappy.
+	cl := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	var recs []*kgo.Record
 	var vals []string
 	for i := from; i < to; i++ {
