@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // groupSidecarSets are the settings of the group tests' sidecars: four
@@ -174,6 +176,8 @@ func runGroupsKgo(t *testing.T, balancer string) {
 		}
 	}
 	ms[2].stop()
+	checkGroupsEndpoint(t, sc, groupID, topic, partitions)
+	checkOffsetsTopicListed(t, ctx, sc)
 
 	sc.Kill()
 	sc = StartSidecar(t, sc.DataDir, groupSidecarSets...)
@@ -216,4 +220,61 @@ func TestGroupsStaticMembers(t *testing.T) {
 	if _, o, as, rv := a.state(); o != 4 || as != assignA || rv != revokeA {
 		t.Fatalf("the other member saw a rebalance: owns %d, assignments %d→%d, revocations %d→%d", o, assignA, as, revokeA, rv)
 	}
+}
+
+// checkGroupsEndpoint: /v1/groups lists the group with every partition's
+// committed offset at the topic's end.
+func checkGroupsEndpoint(t *testing.T, sc *Sidecar, group, topic string, partitions int) {
+	t.Helper()
+	code, body := httpGet(t, "http://"+sc.HTTP+"/v1/groups")
+	if code != 200 {
+		t.Fatalf("GET /v1/groups: %d %s", code, body)
+	}
+	var gs []struct {
+		Group   string `json:"group"`
+		Type    string `json:"type"`
+		State   string `json:"state"`
+		Offsets map[string]map[string]struct {
+			Offset int64 `json:"offset"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal([]byte(body), &gs); err != nil {
+		t.Fatalf("GET /v1/groups: %v\n%s", err, body)
+	}
+	for _, g := range gs {
+		if g.Group != group {
+			continue
+		}
+		if len(g.Offsets[topic]) != partitions || g.Type == "" || g.State == "" {
+			t.Fatalf("/v1/groups shows %s as %+v; want %d committed partitions of %s", group, g, partitions, topic)
+		}
+		for p, o := range g.Offsets[topic] {
+			if o.Offset != 450 {
+				t.Fatalf("/v1/groups: %s %s/%s committed %d, want 450 (the end)", group, topic, p, o.Offset)
+			}
+		}
+		return
+	}
+	t.Fatalf("/v1/groups does not list %s:\n%s", group, body)
+}
+
+// checkOffsetsTopicListed: once groups hold offsets, Metadata for all
+// topics lists __consumer_offsets as internal, one partition per shard,
+// as Kafka does.
+func checkOffsetsTopicListed(t *testing.T, ctx context.Context, sc *Sidecar) {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(ctx, sc.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range resp.Topics {
+		if mt.Topic != nil && *mt.Topic == "__consumer_offsets" {
+			if !mt.IsInternal || len(mt.Partitions) != 4 {
+				t.Fatalf("__consumer_offsets: internal %v, %d partitions; want internal, 4 (the shards)", mt.IsInternal, len(mt.Partitions))
+			}
+			return
+		}
+	}
+	t.Fatal("Metadata does not list __consumer_offsets once groups hold offsets")
 }

@@ -56,6 +56,9 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		for _, t := range s.catalog.Topics() {
 			resp.Topics = append(resp.Topics, s.metadataTopic(req, t))
 		}
+		if mt, ok := s.offsetsTopicMetadata(req); ok {
+			resp.Topics = append(resp.Topics, mt)
+		}
 		return resp
 	}
 
@@ -97,6 +100,15 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, name string, autoCreate bool) kmsg.MetadataResponseTopic {
 	if t, ok := s.catalog.Topic(name); ok {
 		return s.metadataTopic(req, t)
+	}
+	if name == offsetsTopic && s.cfg.Groups != nil {
+		// Internal: never auto-created (SPEC §6, Metadata).
+		mt, ok := s.offsetsTopicMetadata(req)
+		if !ok {
+			mt = kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), kerr.UnknownTopicOrPartition.Code
+		}
+		return mt
 	}
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(name)

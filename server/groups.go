@@ -41,6 +41,28 @@ type Groups interface {
 	// HasGroups reports whether any group holds committed offsets
 	// (Metadata then lists __consumer_offsets).
 	HasGroups() bool
+	// NumShards is the number of coordinator shards, the partitions
+	// Metadata gives __consumer_offsets (one per shard, as Kafka's
+	// partitions of it are its group coordinators).
+	NumShards() int32
+}
+
+// offsetsTopic is the internal topic Kafka keeps committed offsets in.
+// The sidecar keeps them in the coordinator shards' metadata logs, but
+// lists the topic in Metadata once a group committed offsets, as Kafka
+// does once the topic exists (tools expect it): internal, one partition
+// per shard, led by this node, with no data of its own.
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsTopicMetadata returns __consumer_offsets' Metadata entry, or
+// false while no group holds offsets (or there is no group coordinator).
+func (s *Server) offsetsTopicMetadata(req *kmsg.MetadataRequest) (kmsg.MetadataResponseTopic, bool) {
+	if s.cfg.Groups == nil || !s.cfg.Groups.HasGroups() {
+		return kmsg.MetadataResponseTopic{}, false
+	}
+	mt := s.metadataTopic(req, diskless.Topic{Name: offsetsTopic, Partitions: s.cfg.Groups.NumShards()})
+	mt.IsInternal = true
+	return mt, true
 }
 
 // groupErrCode is the code a group request gets when the coordinator

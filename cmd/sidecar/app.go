@@ -205,6 +205,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	sidecars.bind(a.produce, a.cache, a.coord)
 	if a.http != nil {
 		a.http.setTopics(a.coord.Topics)
+		a.http.setGroups(func(ctx context.Context) ([]groupJSON, error) { return groupsJSON(ctx, a.coord) })
 	}
 
 	fcfg := fetchConfig(cfg)

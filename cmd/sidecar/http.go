@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
@@ -26,6 +30,10 @@ import (
 //	GET /v1/topics the topics as JSON, each with its id, partitions,
 //	               configs set and diskless state and epoch (SPEC §10);
 //	               503 until the coordinator is open
+//	GET /v1/groups the consumer groups as JSON: each group's type, state
+//	               and protocol type, and its committed offsets
+//	               (topic → partition → offset, leader epoch, metadata,
+//	               commit time); 503 until the coordinator is open
 type httpEndpoint struct {
 	srv   *http.Server
 	ln    net.Listener
@@ -34,6 +42,8 @@ type httpEndpoint struct {
 	health atomic.Pointer[func() error]
 	// topics, once set, lists the topics for /v1/topics.
 	topics atomic.Pointer[func() []diskless.Topic]
+	// groups, once set, lists the groups for /v1/groups.
+	groups atomic.Pointer[func(context.Context) ([]groupJSON, error)]
 	done   chan struct{}
 }
 
@@ -70,6 +80,20 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(topicsJSON((*list)()))
 	})
+	mux.HandleFunc("GET /v1/groups", func(w http.ResponseWriter, r *http.Request) {
+		list := e.groups.Load()
+		if list == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		gs, err := (*list)(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(gs)
+	})
 	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(e.done)
@@ -83,6 +107,52 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 
 // setTopics makes /v1/topics answer from list.
 func (e *httpEndpoint) setTopics(list func() []diskless.Topic) { e.topics.Store(&list) }
+
+// setGroups makes /v1/groups answer from list.
+func (e *httpEndpoint) setGroups(list func(context.Context) ([]groupJSON, error)) {
+	e.groups.Store(&list)
+}
+
+// groupJSON is one consumer group on /v1/groups.
+type groupJSON struct {
+	Group        string `json:"group"`
+	Type         string `json:"type"`  // classic or consumer
+	State        string `json:"state"` // Kafka's: Empty, Stable, PreparingRebalance, …
+	ProtocolType string `json:"protocol_type"`
+	// Offsets are the committed offsets: topic → partition → offset.
+	Offsets map[string]map[string]offsetJSON `json:"offsets"`
+}
+
+// offsetJSON is one committed offset on /v1/groups.
+type offsetJSON struct {
+	Offset          int64  `json:"offset"`
+	LeaderEpoch     int32  `json:"leader_epoch"`
+	Metadata        string `json:"metadata"`
+	CommitTimestamp int64  `json:"commit_timestamp"` // ms
+}
+
+// groupsJSON lists the groups of c with their committed offsets.
+func groupsJSON(ctx context.Context, c *coordinator.Coordinator) ([]groupJSON, error) {
+	listed, err := c.ListGroups(ctx, kmsg.NewPtrListGroupsRequest())
+	if err != nil {
+		return nil, err
+	}
+	offsets := c.GroupOffsets()
+	out := make([]groupJSON, 0, len(listed))
+	for _, g := range listed {
+		gj := groupJSON{Group: g.Group, Type: g.GroupType, State: g.GroupState, ProtocolType: g.ProtocolType,
+			Offsets: map[string]map[string]offsetJSON{}}
+		for topic, parts := range offsets[g.Group] {
+			m := make(map[string]offsetJSON, len(parts))
+			for p, v := range parts {
+				m[strconv.Itoa(int(p))] = offsetJSON{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTimestamp: v.CommitTimestamp}
+			}
+			gj.Offsets[topic] = m
+		}
+		out = append(out, gj)
+	}
+	return out, nil
+}
 
 // topicJSON is one topic on /v1/topics.
 type topicJSON struct {
