@@ -15,8 +15,9 @@ import (
 // hosting the groups that hash to it: DESIGN §Consumer groups). Its
 // methods take one group's request (topics named: the handlers resolve
 // topic ids) and return its answer; an error means the shard could not
-// answer: diskless.ErrClosed (the coordinator is stopping: answered
-// NOT_COORDINATOR, so the client looks it up again), anything else
+// answer: diskless.ErrClosed (the coordinator is stopping) and
+// diskless.ErrShardFenced (another sidecar took the shard over), answered
+// NOT_COORDINATOR so the client looks it up again; anything else
 // COORDINATOR_NOT_AVAILABLE (retriable). The methods taking code answer
 // the groups of a shard that failed with code(err). All are safe for
 // concurrent use.
@@ -68,7 +69,9 @@ func (s *Server) offsetsTopicMetadata(req *kmsg.MetadataRequest) (kmsg.MetadataR
 // groupErrCode is the code a group request gets when the coordinator
 // could not answer it (Groups).
 func groupErrCode(err error) int16 {
-	if errors.Is(err, diskless.ErrClosed) {
+	if errors.Is(err, diskless.ErrClosed) || errors.Is(err, diskless.ErrShardFenced) {
+		// Stopping, or another sidecar took the shard over: the client
+		// looks the coordinator up again.
 		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
