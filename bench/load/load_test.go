@@ -506,3 +506,62 @@ func TestJSON(t *testing.T) {
 		t.Errorf("round trip: %+v", back)
 	}
 }
+
+// TestCostDelta: the request bill from two scrapes, with the S3 client's
+// counters by operation (DELETEs free, LISTs PUT-class, HEADs GET-class) and
+// without them (the file backend: upload attempts and store reads).
+func TestCostDelta(t *testing.T) {
+	text := `# TYPE diskless_s3_requests_total counter
+diskless_s3_requests_total{operation="PutObject",outcome="ok"} 90
+diskless_s3_requests_total{operation="PutObject",outcome="throttled"} 10
+diskless_s3_requests_total{operation="ListObjectsV2",outcome="ok"} 20
+diskless_s3_requests_total{operation="GetObject",outcome="ok"} 500
+diskless_s3_requests_total{operation="HeadObject",outcome="ok"} 100
+diskless_s3_requests_total{operation="DeleteObject",outcome="ok"} 1000
+diskless_upload_attempts_total 100
+diskless_upload_bytes_total 2147483648
+diskless_produce_received_bytes_total 1073741824
+diskless_fetch_bytes_total 2147483648
+diskless_cache_store_reads_total 300
+diskless_cache_store_read_bytes_total 1073741824
+`
+	after, err := parseCounters(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after[scrapeTimeKey] = 100
+	before := counters{scrapeTimeKey: 0}
+	c := costDelta(before, after)
+	if c == nil || c.From != "s3" || c.Puts != 120 || c.Gets != 600 || c.Seconds != 100 {
+		t.Fatalf("cost %+v", c)
+	}
+	// 1.2 PUT/s and 6 GET/s for 2,592,000 s: 3,110,400 PUTs at $0.005 per
+	// 1,000 and 15,552,000 GETs at $0.0004 per 1,000.
+	if !near(c.MonthlyPutUSD, 15.552) || !near(c.MonthlyGetUSD, 6.2208) || !near(c.MonthlyUSD, 21.7728) {
+		t.Errorf("monthly %v + %v = %v", c.MonthlyPutUSD, c.MonthlyGetUSD, c.MonthlyUSD)
+	}
+	if *c.PutsPerGiB != 120 || *c.GetsPerGiB != 300 || *c.UploadedPerGiB != 2 || *c.ReadPerGiB != 0.5 {
+		t.Errorf("per GiB: %v PUTs, %v GETs, %v up, %v read", *c.PutsPerGiB, *c.GetsPerGiB, *c.UploadedPerGiB, *c.ReadPerGiB)
+	}
+	var report bytes.Buffer
+	writeReport(&report, smallConfig(), []Result{{Target: "sidecar", Store: Store{Cost: c}}})
+	for _, want := range []string{"S3 requests USD/month", "21.77", "1.20 PUT-class and 6.00 GET-class requests/s (from s3 counters over 1m40s)", "$0.005 per 1,000 PUT-class", pricesSource} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, report.String())
+		}
+	}
+
+	// The file backend: no S3 counters.
+	for k := range after {
+		if strings.HasPrefix(k, s3OpPrefix) {
+			delete(after, k)
+		}
+	}
+	c = costDelta(before, after)
+	if c == nil || c.From != "sidecar" || c.Puts != 100 || c.Gets != 300 {
+		t.Fatalf("file backend cost %+v", c)
+	}
+	if costDelta(counters{}, counters{}) != nil {
+		t.Error("a bill without scrape times")
+	}
+}

@@ -95,6 +95,13 @@ func reportRows() []reportRow {
 		reportRow{"objects per GiB uploaded", optional(func(r Result) *float64 { return r.Store.ObjectsPerGiB }), oneDec, false},
 		reportRow{"mean object size", optional(func(r Result) *float64 { return r.Store.AvgObjectMiB }), mib, false},
 		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false},
+		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false},
+		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false},
+		reportRow{"GiB up per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.UploadedPerGiB }) }), twoDec, false},
+		reportRow{"GiB read per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.ReadPerGiB }) }), twoDec, false},
+		reportRow{"S3 requests USD/month", optional(func(r Result) *float64 {
+			return costOf(r, func(c *Cost) *float64 { v := c.MonthlyUSD; return &v })
+		}), twoDec, false},
 		reportRow{"server CPU s", optional(func(r Result) *float64 { return r.CPU.Seconds }), oneDec, false},
 		reportRow{"CPU s per GiB produced", optional(func(r Result) *float64 { return r.CPU.PerGiB }), twoDec, false},
 		reportRow{"produced MB/s per core", optional(func(r Result) *float64 { return r.CPU.MBPerCore }), oneDec, false},
@@ -149,6 +156,9 @@ func writeReport(w io.Writer, cfg Config, results []Result) {
 		if r.Foreign > 0 {
 			fmt.Fprintf(&b, "note (%s): %d records of another run read and ignored\n", r.Target, r.Foreign)
 		}
+		if r.Store.Cost != nil {
+			b.WriteString(costLine(r.Target, r.Store.Cost))
+		}
 		if r.Store.NA != "" {
 			fmt.Fprintf(&b, "n/a (%s): %s\n", r.Target, r.Store.NA)
 		}
@@ -199,4 +209,12 @@ func writeJSON(w io.Writer, cfg Config, results []Result) error {
 		},
 		Results: results,
 	})
+}
+
+// costOf returns a figure of r's request bill, nil without one.
+func costOf(r Result, f func(*Cost) *float64) *float64 {
+	if r.Store.Cost == nil {
+		return nil
+	}
+	return f(r.Store.Cost)
 }

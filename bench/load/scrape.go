@@ -22,7 +22,8 @@ const (
 	metricFetchBytes    = "diskless_fetch_bytes_total"       // record bytes served to consumers
 )
 
-var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes}
+var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
+	metricUploadAttempts, metricStoreReadBytes, metricProduced}
 
 // scrapeTimeout bounds one scrape; the endpoint answers from memory.
 const scrapeTimeout = 5 * time.Second
@@ -54,7 +55,11 @@ func scrape(ctx context.Context, url string) (counters, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
-	return parseCounters(resp.Body)
+	c, err := parseCounters(resp.Body)
+	if err == nil {
+		c[scrapeTimeKey] = float64(time.Now().UnixNano()) / 1e9
+	}
+	return c, err
 }
 
 // parseCounters parses the Prometheus text format and sums the samples of
@@ -77,6 +82,23 @@ func parseCounters(r io.Reader) (counters, error) {
 			out[name] = sumFamily(f)
 			break
 		}
+	}
+	// The S3 requests by operation (s3OpPrefix + operation), for the cost.
+	for _, fname := range []string{metricS3Requests, trimTotal(metricS3Requests)} {
+		f, ok := fams[fname]
+		if !ok {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			op := "unknown"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" {
+					op = l.GetValue()
+				}
+			}
+			out[s3OpPrefix+op] += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+		}
+		break
 	}
 	return out, nil
 }
@@ -116,6 +138,9 @@ type Store struct {
 	// GetsPerGiB is ranged GETs issued to the object store per GiB of
 	// record bytes served to consumers.
 	GetsPerGiB *float64 `json:"gets_per_gib,omitempty"`
+	// Cost is the request bill at S3 list prices for the rate measured
+	// (cost.go); nil when the counters were not there.
+	Cost *Cost `json:"cost,omitempty"`
 	// NA says why figures are missing; empty when all are there.
 	NA string `json:"na,omitempty"`
 }
@@ -162,6 +187,7 @@ func storeDelta(before, after counters) Store {
 			why = append(why, "nothing fetched")
 		}
 	}
+	s.Cost = costDelta(before, after)
 	if len(why) > 0 {
 		s.NA = strings.Join(why, "; ")
 	}
