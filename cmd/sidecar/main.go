@@ -35,6 +35,9 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // run is main without os.Exit, so tests can drive it. Exit codes: 0 clean
 // stop, 1 runtime failure, 2 bad flags or config.
 func run(args []string, stderr *os.File) int {
+	if len(args) > 0 && args[0] == "wal" {
+		return runWAL(args[1:], os.Stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sidecar", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "Kafka-style properties file")
@@ -43,7 +46,9 @@ func run(args []string, stderr *os.File) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sidecar [--config FILE] [--set key=value]...\n\n"+
 			"Keys come from FILE, then from %s<KEY> environment variables (the key\n"+
-			"upper-cased, dots as underscores: %sNODE_ID=3), then from --set.\n\nflags:\n", EnvPrefix, EnvPrefix)
+			"upper-cased, dots as underscores: %sNODE_ID=3), then from --set.\n\n"+
+			"       sidecar wal dump [--json] [--config FILE] [--set key=value]... <object key|file>\n"+
+			"walks a WAL object: each batch's byte offset, size, records, producer, CRC check.\n\nflags:\n", EnvPrefix, EnvPrefix)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nconfig keys:\n")
 		printConfigDocs(stderr)
