@@ -116,6 +116,34 @@ func TestWALDump(t *testing.T) {
 		t.Fatalf("%d records in %d objects (codecs %v), want %d", records, len(files), codecs, n)
 	}
 
+	// object-store ls lists exactly those objects, with their sizes.
+	var ls struct {
+		Objects []struct {
+			Key  string `json:"key"`
+			Size int64  `json:"size"`
+		} `json:"objects"`
+		Count int `json:"count"`
+	}
+	lsOut, err := exec.Command(sidecarBin, "object-store", "ls", "--json", "--set", "data.dir="+sc.DataDir).Output()
+	if err != nil {
+		t.Fatalf("object-store ls: %v\n%s", err, lsOut)
+	}
+	if err := json.Unmarshal(lsOut, &ls); err != nil {
+		t.Fatal(err)
+	}
+	if ls.Count != len(files) || len(ls.Objects) != len(files) {
+		t.Fatalf("object-store ls: %d objects, want %d:\n%s", ls.Count, len(files), lsOut)
+	}
+	for _, o := range ls.Objects {
+		st, err := os.Stat(filepath.Join(root, filepath.FromSlash(o.Key)))
+		if err != nil || st.Size() != o.Size {
+			t.Errorf("object-store ls: %s %d bytes: %v", o.Key, o.Size, err)
+		}
+	}
+	if out, err := exec.Command(sidecarBin, "object-store", "ls", "--set", "data.dir="+filepath.Join(t.TempDir(), "none")).CombinedOutput(); err == nil {
+		t.Fatalf("object-store ls of a data.dir that does not exist: %s", out)
+	}
+
 	// The text form names the object and its totals.
 	_, code, out := walDump(t, files[0])
 	if code != 0 || !strings.Contains(out, "object "+files[0]+":") || !strings.Contains(out, "0 bad CRCs") {

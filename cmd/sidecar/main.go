@@ -38,6 +38,9 @@ func run(args []string, stderr *os.File) int {
 	if len(args) > 0 && args[0] == "wal" {
 		return runWAL(args[1:], os.Stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "object-store" {
+		return runObjectStore(args[1:], os.Stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sidecar", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "Kafka-style properties file")
@@ -48,7 +51,9 @@ func run(args []string, stderr *os.File) int {
 			"Keys come from FILE, then from %s<KEY> environment variables (the key\n"+
 			"upper-cased, dots as underscores: %sNODE_ID=3), then from --set.\n\n"+
 			"       sidecar wal dump [--json] [--config FILE] [--set key=value]... <object key|file>\n"+
-			"walks a WAL object: each batch's byte offset, size, records, producer, CRC check.\n\nflags:\n", EnvPrefix, EnvPrefix)
+			"walks a WAL object: each batch's byte offset, size, records, producer, CRC check.\n"+
+			"       sidecar object-store ls [--json] [--prefix P] [--config FILE] [--set key=value]...\n"+
+			"lists the objects of the configured store.\n\nflags:\n", EnvPrefix, EnvPrefix)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nconfig keys:\n")
 		printConfigDocs(stderr)
