@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +68,7 @@ func TestWALDump(t *testing.T) {
 	createTopic(t, ctx, sc, "dumped", 2, nil)
 	const n = 300
 	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.ZstdCompression()} {
-		prod := sc.Client(kgo.DefaultProduceTopic("dumped"), kgo.ProducerBatchCompression(codec))
+		prod := sc.Client(kgo.DefaultProduceTopic("dumped"), kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		var recs []*kgo.Record
 		for i := range n / 2 {
 			recs = append(recs, &kgo.Record{Partition: int32(i % 2), Value: fmt.Appendf(nil, "value-%d", i)})
@@ -144,6 +146,10 @@ func TestWALDump(t *testing.T) {
 		t.Fatalf("object-store ls of a data.dir that does not exist: %s", out)
 	}
 
+	// meta dump replays a copy of the shard's log: every object committed
+	// and live, each partition's records and next offset.
+	checkMetaDump(t, sc.DataDir, ls.Objects[0].Key, len(files))
+
 	// The text form names the object and its totals.
 	_, code, out := walDump(t, files[0])
 	if code != 0 || !strings.Contains(out, "object "+files[0]+":") || !strings.Contains(out, "0 bad CRCs") {
@@ -181,4 +187,128 @@ func writeTemp(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+type metaReport struct {
+	Shards []struct {
+		Dir        string         `json:"dir"`
+		NextIndex  int64          `json:"next_index"`
+		Counts     map[string]int `json:"counts"`
+		Partitions []struct {
+			Topic      string `json:"topic"`
+			Partition  int32  `json:"partition"`
+			Records    int64  `json:"records"`
+			NextOffset int64  `json:"next_offset"`
+		} `json:"partitions"`
+		LiveObjects []string `json:"live_objects"`
+		Repairs     []string `json:"repairs"`
+		Errors      []string `json:"errors"`
+		Records     []struct {
+			Index int64  `json:"index"`
+			Type  string `json:"type"`
+		} `json:"records"`
+	} `json:"shards"`
+}
+
+func metaCmd(t *testing.T, args ...string) (metaReport, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(sidecarBin, append([]string{"meta"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var r metaReport
+	if slices.Contains(args, "--json") && out.Len() > 0 {
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("meta %v: %v\n%s", args, err, out.String())
+		}
+	}
+	return r, code, out.String() + errb.String()
+}
+
+// checkMetaDump: `sidecar meta dump` and `verify` of a data.dir the binary
+// wrote (topic "dumped", 2 partitions, 150 records each), which they must
+// leave as it was; then of a copy whose log has a torn tail.
+func checkMetaDump(t *testing.T, dataDir, someKey string, objects int) {
+	t.Helper()
+	shard := filepath.Join(dataDir, "coordinator", "shard-0")
+	before := dirBytes(t, shard)
+	r, code, out := metaCmd(t, "dump", "--json", dataDir)
+	if code != 0 || len(r.Shards) != 1 {
+		t.Fatalf("meta dump: exit %d\n%s", code, out)
+	}
+	s := r.Shards[0]
+	if s.Counts["FileCommitted"] != objects || len(s.LiveObjects) != objects || !slices.Contains(s.LiveObjects, someKey) ||
+		len(s.Repairs) != 0 || len(s.Errors) != 0 || int64(len(s.Records)) != s.NextIndex {
+		t.Fatalf("meta dump: %d FileCommitted, live %v (want %d with %s), repairs %v, errors %v, %d records to index %d\n%s",
+			s.Counts["FileCommitted"], s.LiveObjects, objects, someKey, s.Repairs, s.Errors, len(s.Records), s.NextIndex, out)
+	}
+	var got []string
+	for _, p := range s.Partitions {
+		got = append(got, fmt.Sprintf("%s-%d:%d/%d", p.Topic, p.Partition, p.Records, p.NextOffset))
+	}
+	if want := []string{"dumped-0:150/150", "dumped-1:150/150"}; !slices.Equal(got, want) {
+		t.Fatalf("meta dump partitions %v, want %v\n%s", got, want, out)
+	}
+	if _, code, out := metaCmd(t, "verify", shard); code != 0 || !strings.Contains(out, "partition dumped-1") {
+		t.Fatalf("meta verify: exit %d\n%s", code, out)
+	}
+	if after := dirBytes(t, shard); !maps.Equal(before, after) {
+		t.Fatal("meta dump changed the shard's files")
+	}
+
+	// A torn tail (half a record appended to the newest segment) in a copy:
+	// verify reports the repair and exits 1; the copy is left as it was.
+	torn := filepath.Join(t.TempDir(), "shard-0")
+	if err := os.CopyFS(torn, os.DirFS(shard)); err != nil {
+		t.Fatal(err)
+	}
+	var newest string
+	for name := range dirBytes(t, torn) {
+		if strings.HasSuffix(name, ".log") && name > newest {
+			newest = name
+		}
+	}
+	if newest == "" {
+		t.Fatalf("no .log segment in %v", dirBytes(t, torn))
+	}
+	f, err := os.OpenFile(filepath.Join(torn, newest), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0, 0, 0, 40, 1, 2, 3})
+	f.Close()
+	tornBefore := dirBytes(t, torn)
+	vr, code, out := metaCmd(t, "verify", "--json", torn)
+	if code != 1 || len(vr.Shards) != 1 || len(vr.Shards[0].Repairs) == 0 || vr.Shards[0].NextIndex != s.NextIndex {
+		t.Fatalf("meta verify of a torn tail: exit %d\n%s", code, out)
+	}
+	if !maps.Equal(tornBefore, dirBytes(t, torn)) {
+		t.Fatal("meta verify repaired the log it was given")
+	}
+}
+
+// dirBytes returns each file's content under dir by relative name.
+func dirBytes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -38,6 +38,9 @@ func run(args []string, stderr *os.File) int {
 	if len(args) > 0 && args[0] == "wal" {
 		return runWAL(args[1:], os.Stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "meta" {
+		return runMeta(args[1:], os.Stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "object-store" {
 		return runObjectStore(args[1:], os.Stdout, stderr)
 	}
@@ -53,7 +56,9 @@ func run(args []string, stderr *os.File) int {
 			"       sidecar wal dump [--json] [--config FILE] [--set key=value]... <object key|file>\n"+
 			"walks a WAL object: each batch's byte offset, size, records, producer, CRC check.\n"+
 			"       sidecar object-store ls [--json] [--prefix P] [--config FILE] [--set key=value]...\n"+
-			"lists the objects of the configured store.\n\nflags:\n", EnvPrefix, EnvPrefix)
+			"lists the objects of the configured store.\n"+
+			"       sidecar meta dump|verify [--json] [--records=false] <data.dir|shard dir>\n"+
+			"replays a copy of each coordinator shard's metadata log: records, snapshot, partitions.\n\nflags:\n", EnvPrefix, EnvPrefix)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nconfig keys:\n")
 		printConfigDocs(stderr)
