@@ -150,6 +150,8 @@ func TestWALDump(t *testing.T) {
 	// and live, each partition's records and next offset.
 	checkMetaDump(t, sc.DataDir, ls.Objects[0].Key, len(files))
 
+	checkOrphans(t, sc.DataDir, root, ls.Objects[0].Key, len(files))
+
 	// The text form names the object and its totals.
 	_, code, out := walDump(t, files[0])
 	if code != 0 || !strings.Contains(out, "object "+files[0]+":") || !strings.Contains(out, "0 bad CRCs") {
@@ -311,4 +313,80 @@ func dirBytes(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+type orphansReport struct {
+	Prefix  string `json:"prefix"`
+	Live    int    `json:"live"`
+	Orphans []struct {
+		Key     string `json:"key"`
+		Deleted bool   `json:"deleted"`
+	} `json:"orphans"`
+}
+
+// checkOrphans: `sidecar object-store orphans` on the binary's data.dir
+// with an object planted in its key space and one under another cluster
+// id, all files made two hours old: only the planted one is an orphan;
+// --delete --dry-run deletes nothing, --delete deletes it alone.
+func checkOrphans(t *testing.T, dataDir, root, liveKey string, objects int) {
+	t.Helper()
+	clusterDir := filepath.Dir(filepath.Join(root, filepath.FromSlash(liveKey)))
+	planted := filepath.Join(clusterDir, "00000000000000000000000000000001")
+	foreign := filepath.Join(root, "wal", "another-cluster", "00000000000000000000000000000002")
+	for _, p := range []string{planted, foreign} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("not a wal object"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			err = os.Chtimes(p, old, old)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (orphansReport, string) {
+		t.Helper()
+		out, err := exec.Command(sidecarBin, append([]string{"object-store", "orphans", "--json", "--set", "data.dir=" + dataDir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("object-store orphans %v: %v\n%s", args, err, out)
+		}
+		var r orphansReport
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return r, string(out)
+	}
+	wantKey := filepath.ToSlash(strings.TrimPrefix(planted, root+string(filepath.Separator)))
+	for _, args := range [][]string{nil, {"--delete", "--dry-run"}} {
+		r, out := run(args...)
+		if r.Live != objects || len(r.Orphans) != 1 || r.Orphans[0].Key != wantKey || r.Orphans[0].Deleted {
+			t.Fatalf("orphans %v: want only %s, not deleted\n%s", args, wantKey, out)
+		}
+		if _, err := os.Stat(planted); err != nil {
+			t.Fatalf("orphans %v deleted the orphan: %v", args, err)
+		}
+	}
+	if r, out := run("--delete"); len(r.Orphans) != 1 || !r.Orphans[0].Deleted {
+		t.Fatalf("orphans --delete:\n%s", out)
+	}
+	if _, err := os.Stat(planted); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the orphan is still there after --delete: %v", err)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatalf("another cluster's object was touched: %v", err)
+	}
+	if r, out := run(); len(r.Orphans) != 0 || r.Live != objects {
+		t.Fatalf("orphans after the delete:\n%s", out)
+	}
+	if _, code, out := walDump(t, "--set", "data.dir="+dataDir, liveKey); code != 0 {
+		t.Fatalf("a live object is gone after orphans --delete: exit %d\n%s", code, out)
+	}
+	os.Remove(foreign)
 }

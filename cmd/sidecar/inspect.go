@@ -181,8 +181,12 @@ type storeObject struct {
 // prefix) whose key starts with P, in key order, then the count and bytes.
 // Exit codes: 0 listed, 1 the store failed, 2 bad arguments.
 func runObjectStore(args []string, stdout io.Writer, stderr *os.File) int {
+	if len(args) > 0 && args[0] == "orphans" {
+		return runOrphans(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "ls" {
-		fmt.Fprintln(stderr, "usage: sidecar object-store ls [--json] [--prefix P] [--config FILE] [--set key=value]...")
+		fmt.Fprintln(stderr, "usage: sidecar object-store ls [--json] [--prefix P] [--config FILE] [--set key=value]...\n"+
+			"       sidecar object-store orphans [--json] [--delete [--dry-run]] [--config FILE] [--set key=value]...")
 		return 2
 	}
 	fs := flag.NewFlagSet("object-store ls", flag.ContinueOnError)

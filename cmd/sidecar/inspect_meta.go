@@ -13,9 +13,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/magiconair/properties"
 )
 
 // metaRecord is one record of a shard's metadata log as `sidecar meta dump`
@@ -267,4 +270,130 @@ func printShard(w io.Writer, r *metaShard) {
 	for _, s := range r.Errors {
 		fmt.Fprintf(w, "  ERROR: %s\n", s)
 	}
+}
+
+// orphanObject is an object of this data.dir's key space that no shard's
+// metadata log holds.
+type orphanObject struct {
+	Key          string    `json:"key"`
+	Size         int64     `json:"size"`
+	LastModified time.Time `json:"last_modified"`
+	Deleted      bool      `json:"deleted"`
+}
+
+// runOrphans is `sidecar object-store orphans [--json] [--delete]
+// [--dry-run] [--config FILE] [--set k=v]...`: the objects under
+// <diskless.object.key.prefix>/<cluster.id>/ (the cluster id of data.dir's
+// meta.properties, so another data.dir's objects in a shared bucket are
+// never looked at) older than diskless.coordinator.orphan.scan.grace.period.ms
+// that no shard's metadata log holds (committed and not deleted, from
+// runMeta's replay of a copy). --delete deletes them; with --dry-run it
+// only says what it would delete. It refuses when a shard has a snapshot
+// (the objects it holds are not in the records after it) or the metadata
+// log is not the embedded one, and when any shard needs a repair or has an
+// undecodable record. Exit codes: 0, 1 (refused or failed), 2 (bad
+// arguments).
+func runOrphans(args []string, stdout io.Writer, stderr *os.File) int {
+	fs := flag.NewFlagSet("object-store orphans", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the orphans as JSON")
+	del := fs.Bool("delete", false, "delete the orphans found")
+	dryRun := fs.Bool("dry-run", false, "with --delete: list what would be deleted, delete nothing")
+	configPath := fs.String("config", "", "properties file of the sidecar (data.dir, object store)")
+	var sets stringList
+	fs.Var(&sets, "set", "override one config key, key=value (repeatable)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sidecar object-store orphans: "+format+"\n", a...)
+		return 1
+	}
+	cfg, err := LoadConfig(*configPath, append(EnvSets(os.Environ()), sets...))
+	if err != nil {
+		fmt.Fprintf(stderr, "sidecar object-store orphans: %v\n", err)
+		return 2
+	}
+	meta, err := properties.LoadFile(filepath.Join(cfg.DataDir, "meta.properties"), properties.UTF8)
+	if err != nil {
+		return fail("data.dir %s: %v", cfg.DataDir, err)
+	}
+	clusterID := meta.GetString("cluster.id", "")
+	if clusterID == "" {
+		return fail("data.dir %s: meta.properties has no cluster.id", cfg.DataDir)
+	}
+	if l := meta.GetString("metadata.log", "embedded"); l != "embedded" {
+		return fail("data.dir %s keeps its coordinator state in %s, not in the embedded log: its objects cannot be told apart here", cfg.DataDir, l)
+	}
+	shards, err := shardDirs(cfg.DataDir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	live := map[string]bool{}
+	for _, dir := range shards {
+		r, err := inspectShard(dir, false)
+		if err != nil {
+			return fail("%s: %v", dir, err)
+		}
+		switch {
+		case r.SnapshotIndex > 0:
+			return fail("%s has a snapshot (index %d): the objects it holds are not listed in its records; refusing", dir, r.SnapshotIndex)
+		case len(r.Repairs) > 0 || len(r.Errors) > 0:
+			return fail("%s needs a repair or has bad records (sidecar meta verify); refusing", dir)
+		}
+		for _, k := range r.LiveObjects {
+			live[k] = true
+		}
+	}
+	store, closeStore, err := openInspectedStore(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer closeStore()
+	ctx := context.Background()
+	cutoff := time.Now().Add(-cfg.OrphanScanGracePeriod)
+	orphans := []orphanObject{}
+	prefix := cfg.ObjectKeyPrefix + "/" + clusterID + "/"
+	err = store.List(ctx, prefix, func(o objstore.ObjectInfo) error {
+		if !live[o.Key] && o.LastModified.Before(cutoff) {
+			orphans = append(orphans, orphanObject{Key: o.Key, Size: o.Size, LastModified: o.LastModified.UTC()})
+		}
+		return nil
+	})
+	if err != nil {
+		return fail("listing %s: %v", prefix, err)
+	}
+	code := 0
+	if *del && !*dryRun {
+		for i := range orphans {
+			if err := store.Delete(ctx, orphans[i].Key); err != nil {
+				fmt.Fprintf(stderr, "sidecar object-store orphans: deleting %s: %v\n", orphans[i].Key, err)
+				code = 1
+				continue
+			}
+			orphans[i].Deleted = true
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if enc.Encode(map[string]any{"prefix": prefix, "live": len(live), "orphans": orphans}) != nil {
+			return 1
+		}
+		return code
+	}
+	verb := "orphan"
+	switch {
+	case *del && *dryRun:
+		verb = "would delete"
+	case *del:
+		verb = "deleted"
+	}
+	for _, o := range orphans {
+		if !*del || *dryRun || o.Deleted {
+			fmt.Fprintf(stdout, "%s %12d  %s  %s\n", verb, o.Size, o.LastModified.Format(time.RFC3339), o.Key)
+		}
+	}
+	fmt.Fprintf(stdout, "%d orphans under %s (%d objects held by the metadata log)\n", len(orphans), prefix, len(live))
+	return code
 }

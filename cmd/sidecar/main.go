@@ -57,6 +57,8 @@ func run(args []string, stderr *os.File) int {
 			"walks a WAL object: each batch's byte offset, size, records, producer, CRC check.\n"+
 			"       sidecar object-store ls [--json] [--prefix P] [--config FILE] [--set key=value]...\n"+
 			"lists the objects of the configured store.\n"+
+			"       sidecar object-store orphans [--json] [--delete [--dry-run]] [--config FILE] [--set key=value]...\n"+
+			"lists (deletes) this data.dir's objects that no shard holds, older than the orphan grace period.\n"+
 			"       sidecar meta dump|verify [--json] [--records=false] <data.dir|shard dir>\n"+
 			"replays a copy of each coordinator shard's metadata log: records, snapshot, partitions.\n\nflags:\n", EnvPrefix, EnvPrefix)
 		fs.PrintDefaults()
