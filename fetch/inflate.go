@@ -2,14 +2,12 @@ package fetch
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
@@ -36,7 +34,7 @@ import (
 //     length and a raw snappy block. A raw block is not streamable: it is
 //     decoded whole, per chunk for xerial. A block's decoded length is in its
 //     first bytes and is checked before allocating, against
-//     maxSnappyExpansion times the block: a raw block's buffer is at most
+//     batch.MaxSnappyExpansion times the block: a raw block's buffer is at most
 //     that times the compressed batch (max.message.bytes).
 
 // zstdMaxWindow is the largest zstd window (history the decoder allocates
@@ -46,11 +44,6 @@ import (
 // of a streaming encoder declare more; such batches get CORRUPT_MESSAGE on a
 // timestamp lookup (Fetch serves them untouched).
 const zstdMaxWindow = 8 << 20
-
-// maxSnappyExpansion bounds how much larger than its encoding a snappy block
-// may decode to: the densest element is a 3-byte copy of 64 bytes (21.3×).
-// A block that claims more is not snappy.
-const maxSnappyExpansion = 22
 
 // errTooLarge is the root of the errors for a batch a lookup refuses to
 // decompress: a zstd window over zstdMaxWindow.
@@ -63,7 +56,7 @@ var errScanTime = errors.New("fetch: lookup out of decompression time")
 // decompressed returns a stream of src, a records section compressed with
 // codec (batch.Codec*), and a release for the codec's resources. The
 // stream's working set is bounded by a constant (the zstd window at most)
-// or, for a raw snappy block, by maxSnappyExpansion × len(src), whatever
+// or, for a raw snappy block, by batch.MaxSnappyExpansion × len(src), whatever
 // it decompresses to. Errors: errTooLarge (wrapped), or the codec's for a
 // bad header or an unknown codec.
 func decompressed(codec int8, src []byte) (io.Reader, func(), error) {
@@ -78,7 +71,7 @@ func decompressed(codec int8, src []byte) (io.Reader, func(), error) {
 		}
 		return zr, func() { _ = zr.Close() }, nil
 	case batch.CodecSnappy:
-		return newSnappyReader(src), func() {}, nil
+		return batch.NewSnappyReader(src), func() {}, nil
 	case batch.CodecLZ4:
 		zr := lz4.NewReader(in) // one block at a time, no goroutines (concurrency 1 by default)
 		return zr, func() { zr.Reset(nil) }, nil
@@ -137,73 +130,4 @@ func (t *timedReader) Read(p []byte) (int, error) {
 		return 0, errScanTime
 	}
 	return t.r.Read(p)
-}
-
-// xerialMagic starts a xerial-framed snappy stream; the whole header is 16
-// bytes (magic, then two big-endian int32 versions).
-var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-const xerialHeaderSize = 16
-
-// snappyReader streams a Kafka snappy records section: one raw block, or
-// xerial chunks decoded one at a time into a reused buffer.
-type snappyReader struct {
-	src    []byte // blocks not decoded yet: the raw block, or xerial chunks
-	xerial bool
-	buf    []byte // the decoded block
-	out    []byte // its unread part
-	err    error  // sticky
-}
-
-func newSnappyReader(src []byte) *snappyReader {
-	// As franz-go and librdkafka decide: the magic and something after the
-	// header (a raw block cannot start with 0x82 'S' and be that short).
-	if len(src) > xerialHeaderSize && bytes.HasPrefix(src, xerialMagic) {
-		return &snappyReader{src: src[xerialHeaderSize:], xerial: true}
-	}
-	return &snappyReader{src: src}
-}
-
-func (s *snappyReader) Read(p []byte) (int, error) {
-	for len(s.out) == 0 {
-		if s.err != nil {
-			return 0, s.err
-		}
-		s.err = s.next()
-	}
-	n := copy(p, s.out)
-	s.out = s.out[n:]
-	return n, nil
-}
-
-// next decodes the next block into out, or returns io.EOF after the last.
-func (s *snappyReader) next() error {
-	if len(s.src) == 0 {
-		return io.EOF
-	}
-	var block []byte
-	if s.xerial {
-		if len(s.src) < 4 {
-			return errors.New("snappy: xerial chunk length truncated")
-		}
-		n := binary.BigEndian.Uint32(s.src)
-		if uint64(n) > uint64(len(s.src)-4) {
-			return fmt.Errorf("snappy: xerial chunk of %d bytes, %d left", n, len(s.src)-4)
-		}
-		block, s.src = s.src[4:4+n], s.src[4+n:]
-	} else {
-		block, s.src = s.src, nil
-	}
-	n, err := s2.DecodedLen(block)
-	switch {
-	case err != nil:
-		return fmt.Errorf("snappy: %w", err)
-	case n > maxSnappyExpansion*len(block):
-		return fmt.Errorf("snappy: a %d-byte block claims %d bytes", len(block), n)
-	}
-	if s.buf, err = s2.Decode(s.buf[:0], block); err != nil {
-		return fmt.Errorf("snappy: %w", err)
-	}
-	s.out = s.buf
-	return nil
 }

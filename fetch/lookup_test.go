@@ -15,29 +15,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 )
-
-// xerialFrame frames raw as the Java producer's SnappyOutputStream and
-// franz-go's merged batches do: the xerial header, then chunks of at most
-// chunk input bytes, each a big-endian length and a raw snappy block.
-func xerialFrame(raw []byte, chunk int) []byte {
-	out := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
-	for len(raw) > 0 {
-		n := min(chunk, len(raw))
-		block := s2.EncodeSnappy(nil, raw[:n])
-		out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
-		out = append(out, block...)
-		raw = raw[n:]
-	}
-	return out
-}
 
 // TestListOffsetsCodecs: timestamp and max-timestamp lookups give the same
 // answers for every codec and framing, with the log start inside the
@@ -54,8 +39,8 @@ func TestListOffsetsCodecs(t *testing.T) {
 		{"none", batch.CodecNone, raw},
 		{"gzip", batch.CodecGzip, compress(t, batch.CodecGzip, raw)},
 		{"snappy raw block", batch.CodecSnappy, compress(t, batch.CodecSnappy, raw)},
-		{"snappy xerial", batch.CodecSnappy, xerialFrame(raw, 32<<10)},
-		{"snappy xerial, one chunk", batch.CodecSnappy, xerialFrame(raw, len(raw))},
+		{"snappy xerial", batch.CodecSnappy, batchtest.XerialFrame(raw, 32<<10)},
+		{"snappy xerial, one chunk", batch.CodecSnappy, batchtest.XerialFrame(raw, len(raw))},
 		{"lz4", batch.CodecLZ4, compress(t, batch.CodecLZ4, raw)},
 		{"zstd", batch.CodecZstd, compress(t, batch.CodecZstd, raw)},
 	} {
@@ -362,7 +347,7 @@ func TestListOffsetsLargeBatch(t *testing.T) {
 	}{
 		{"gzip", batch.CodecGzip, compress(t, batch.CodecGzip, raw)},
 		{"snappy raw block", batch.CodecSnappy, compress(t, batch.CodecSnappy, raw)},
-		{"snappy xerial", batch.CodecSnappy, xerialFrame(raw, 32<<10)},
+		{"snappy xerial", batch.CodecSnappy, batchtest.XerialFrame(raw, 32<<10)},
 		{"lz4", batch.CodecLZ4, compress(t, batch.CodecLZ4, raw)},
 		{"zstd", batch.CodecZstd, compress(t, batch.CodecZstd, raw)},
 	} {

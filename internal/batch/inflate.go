@@ -26,7 +26,7 @@ import (
 //     Java client): a 16-byte header (magic "\x82SNAPPY\x00", two int32
 //     versions), then chunks, each a big-endian uint32 length and a raw
 //     block. A raw block is decoded whole (per chunk for xerial), after its
-//     claimed length is checked against maxSnappyExpansion times its size.
+//     claimed length is checked against MaxSnappyExpansion times its size.
 
 // zstdMaxWindow is the largest zstd window accepted: 128 MiB, the limit of
 // the zstd-jni decoder Kafka uses (windowLog 27). The decoder allocates
@@ -34,10 +34,10 @@ import (
 // its size only.
 const zstdMaxWindow = 128 << 20
 
-// maxSnappyExpansion bounds how much larger than its encoding a snappy
+// MaxSnappyExpansion bounds how much larger than its encoding a snappy
 // block may decode to: the densest element is a 3-byte copy of 64 bytes
 // (21.3×).
-const maxSnappyExpansion = 22
+const MaxSnappyExpansion = 22
 
 // decompressor is one batch's decompressed records stream and the release
 // that returns its codec's state to the pool.
@@ -136,7 +136,16 @@ func (s *snappyReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-var errSnappy = errors.New("batch: malformed snappy stream")
+// NewSnappyReader returns a stream of src, a Kafka snappy records section:
+// one raw block (franz-go, librdkafka) or xerial chunks (the Java client),
+// each block decoded whole into a reused buffer after its claimed length
+// is checked against MaxSnappyExpansion times its size. Read errors say
+// "snappy: …" and what was wrong.
+func NewSnappyReader(src []byte) io.Reader {
+	s := new(snappyReader)
+	s.reset(src)
+	return s
+}
 
 // next decodes the next block into out, or returns io.EOF after the last.
 func (s *snappyReader) next() error {
@@ -146,22 +155,25 @@ func (s *snappyReader) next() error {
 	var block []byte
 	if s.xerial {
 		if len(s.src) < 4 {
-			return errSnappy
+			return errors.New("snappy: xerial chunk length truncated")
 		}
 		n := binary.BigEndian.Uint32(s.src)
 		if uint64(n) > uint64(len(s.src)-4) {
-			return errSnappy
+			return fmt.Errorf("snappy: xerial chunk of %d bytes, %d left", n, len(s.src)-4)
 		}
 		block, s.src = s.src[4:4+n], s.src[4+n:]
 	} else {
 		block, s.src = s.src, nil
 	}
 	n, err := s2.DecodedLen(block)
-	if err != nil || n > maxSnappyExpansion*len(block) {
-		return errSnappy
+	switch {
+	case err != nil:
+		return fmt.Errorf("snappy: %w", err)
+	case n > MaxSnappyExpansion*len(block):
+		return fmt.Errorf("snappy: a %d-byte block claims %d bytes", len(block), n)
 	}
 	if s.buf, err = s2.Decode(s.buf[:cap(s.buf)], block); err != nil {
-		return errSnappy
+		return fmt.Errorf("snappy: %w", err)
 	}
 	s.out = s.buf
 	return nil

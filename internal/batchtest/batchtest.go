@@ -5,8 +5,10 @@ package batchtest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -176,4 +178,19 @@ func Compress(codec int8, raw []byte) []byte {
 	var buf bytes.Buffer
 	out, _ := comp.Compress(&buf, raw)
 	return append([]byte(nil), out...)
+}
+
+// XerialFrame frames raw as the Java producer's SnappyOutputStream and
+// franz-go's merged batches do: the xerial header, then chunks of at most
+// chunk input bytes, each a big-endian length and a raw snappy block.
+func XerialFrame(raw []byte, chunk int) []byte {
+	out := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
+	for len(raw) > 0 {
+		n := min(chunk, len(raw))
+		block := s2.EncodeSnappy(nil, raw[:n])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
+		out = append(out, block...)
+		raw = raw[n:]
+	}
+	return out
 }
