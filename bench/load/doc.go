@@ -18,6 +18,10 @@
 //	# catch-up reads, GETs per GiB fetched against objects per GiB uploaded
 //	go run ./bench/load -rate 20000 -consumer-delay 30s -duration 60s -drain 90s
 //
+//	# the latency distributions of every target drawn as latency by
+//	# percentile (p0 … p99.99 on a log scale), one line per target and kind
+//	go run ./bench/load -rate 20000 -kfake -plot latency.svg   # or .png
+//
 //	# no sidecar needed: the tool against kfake alone
 //	go run ./bench/load -only-kfake -duration 10s
 //

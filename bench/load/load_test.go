@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,13 @@ func TestRunKfake(t *testing.T) {
 		if !strings.Contains(report.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	// -plot draws the run's own histograms.
+	if res.produceHist.TotalCount() != res.ProduceLatency.Count || res.e2eHist == nil || res.e2eHist.TotalCount() != res.E2ELatency.Count {
+		t.Errorf("histograms kept for -plot do not match the latencies %+v, %+v", res.ProduceLatency, *res.E2ELatency)
+	}
+	if err := writePlot(filepath.Join(t.TempDir(), "run.svg"), cfg, []Result{res}); err != nil {
+		t.Errorf("plot of the run: %v", err)
 	}
 }
 

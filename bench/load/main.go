@@ -34,6 +34,7 @@ type options struct {
 	onlyKfake    bool
 	metricsURL   string
 	json         bool
+	plot         string
 	quiet        bool
 }
 
@@ -80,6 +81,7 @@ Flags:
 	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on records/s over all producers; 0: as fast as possible (closed loop: produce latency then includes waiting in the client's full buffer)")
 	fs.StringVar(&o.metricsURL, "metrics-url", "http://127.0.0.1:9644/metrics", "the sidecar's Prometheus endpoint (config key http.listener), scraped before and after the window for the store figures; empty: skip")
 	fs.BoolVar(&o.json, "json", false, "after the text report, print the settings and results as JSON (for bench/RESULTS.md)")
+	fs.StringVar(&o.plot, "plot", "", "after the report, write the measured window's produce and end-to-end latencies of every target as latency-by-percentile lines to this file (.svg or .png)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return cfg, o, err
@@ -93,6 +95,11 @@ Flags:
 	}
 	if o.kafkaPIDs, err = parsePIDs(*kafkaPIDs); err != nil {
 		return cfg, o, fmt.Errorf("-kafka-pids: %w", err)
+	}
+	if o.plot != "" {
+		if err := checkPlotPath(o.plot); err != nil {
+			return cfg, o, err
+		}
 	}
 	if o.kafkaBrokers != "" && (o.kfake || o.onlyKfake) {
 		return cfg, o, errors.New("-kafka-brokers and -kfake: one reference at a time, so that the report has one ratio column")
@@ -172,6 +179,13 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "load: %v\n", err)
 			return exitSetup
 		}
+	}
+	if o.plot != "" {
+		if err := writePlot(o.plot, cfg, results); err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+		fmt.Fprintf(stdout, "latency plot written to %s\n", o.plot)
 	}
 	if ctx.Err() != nil {
 		return exitInterrupted

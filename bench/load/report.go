@@ -10,10 +10,7 @@ import (
 // describe is a one-line summary of the client settings, printed above the
 // results so that a pasted report says what produced it.
 func describe(cfg Config) string {
-	rate := "unlimited"
-	if cfg.Rate > 0 {
-		rate = fmt.Sprintf("%.0f rec/s", cfg.Rate)
-	}
+	rate := rateText(cfg.Rate)
 	inflight := "kgo default"
 	if cfg.MaxInflight > 0 {
 		inflight = fmt.Sprint(cfg.MaxInflight)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -73,6 +74,11 @@ type Result struct {
 
 	// Store is what the target's object store did in the window.
 	Store Store `json:"store"`
+
+	// produceHist and e2eHist are the histograms ProduceLatency and
+	// E2ELatency summarise (microseconds), for -plot; e2eHist is nil
+	// without consumers.
+	produceHist, e2eHist *hdrhistogram.Histogram
 	// CPU is what the target's server processes spent in the window.
 	CPU CPU `json:"cpu"`
 }
@@ -383,11 +389,13 @@ func (l *load) fill(res *Result) {
 	res.WindowSeconds = window.Seconds()
 	res.Interrupted = l.interrupted
 	res.Produced = throughput(st.winAcked.Load(), st.winAckedBytes.Load(), window)
-	res.ProduceLatency = summarise(mergeShards(st.produce, pickWindow, false))
+	res.produceHist = mergeShards(st.produce, pickWindow, false)
+	res.ProduceLatency = summarise(res.produceHist)
 	if len(l.consumers) > 0 {
 		c := throughput(st.winConsumed.Load(), st.winConsumedBytes.Load(), window)
 		res.Consumed = &c
-		e := summarise(mergeShards(st.e2e, pickWindow, false))
+		res.e2eHist = mergeShards(st.e2e, pickWindow, false)
+		e := summarise(res.e2eHist)
 		res.E2ELatency = &e
 		res.Unconsumed = max(0, st.acked.Load()-st.consumed.Load())
 	}
