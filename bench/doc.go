@@ -21,4 +21,8 @@
 //     rewriting the headers of the batches returned, through the real
 //     coordinator, fetch handler and block cache; floor: copying the bytes
 //     served. BenchmarkCacheHit: a read served from the block cache.
+//   - BenchmarkShardState: what a coordinator shard keeps per committed
+//     batch — heap, metadata log bytes, snapshot bytes, replay and
+//     snapshot load time — over 1000 partitions; bench/heap measures the
+//     heap per batch of the running binary from outside (issue 17).
 package bench
