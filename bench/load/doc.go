@@ -29,6 +29,13 @@
 //	# server's CPU time (sidecar pid, broker pid) per GiB and per core
 //	go run ./bench/load -sidecar-pids 1234 -kafka-brokers 127.0.0.1:29092 -kafka-pids 5678
 //
+//	# the tool starts the sidecar itself, a fresh one per store, and runs the
+//	# identical load on each: the local store, and versitygw behind the
+//	# s3fault proxy holding every answer as S3 Standard would (the S3-like
+//	# latency model, DESIGN §Object storage); one column per store
+//	go build -o bin/sidecar ./cmd/sidecar
+//	go run ./bench/load -sidecar-bin bin/sidecar -stores local,s3-like -rate 50000
+//
 // go run ./bench/load -help lists every flag with its default.
 //
 // # What it does
@@ -51,12 +58,26 @@
 // records sent in the window, throughput of records acknowledged or
 // received in it. MB is 10^6 bytes of record values.
 //
+// With -sidecar-bin the tool starts each sidecar it drives: for each store
+// of -stores in turn, a fresh process with a temporary data.dir, listeners
+// on free ports, and -sidecar-set settings; for the S3 stores also a
+// versitygw (posix backend, VERSITYGW_BIN, PATH or $GOPATH/bin) and, in
+// this process, an internal/s3fault proxy in front of it, which for
+// s3-like holds each answer until a latency drawn from -s3-latency has
+// passed since the request arrived (s3fault.S3Like by default: PUT-class
+// requests 80% 60–150 ms, 19% 150–300 ms, 1% 300–450 ms, GETs 15–40 ms).
+// The proxy shares the machine's cores with the clients. After the run
+// the sidecar is stopped with SIGTERM and its directory removed
+// (-keep-rig keeps it, with sidecar.log).
+//
 // For the sidecar the tool also scrapes its Prometheus endpoint
 // (-metrics-url) at the window's start and after the drain and reports, from
 // the counters' deltas, objects uploaded per GiB uploaded
 // (diskless_upload_objects_total / diskless_upload_bytes_total), the mean
 // object size, and ranged GETs per GiB fetched
-// (diskless_cache_store_reads_total / diskless_fetch_bytes_total). The
+// (diskless_cache_store_reads_total / diskless_fetch_bytes_total), and the
+// mean time the files answered in the window spent in each stage of the
+// produce pipeline (diskless_produce_file_stage_duration_seconds). The
 // counters are the sidecar's, so other traffic in the window counts too. If
 // the endpoint cannot be read the figures are n/a with the reason.
 //

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 )
 
 // Exit codes.
@@ -36,6 +38,10 @@ type options struct {
 	json         bool
 	plot         string
 	quiet        bool
+	// rig: with rig.bin set, a fresh sidecar per store of rigStores,
+	// started by the tool, instead of the one at brokers.
+	rig       rigOptions
+	rigStores []string
 }
 
 // parseFlags parses args into a Config and the other options.
@@ -80,6 +86,18 @@ Flags:
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after the window, how long producers may flush and consumers catch up")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on records/s over all producers; 0: as fast as possible (closed loop: produce latency then includes waiting in the client's full buffer)")
 	fs.StringVar(&o.metricsURL, "metrics-url", "http://127.0.0.1:9644/metrics", "the sidecar's Prometheus endpoint (config key http.listener), scraped before and after the window for the store figures; empty: skip")
+	fs.StringVar(&o.rig.bin, "sidecar-bin", "", "start the sidecar from this binary, a fresh one with a temporary data.dir for each of -stores, one after the other, instead of driving -brokers (whose -metrics-url and -sidecar-pids are then the started process's); each store is one column of the report")
+	storesFlag := fs.String("stores", storeLocal, "with -sidecar-bin, the stores to run the load on, comma-separated: local (the local-directory store), s3 (versitygw on this machine, through the s3fault proxy, no latency added), s3-like (versitygw behind the s3fault proxy holding each answer as -s3-latency draws: S3 Standard's latency)")
+	fs.StringVar(&o.rig.latency, "s3-latency", s3fault.S3Like, "the s3-like store's latency model: kinds=bands pairs separated by ';', kinds put (PutObject, UploadPart, CompleteMultipartUpload), get (GetObject) or an S3 operation's name, bands 'weight:min-max' in ms separated by ',' (or one 'min-max'); each answer is held until its draw has passed since the request arrived (internal/s3fault.LatencyModel)")
+	fs.Uint64Var(&o.rig.seed, "s3-latency-seed", 1, "seed of the latency model's draws")
+	fs.Func("sidecar-set", "with -sidecar-bin, a key=value setting for every sidecar started (repeatable), as its --set", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q: want key=value", v)
+		}
+		o.rig.sets = append(o.rig.sets, v)
+		return nil
+	})
+	fs.BoolVar(&o.rig.keep, "keep-rig", false, "with -sidecar-bin, keep each store's directory (data.dir, objects, sidecar.log) instead of removing it")
 	fs.BoolVar(&o.json, "json", false, "after the text report, print the settings and results as JSON (for bench/RESULTS.md)")
 	fs.StringVar(&o.plot, "plot", "", "after the report, write the measured window's produce and end-to-end latencies of every target as latency-by-percentile lines to this file (.svg or .png)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
@@ -103,6 +121,17 @@ Flags:
 	}
 	if o.kafkaBrokers != "" && (o.kfake || o.onlyKfake) {
 		return cfg, o, errors.New("-kafka-brokers and -kfake: one reference at a time, so that the report has one ratio column")
+	}
+	if o.rig.bin != "" {
+		if o.rigStores, err = parseStores(*storesFlag); err != nil {
+			return cfg, o, fmt.Errorf("-stores: %w", err)
+		}
+		if _, err := s3fault.ParseLatency(o.rig.latency, o.rig.seed); err != nil {
+			return cfg, o, fmt.Errorf("-s3-latency: %w", err)
+		}
+		if o.onlyKfake {
+			return cfg, o, errors.New("-sidecar-bin and -only-kfake: the started sidecars would not be driven")
+		}
 	}
 	cfg.Partitions = int32(*partitions)
 	if int(cfg.Partitions) != *partitions {
@@ -138,8 +167,32 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		// One name for every target, so that reports line up.
 		cfg.Topic = newTopicName()
 	}
+	var results []Result
+	if o.rig.bin != "" {
+		// One fresh sidecar per store, driven, then stopped, in turn.
+		for _, store := range o.rigStores {
+			if ctx.Err() != nil {
+				break
+			}
+			r, t, err := startRig(ctx, o.rig, store, stdout)
+			if err != nil {
+				fmt.Fprintf(stderr, "load: %v\n", err)
+				return exitSetup
+			}
+			fmt.Fprintf(stdout, "%s: %s, topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)
+			res, err := run(ctx, cfg, t)
+			if serr := r.stop(); serr != nil {
+				fmt.Fprintf(stderr, "load: %v\n", serr)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "load: %v\n", err)
+				return exitSetup
+			}
+			results = append(results, res)
+		}
+	}
 	var targets []Target
-	if !o.onlyKfake {
+	if !o.onlyKfake && o.rig.bin == "" {
 		targets = append(targets, Target{Name: "sidecar", Brokers: splitBrokers(o.brokers), MetricsURL: o.metricsURL,
 			NoMetrics: "-metrics-url is empty", PIDs: o.sidecarPIDs, NoCPU: "-sidecar-pids is empty"})
 	}
@@ -147,7 +200,6 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		targets = append(targets, Target{Name: "kafka", Brokers: splitBrokers(o.kafkaBrokers),
 			NoMetrics: "Apache Kafka has no object store", PIDs: o.kafkaPIDs, NoCPU: "-kafka-pids is empty"})
 	}
-	var results []Result
 	for _, t := range targets {
 		fmt.Fprintf(stdout, "%s: %s, topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)
 		r, err := run(ctx, cfg, t)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -31,6 +32,7 @@ type reportRow struct {
 	value   func(Result) (float64, bool)
 	format  func(float64) string
 	noRatio bool // a count whose ratio means nothing (window, errors)
+	hideNA  bool // left out when no result has it
 }
 
 func count(v float64) string  { return fmt.Sprintf("%.0f", v) }
@@ -49,13 +51,13 @@ func latencyRows(prefix string, get func(Result) *Latency, p999 bool) []reportRo
 		}
 	}
 	rows := []reportRow{
-		{prefix + " p50", lat(func(l Latency) float64 { return l.P50Ms }), fmtMs, false},
-		{prefix + " p99", lat(func(l Latency) float64 { return l.P99Ms }), fmtMs, false},
+		{prefix + " p50", lat(func(l Latency) float64 { return l.P50Ms }), fmtMs, false, false},
+		{prefix + " p99", lat(func(l Latency) float64 { return l.P99Ms }), fmtMs, false, false},
 	}
 	if p999 {
-		rows = append(rows, reportRow{prefix + " p999", lat(func(l Latency) float64 { return l.P999Ms }), fmtMs, false})
+		rows = append(rows, reportRow{prefix + " p999", lat(func(l Latency) float64 { return l.P999Ms }), fmtMs, false, false})
 	}
-	return append(rows, reportRow{prefix + " max", lat(func(l Latency) float64 { return l.MaxMs }), fmtMs, false})
+	return append(rows, reportRow{prefix + " max", lat(func(l Latency) float64 { return l.MaxMs }), fmtMs, false, false})
 }
 
 func optional(get func(Result) *float64) func(Result) (float64, bool) {
@@ -77,31 +79,32 @@ func reportRows() []reportRow {
 		}
 	}
 	rows := []reportRow{
-		{"window s", func(r Result) (float64, bool) { return r.WindowSeconds, true }, oneDec, true},
-		{"produced records/s", func(r Result) (float64, bool) { return r.Produced.RecordsPerSec, true }, count, false},
-		{"produced MB/s", func(r Result) (float64, bool) { return r.Produced.MBPerSec, true }, oneDec, false},
-		{"consumed records/s", consumed(func(t Throughput) float64 { return t.RecordsPerSec }), count, false},
-		{"consumed MB/s", consumed(func(t Throughput) float64 { return t.MBPerSec }), oneDec, false},
+		{"window s", func(r Result) (float64, bool) { return r.WindowSeconds, true }, oneDec, true, false},
+		{"produced records/s", func(r Result) (float64, bool) { return r.Produced.RecordsPerSec, true }, count, false, false},
+		{"produced MB/s", func(r Result) (float64, bool) { return r.Produced.MBPerSec, true }, oneDec, false, false},
+		{"consumed records/s", consumed(func(t Throughput) float64 { return t.RecordsPerSec }), count, false, false},
+		{"consumed MB/s", consumed(func(t Throughput) float64 { return t.MBPerSec }), oneDec, false, false},
 	}
 	rows = append(rows, latencyRows("produce", func(r Result) *Latency { return &r.ProduceLatency }, true)...)
 	rows = append(rows, latencyRows("e2e", func(r Result) *Latency { return r.E2ELatency }, false)...)
 	rows = append(rows,
-		reportRow{"errors", func(r Result) (float64, bool) { return float64(r.ErrorCount), true }, count, true},
-		reportRow{"unacked at end", func(r Result) (float64, bool) { return float64(r.Unacked), true }, count, true},
-		reportRow{"unconsumed at end", func(r Result) (float64, bool) { return float64(r.Unconsumed), r.Consumed != nil }, count, true},
-		reportRow{"objects per GiB uploaded", optional(func(r Result) *float64 { return r.Store.ObjectsPerGiB }), oneDec, false},
-		reportRow{"mean object size", optional(func(r Result) *float64 { return r.Store.AvgObjectMiB }), mib, false},
-		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false},
-		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false},
-		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false},
-		reportRow{"GiB up per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.UploadedPerGiB }) }), twoDec, false},
-		reportRow{"GiB read per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.ReadPerGiB }) }), twoDec, false},
+		reportRow{"errors", func(r Result) (float64, bool) { return float64(r.ErrorCount), true }, count, true, false},
+		reportRow{"unacked at end", func(r Result) (float64, bool) { return float64(r.Unacked), true }, count, true, false},
+		reportRow{"unconsumed at end", func(r Result) (float64, bool) { return float64(r.Unconsumed), r.Consumed != nil }, count, true, false},
+		reportRow{"objects per GiB uploaded", optional(func(r Result) *float64 { return r.Store.ObjectsPerGiB }), oneDec, false, false},
+		reportRow{"mean object size", optional(func(r Result) *float64 { return r.Store.AvgObjectMiB }), mib, false, false},
+		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false, false},
+		stageRow("buffer"), stageRow("upload"), stageRow("wait"), stageRow("commit"),
+		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false, false},
+		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false, false},
+		reportRow{"GiB up per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.UploadedPerGiB }) }), twoDec, false, false},
+		reportRow{"GiB read per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.ReadPerGiB }) }), twoDec, false, false},
 		reportRow{"S3 requests USD/month", optional(func(r Result) *float64 {
 			return costOf(r, func(c *Cost) *float64 { v := c.MonthlyUSD; return &v })
-		}), twoDec, false},
-		reportRow{"server CPU s", optional(func(r Result) *float64 { return r.CPU.Seconds }), oneDec, false},
-		reportRow{"CPU s per GiB produced", optional(func(r Result) *float64 { return r.CPU.PerGiB }), twoDec, false},
-		reportRow{"produced MB/s per core", optional(func(r Result) *float64 { return r.CPU.MBPerCore }), oneDec, false},
+		}), twoDec, false, false},
+		reportRow{"server CPU s", optional(func(r Result) *float64 { return r.CPU.Seconds }), oneDec, false, false},
+		reportRow{"CPU s per GiB produced", optional(func(r Result) *float64 { return r.CPU.PerGiB }), twoDec, false, false},
+		reportRow{"produced MB/s per core", optional(func(r Result) *float64 { return r.CPU.MBPerCore }), oneDec, false, false},
 	)
 	return rows
 }
@@ -126,6 +129,9 @@ func writeReport(w io.Writer, cfg Config, results []Result) {
 	}
 	b.WriteByte('\n')
 	for _, row := range reportRows() {
+		if row.hideNA && !slices.ContainsFunc(results, func(r Result) bool { _, ok := row.value(r); return ok }) {
+			continue
+		}
 		fmt.Fprintf(&b, "%-*s", nameW, row.name)
 		var vals []float64
 		var oks []bool
@@ -206,6 +212,15 @@ func writeJSON(w io.Writer, cfg Config, results []Result) error {
 		},
 		Results: results,
 	})
+}
+
+// stageRow is the mean time of a file in one stage of the sidecar's
+// produce pipeline (Store.StageMs).
+func stageRow(stage string) reportRow {
+	return reportRow{"file " + stage + " mean", func(r Result) (float64, bool) {
+		v, ok := r.Store.StageMs[stage]
+		return v, ok
+	}, fmtMs, false, true}
 }
 
 // costOf returns a figure of r's request bill, nil without one.

@@ -20,6 +20,11 @@ const (
 	metricUploadBytes   = "diskless_upload_bytes_total"      // bytes uploaded
 	metricStoreReads    = "diskless_cache_store_reads_total" // ranged GETs issued to the object store
 	metricFetchBytes    = "diskless_fetch_bytes_total"       // record bytes served to consumers
+	// metricFileStages is the histogram of each file's time per pipeline
+	// stage (label stage: buffer, upload, commit, …), seconds.
+	metricFileStages = "diskless_produce_file_stage_duration_seconds"
+	stageSumPrefix   = metricFileStages + "_sum:"
+	stageCountPrefix = metricFileStages + "_count:"
 )
 
 var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
@@ -83,6 +88,27 @@ func parseCounters(r io.Reader) (counters, error) {
 			break
 		}
 	}
+	// Each file stage's time in seconds and file count (stageSumPrefix,
+	// stageCountPrefix + stage), for the stage means.
+	for _, fname := range []string{metricFileStages, trimTotal(metricFileStages)} {
+		f, ok := fams[fname]
+		if !ok {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			stage := "unknown"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					stage = l.GetValue()
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				out[stageSumPrefix+stage] += h.GetSampleSum()
+				out[stageCountPrefix+stage] += float64(h.GetSampleCount())
+			}
+		}
+		break
+	}
 	// The S3 requests by operation (s3OpPrefix + operation), for the cost.
 	for _, fname := range []string{metricS3Requests, trimTotal(metricS3Requests)} {
 		f, ok := fams[fname]
@@ -138,6 +164,11 @@ type Store struct {
 	// GetsPerGiB is ranged GETs issued to the object store per GiB of
 	// record bytes served to consumers.
 	GetsPerGiB *float64 `json:"gets_per_gib,omitempty"`
+	// StageMs is the mean time, ms, the files answered in the window
+	// spent in each stage of the sidecar's produce pipeline (buffer,
+	// upload, commit, …: diskless.produce.file.stage.duration); nil when
+	// not exposed.
+	StageMs map[string]float64 `json:"stage_ms,omitempty"`
 	// Cost is the request bill at S3 list prices for the rate measured
 	// (cost.go); nil when the counters were not there.
 	Cost *Cost `json:"cost,omitempty"`
@@ -185,6 +216,19 @@ func storeDelta(before, after counters) Store {
 			s.GetsPerGiB = &v
 		} else {
 			why = append(why, "nothing fetched")
+		}
+	}
+	for k, sum := range after {
+		stage, ok := strings.CutPrefix(k, stageSumPrefix)
+		if !ok {
+			continue
+		}
+		n := after[stageCountPrefix+stage] - before[stageCountPrefix+stage]
+		if n > 0 {
+			if s.StageMs == nil {
+				s.StageMs = make(map[string]float64)
+			}
+			s.StageMs[stage] = (sum - before[k]) / n * 1e3
 		}
 	}
 	s.Cost = costDelta(before, after)

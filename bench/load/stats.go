@@ -82,6 +82,7 @@ func pickTotal(s *latencyShard) *hdrhistogram.Histogram  { return s.mu.total }
 // Latency summarises a latency histogram, in milliseconds.
 type Latency struct {
 	Count  int64   `json:"count"`
+	MinMs  float64 `json:"min_ms"`
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
 	P999Ms float64 `json:"p999_ms"`
@@ -92,6 +93,7 @@ func summarise(h *hdrhistogram.Histogram) Latency {
 	ms := func(us int64) float64 { return float64(us) / 1e3 }
 	return Latency{
 		Count:  h.TotalCount(),
+		MinMs:  ms(h.Min()),
 		P50Ms:  ms(h.ValueAtQuantile(50)),
 		P99Ms:  ms(h.ValueAtQuantile(99)),
 		P999Ms: ms(h.ValueAtQuantile(99.9)),

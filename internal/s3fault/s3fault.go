@@ -4,9 +4,11 @@
 // a Fault instead — a 503 SlowDown or another error, a reset or hung-up
 // connection, a delay, a slow, truncated or chunked response body, a body
 // shorter than its Content-Range, a body with a byte flipped, an answer
-// lost after the server acted.
+// lost or held after the server acted.
 // It also counts the requests by Kind (PutObject, UploadPart, ...), so
-// that tests can pin what a scenario costs.
+// that tests can pin what a scenario costs, and can give the answers the
+// latency of a real object store (LatencyModel; S3Like is S3 Standard's),
+// so that benchmarks on a local server see S3's timing.
 //
 // The proxy keeps the Host header of each request, so SigV4 signatures made
 // for the proxy's address stay valid at the server.
@@ -145,6 +147,17 @@ func LoseAnswer() Fault {
 	return Fault{name: "lose answer", after: func(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		reset(w)
+	}}
+}
+
+// HoldAnswer forwards the request — the server acts on it, a PUT's
+// object is stored — and then holds the answer until the client gives up
+// (or the proxy closes): a request whose answer is slow to come back from
+// a store that did the work.
+func HoldAnswer() Fault {
+	return Fault{name: "hold answer", after: func(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+		<-r.Context().Done()
+		panic(http.ErrAbortHandler) // no answer at all
 	}}
 }
 
@@ -378,6 +391,8 @@ type Proxy struct {
 	handlers  sync.WaitGroup
 	done      chan struct{} // closed by Close
 
+	latency atomic.Pointer[LatencyModel]
+
 	mu     sync.Mutex
 	rules  []*Rule
 	counts map[Kind]int64
@@ -446,6 +461,12 @@ func (p *Proxy) Add(r *Rule) *Rule {
 	p.rules = append(p.rules, r)
 	return r
 }
+
+// SetLatency holds the answers of the kinds m covers as m draws (see
+// LatencyModel), from the next request on; nil holds nothing. Faults
+// apply as well: a fault that answers without forwarding is not held, a
+// fault on the answer acts once the answer's latency has passed.
+func (p *Proxy) SetLatency(m *LatencyModel) { p.latency.Store(m) }
 
 // Clear removes every rule: from now on every request is forwarded.
 func (p *Proxy) Clear() {
@@ -526,7 +547,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	r = r.WithContext(ctx)
 
-	fault := p.pick(r, KindOf(r))
+	kind := KindOf(r)
+	// The answer's earliest time, from the headers' arrival.
+	var answerAt time.Time
+	if d := p.latency.Load().draw(kind); d > 0 {
+		answerAt = time.Now().Add(d)
+	}
+	fault := p.pick(r, kind)
 	if fault != nil && fault.before != nil && fault.before(w, r) {
 		return
 	}
@@ -556,6 +583,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if !answerAt.IsZero() {
+		t := time.NewTimer(time.Until(answerAt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			panic(http.ErrAbortHandler) // the client gave up: no answer at all
+		}
+	}
 	if fault != nil && fault.after != nil {
 		fault.after(w, r, resp)
 		return
