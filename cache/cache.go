@@ -59,7 +59,7 @@
 // GET (as every fetch of a lagging consumer needs a few partitions of many
 // objects) would cost a GET per partition per object. ReadRanges therefore
 // takes the time the data was written — its commit time, ms since the Unix
-// epoch (diskless.BatchCoordinate.LogAppendTime) — and decides:
+// epoch (diskless.RunCoordinate.LogAppendTime) — and decides:
 //
 //   - The cache's reach is the last-use time of its least recently used
 //     block (set when a block is cached, by Put or a load, and at every
@@ -131,13 +131,13 @@ type Object struct {
 	// Key is the object key.
 	Key string
 	// Size is the object's size in bytes as its commit recorded it
-	// (diskless.BatchCoordinate.FileSize); 0 means unknown. When known, a
+	// (diskless.RunCoordinate.FileSize); 0 means unknown. When known, a
 	// store answering another size fails the read (the object was
 	// truncated or replaced), a range past it fails without a GET, and a
 	// catch-up read can take the whole object.
 	Size int64
 	// WrittenMs is when the data was written to the store: its commit
-	// time in ms since the Unix epoch (diskless.BatchCoordinate.LogAppendTime;
+	// time in ms since the Unix epoch (diskless.RunCoordinate.LogAppendTime;
 	// the oldest, if the ranges were committed at different times);
 	// negative means unknown, which always reads through the blocks.
 	WrittenMs int64

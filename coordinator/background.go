@@ -33,9 +33,9 @@ type Stats struct {
 	OrphansDeleted atomic.Int64
 	// OrphanScans counts orphan scans that completed.
 	OrphanScans atomic.Int64
-	// PurgedBatches counts batches of deleted topics removed by the
-	// purge (runPurge).
-	PurgedBatches atomic.Int64
+	// PurgedRuns counts runs (index entries) of deleted topics removed
+	// by the purge (runPurge).
+	PurgedRuns atomic.Int64
 	// DisableSends counts DisklessDisableTopic requests sent to
 	// sidecars, DisableSendFailures those that failed (and are sent
 	// again).

@@ -12,13 +12,14 @@ import (
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
 
-// BenchmarkPurgeTopic deletes a topic of 1M batches (one partition, 20
-// files) and purges it while another topic on the same shard commits a
-// file of 100 batches in a loop: the figures are the purge's duration
-// (purge-ms), how many passes it took, and the commits' latency while it
-// ran (p50, p99 and max, µs), against commit-alone-p99-µs measured before
-// the delete. The purge moves purgeBatchesPerRecord batches per group, so
-// no commit waits behind more than one step.
+// BenchmarkPurgeTopic deletes a topic of 1M runs (one partition, 20
+// files, each batch its own run: fillPartition) and purges it while
+// another topic on the same shard commits a file of 100 batches in a
+// loop: the figures are the purge's duration (purge-ms), how many passes
+// it took, and the commits' latency while it ran (p50, p99 and max, µs),
+// against commit-alone-p99-µs measured before the delete. The purge moves
+// purgeRunsPerRecord runs per group, so no commit waits behind more than
+// one step.
 func BenchmarkPurgeTopic(b *testing.B) {
 	const total = 1_000_000
 	for range b.N {
@@ -97,7 +98,9 @@ func BenchmarkPurgeTopic(b *testing.B) {
 }
 
 // fillPartition appends n one-offset batches to tp's index directly (the
-// replay path), in records of at most MaxCommitBatches.
+// replay path), in records of at most MaxCommitBatches, 10 bytes apart
+// in their files (as refused batches leave them), so each is a run of its
+// own: n index entries.
 func fillPartition(b *testing.B, c *Coordinator, tp diskless.TopicPartition, n int) {
 	s := c.shards[c.ShardFor(tp.TopicID, tp.Partition)]
 	s.mu.Lock()
@@ -110,7 +113,7 @@ func fillPartition(b *testing.B, c *Coordinator, tp diskless.TopicPartition, n i
 		bs := make([]records.CommittedBatch, k)
 		for i := range bs {
 			base := p.hwm + int64(i)
-			bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 100, AssignedBaseOffset: base,
+			bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 110, ByteSize: 100, AssignedBaseOffset: base,
 				AssignedLastOffset: base, LogAppendTimestamp: 1, BatchMaxTimestamp: 1, ProducerID: -1}
 		}
 		rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0},

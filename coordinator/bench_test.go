@@ -48,7 +48,8 @@ func BenchmarkCommitFile(b *testing.B) {
 }
 
 // BenchmarkFindBatches looks up random offsets in a partition index of 1M
-// batches, 1 MiB per answer, and reports the index's memory per batch.
+// batches (each its own run: 1M index entries), 1 MiB per answer, and
+// reports the index's memory per entry.
 func BenchmarkFindBatches(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -56,13 +57,13 @@ func BenchmarkFindBatches(b *testing.B) {
 	st, p := benchIndex(b, batch.TimestampCreateTime, false)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	heapPerBatch := float64(after.HeapAlloc-before.HeapAlloc) / float64(p.batches.len())
+	heapPerBatch := float64(after.HeapAlloc-before.HeapAlloc) / float64(p.runs.len())
 	r := rand.New(rand.NewPCG(1, 2))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		res := st.findBatches(p, r.Int64N(p.hwm), 1<<20)
-		if res.Err != nil || len(res.Batches) == 0 {
+		if res.Err != nil || len(res.Runs) == 0 {
 			b.Fatal(res.Err)
 		}
 	}
@@ -70,7 +71,9 @@ func BenchmarkFindBatches(b *testing.B) {
 }
 
 // benchIndex returns a state with one published partition of 1000 files
-// × 1000 batches (10 records, 16 KiB each) of type tsType, whose max
+// × 1000 batches (10 records, 16 KiB each) of type tsType, each its own
+// run (16 bytes apart in its file, as refused batches leave them: an
+// index of 1M entries), whose max
 // timestamps (CreateTime) or append times (LogAppendTime) are the file's
 // number: rising through the index, equal within a file. With outlier, a
 // file of one CreateTime batch at 2^40 ms comes first: the candidate of
@@ -98,7 +101,7 @@ func benchIndex(b *testing.B, tsType int8, outlier bool) (*state, *partition) {
 		bs := make([]records.CommittedBatch, perFile)
 		for i := range bs {
 			base := p.hwm + int64(i)*10
-			bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 16384, ByteSize: 16384, AssignedBaseOffset: base,
+			bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 16400, ByteSize: 16384, AssignedBaseOffset: base,
 				AssignedLastOffset: base + 9, LogAppendTimestamp: int64(f), BatchMaxTimestamp: int64(f), TimestampType: tsType,
 				ProducerID: -1}
 		}
@@ -225,9 +228,11 @@ func BenchmarkSnapshot(b *testing.B) {
 
 // BenchmarkCommitIntoIndex measures committing a file of 1000 batches to
 // one partition through the shard driver (no fsync) while the partition
-// holds a steady number of batches (retention drops as many as each file
-// adds, outside the timing): the cost of an append must not grow with
-// the index. Besides the mean it reports the slowest file, where a flat
+// holds a steady number of index entries (retention drops as many as each
+// file adds, outside the timing): the cost of an append must not grow with
+// the index. The batches lie 10 bytes apart in their files, as refused
+// batches leave them, so that each is a run of its own: 1000 entries per
+// file, 4M in the index. Besides the mean it reports the slowest file, where a flat
 // index that regrows shows its copy.
 func BenchmarkCommitIntoIndex(b *testing.B) {
 	for _, size := range []int{0, 4 << 20} {
@@ -255,7 +260,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 				bs := make([]records.CommittedBatch, n)
 				for i := range bs {
 					base := p.hwm + int64(i)
-					bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 100, AssignedBaseOffset: base,
+					bs[i] = records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 110, ByteSize: 100, AssignedBaseOffset: base,
 						AssignedLastOffset: base, LogAppendTimestamp: 1, BatchMaxTimestamp: 1, ProducerID: -1}
 				}
 				rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 30, OwnerIDs: []int32{0},
@@ -271,6 +276,7 @@ func BenchmarkCommitIntoIndex(b *testing.B) {
 			batches := make([]diskless.CommitBatch, 1000)
 			for i := range batches {
 				batches[i] = plain(top, 0, 1)
+				batches[i].ByteOffset = int32(i * 110)
 			}
 			var worst time.Duration
 			b.ReportAllocs()

@@ -50,7 +50,7 @@ func TestOffsetsDenseFromZero(t *testing.T) {
 			t.Fatalf("partition %d: %+v, want high watermark %d", p, r, hwm)
 		}
 		want := int64(0)
-		for _, b := range r.Batches {
+		for _, b := range r.Runs {
 			if b.BaseOffset != want {
 				t.Fatalf("partition %d: batch at %d, want %d (gap or overlap)", p, b.BaseOffset, want)
 			}
@@ -459,7 +459,7 @@ func TestLogAppendTimeTopic(t *testing.T) {
 	b := withMaxTs(plain(top, 0, 1), 5)
 	b.TimestampType = batch.TimestampLogAppendTime
 	r := e.commit(nextKey(), b)[0]
-	got := e.find(top, 0, 0, 0).Batches[0]
+	got := e.find(top, 0, 0, 0).Runs[0]
 	if got.TimestampType != batch.TimestampLogAppendTime || got.LogAppendTime != r.LogAppendTime ||
 		got.BatchMaxTimestamp != 5 || got.MaxTimestamp() != r.LogAppendTime {
 		t.Fatalf("coordinate %+v, commit %+v", got, r)

@@ -386,7 +386,7 @@ func (c *Coordinator) FindBatches(ctx context.Context, reqs []diskless.FindBatch
 // ListOffsetsEarliest → Offset = log start offset; ListOffsetsLatest →
 // Offset = high watermark (Timestamp −1 for both);
 // ListOffsetsMaxTimestamp → Candidate = the earliest batch holding the
-// largest effective max timestamp (BatchCoordinate.MaxTimestamp); a
+// largest effective max timestamp (RunCoordinate.MaxTimestamp); a
 // timestamp ≥ 0 → Candidate = the first batch, in offset order, whose
 // effective max timestamp is ≥ it. With a Candidate, Offset and Timestamp
 // are −1: the caller finds the record in the candidate batch. No match (or
@@ -409,7 +409,7 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartitio
 // offset, or its header claims a max timestamp no record has): with from
 // its last offset + 1, the next candidate in one call. A timestamp ≥ 0 →
 // Candidate = the first batch, in offset order, holding an offset ≥ from
-// whose effective max timestamp (BatchCoordinate.MaxTimestamp) is ≥ it;
+// whose effective max timestamp (RunCoordinate.MaxTimestamp) is ≥ it;
 // ListOffsetsMaxTimestamp → Candidate = the earliest batch holding an
 // offset ≥ from with the largest effective max timestamp among those. A
 // batch holding from and offsets below it counts; a from at or below the

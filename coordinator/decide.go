@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -308,51 +309,80 @@ func (s *state) checkProducer(p *partition, b *diskless.CommitBatch, t int64) (p
 
 // replayCommit answers a repeated CommitFile for a file still in the
 // file table (slot fi) when the original answer is no longer cached:
-// batches found at their byte offset get their assigned offsets and
+// batches found in the file's runs get their assigned offsets and
 // Duplicate; others (refused the first time, or since deleted) get
-// KAFKA_STORAGE_ERROR, since their original answer is unknown. A key the
-// shard has forgotten is not in the file table: see
-// forgetClosedFilesAfterMs for why no repeat comes that late.
+// KAFKA_STORAGE_ERROR, since their original answer is unknown. The index
+// keeps runs, not batches: a batch's offset is its run's base offset plus
+// the records of the request's batches of the partition that precede it
+// in the run, which must tile the run's bytes up to it (a repeat carries
+// the same batches as the original). A key the shard has forgotten is not
+// in the file table: see forgetClosedFilesAfterMs for why no repeat comes
+// that late.
 func (s *state) replayCommit(req *diskless.CommitFileRequest, fi int32) []diskless.CommitBatchResult {
 	f := &s.files[fi]
 	results := make([]diskless.CommitBatchResult, len(req.Batches))
+	// The request's batches by partition, in byte order.
+	byPart := make(map[diskless.TopicPartition][]int)
 	for i := range req.Batches {
 		b := &req.Batches[i]
-		p := s.partitions[diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}]
-		if p == nil {
+		tp := diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
+		byPart[tp] = append(byPart[tp], i)
+	}
+	for tp, idx := range byPart {
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Compare(req.Batches[a].ByteOffset, req.Batches[b].ByteOffset)
+		})
+		p := s.partitions[tp]
+		for k, i := range idx {
+			b := &req.Batches[i]
 			results[i] = errorResult(kerr.KafkaStorageError)
-			continue
-		}
-		e := s.findInFile(p, fi, b.ByteOffset)
-		if e == nil {
-			results[i] = errorResult(kerr.KafkaStorageError)
-			continue
-		}
-		results[i] = diskless.CommitBatchResult{
-			BaseOffset:     e.baseOffset,
-			LogAppendTime:  f.appendTime,
-			LogStartOffset: p.logStart,
-			Duplicate:      true,
+			if p == nil {
+				continue
+			}
+			e := s.findInFile(p, fi, b.ByteOffset)
+			if e == nil {
+				continue
+			}
+			// Walk back over the request's batches that tile the run up
+			// to b, counting their offsets.
+			pos, base := int64(b.ByteOffset), e.baseOffset
+			for j := k - 1; j >= 0 && pos > int64(e.byteOffset); j-- {
+				prev := &req.Batches[idx[j]]
+				if int64(prev.ByteOffset)+int64(prev.ByteSize) != pos {
+					break
+				}
+				pos = int64(prev.ByteOffset)
+				base += int64(prev.LastOffsetDelta) + 1
+			}
+			if pos != int64(e.byteOffset) || base+int64(b.LastOffsetDelta) > e.lastOffset() {
+				continue
+			}
+			results[i] = diskless.CommitBatchResult{
+				BaseOffset:     base,
+				LogAppendTime:  f.appendTime,
+				LogStartOffset: p.logStart,
+				Duplicate:      true,
+			}
 		}
 	}
 	return results
 }
 
-// findInFile returns p's batch of the file in slot fi at byteOffset.
-// Commit numbers (fileEntry.seq) never decrease along a partition's index
-// — slot numbers do not follow commit order once slots are reused — and
-// a file's batches in a partition are contiguous, so they are found by
-// binary search.
-func (s *state) findInFile(p *partition, fi, byteOffset int32) *batchEntry {
-	x := &p.batches
+// findInFile returns p's run of the file in slot fi whose bytes hold
+// byteOffset. Commit numbers (fileEntry.seq) never decrease along a
+// partition's index — slot numbers do not follow commit order once slots
+// are reused — and a file's runs in a partition are contiguous, so they
+// are found by binary search.
+func (s *state) findInFile(p *partition, fi, byteOffset int32) *runEntry {
+	x := &p.runs
 	n := x.len()
 	seq := s.files[fi].seq
-	for i := x.search(n, func(e *batchEntry) bool { return s.files[e.file].seq >= seq }); i < n; i++ {
+	for i := x.search(n, func(e *runEntry) bool { return s.files[e.file].seq >= seq }); i < n; i++ {
 		e := x.at(i)
 		if e.file != fi {
 			break
 		}
-		if e.byteOffset == byteOffset {
+		if e.byteOffset <= byteOffset && int64(byteOffset) < int64(e.byteOffset)+int64(e.byteSize) {
 			return e
 		}
 	}

@@ -63,8 +63,8 @@ func TestLateRepeatOfForgottenKey(t *testing.T) {
 		}
 		// Every live batch names a live file.
 		p := ld.partitions[diskless.TopicPartition{TopicID: tid, Partition: 0}]
-		for j := range p.batches.len() {
-			e := p.batches.at(j)
+		for j := range p.runs.len() {
+			e := p.runs.at(j)
 			if ld.files[e.file].free() || ld.files[e.file].closed {
 				t.Fatalf("batch %d in slot %d: %+v", e.baseOffset, e.file, ld.files[e.file])
 			}

@@ -124,14 +124,16 @@ func TestClosedFilesForgotten(t *testing.T) {
 				}
 				// The live files' batches, in slots their neighbours' freed
 				// slots were reused around, still name their objects.
+				// Each kept file's two batches of the partition are one run.
 				r := e.find(top, 1, 0, 1<<30)
-				if r.Err != nil || len(r.Batches) != 2*len(kept) {
+				if r.Err != nil || len(r.Runs) != len(kept) {
 					t.Fatalf("%s: find: %+v", stage, r)
 				}
-				for i, b := range r.Batches {
-					if want := kept[i/2]; b.ObjectKey != want || b.BaseOffset != keptRes[i/2][i%2].BaseOffset {
-						t.Fatalf("%s: batch %d at %d in %s, want %d in %s", stage, i, b.BaseOffset, b.ObjectKey,
-							keptRes[i/2][i%2].BaseOffset, want)
+				for i, b := range r.Runs {
+					if want := kept[i]; b.ObjectKey != want || b.BaseOffset != keptRes[i][0].BaseOffset ||
+						b.LastOffset != keptRes[i][1].BaseOffset+1 {
+						t.Fatalf("%s: run %d at [%d, %d] in %s, want batches at %d and %d in %s", stage, i, b.BaseOffset, b.LastOffset,
+							b.ObjectKey, keptRes[i][0].BaseOffset, keptRes[i][1].BaseOffset, want)
 					}
 				}
 			}
@@ -295,7 +297,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 					if b.AssignedBaseOffset < p.logStart {
 						continue
 					}
-					e := p.batches.at(int(p.batches.searchOffset(p.batches.len(), b.AssignedBaseOffset)))
+					e := p.runs.at(int(p.runs.searchOffset(p.runs.len(), b.AssignedBaseOffset)))
 					if got := full.files[e.file].key; got != fc.ObjectKey {
 						t.Fatalf("batch at %d names %q, want %q", b.AssignedBaseOffset, got, fc.ObjectKey)
 					}
@@ -389,7 +391,7 @@ func TestDecodeSnapshotFileTable(t *testing.T) {
 	// Two files with live batches, one after the other in a partition.
 	var a, b int32 = -1, -1
 	for _, p := range base.partitions {
-		v := p.batches.freeze()
+		v := p.runs.freeze()
 		for es := range v.chunks {
 			for _, e := range es {
 				if a < 0 {

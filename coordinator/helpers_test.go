@@ -200,6 +200,14 @@ func idem(t diskless.Topic, partition int32, pid int64, epoch int16, baseSeq, n 
 
 func withSize(b diskless.CommitBatch, size int32) diskless.CommitBatch { b.ByteSize = size; return b }
 
+// withByteOffset places b at off in its object (commitRequest lays the
+// others back to back after it): a gap before b keeps it out of the run
+// of the batch before.
+func withByteOffset(b diskless.CommitBatch, off int32) diskless.CommitBatch {
+	b.ByteOffset = off
+	return b
+}
+
 func withMaxTs(b diskless.CommitBatch, ts int64) diskless.CommitBatch {
 	b.BatchMaxTimestamp = ts
 	return b

@@ -26,7 +26,7 @@ const (
 	indexFirstChunkCap = 8
 )
 
-// batchIndex is a partition's batches in offset order: entry i (0-based
+// runIndex is a partition's batches in offset order: entry i (0-based
 // from the log start) is at position head+i of the concatenated chunks.
 // Every chunk but the last is full (indexChunkLen entries), so a position
 // maps to its chunk and slot by shift and mask.
@@ -42,7 +42,7 @@ const (
 // keep them, and a snapshot load rebuilds them by pushing every entry
 // again (with head 0, so chunk boundaries may move; the searches do not
 // depend on where they fall).
-type batchIndex struct {
+type runIndex struct {
 	// chunks holds the chunks by value: a lookup loads the entries'
 	// address from this array directly (BenchmarkFindBatches).
 	chunks []indexChunk
@@ -53,11 +53,11 @@ type batchIndex struct {
 	n int
 }
 
-// indexChunk is one chunk of a batchIndex.
+// indexChunk is one chunk of a runIndex.
 type indexChunk struct {
 	// entries has at most indexChunkLen entries; only the last chunk of
 	// an index grows.
-	entries []batchEntry
+	entries []runEntry
 	// prefixMaxTs is the largest effective max timestamp of the chunk's
 	// entries and of all entries before them in the index.
 	prefixMaxTs int64
@@ -73,18 +73,18 @@ type indexChunk struct {
 	lastOffset int64
 }
 
-func (x *batchIndex) len() int { return x.n }
+func (x *runIndex) len() int { return x.n }
 
 // at returns entry i, 0 ≤ i < len.
-func (x *batchIndex) at(i int) *batchEntry {
+func (x *runIndex) at(i int) *runEntry {
 	pos := x.head + i
 	return &x.chunks[pos>>indexChunkShift].entries[pos&indexChunkMask]
 }
 
-// run returns the entries from i up to end (exclusive) or the end of i's
+// slice returns the entries from i up to end (exclusive) or the end of i's
 // chunk, whichever comes first; 0 ≤ i < end ≤ len. Loops over a range of
 // the index take one run at a time.
-func (x *batchIndex) run(i, end int) []batchEntry {
+func (x *runIndex) slice(i, end int) []runEntry {
 	pos := x.head + i
 	es := x.chunks[pos>>indexChunkShift].entries
 	off := pos & indexChunkMask
@@ -94,7 +94,7 @@ func (x *batchIndex) run(i, end int) []batchEntry {
 // prefixMaxTs returns the largest effective max timestamp of entries
 // [0, i]: non-decreasing in i, so the first entry reaching a timestamp is
 // found by binary search (SPEC §5).
-func (x *batchIndex) prefixMaxTs(i int) int64 {
+func (x *runIndex) prefixMaxTs(i int) int64 {
 	pos := x.head + i
 	c := pos >> indexChunkShift
 	v := x.chunks[c].entries[pos&indexChunkMask].prefixMaxTs
@@ -106,7 +106,7 @@ func (x *batchIndex) prefixMaxTs(i int) int64 {
 
 // search returns the smallest i in [0, n) for which f(entry i) is true,
 // or n; f must be false and then true along the index.
-func (x *batchIndex) search(n int, f func(*batchEntry) bool) int {
+func (x *runIndex) search(n int, f func(*runEntry) bool) int {
 	return sort.Search(n, func(i int) bool { return f(x.at(i)) })
 }
 
@@ -116,7 +116,7 @@ func (x *batchIndex) search(n int, f func(*batchEntry) bool) int {
 
 // lastChunk returns, for the first n entries (n > 0), the chunk holding
 // entry n−1 and the slots [lo, hi) that chunk holds of them.
-func (x *batchIndex) lastChunk(n int) (c, lo, hi int) {
+func (x *runIndex) lastChunk(n int) (c, lo, hi int) {
 	end := x.head + n - 1
 	c = end >> indexChunkShift
 	if c == 0 {
@@ -129,7 +129,7 @@ func (x *batchIndex) lastChunk(n int) (c, lo, hi int) {
 // the first chunk, among the full ones before entry n−1's, whose summary
 // is not below what is sought (below false), else entry n−1's; and the
 // slots [lo, hi) of the first n entries that chunk holds.
-func (x *batchIndex) pickChunk(n int, below func(*indexChunk) bool) (c, lo, hi int) {
+func (x *runIndex) pickChunk(n int, below func(*indexChunk) bool) (c, lo, hi int) {
 	last, lo, hi := x.lastChunk(n)
 	c = sort.Search(last, func(i int) bool { return !below(&x.chunks[i]) })
 	if c < last {
@@ -143,7 +143,7 @@ func (x *batchIndex) pickChunk(n int, below func(*indexChunk) bool) (c, lo, hi i
 
 // searchOffset returns the first i < n whose entry's last offset is ≥ o,
 // or n: the entry holding offset o, the index being dense.
-func (x *batchIndex) searchOffset(n int, o int64) int {
+func (x *runIndex) searchOffset(n int, o int64) int {
 	if n == 0 {
 		return 0
 	}
@@ -163,7 +163,7 @@ func (x *batchIndex) searchOffset(n int, o int64) int {
 // searchTimestamp returns the first i < n whose prefix maximum
 // (prefixMaxTs) is ≥ ts, or n: the first entry whose own effective max
 // timestamp reaches ts.
-func (x *batchIndex) searchTimestamp(n int, ts int64) int {
+func (x *runIndex) searchTimestamp(n int, ts int64) int {
 	if n == 0 {
 		return 0
 	}
@@ -178,7 +178,7 @@ func (x *batchIndex) searchTimestamp(n int, ts int64) int {
 // [lo, hi) whose own effective max timestamp reaches ts when lo is where
 // the chunk's prefix starts (0, or head in chunk 0) or the prefix at
 // lo−1 is below ts.
-func (x *batchIndex) firstReaching(c, lo, hi int, ts int64) int {
+func (x *runIndex) firstReaching(c, lo, hi int, ts int64) int {
 	es := x.chunks[c].entries[:hi]
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -195,7 +195,7 @@ func (x *batchIndex) firstReaching(c, lo, hi int, ts int64) int {
 // where the chunk's in-chunk prefix starts (start: 0, or head in chunk
 // 0), the end of the first n entries within c (end), and the chunk
 // holding entry n−1 and its end slot (last, lastEnd).
-func (x *batchIndex) restOfChunk(i, n int) (c, slot, start, end, last, lastEnd int) {
+func (x *runIndex) restOfChunk(i, n int) (c, slot, start, end, last, lastEnd int) {
 	pos := x.head + i
 	c, slot = pos>>indexChunkShift, pos&indexChunkMask
 	last, _, lastEnd = x.lastChunk(n)
@@ -221,7 +221,7 @@ func (x *batchIndex) restOfChunk(i, n int) (c, slot, start, end, last, lastEnd i
 // calls of effTs — then one maxTs per following chunk, then a binary
 // search in the first chunk whose maximum reaches ts: O(indexChunkLen +
 // len/indexChunkLen) (BenchmarkListOffsetsFrom).
-func (x *batchIndex) searchTimestampFrom(i, n int, ts int64, effTs func(*batchEntry) int64) int {
+func (x *runIndex) searchTimestampFrom(i, n int, ts int64, effTs func(*runEntry) int64) int {
 	if i >= n {
 		return n
 	}
@@ -266,7 +266,7 @@ func (x *batchIndex) searchTimestampFrom(i, n int, ts int64, effTs func(*batchEn
 // then a binary search in the winning chunk for its first entry reaching
 // that maximum: O(indexChunkLen + len/indexChunkLen)
 // (BenchmarkListOffsetsFrom).
-func (x *batchIndex) searchMaxFrom(i, n int, effTs func(*batchEntry) int64) int {
+func (x *runIndex) searchMaxFrom(i, n int, effTs func(*runEntry) int64) int {
 	if top := x.prefixMaxTs(n - 1); i == 0 || x.prefixMaxTs(i-1) < top {
 		return x.searchTimestamp(n, top)
 	}
@@ -305,7 +305,7 @@ func (x *batchIndex) searchMaxFrom(i, n int, effTs func(*batchEntry) int64) int 
 // push appends e; ts is its effective max timestamp. It writes only past
 // the last entry: no entry moves, except that the first chunk of an index
 // reallocates while it grows to indexChunkLen.
-func (x *batchIndex) push(e batchEntry, ts int64) {
+func (x *runIndex) push(e runEntry, ts int64) {
 	pos := x.head + x.n
 	c := pos >> indexChunkShift
 	if c == len(x.chunks) {
@@ -315,7 +315,7 @@ func (x *batchIndex) push(e batchEntry, ts int64) {
 		} else {
 			prev = x.chunks[c-1].prefixMaxTs
 		}
-		x.chunks = append(x.chunks, indexChunk{entries: make([]batchEntry, 0, capacity), prefixMaxTs: prev,
+		x.chunks = append(x.chunks, indexChunk{entries: make([]runEntry, 0, capacity), prefixMaxTs: prev,
 			maxTs: math.MinInt64})
 	}
 	ch := &x.chunks[c]
@@ -324,7 +324,7 @@ func (x *batchIndex) push(e batchEntry, ts int64) {
 	}
 	e.prefixMaxTs = ts
 	if len(ch.entries) == cap(ch.entries) {
-		grown := make([]batchEntry, len(ch.entries), min(2*cap(ch.entries), indexChunkLen))
+		grown := make([]runEntry, len(ch.entries), min(2*cap(ch.entries), indexChunkLen))
 		copy(grown, ch.entries)
 		ch.entries = grown
 	}
@@ -335,15 +335,32 @@ func (x *batchIndex) push(e batchEntry, ts int64) {
 	x.n++
 }
 
+// extendLast grows the last entry (len > 0) to lastOffsetDelta, byteSize
+// and maxTimestamp — a run taking in the next batch of its file — where
+// ts is the added batch's effective max timestamp; the running maxima
+// take it in. Only the last entry changes, in place: it must not be one
+// a frozen view holds (a run is extended only while its file's commit is
+// being decided, between snapshots).
+func (x *runIndex) extendLast(lastOffsetDelta, byteSize int32, maxTimestamp, ts int64) {
+	pos := x.head + x.n - 1
+	ch := &x.chunks[pos>>indexChunkShift]
+	e := &ch.entries[pos&indexChunkMask]
+	e.lastOffsetDelta, e.byteSize, e.maxTimestamp = lastOffsetDelta, byteSize, maxTimestamp
+	e.prefixMaxTs = max(e.prefixMaxTs, ts)
+	ch.prefixMaxTs = max(ch.prefixMaxTs, e.prefixMaxTs)
+	ch.maxTs = e.prefixMaxTs
+	ch.lastOffset = e.lastOffset()
+}
+
 // dropFront removes the first k entries (0 < k ≤ len). Whole chunks are
 // released; the running maxima are recomputed for what changed only: the
 // new first chunk's entries up to the first unchanged one (and so its
 // maxTs), and the chunks' maxima up to the first unchanged one — at most
 // indexChunkLen entries plus one step per chunk. effTs returns an entry's
 // effective max timestamp.
-func (x *batchIndex) dropFront(k int, effTs func(*batchEntry) int64) {
+func (x *runIndex) dropFront(k int, effTs func(*runEntry) int64) {
 	if k >= x.n {
-		*x = batchIndex{}
+		*x = runIndex{}
 		return
 	}
 	pos := x.head + k
@@ -382,8 +399,8 @@ func (x *batchIndex) dropFront(k int, effTs func(*batchEntry) int64) {
 }
 
 // freeze returns a read-only view of the index as it is now, which stays
-// valid while the index changes (see batchIndex).
-func (x *batchIndex) freeze() indexView {
+// valid while the index changes (see runIndex).
+func (x *runIndex) freeze() indexView {
 	if x.n == 0 {
 		return indexView{}
 	}
@@ -391,17 +408,17 @@ func (x *batchIndex) freeze() indexView {
 	return indexView{full: x.chunks[: k-1 : k-1], last: x.chunks[k-1].entries, head: x.head, n: x.n}
 }
 
-// indexView is a frozen batchIndex: the snapshot encoder's copy.
+// indexView is a frozen runIndex: the snapshot encoder's copy.
 type indexView struct {
 	full []indexChunk // every chunk but the last
-	last []batchEntry // the last chunk's entries when frozen
+	last []runEntry   // the last chunk's entries when frozen
 	head int
 	n    int
 }
 
 // chunks calls yield with the view's entries, one chunk at a time, in
 // order.
-func (v *indexView) chunks(yield func([]batchEntry) bool) {
+func (v *indexView) chunks(yield func([]runEntry) bool) {
 	if v.n == 0 {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 // checkIndex compares x with want, a flat copy of what it should hold, and
 // the running maxima with ones recomputed from ts (each entry's effective
 // max timestamp).
-func checkIndex(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64) {
+func checkIndex(t *testing.T, step string, x *runIndex, want []runEntry, ts func(*runEntry) int64) {
 	t.Helper()
 	if x.len() != len(want) {
 		t.Fatalf("%s: len %d, want %d", step, x.len(), len(want))
@@ -32,7 +32,7 @@ func checkIndex(t *testing.T, step string, x *batchIndex, want []batchEntry, ts 
 		}
 	}
 	for i := 0; i < len(want); {
-		run := x.run(i, len(want))
+		run := x.slice(i, len(want))
 		if len(run) == 0 || &run[0] != x.at(i) {
 			t.Fatalf("%s: run(%d) of %d entries does not start at entry %d", step, i, len(run), i)
 		}
@@ -57,7 +57,7 @@ func checkIndex(t *testing.T, step string, x *batchIndex, want []batchEntry, ts 
 	checkView(t, step, x.freeze(), want)
 }
 
-func checkView(t *testing.T, step string, v indexView, want []batchEntry) {
+func checkView(t *testing.T, step string, v indexView, want []runEntry) {
 	t.Helper()
 	i := 0
 	for es := range v.chunks {
@@ -82,21 +82,21 @@ func checkView(t *testing.T, step string, v indexView, want []batchEntry) {
 func TestIndexMatchesSlice(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	var (
-		x    batchIndex
-		want []batchEntry
+		x    runIndex
+		want []runEntry
 		next int64
 	)
-	ts := func(e *batchEntry) int64 { return e.maxTimestamp }
+	ts := func(e *runEntry) int64 { return e.maxTimestamp }
 	type frozen struct {
 		v    indexView
-		want []batchEntry
+		want []runEntry
 	}
 	var views []frozen
 	push := func(n int) {
 		for range n {
 			// Mostly rising timestamps with outliers both ways, so that
 			// drops change the running maxima.
-			e := batchEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), file: int32(next / 100),
+			e := runEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), file: int32(next / 100),
 				byteSize: 1, maxTimestamp: next + int64(r.IntN(200)) - 100}
 			if r.IntN(500) == 0 {
 				e.maxTimestamp += 1_000_000
@@ -108,7 +108,7 @@ func TestIndexMatchesSlice(t *testing.T) {
 	}
 	drop := func(k int) {
 		x.dropFront(k, ts)
-		want = append([]batchEntry(nil), want[k:]...)
+		want = append([]runEntry(nil), want[k:]...)
 	}
 	steps := []struct {
 		name string
@@ -136,13 +136,13 @@ func TestIndexMatchesSlice(t *testing.T) {
 				drop(len(want))
 			}
 		}},
-		{"freeze", func() { views = append(views, frozen{x.freeze(), append([]batchEntry(nil), want...)}) }},
+		{"freeze", func() { views = append(views, frozen{x.freeze(), append([]runEntry(nil), want...)}) }},
 	}
 	for i := range 300 {
 		s := steps[r.IntN(len(steps))]
 		s.do()
 		step := s.name
-		checkIndex(t, step, &x, append([]batchEntry(nil), want...), ts)
+		checkIndex(t, step, &x, append([]runEntry(nil), want...), ts)
 		for _, f := range views {
 			checkView(t, step+" (earlier view)", f.v, f.want)
 		}
@@ -155,7 +155,7 @@ func TestIndexMatchesSlice(t *testing.T) {
 
 // checkSearches compares the index's searches over prefixes of x (the
 // published part) with linear scans of want.
-func checkSearches(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64, r *rand.Rand) {
+func checkSearches(t *testing.T, step string, x *runIndex, want []runEntry, ts func(*runEntry) int64, r *rand.Rand) {
 	t.Helper()
 	if len(want) == 0 {
 		if x.searchOffset(0, 5) != 0 || x.searchTimestamp(0, 5) != 0 {
@@ -179,7 +179,7 @@ func checkSearches(t *testing.T, step string, x *batchIndex, want []batchEntry, 
 		if got := x.searchOffset(n, o); got != wantI {
 			t.Fatalf("%s: searchOffset(%d, %d) = %d, want %d", step, n, o, got, wantI)
 		}
-		if got := x.search(n, func(e *batchEntry) bool { return e.lastOffset() >= o }); got != wantI {
+		if got := x.search(n, func(e *runEntry) bool { return e.lastOffset() >= o }); got != wantI {
 			t.Fatalf("%s: search(%d, last offset ≥ %d) = %d, want %d", step, n, o, got, wantI)
 		}
 		target := ts(&want[r.IntN(len(want))]) + r.Int64N(3) - 1
@@ -200,7 +200,7 @@ func checkSearches(t *testing.T, step string, x *batchIndex, want []batchEntry, 
 // checkSearchesFrom compares searchTimestampFrom and searchMaxFrom with
 // linear scans of want, from entries at and around chunk boundaries, the
 // ends and random places, over the whole index and random prefixes of it.
-func checkSearchesFrom(t *testing.T, step string, x *batchIndex, want []batchEntry, ts func(*batchEntry) int64, r *rand.Rand) {
+func checkSearchesFrom(t *testing.T, step string, x *runIndex, want []runEntry, ts func(*runEntry) int64, r *rand.Rand) {
 	t.Helper()
 	if len(want) == 0 {
 		if x.searchTimestampFrom(0, 0, 5, ts) != 0 {
@@ -291,14 +291,14 @@ func TestIndexSearchesFrom(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(si), 13))
 			var (
-				x    batchIndex
-				want []batchEntry
+				x    runIndex
+				want []runEntry
 				next int64
 			)
-			ts := func(e *batchEntry) int64 { return e.maxTimestamp }
+			ts := func(e *runEntry) int64 { return e.maxTimestamp }
 			push := func(n int) {
 				for range n {
-					e := batchEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), byteSize: 1, maxTimestamp: shape.ts(r, next)}
+					e := runEntry{baseOffset: next, lastOffsetDelta: int32(r.IntN(3)), byteSize: 1, maxTimestamp: shape.ts(r, next)}
 					next = e.lastOffset() + 1
 					x.push(e, ts(&e))
 					want = append(want, e)
@@ -307,7 +307,7 @@ func TestIndexSearchesFrom(t *testing.T) {
 			drop := func(k int) {
 				if k > 0 {
 					x.dropFront(k, ts)
-					want = append([]batchEntry(nil), want[k:]...)
+					want = append([]runEntry(nil), want[k:]...)
 				}
 			}
 			push(5*indexChunkLen + r.IntN(indexChunkLen))
@@ -329,9 +329,9 @@ func TestIndexSearchesFrom(t *testing.T) {
 					}
 				}
 				name := fmt.Sprintf("step %d, %d entries from slot %d", step, len(want), x.head)
-				checkIndex(t, name, &x, append([]batchEntry(nil), want...), ts)
+				checkIndex(t, name, &x, append([]runEntry(nil), want...), ts)
 				checkSearchesFrom(t, name, &x, want, ts, r)
-				var again batchIndex
+				var again runIndex
 				for i := range want {
 					again.push(want[i], ts(&want[i]))
 				}
@@ -345,10 +345,10 @@ func TestIndexSearchesFrom(t *testing.T) {
 // an entry (no copy of the index under the shard lock, whatever its size),
 // and dropping chunks releases them.
 func TestIndexEntriesNeverMove(t *testing.T) {
-	var x batchIndex
+	var x runIndex
 	push := func(n int) {
 		for range n {
-			x.push(batchEntry{baseOffset: int64(x.len()), byteSize: 1}, 0)
+			x.push(runEntry{baseOffset: int64(x.len()), byteSize: 1}, 0)
 		}
 	}
 	push(indexChunkLen + 1)
@@ -357,7 +357,7 @@ func TestIndexEntriesNeverMove(t *testing.T) {
 	if x.at(0) != first || x.at(indexChunkLen) != second {
 		t.Fatal("appending moved entries")
 	}
-	x.dropFront(40*indexChunkLen+3, func(*batchEntry) int64 { return 0 })
+	x.dropFront(40*indexChunkLen+3, func(*runEntry) int64 { return 0 })
 	if len(x.chunks) != 26 || x.head != 3 || cap(x.chunks) > 2*len(x.chunks) {
 		t.Fatalf("after the drop: %d chunks (capacity %d), head %d", len(x.chunks), cap(x.chunks), x.head)
 	}
@@ -369,7 +369,7 @@ func TestIndexEntriesNeverMove(t *testing.T) {
 // log start moves inside a chunk, onto a chunk boundary and across
 // chunks, and after a snapshot round trip.
 func TestLargePartitionReads(t *testing.T) {
-	const files, perFile = 14, 1000 // 3.4 chunks
+	const files, perFile = 20, 1000 // about 14,000 runs: 3.5 chunks
 	r := rand.New(rand.NewPCG(3, 5))
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
@@ -377,9 +377,14 @@ func TestLargePartitionReads(t *testing.T) {
 	if err := st.apply(&records.PartitionCreated{TopicID: tid, TopicName: "t"}); err != nil {
 		t.Fatal(err)
 	}
+	// The expected runs: batches of one file, adjacent in it and of one
+	// timestamp type, make one (runEntry); half the batches fill their
+	// 100 bytes, so runs of several batches are common.
 	type ref struct {
 		base, last, eff int64
 		size            int32
+		file, end       int
+		tsType          int8
 	}
 	var all []ref
 	for f := range files {
@@ -387,7 +392,11 @@ func TestLargePartitionReads(t *testing.T) {
 		var bs []records.CommittedBatch
 		hwm := st.partitions[tp].hwm
 		for i := range perFile {
-			b := records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: 1 + r.Int32N(100),
+			size := int32(100)
+			if r.IntN(2) == 0 {
+				size = 1 + r.Int32N(99)
+			}
+			b := records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: size,
 				AssignedBaseOffset: hwm, AssignedLastOffset: hwm + r.Int64N(4), LogAppendTimestamp: appendTime,
 				BatchMaxTimestamp: appendTime - 500 + r.Int64N(1000), TimestampType: batch.TimestampCreateTime, ProducerID: -1}
 			if r.IntN(3) == 0 {
@@ -398,8 +407,13 @@ func TestLargePartitionReads(t *testing.T) {
 			}
 			hwm = b.AssignedLastOffset + 1
 			bs = append(bs, b)
-			all = append(all, ref{b.AssignedBaseOffset, b.AssignedLastOffset,
-				effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, appendTime), b.ByteSize})
+			eff := effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, appendTime)
+			if n := len(all); n > 0 && all[n-1].file == f && all[n-1].end == int(b.ByteOffset) && all[n-1].tsType == b.TimestampType {
+				prev := &all[n-1]
+				prev.last, prev.eff, prev.size, prev.end = b.AssignedLastOffset, max(prev.eff, eff), prev.size+b.ByteSize, int(b.ByteOffset+b.ByteSize)
+				continue
+			}
+			all = append(all, ref{b.AssignedBaseOffset, b.AssignedLastOffset, eff, b.ByteSize, f, int(b.ByteOffset + b.ByteSize), b.TimestampType})
 		}
 		rec := &records.FileCommitted{ObjectKey: nextKey(), ObjectFormat: 1, FileSize: 1 << 20, OwnerIDs: []int32{0},
 			Topics: []records.FileTopic{{TopicID: tid, Partitions: []records.FilePartition{{Batches: bs}}}}}
@@ -419,8 +433,8 @@ func TestLargePartitionReads(t *testing.T) {
 		for _, b := range live {
 			bytes += int64(b.size)
 		}
-		if p.bytes != bytes || p.batches.len() != len(live) {
-			t.Fatalf("%s: %d bytes in %d batches, want %d in %d", step, p.bytes, p.batches.len(), bytes, len(live))
+		if p.bytes != bytes || p.runs.len() != len(live) {
+			t.Fatalf("%s: %d bytes in %d runs, want %d in %d", step, p.bytes, p.runs.len(), bytes, len(live))
 		}
 		if p.hwm == p.logStart {
 			return
@@ -433,13 +447,15 @@ func TestLargePartitionReads(t *testing.T) {
 			for live[i].last < o {
 				i++
 			}
-			n, total := 1, int64(live[i].size)
-			for i+n < len(live) && total+int64(live[i+n].size) <= int64(maxBytes) {
-				total += int64(live[i+n].size)
+			// The run holding o, then runs until they and the part of the
+			// first from o on add up to maxBytes.
+			n, added := 1, diskless.ServedEstimate(live[i].base, live[i].last, live[i].size, o)
+			for i+n < len(live) && added < int64(maxBytes) {
+				added += int64(live[i+n].size)
 				n++
 			}
-			if res.Err != nil || len(res.Batches) != n || res.Batches[0].BaseOffset != live[i].base {
-				t.Fatalf("%s: FindBatches(%d, %d) = %d batches from %+v, want %d from %d", step, o, maxBytes, len(res.Batches), res.Batches[0], n, live[i].base)
+			if res.Err != nil || len(res.Runs) != n || res.Runs[0].BaseOffset != live[i].base {
+				t.Fatalf("%s: FindBatches(%d, %d) = %d runs from %+v, want %d from %d", step, o, maxBytes, len(res.Runs), res.Runs[0], n, live[i].base)
 			}
 			for _, ts := range []int64{r.Int64N(1200), 1000 + r.Int64N(200), diskless.ListOffsetsMaxTimestamp} {
 				target := ts
@@ -499,13 +515,16 @@ func TestLargePartitionReads(t *testing.T) {
 	}
 	check("full", st)
 	p := st.partitions[tp]
+	if n := p.runs.len(); n < 3*indexChunkLen || n > 16_000 {
+		t.Fatalf("%d runs of 20,000 batches, want about 14,000", n)
+	}
 	for _, move := range []struct {
 		name string
 		to   func() int64
 	}{
-		{"inside the first chunk", func() int64 { return p.batches.at(10).baseOffset + 1 }},
-		{"onto a chunk boundary", func() int64 { return p.batches.at(indexChunkLen - p.batches.head).baseOffset }},
-		{"across chunks", func() int64 { return p.batches.at(indexChunkLen + 77).baseOffset }},
+		{"inside the first chunk", func() int64 { return p.runs.at(10).baseOffset + 1 }},
+		{"onto a chunk boundary", func() int64 { return p.runs.at(indexChunkLen - p.runs.head).baseOffset }},
+		{"across chunks", func() int64 { return p.runs.at(indexChunkLen + 77).baseOffset }},
 		{"to the high watermark", func() int64 { return p.hwm }},
 	} {
 		if err := st.apply(&records.RecordsDeleted{TopicID: tid, NewLogStartOffset: move.to()}); err != nil {

@@ -22,13 +22,14 @@ import (
 // found and finished by the purge pass.
 
 // Bounds of the purge of a deleted topic: one record 103 removes at most
-// purgeBatchesPerRecord batches of a partition, and one pass at most
-// purgeBatchesPerPass per shard, each record in a group of its own so that
-// commits go on between them (BenchmarkPurgeTopic: a topic of a million
-// batches is purged without a commit waiting longer than one step).
+// purgeRunsPerRecord runs of a partition (index entries: the work a
+// record's apply does), and one pass at most purgeRunsPerPass per shard,
+// each record in a group of its own so that commits go on between them
+// (BenchmarkPurgeTopic: a topic of a million runs is purged without a
+// commit waiting longer than one step).
 const (
-	purgeBatchesPerRecord = 10_000
-	purgeBatchesPerPass   = 100_000
+	purgeRunsPerRecord = 10_000
+	purgeRunsPerPass   = 100_000
 )
 
 // DeleteTopic deletes the topic with id (DeleteTopics, SPEC §6) and
@@ -155,13 +156,13 @@ func (c *Coordinator) markOrphans(ctx context.Context) error {
 }
 
 // purge runs one pass of the purge on s: records 103, one per group, until
-// purgeBatchesPerPass batches went or nothing is left, then record 112 for
+// purgeRunsPerPass runs went or nothing is left, then record 112 for
 // each deleted topic whose partitions here are all empty.
 func (s *shard) purge(ctx context.Context) error {
-	for budget := purgeBatchesPerPass; budget > 0; {
+	for budget := purgeRunsPerPass; budget > 0; {
 		var n int
 		resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
-			rec, k := st.nextPurge(min(budget, purgeBatchesPerRecord))
+			rec, k := st.nextPurge(min(budget, purgeRunsPerRecord))
 			if rec == nil {
 				return nil, nil
 			}
@@ -175,14 +176,14 @@ func (s *shard) purge(ctx context.Context) error {
 			break
 		}
 		budget -= n
-		s.c.stats.PurgedBatches.Add(int64(n))
+		s.c.stats.PurgedRuns.Add(int64(n))
 	}
 	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
 		var recs []records.Record
 		for _, id := range sortedIDs(st.deletedTopics) {
 			empty := true
 			for _, p := range st.topicPartitions(id) {
-				if p.batches.len() > 0 || p.logStart != p.hwm {
+				if p.runs.len() > 0 || p.logStart != p.hwm {
 					empty = false
 					break
 				}
@@ -197,20 +198,20 @@ func (s *shard) purge(ctx context.Context) error {
 }
 
 // nextPurge returns the record 103 that removes the next at most max
-// batches of a deleted partition (the first, in topic id and partition
+// runs of a deleted partition (the first, in topic id and partition
 // order, that holds any), and how many it removes; nil when none is left.
 func (st *state) nextPurge(max int) (*records.RecordsDeleted, int) {
 	for _, id := range sortedIDs(st.deletedTopics) {
 		parts := st.topicPartitions(id)
 		slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
 		for _, p := range parts {
-			n := p.batches.len()
+			n := p.runs.len()
 			if n == 0 && p.logStart == p.hwm {
 				continue
 			}
 			k, start := n, p.hwm
 			if n > max {
-				k, start = max, p.batches.at(max).baseOffset
+				k, start = max, p.runs.at(max).baseOffset
 			}
 			return &records.RecordsDeleted{TopicID: id, Partition: p.tp.Partition, NewLogStartOffset: start}, k
 		}
@@ -426,10 +427,10 @@ func (c *Coordinator) TopicObjectKeys(id diskless.TopicID) []string {
 		if sh.mu.failed == nil {
 			st := sh.mu.st
 			for _, p := range st.topicPartitions(id) {
-				x := &p.batches
+				x := &p.runs
 				last := int32(-1)
 				for i, n := 0, x.len(); i < n; {
-					run := x.run(i, n)
+					run := x.slice(i, n)
 					for j := range run {
 						if f := run[j].file; f != last {
 							keys[st.files[f].key] = struct{}{}

@@ -404,8 +404,8 @@ func TestGroupCommitUsesOneFsync(t *testing.T) {
 	}
 	for p := range int32(4) {
 		r := e.find(top, p, 0, math.MaxInt32)
-		if int64(len(r.Batches)) != want[p] || r.HighWatermark != want[p] {
-			t.Fatalf("partition %d: %d batches, hwm %d, want %d", p, len(r.Batches), r.HighWatermark, want[p])
+		if int64(len(r.Runs)) != want[p] || r.HighWatermark != want[p] {
+			t.Fatalf("partition %d: %d batches, hwm %d, want %d", p, len(r.Runs), r.HighWatermark, want[p])
 		}
 	}
 }
@@ -480,7 +480,7 @@ func TestConcurrentCommits(t *testing.T) {
 				for p := range int32(4) {
 					r := e.find(top, p, 0, math.MaxInt32)
 					end := int64(0)
-					for _, b := range r.Batches {
+					for _, b := range r.Runs {
 						if b.BaseOffset != end {
 							t.Errorf("reader saw a gap at %d", end)
 						}

@@ -12,20 +12,21 @@ import (
 // only batches whose records are durable. They run under the shard's read
 // lock.
 
-// visibleLen returns how many of p's index entries, from the first, are
-// below the published high watermark.
+// visibleLen returns how many of p's runs, from the first, are below the
+// published high watermark.
 func (p *partition) visibleLen() int {
-	x := &p.batches
+	x := &p.runs
 	n := x.len()
 	if n == 0 || x.at(n-1).baseOffset < p.visHWM {
 		return n
 	}
-	return x.search(n, func(e *batchEntry) bool { return e.baseOffset >= p.visHWM })
+	return x.search(n, func(e *runEntry) bool { return e.baseOffset >= p.visHWM })
 }
 
-func (s *state) coordinate(e *batchEntry) diskless.BatchCoordinate {
+// coordinate returns the coordinate of the run e.
+func (s *state) coordinate(e *runEntry) diskless.RunCoordinate {
 	f := &s.files[e.file]
-	return diskless.BatchCoordinate{
+	return diskless.RunCoordinate{
 		ObjectKey:         f.key,
 		FileSize:          f.size,
 		ByteOffset:        int64(e.byteOffset),
@@ -38,10 +39,12 @@ func (s *state) coordinate(e *batchEntry) diskless.BatchCoordinate {
 	}
 }
 
-// findBatches answers FindBatches for p (SPEC §4, §9): the batch holding
-// offset, then following batches while their total ByteSize stays within
-// maxBytes; the first batch is always included (KIP-74). Next is the
-// visible batch after them, if any.
+// findBatches answers FindBatches for p (SPEC §4, §9): the run holding
+// offset, always, then following runs until maxBytes is reached (the last
+// may be needed only in part), counting of the first run only its part
+// from offset on, estimated by offsets (diskless.ServedEstimate): a fetch serves
+// batches from the one holding offset, and applies the limits to the
+// batches it serves (KIP-74). Next is the visible run after them, if any.
 func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless.FindBatchesResult {
 	res := diskless.FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM}
 	if offset < p.visLogStart || offset > p.visHWM {
@@ -51,7 +54,7 @@ func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless
 	if offset == p.visHWM {
 		return res
 	}
-	x := &p.batches
+	x := &p.runs
 	n := p.visibleLen()
 	i := x.searchOffset(n, offset)
 	if i == n {
@@ -59,26 +62,27 @@ func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless
 		res.Err = kerr.OffsetOutOfRange
 		return res
 	}
-	// The first batch always; then whole batches within maxBytes.
-	total, end := int64(0), i
+	// The first run always; then runs until maxBytes is reached.
+	first := x.at(i)
+	after, end := diskless.ServedEstimate(first.baseOffset, first.lastOffset(), first.byteSize, offset), i+1
 scan:
-	for end < n {
-		run := x.run(end, n)
-		for k := range run {
-			total += int64(run[k].byteSize)
-			if total > int64(maxBytes) && end > i {
+	for end < n && after < int64(maxBytes) {
+		slice := x.slice(end, n)
+		for k := range slice {
+			after += int64(slice[k].byteSize)
+			end++
+			if after >= int64(maxBytes) {
 				break scan
 			}
-			end++
 		}
 	}
-	res.Batches = make([]diskless.BatchCoordinate, 0, end-i)
+	res.Runs = make([]diskless.RunCoordinate, 0, end-i)
 	for j := i; j < end; {
-		run := x.run(j, end)
-		for k := range run {
-			res.Batches = append(res.Batches, s.coordinate(&run[k]))
+		slice := x.slice(j, end)
+		for k := range slice {
+			res.Runs = append(res.Runs, s.coordinate(&slice[k]))
 		}
-		j += len(run)
+		j += len(slice)
 	}
 	if end < n {
 		res.Next = s.coordinate(x.at(end))
@@ -92,8 +96,11 @@ func (s *state) listOffsets(p *partition, timestamp int64) diskless.ListOffsetsR
 }
 
 // listOffsetsFrom answers ListOffsetsFrom for p: ListOffsets over the
-// batches that hold an offset ≥ from (from ≤ the log start offset: all of
-// them); the earliest and latest answers do not depend on from.
+// runs that hold an offset ≥ from (from ≤ the log start offset: all of
+// them); the earliest and latest answers do not depend on from. The
+// candidate is a run: the first reaching the timestamp, or the earliest
+// with the largest max timestamp; the caller looks within it for the
+// batch (SPEC §5).
 func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.ListOffsetsResult {
 	res := diskless.ListOffsetsResult{
 		LogStartOffset: p.visLogStart,
@@ -112,9 +119,9 @@ func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.Li
 		res.Err = kerr.UnsupportedVersion
 		return res
 	}
-	x := &p.batches
+	x := &p.runs
 	n := p.visibleLen()
-	// i: the batch holding from, or the first after it.
+	// i: the run holding from, or the first after it.
 	i := 0
 	if n == 0 || x.at(0).lastOffset() < from {
 		i = x.searchOffset(n, from)
@@ -124,7 +131,7 @@ func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.Li
 	}
 	var j int
 	if timestamp == diskless.ListOffsetsMaxTimestamp {
-		// The earliest batch reaching the largest timestamp.
+		// The earliest run reaching the largest timestamp.
 		j = x.searchMaxFrom(i, n, s.effectiveMaxTs)
 	} else {
 		j = x.searchTimestampFrom(i, n, timestamp, s.effectiveMaxTs)

@@ -10,13 +10,17 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// readFixture commits, to partition 0, batches of 1, 4, 2 and 3 records
-// (offsets [0], [1,4], [5,6], [7,9]) of 100, 200, 300 and 400 bytes with
-// max timestamps 50, 30, 70, 70; partition 1 stays empty.
+// readFixture commits, to partition 0, runs of one batch each of 1, 4, 2
+// and 3 records (offsets [0], [1,4], [5,6], [7,9]) of 100, 200, 300 and
+// 400 bytes with max timestamps 50, 30, 70, 70 — the first two in one
+// file, 50 bytes apart (as a refused batch between them leaves them), so
+// two runs; partition 1 stays empty.
 func readFixture(t *testing.T) (*env, diskless.Topic) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 2, nil)
-	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 1), 100), 50), withMaxTs(withSize(plain(top, 0, 4), 200), 30))
+	second := withMaxTs(withSize(plain(top, 0, 4), 200), 30)
+	second.ByteOffset = 150
+	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 1), 100), 50), second)
 	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 2), 300), 70))
 	e.commit(nextKey(), withMaxTs(withSize(plain(top, 0, 3), 400), 70))
 	return e, top
@@ -33,13 +37,16 @@ func TestFindBatches(t *testing.T) {
 		err       *kerr.Error
 	}{
 		{"from start, unlimited", 0, 0, 1 << 30, []int64{0, 1, 5, 7}, nil},
-		{"offset inside a batch returns that batch", 0, 3, 1 << 30, []int64{1, 5, 7}, nil},
-		{"last offset of a batch", 0, 4, 1 << 30, []int64{1, 5, 7}, nil},
-		{"budget fits exactly", 0, 0, 600, []int64{0, 1, 5}, nil},
-		{"budget one byte short", 0, 0, 599, []int64{0, 1}, nil},
-		{"first batch always, even over budget", 0, 7, 10, []int64{7}, nil},
-		{"zero budget returns the first batch", 0, 1, 0, []int64{1}, nil},
-		{"negative budget returns the first batch", 0, 1, -1, []int64{1}, nil},
+		{"offset inside a run returns that run", 0, 3, 1 << 30, []int64{1, 5, 7}, nil},
+		{"last offset of a run", 0, 4, 1 << 30, []int64{1, 5, 7}, nil},
+		{"runs until the budget is reached", 0, 0, 300, []int64{0, 1}, nil},
+		{"one byte more takes the run that reaches it", 0, 0, 301, []int64{0, 1, 5}, nil},
+		// [1,4] is 200 bytes: from 4, an estimated 50 of them are served.
+		{"the first run counts from the offset", 0, 4, 100, []int64{1, 5}, nil},
+		{"the first run counts whole from its base", 0, 1, 200, []int64{1}, nil},
+		{"first run always, even over budget", 0, 7, 10, []int64{7}, nil},
+		{"zero budget returns the first run", 0, 1, 0, []int64{1}, nil},
+		{"negative budget returns the first run", 0, 1, -1, []int64{1}, nil},
 		{"at high watermark: empty", 0, 10, 1000, nil, nil},
 		{"above high watermark", 0, 11, 1000, nil, kerr.OffsetOutOfRange},
 		{"negative offset", 0, -1, 1000, nil, kerr.OffsetOutOfRange},
@@ -60,7 +67,7 @@ func TestFindBatches(t *testing.T) {
 				t.Fatalf("err %s, want %s", errName(r.Err), errName(tc.err))
 			}
 			var got []int64
-			for _, b := range r.Batches {
+			for _, b := range r.Runs {
 				got = append(got, b.BaseOffset)
 			}
 			if len(got) != len(tc.want) {
@@ -81,10 +88,10 @@ func TestFindBatches(t *testing.T) {
 		})
 	}
 	// The coordinate carries what a fetch needs.
-	b := results[0].Batches[1]
-	if b.ByteOffset != 100 || b.ByteSize != 200 || b.LastOffset != 4 || b.FileSize != 300 ||
+	b := results[0].Runs[1]
+	if b.ByteOffset != 150 || b.ByteSize != 200 || b.LastOffset != 4 || b.FileSize != 350 ||
 		b.BatchMaxTimestamp != 30 || b.TimestampType != batch.TimestampCreateTime || b.ObjectKey == "" ||
-		b.ObjectKey != results[0].Batches[0].ObjectKey || b.ObjectKey == results[0].Batches[2].ObjectKey {
+		b.ObjectKey != results[0].Runs[0].ObjectKey || b.ObjectKey == results[0].Runs[2].ObjectKey {
 		t.Fatalf("coordinate %+v", b)
 	}
 }

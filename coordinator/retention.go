@@ -119,7 +119,7 @@ func (s *shard) moveLogStarts(ctx context.Context, moves []logStartMove) (int, e
 // nowMs (see runRetention), judging the published batches only, and
 // whether that moves it forward.
 func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs int64) (int64, bool) {
-	x := &p.batches
+	x := &p.runs
 	n := p.visibleLen()
 	if n == 0 || (retentionMs < 0 && retentionBytes < 0) {
 		return 0, false
@@ -155,10 +155,10 @@ func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs 
 }
 
 // retentionTimestamp is the time retention.ms judges a batch by: its
-// effective max timestamp (BatchCoordinate.MaxTimestamp), or its
+// effective max timestamp (RunCoordinate.MaxTimestamp), or its
 // log-append time when the producer sent none (−1), as Kafka falls back
 // to a segment's modification time.
-func (s *state) retentionTimestamp(e *batchEntry) int64 {
+func (s *state) retentionTimestamp(e *runEntry) int64 {
 	if e.tsType == batch.TimestampLogAppendTime || e.maxTimestamp < 0 {
 		return s.files[e.file].appendTime
 	}

@@ -37,11 +37,11 @@ func checkLogStart(t *testing.T, e *env, top diskless.Topic, p int32, start, hwm
 		t.Fatalf("FindBatches at the log start: %s %+v", errName(r.Err), r)
 	}
 	if start == hwm {
-		if len(r.Batches) != 0 {
-			t.Fatalf("FindBatches on an emptied partition: %+v", r.Batches)
+		if len(r.Runs) != 0 {
+			t.Fatalf("FindBatches on an emptied partition: %+v", r.Runs)
 		}
-	} else if len(r.Batches) == 0 || r.Batches[0].BaseOffset > start || r.Batches[0].LastOffset < start {
-		t.Fatalf("FindBatches at %d: %+v", start, r.Batches)
+	} else if len(r.Runs) == 0 || r.Runs[0].BaseOffset > start || r.Runs[0].LastOffset < start {
+		t.Fatalf("FindBatches at %d: %+v", start, r.Runs)
 	}
 	if lr := e.c.ListOffsets(ctx, tp, 0); lr.Candidate != nil && lr.Candidate.LastOffset < start {
 		t.Fatalf("timestamp lookup answers below the log start: %+v", lr.Candidate)
@@ -205,7 +205,8 @@ func TestRetentionForgetsRemovedProducers(t *testing.T) {
 }
 
 // TestDeleteRecords runs SPEC §5's DeleteRecords semantics as steps on one
-// partition holding [0,2] [3,4] [5,9] (high watermark 10).
+// partition holding batches [0,2] [3,4] [5,9] (high watermark 10), the
+// first two one run.
 func TestDeleteRecords(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)
@@ -237,10 +238,11 @@ func TestDeleteRecords(t *testing.T) {
 			t.Fatalf("%s: DeleteRecords(%d) = %d, %v; want %d, %v", st.name, st.offset, low, err, st.want, errName(st.wantErr))
 		}
 		if st.name == "inside a batch" {
-			// The batch holding the new log start is still served.
+			// The run holding the new log start is still served whole
+			// (fetch serves from the batch holding the offset).
 			checkLogStart(t, e, top, 0, 4, 10)
-			if r := e.find(top, 0, 4, 0); r.Batches[0].BaseOffset != 3 {
-				t.Fatalf("batch holding the log start: %+v", r.Batches)
+			if r := e.find(top, 0, 4, 0); len(r.Runs) != 1 || r.Runs[0].BaseOffset != 0 || r.Runs[0].LastOffset != 4 {
+				t.Fatalf("run holding the log start: %+v", r.Runs)
 			}
 			restartIdentical(t, e)
 		}

@@ -26,9 +26,11 @@ import (
 // snapshotDataVersion is the version of the snapshot payload, its first
 // field (int16). 2 added the file table's owners and closed flags (record
 // 106); 3 added commit numbers, free slots and the closed-file queue
-// (forgotten files, state.forgetClosed). Change the encoding, change it:
+// (forgotten files, state.forgetClosed); 4 holds a partition's runs of
+// batches where 3 held its batches (the fields are the same, a run's
+// describing all its batches: runEntry). Change the encoding, change it:
 // a payload of another version refuses the open, naming it.
-const snapshotDataVersion int16 = 3
+const snapshotDataVersion int16 = 4
 
 // errBadSnapshot is returned (wrapped) for snapshot data that does not
 // decode to a consistent state, or is of another version.
@@ -38,7 +40,7 @@ var errBadSnapshot = errors.New("coordinator: malformed snapshot")
 // driver between two groups and encoded on the snapshot goroutine while
 // the driver goes on. Taking it costs O(files + partitions + producers)
 // copying and no encoding: partition indexes are shared, not copied
-// (batchIndex.freeze), because the driver never changes an encoded field
+// (runIndex.freeze), because the driver never changes an encoded field
 // of a batch entry once it is in an index — it appends past the frozen
 // length, drops chunks from its own copy of the chunk list (records 103)
 // and rewrites only the timestamp summaries (prefixMaxTs, maxTs), which
@@ -76,7 +78,7 @@ type frozenPartition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
-	batches   indexView
+	runs      indexView
 	producers []frozenProducer
 }
 
@@ -113,7 +115,7 @@ func (s *state) freeze() *frozenState {
 			topicName: p.topicName,
 			logStart:  p.logStart,
 			hwm:       p.hwm,
-			batches:   p.batches.freeze(),
+			runs:      p.runs.freeze(),
 		}
 		if len(p.producers) > 0 {
 			fp.producers = make([]frozenProducer, 0, len(p.producers))
@@ -174,8 +176,8 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 		dst = kbin.AppendCompactString(dst, p.topicName)
 		dst = kbin.AppendInt64(dst, p.logStart)
 		dst = kbin.AppendInt64(dst, p.hwm)
-		dst = kbin.AppendCompactArrayLen(dst, p.batches.n)
-		for es := range p.batches.chunks {
+		dst = kbin.AppendCompactArrayLen(dst, p.runs.n)
+		for es := range p.runs.chunks {
 			for i := range es {
 				e := &es[i]
 				dst = kbin.AppendInt64(dst, e.baseOffset)
@@ -285,7 +287,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 			return err
 		}
 		p.logStart, p.hwm = r.Int64(), r.Int64()
-		if err := s.readBatches(r, p); err != nil {
+		if err := s.readRuns(r, p); err != nil {
 			return fmt.Errorf("partition %s/%d: %w", tp.TopicID, tp.Partition, err)
 		}
 		if err := readProducers(r, p); err != nil {
@@ -405,7 +407,7 @@ func (s *state) readFiles(r *kbin.Reader) error {
 	return err
 }
 
-func (s *state) readBatches(r *kbin.Reader, p *partition) error {
+func (s *state) readRuns(r *kbin.Reader, p *partition) error {
 	n, err := records.ReadArrayLen(r, 8+4+4+4+4+8+1)
 	if err != nil {
 		return err
@@ -416,7 +418,7 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 	next := int64(-1)
 	prevSeq := int64(0)
 	for i := range n {
-		var e batchEntry
+		var e runEntry
 		e.baseOffset = r.Int64()
 		e.lastOffsetDelta = r.Int32()
 		e.file = r.Int32()
@@ -429,28 +431,28 @@ func (s *state) readBatches(r *kbin.Reader, p *partition) error {
 		}
 		switch {
 		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free():
-			return fmt.Errorf("batch at %d in file slot %d of %d, or a free one", e.baseOffset, e.file, len(s.files))
+			return fmt.Errorf("run at %d in file slot %d of %d, or a free one", e.baseOffset, e.file, len(s.files))
 		case s.files[e.file].seq < prevSeq:
-			return fmt.Errorf("batch at %d: files go backwards in commit order", e.baseOffset)
+			return fmt.Errorf("run at %d: files go backwards in commit order", e.baseOffset)
 		case e.lastOffsetDelta < 0 || e.byteOffset < 0 || e.byteSize < 1 || e.baseOffset < 0:
-			return fmt.Errorf("batch at %d malformed", e.baseOffset)
+			return fmt.Errorf("run at %d malformed", e.baseOffset)
 		case e.tsType != batch.TimestampCreateTime && e.tsType != batch.TimestampLogAppendTime:
-			return fmt.Errorf("batch at %d: timestamp type %d", e.baseOffset, e.tsType)
+			return fmt.Errorf("run at %d: timestamp type %d", e.baseOffset, e.tsType)
 		case i == 0 && (e.baseOffset > p.logStart || e.lastOffset() < p.logStart):
-			return fmt.Errorf("first batch [%d, %d] does not hold log start %d", e.baseOffset, e.lastOffset(), p.logStart)
+			return fmt.Errorf("first run [%d, %d] does not hold log start %d", e.baseOffset, e.lastOffset(), p.logStart)
 		case i > 0 && e.baseOffset != next:
-			return fmt.Errorf("batch at %d, expected %d", e.baseOffset, next)
+			return fmt.Errorf("run at %d, expected %d", e.baseOffset, next)
 		case e.baseOffset > math.MaxInt64-int64(e.lastOffsetDelta)-1:
-			return fmt.Errorf("batch at %d overflows", e.baseOffset)
+			return fmt.Errorf("run at %d overflows", e.baseOffset)
 		}
 		next, prevSeq = e.lastOffset()+1, s.files[e.file].seq
 		p.bytes += int64(e.byteSize)
 		f := &s.files[e.file]
 		f.live++
-		p.batches.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
+		p.runs.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
 	}
 	if (n == 0 && p.hwm != p.logStart) || (n > 0 && next != p.hwm) {
-		return fmt.Errorf("batches end at %d, high watermark %d", next, p.hwm)
+		return fmt.Errorf("runs end at %d, high watermark %d", next, p.hwm)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ type state struct {
 	// CreateTopic makes; a log from elsewhere may hold others, found in
 	// partitions only. Derived.
 	topicParts map[diskless.TopicID][]*partition
-	// files is the file table, indexed by batchEntry.file (a slot);
+	// files is the file table, indexed by runEntry.file (a slot);
 	// fileByKey maps the object keys of the files it holds to their slots.
 	// A file holds its slot from its commit until it is forgotten: closed
 	// (record 106) and committed more than forgetClosedFilesAfterMs of log
@@ -174,16 +174,16 @@ type topicEntry struct {
 	disable diskless.Disablement
 }
 
-// partition is one partition's index: its batches in offset order, dense
-// from logStart (or from a batch containing it) to hwm.
+// partition is one partition's index: its runs of batches in offset
+// order, dense from logStart (or from a run containing it) to hwm.
 type partition struct {
 	tp        diskless.TopicPartition
 	topicName string
 	logStart  int64
 	hwm       int64
-	batches   batchIndex
+	runs      runIndex
 	producers map[int64]*producerState
-	// bytes is the sum of the indexed batches' ByteSize (retention.bytes).
+	// bytes is the sum of the indexed runs' byte sizes (retention.bytes).
 	// Derived.
 	bytes int64
 
@@ -205,24 +205,35 @@ type partition struct {
 	fileErr  *kerr.Error
 }
 
-// batchEntry is one batch in a partition index, kept compact (48 bytes):
-// the object key lives in the file table.
-type batchEntry struct {
+// runEntry is one run in a partition index, kept compact (48 bytes): the
+// batches of one partition that one file commit accepted back to back in
+// its object — consecutive offsets, adjacent bytes, one timestamp type —
+// described as one byte range and one offset range. A file commit adds one
+// entry per partition, more only where a refused batch (a duplicate, a
+// fenced epoch) or a change of timestamp type interrupts the partition's
+// batches, so the index grows by file commits, not by batches. The
+// batches themselves are self-delimiting (SPEC §1): fetch reads the run's
+// range and walks them by their headers. The object key lives in the file
+// table.
+type runEntry struct {
 	baseOffset int64
-	// maxTimestamp is the producer's maxTimestamp, ms.
+	// maxTimestamp is the largest of the producers' maxTimestamps of the
+	// run's batches, ms (−1 when none has one).
 	maxTimestamp int64
-	// prefixMaxTs is the largest effective max timestamp of this batch
-	// and all before it in its index chunk (batchIndex.prefixMaxTs adds
+	// prefixMaxTs is the largest effective max timestamp of this run
+	// and all before it in its index chunk (runIndex.prefixMaxTs adds
 	// the chunks before). Derived: not in snapshots.
-	prefixMaxTs     int64
-	file            int32
-	byteOffset      int32
-	byteSize        int32
+	prefixMaxTs int64
+	file        int32
+	byteOffset  int32
+	byteSize    int32
+	// lastOffsetDelta is the run's last offset less its base offset; a
+	// run ends before a batch that would take it past MaxInt32.
 	lastOffsetDelta int32
 	tsType          int8
 }
 
-func (e *batchEntry) lastOffset() int64 { return e.baseOffset + int64(e.lastOffsetDelta) }
+func (e *runEntry) lastOffset() int64 { return e.baseOffset + int64(e.lastOffsetDelta) }
 
 // producerState is what SPEC §3 keeps per (partition, producerId).
 type producerState struct {
@@ -545,9 +556,9 @@ func (s *state) fileOwners(f *fileEntry) []int32 {
 	return s.ownerSets[f.owners]
 }
 
-// dropBatch accounts for a batch leaving a partition index: the file
+// dropRun accounts for a batch leaving a partition index: the file
 // loses a live batch, and is released when it was the last.
-func (s *state) dropBatch(e *batchEntry) {
+func (s *state) dropRun(e *runEntry) {
 	f := &s.files[e.file]
 	f.live--
 	if f.live == 0 {
@@ -566,11 +577,31 @@ func (s *state) appendBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	}
 }
 
-// indexBatch adds one accepted batch to p's index.
+// indexBatch adds one accepted batch to p's index: it extends p's last
+// run when that run is of the same file and timestamp type and ends where
+// the batch starts in the object (the batch before it in the file was
+// accepted), else starts a new run. A file's batches are decided in one
+// call, so only a run of the file being committed, which no reader sees
+// yet and no snapshot has frozen, is ever extended (DESIGN invariant 6:
+// replay extends the same runs, record 102 listing the batches in the
+// same order).
 func (s *state) indexBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	f := &s.files[fi]
+	p.bytes += int64(b.ByteSize)
+	p.hwm = b.AssignedLastOffset + 1
+	x := &p.runs
+	if n := x.len(); n > 0 {
+		if e := x.at(n - 1); e.file == fi && e.tsType == b.TimestampType &&
+			int64(e.byteOffset)+int64(e.byteSize) == int64(b.ByteOffset) &&
+			b.AssignedLastOffset-e.baseOffset <= math.MaxInt32 &&
+			int64(e.byteSize)+int64(b.ByteSize) <= math.MaxInt32 {
+			x.extendLast(int32(b.AssignedLastOffset-e.baseOffset), e.byteSize+b.ByteSize, max(e.maxTimestamp, b.BatchMaxTimestamp),
+				effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, f.appendTime))
+			return
+		}
+	}
 	f.live++
-	e := batchEntry{
+	e := runEntry{
 		baseOffset:      b.AssignedBaseOffset,
 		maxTimestamp:    b.BatchMaxTimestamp,
 		file:            fi,
@@ -579,9 +610,7 @@ func (s *state) indexBatch(p *partition, fi int32, b *records.CommittedBatch) {
 		lastOffsetDelta: int32(b.AssignedLastOffset - b.AssignedBaseOffset),
 		tsType:          b.TimestampType,
 	}
-	p.batches.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
-	p.bytes += int64(e.byteSize)
-	p.hwm = b.AssignedLastOffset + 1
+	x.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
 }
 
 // recordProducerBatch updates the producer state with an accepted batch;
@@ -637,7 +666,7 @@ func (s *state) expired(ps *producerState, now int64) bool {
 }
 
 // effectiveMaxTs returns an indexed batch's effective max timestamp.
-func (s *state) effectiveMaxTs(e *batchEntry) int64 {
+func (s *state) effectiveMaxTs(e *runEntry) int64 {
 	return effectiveMaxTs(e.tsType, e.maxTimestamp, s.files[e.file].appendTime)
 }
 
@@ -661,13 +690,13 @@ func (s *state) applyRecordsDeleted(r *records.RecordsDeleted) error {
 		return nil
 	}
 	p.logStart = r.NewLogStartOffset
-	x := &p.batches
+	x := &p.runs
 	k := x.searchOffset(x.len(), p.logStart)
 	for i := 0; i < k; {
-		run := x.run(i, k)
+		run := x.slice(i, k)
 		for j := range run {
 			p.bytes -= int64(run[j].byteSize)
-			s.dropBatch(&run[j])
+			s.dropRun(&run[j])
 		}
 		i += len(run)
 	}

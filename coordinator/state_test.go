@@ -26,12 +26,14 @@ func (e *env) admin(s int32, recs ...records.Record) {
 func TestRecordsDeleted(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)
-	e.commit(nextKey(), idem(top, 0, 1, 0, 0, 3), withMaxTs(plain(top, 0, 2), 90)) // [0,2] [3,4]
-	e.commit(nextKey(), idem(top, 0, 2, 0, 0, 5), withMaxTs(plain(top, 0, 1), 10)) // [5,9] [10]
+	// Two runs per file: a gap between the batches, as a refused batch
+	// leaves.
+	e.commit(nextKey(), idem(top, 0, 1, 0, 0, 3), withByteOffset(withMaxTs(plain(top, 0, 2), 90), 150)) // [0,2] [3,4]
+	e.commit(nextKey(), idem(top, 0, 2, 0, 0, 5), withByteOffset(withMaxTs(plain(top, 0, 1), 10), 150)) // [5,9] [10]
 	check := func(stage string) {
 		t.Helper()
 		r := e.find(top, 0, 4, 1<<20)
-		if r.Err != nil || r.LogStartOffset != 4 || r.HighWatermark != 11 || len(r.Batches) != 3 || r.Batches[0].BaseOffset != 3 {
+		if r.Err != nil || r.LogStartOffset != 4 || r.HighWatermark != 11 || len(r.Runs) != 3 || r.Runs[0].BaseOffset != 3 {
 			t.Fatalf("%s: find at the new log start: %+v", stage, r)
 		}
 		if r := e.find(top, 0, 3, 0); r.Err != kerr.OffsetOutOfRange || r.LogStartOffset != 4 {
@@ -104,7 +106,7 @@ func TestTopicDeleted(t *testing.T) {
 		if r := e.find(top, 0, 0, 0); r.Err != kerr.UnknownTopicOrPartition {
 			t.Fatalf("%s: find on deleted topic: %s", stage, errName(r.Err))
 		}
-		if r := e.find(other, 0, 0, 1); r.Err != nil || len(r.Batches) != 1 {
+		if r := e.find(other, 0, 0, 1); r.Err != nil || len(r.Runs) != 1 {
 			t.Fatalf("%s: other topic: %+v", stage, r)
 		}
 		if live := liveCount(); live != 1 {

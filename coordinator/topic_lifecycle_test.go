@@ -87,8 +87,8 @@ func TestDeleteTopicThenPurge(t *testing.T) {
 			t.Fatalf("shard %d still holds the deleted topic after the purge", s)
 		}
 	}
-	if n := e.c.Stats().PurgedBatches.Load(); n != 13 {
-		t.Fatalf("purged %d batches, want 13", n)
+	if n := e.c.Stats().PurgedRuns.Load(); n != 13 {
+		t.Fatalf("purged %d runs, want 13", n)
 	}
 	restartIdentical(t, e)
 	e.clock.Advance(time.Hour)
@@ -142,19 +142,20 @@ func TestDeleteTopicFinishedAfterCrash(t *testing.T) {
 	restartIdentical(t, e)
 }
 
-// TestPurgeIsBounded: one pass removes at most purgeBatchesPerPass
-// batches per shard, at most purgeBatchesPerRecord per record 103, and
-// the state replays equal between passes.
+// TestPurgeIsBounded: one pass removes at most purgeRunsPerPass
+// runs per shard, at most purgeRunsPerRecord per record 103, and
+// the state replays equal between passes. The batches lie 10 bytes apart,
+// so each is a run.
 func TestPurgeIsBounded(t *testing.T) {
 	e := newEnv(t, 1)
 	top := e.createTopic("t", 1, nil)
-	const total = purgeBatchesPerPass + purgeBatchesPerRecord/2
+	const total = purgeRunsPerPass + purgeRunsPerRecord/2
 	const perFile = 50_000
 	for done := 0; done < total; done += perFile {
 		bs := make([]diskless.CommitBatch, min(perFile, total-done))
 		for i := range bs {
 			bs[i] = plain(top, 0, 1)
-			bs[i].ByteOffset = int32(i * 100)
+			bs[i].ByteOffset = int32(i * 110)
 		}
 		e.commit(nextKey(), bs...)
 	}
@@ -165,11 +166,11 @@ func TestPurgeIsBounded(t *testing.T) {
 	if err := e.c.runPurge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.c.Stats().PurgedBatches.Load(); n != purgeBatchesPerPass {
-		t.Fatalf("first pass purged %d batches, want %d", n, purgeBatchesPerPass)
+	if n := e.c.Stats().PurgedRuns.Load(); n != purgeRunsPerPass {
+		t.Fatalf("first pass purged %d runs, want %d", n, purgeRunsPerPass)
 	}
-	if recs := e.c.shards[0].logNext - before; recs != purgeBatchesPerPass/purgeBatchesPerRecord {
-		t.Fatalf("first pass wrote %d records, want %d", recs, purgeBatchesPerPass/purgeBatchesPerRecord)
+	if recs := e.c.shards[0].logNext - before; recs != purgeRunsPerPass/purgeRunsPerRecord {
+		t.Fatalf("first pass wrote %d records, want %d", recs, purgeRunsPerPass/purgeRunsPerRecord)
 	}
 	restartIdentical(t, e)
 	if err := e.c.runPurge(context.Background()); err != nil {

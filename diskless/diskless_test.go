@@ -46,3 +46,24 @@ func TestFileStateString(t *testing.T) {
 		}
 	}
 }
+
+func TestServedEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		base, last int64
+		size       int32
+		offset     int64
+		want       int64
+	}{
+		{0, 9, 1000, 0, 1000},                         // from the base: the whole run
+		{0, 9, 1000, -5, 1000},                        // below it too
+		{0, 9, 1000, 8, 200},                          // the last 2 of 10 offsets
+		{0, 9, 1000, 9, 100},                          // the last offset
+		{0, 9, 1000, 10, 0},                           // past the run
+		{5, 5, 300, 5, 300},                           // a run of one offset
+		{0, 1<<31 - 1, 1<<31 - 1, 1 << 30, 1<<30 - 1}, // the largest spans do not overflow
+	} {
+		if got := ServedEstimate(tc.base, tc.last, tc.size, tc.offset); got != tc.want {
+			t.Errorf("ServedEstimate(%d, %d, %d, %d) = %d, want %d", tc.base, tc.last, tc.size, tc.offset, got, tc.want)
+		}
+	}
+}

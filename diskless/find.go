@@ -11,12 +11,16 @@ import (
 type FindBatchesRequest struct {
 	TopicID   TopicID
 	Partition int32
-	// Offset is the fetch offset; the first batch returned is the one
+	// Offset is the fetch offset; the first run returned is the one
 	// containing it.
 	Offset int64
-	// MaxBytes bounds the sum of ByteSize of the batches returned, except
-	// that the first batch is always returned (KIP-74). ≤ 0 returns only
-	// the first batch.
+	// MaxBytes is how many bytes of batches the reader may serve: the
+	// run holding Offset is always returned, then the following runs
+	// until they and the first run's part from Offset on
+	// (ServedEstimate) add up to MaxBytes or more (the reader, which
+	// serves batches from the one holding Offset, applies the limit to
+	// the batches, KIP-74, and may read the last run only in part). ≤ 0
+	// returns only the first run.
 	MaxBytes int32
 }
 
@@ -29,45 +33,70 @@ type FindBatchesResult struct {
 	// answer; they are filled in also with OFFSET_OUT_OF_RANGE.
 	LogStartOffset int64
 	HighWatermark  int64
-	// Batches are consecutive, in offset order; empty at the high
-	// watermark.
-	Batches []BatchCoordinate
-	// Next is the batch after the last of Batches, if the partition has
-	// one below the high watermark; the zero value (empty ObjectKey) if
-	// not. Fetch reads ahead the object it lies in for a reader catching
-	// up (DESIGN §Decisions: lagging reads).
-	Next BatchCoordinate
+	// Runs are consecutive, in offset order, the first holding the
+	// requested offset; empty at the high watermark.
+	Runs []RunCoordinate
+	// Next is the run after the last of Runs, if the partition has one
+	// below the high watermark; the zero value (empty ObjectKey) if not.
+	// Fetch reads ahead the object it lies in for a reader catching up
+	// (DESIGN §Decisions: lagging reads).
+	Next RunCoordinate
 }
 
-// BatchCoordinate locates one committed batch and carries what a fetch
-// needs to rewrite its header (SPEC §4, DESIGN §Fetch).
-type BatchCoordinate struct {
-	// ObjectKey is the key of the object holding the batch, FileSize its
+// RunCoordinate locates a run: one or more consecutive batches of one
+// partition, back to back in one object, as one file commit accepted them
+// (DESIGN §Coordinators: runs, not batches). Record batches are
+// self-delimiting (SPEC §1), so a reader walks the run's bytes batch by
+// batch: the first batch's base offset is BaseOffset, and each next one
+// follows the one before (offsets are dense). It carries what a fetch
+// needs to check the bytes and rewrite each batch's header (SPEC §4,
+// DESIGN §Fetch).
+type RunCoordinate struct {
+	// ObjectKey is the key of the object holding the run, FileSize its
 	// size in bytes.
 	ObjectKey string
 	FileSize  int64
-	// ByteOffset and ByteSize locate the batch in the object, in bytes.
+	// ByteOffset and ByteSize locate the run in the object, in bytes.
 	ByteOffset int64
 	ByteSize   int32
-	// BaseOffset and LastOffset are the assigned offsets (inclusive).
+	// BaseOffset and LastOffset are the assigned offsets of the run's
+	// first and last records (inclusive).
 	BaseOffset int64
 	LastOffset int64
 	// TimestampType is batch.TimestampCreateTime or
-	// batch.TimestampLogAppendTime.
+	// batch.TimestampLogAppendTime, the same for every batch of the run.
 	TimestampType int8
-	// LogAppendTime is the commit's append time in ms.
+	// LogAppendTime is the commit's append time in ms, every batch's.
 	LogAppendTime int64
-	// BatchMaxTimestamp is the maxTimestamp the producer sent, ms.
+	// BatchMaxTimestamp is the largest maxTimestamp the producers sent in
+	// the run's batches, ms (−1 when none has one).
 	BatchMaxTimestamp int64
 }
 
-// MaxTimestamp is the batch's effective max timestamp: the log-append time
-// on LogAppendTime topics, else the producer's.
-func (b *BatchCoordinate) MaxTimestamp() int64 {
+// MaxTimestamp is the run's effective max timestamp: the log-append time
+// on LogAppendTime topics, else the largest of its batches' own.
+func (b *RunCoordinate) MaxTimestamp() int64 {
 	if b.TimestampType == batch.TimestampLogAppendTime {
 		return b.LogAppendTime
 	}
 	return b.BatchMaxTimestamp
+}
+
+// ServedEstimate estimates how many bytes of a run of size bytes holding
+// offsets [base, last] lie from offset's batch on: its bytes in proportion
+// to its offsets from offset on, as if spread evenly (the index keeps no
+// batch boundaries). FindBatches and fetch use it to decide how many runs
+// after the one holding a fetch offset to read: an estimate too low
+// serves less than the limits allow in one fetch, never more.
+func ServedEstimate(base, last int64, size int32, offset int64) int64 {
+	if offset <= base || last <= base {
+		return int64(size)
+	}
+	if offset > last {
+		return 0
+	}
+	// size < 2^31 and last−base < 2^31 (a run's span): no overflow.
+	return int64(size) * (last - offset + 1) / (last - base + 1)
 }
 
 // Special ListOffsets timestamps (SPEC §5, Kafka ListOffsets).
@@ -88,9 +117,13 @@ type ListOffsetsResult struct {
 	// alone (earliest, latest; −1/−1 when nothing matches).
 	Offset    int64
 	Timestamp int64
-	// Candidate, when set, is the batch whose records hold the answer
-	// (timestamp lookups and max timestamp): the caller reads it and picks
-	// the first record with offset ≥ LogStartOffset and timestamp ≥ the
-	// target (or = the batch's max timestamp for ListOffsetsMaxTimestamp).
-	Candidate *BatchCoordinate
+	// Candidate, when set, is the run whose records hold the answer
+	// (timestamp lookups and max timestamp): the first run whose effective
+	// max timestamp reaches the target, or the earliest with the largest.
+	// The caller reads it and picks, in its first batch reaching the
+	// target, the first record with offset ≥ LogStartOffset and timestamp
+	// ≥ the target (or = the largest max timestamp for
+	// ListOffsetsMaxTimestamp), looking further when it has none (SPEC
+	// §5).
+	Candidate *RunCoordinate
 }

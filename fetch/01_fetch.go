@@ -101,20 +101,26 @@ type fetchPart struct {
 	out      *kmsg.FetchResponseTopicPartition // its response entry
 	topic    string                            // for logs
 	maxBytes int32                             // partition_max_bytes
-	// sel are the batches chosen by the last look, within the budgets,
-	// and size their total size in bytes.
-	sel  []diskless.BatchCoordinate
+	offset   int64                             // fetch_offset
+	// sel are the runs chosen by the last look, within the budgets, tail
+	// the bytes read of the last (its ByteSize, or less: a prefix), and
+	// size the bytes read in all (the batches served from them, from the
+	// one holding the fetch offset, are at most that).
+	sel  []diskless.RunCoordinate
+	tail int32
 	size int64
-	// next is the batch after sel, if the partition has one (empty
+	// next is the run after sel, if the partition has one (empty
 	// ObjectKey if not): its object is read ahead when sel ends in
 	// another.
-	next diskless.BatchCoordinate
-	// buf receives sel's bytes; cut is the index of the first batch whose
-	// read failed (len(sel) if none), readErr that failure and cutErr its
+	next diskless.RunCoordinate
+	// buf receives sel's bytes; cut is the index of the first run whose
+	// read failed (len(sel) if none) and cutGood how many of its leading
+	// batches passed their check, readErr that failure and cutErr its
 	// code: KAFKA_STORAGE_ERROR (the read failed) or CORRUPT_MESSAGE (the
 	// bytes failed their check on both reads).
 	buf     []byte
 	cut     int
+	cutGood int
 	cutErr  *kerr.Error
 	readErr error
 }
@@ -180,7 +186,7 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 				// is for read_uncommitted.
 				o.AbortedTransactions = noAborted
 			}
-			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes})
+			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes, offset: rp.FetchOffset})
 			op.finds = append(op.finds, diskless.FindBatchesRequest{
 				TopicID:   t.ID,
 				Partition: rp.Partition,
@@ -266,7 +272,7 @@ func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 	b := newBudget(op.maxBytes)
 	for i := range op.parts {
 		p, r, o := &op.parts[i], &results[i], op.parts[i].out
-		p.sel, p.size, p.next = nil, 0, diskless.BatchCoordinate{}
+		p.sel, p.size, p.next = nil, 0, diskless.RunCoordinate{}
 		if r.Err != nil {
 			setPartitionError(o, r.Err)
 			if r.Err.Code == kerr.OffsetOutOfRange.Code {
@@ -277,20 +283,20 @@ func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
 		}
 		o.ErrorCode = 0
 		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
-		n, size := b.take(r.Batches, p.maxBytes)
-		if n == 0 && len(r.Batches) > 0 && r.Batches[0].ByteSize < batch.HeaderSize {
+		n, tail, size := b.take(r.Runs, p.maxBytes, p.offset)
+		if n == 0 && len(r.Runs) > 0 && r.Runs[0].ByteSize < batch.HeaderSize {
 			op.h.warn(ctx, p.topic, o.Partition, "fetch: coordinate too small for a batch",
-				slog.Int64("offset", r.Batches[0].BaseOffset),
-				slog.String("object", r.Batches[0].ObjectKey), slog.Int64("size", int64(r.Batches[0].ByteSize)))
+				slog.Int64("offset", r.Runs[0].BaseOffset),
+				slog.String("object", r.Runs[0].ObjectKey), slog.Int64("size", int64(r.Runs[0].ByteSize)))
 			o.ErrorCode = kerr.CorruptMessage.Code
 			failed = true
 			continue
 		}
-		p.sel, p.size, p.next = r.Batches[:n], size, r.Next
-		if n < len(r.Batches) {
-			p.next = r.Batches[n]
+		p.sel, p.tail, p.size, p.next = r.Runs[:n], tail, size, r.Next
+		if n < len(r.Runs) {
+			p.next = r.Runs[n]
 		}
-		found += size
+		found += min(size, max(int64(p.maxBytes), batch.HeaderSize))
 	}
 	return found, failed
 }
@@ -310,9 +316,12 @@ func (op *fetchOp) readAhead() {
 	}
 }
 
-// read reads the chosen batches into one exactly sized buffer per
-// partition, rewrites their headers and sets each partition's records, or
-// its error if its first batch cannot be served.
+// read reads the chosen runs into one exactly sized buffer per partition,
+// walks their batches, serves each partition's batches from the one
+// holding its fetch offset within the byte budgets (in request order,
+// KIP-74: applied again here to the batches, whose sizes the look did not
+// know), rewrites their headers and sets each partition's records, or its
+// error if its first batch cannot be served.
 func (op *fetchOp) read(ctx context.Context) {
 	if op.cancelled || ctx.Err() != nil {
 		return // every entry already has noRecords
@@ -332,7 +341,7 @@ func (op *fetchOp) read(ctx context.Context) {
 			continue
 		}
 		p.buf = make([]byte, p.size)
-		spans = appendSpans(spans, i, p.sel, p.buf)
+		spans = appendSpans(spans, i, p.sel, p.tail, p.buf)
 	}
 	op.readAhead()
 	op.h.readSpans(ctx, spans)
@@ -341,42 +350,110 @@ func (op *fetchOp) read(ctx context.Context) {
 		if s.err == nil {
 			continue
 		}
-		cut, errc := s.batch, kerr.KafkaStorageError
+		cut, good, errc := s.run, 0, kerr.KafkaStorageError
 		if errors.Is(s.err, cache.ErrCorrupt) {
 			// The span failed its check on both reads: serve the batches
 			// before the first bad one (the second read's, checked now).
-			n, _ := verifyBatches(s.dst, s.bs)
-			cut, errc = s.batch+n, kerr.CorruptMessage
+			k, n, _ := verifyRuns(s.dst, s.rs)
+			cut, good, errc = s.run+k, n, kerr.CorruptMessage
 		}
-		if p := &op.parts[s.part]; cut < p.cut {
-			p.cut, p.cutErr, p.readErr = cut, errc, s.err
+		if p := &op.parts[s.part]; cut < p.cut || (cut == p.cut && good < p.cutGood) {
+			p.cut, p.cutGood, p.cutErr, p.readErr = cut, good, errc, s.err
 		}
 	}
 
-	allowZstd := op.req.Version >= 10
+	b := newBudget(op.maxBytes)
+	var bs []runBatch
 	for i := range op.parts {
-		p := &op.parts[i]
-		if len(p.sel) == 0 {
-			continue
+		if p := &op.parts[i]; len(p.sel) > 0 {
+			bs = op.serve(ctx, p, &b, bs[:0])
 		}
-		n, size, errc := stamp(p.buf, p.sel[:p.cut], op.h.cfg.LeaderEpoch, allowZstd)
-		if n < len(p.sel) {
-			c := &p.sel[n]
-			if errc == nil {
-				errc = p.cutErr
-				op.h.warn(ctx, p.topic, p.out.Partition, "fetch: read failed",
-					slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
-					slog.String("code", errc.Message), slog.Any("err", p.readErr))
-			} else if errc != kerr.UnsupportedCompressionType {
-				op.h.warn(ctx, p.topic, p.out.Partition, "fetch: corrupt batch",
-					slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
-					slog.Int64("byte_offset", int64(c.ByteOffset)), slog.Int64("size", int64(c.ByteSize)))
-			}
-			if n == 0 {
-				p.out.ErrorCode = errc.Code
-				continue
-			}
-		}
-		p.out.RecordBatches = p.buf[:size:size]
 	}
+}
+
+// serve sets p's records from its runs read into p.buf: the batches from
+// the one holding the fetch offset, within the budget b (KIP-74), up to
+// the first that cannot be served — the first of the run whose read
+// failed (p.cut, after its p.cutGood leading batches that passed their
+// check), one whose framing does not walk, or one stamp refuses (zstd
+// before Fetch v10). The bad batch is reported only when the budget
+// reaches it: as the partition's error when no batch comes before it,
+// else in the log, the client meeting it at its next fetch. bs is scratch
+// space, returned for reuse.
+func (op *fetchOp) serve(ctx context.Context, p *fetchPart, b *budget, bs []runBatch) []runBatch {
+	var (
+		stop    *kerr.Error // why the walk stopped early, nil if it did not
+		stopRun int         // the run it stopped in
+		stopErr error       // the failure behind stop, for the log
+	)
+	pos := 0
+	for k := range p.sel {
+		r := &p.sel[k]
+		first := len(bs)
+		size, prefix := int(r.ByteSize), false
+		if k == len(p.sel)-1 && p.tail < r.ByteSize {
+			size, prefix = int(p.tail), true
+		}
+		var err error
+		bs, err = walkRun(bs, p.buf[pos:pos+size], r, prefix)
+		switch {
+		case k == p.cut:
+			// Only the batches before the bad one passed their check.
+			bs = bs[:min(len(bs), first+p.cutGood)]
+			stop, stopRun, stopErr = p.cutErr, k, p.readErr
+		case err != nil:
+			stop, stopRun, stopErr = kerr.CorruptMessage, k, err
+		}
+		for j := first; j < len(bs); j++ {
+			bs[j].pos += pos
+			bs[j].run = k
+		}
+		pos += size
+		if stop != nil {
+			break
+		}
+	}
+	skip := 0
+	for skip < len(bs) && bs[skip].last < p.offset {
+		skip++
+	}
+	served := bs[skip:]
+	n, size := b.takeBatches(served, p.maxBytes)
+	allowZstd := op.req.Version >= 10
+	reached := stop != nil && n == len(served) // the budget reaches the bad batch
+	for j := range n {
+		r := &p.sel[served[j].run]
+		if errc := stampBatch(p.buf, r, served[j], op.h.cfg.LeaderEpoch, allowZstd); errc != nil {
+			n, size = j, int64(served[j].pos-served[0].pos)
+			stop, stopRun, stopErr, reached = errc, served[j].run, nil, true
+			break
+		}
+	}
+	if reached {
+		next := p.sel[stopRun].BaseOffset
+		if n > 0 {
+			next = served[n-1].last + 1
+		}
+		r := &p.sel[stopRun]
+		switch {
+		case stop == kerr.UnsupportedCompressionType:
+		case stopRun == p.cut && stopErr == p.readErr:
+			op.h.warn(ctx, p.topic, p.out.Partition, "fetch: read failed",
+				slog.Int64("offset", next), slog.String("object", r.ObjectKey),
+				slog.String("code", stop.Message), slog.Any("err", stopErr))
+		default:
+			op.h.warn(ctx, p.topic, p.out.Partition, "fetch: corrupt batch",
+				slog.Int64("offset", next), slog.String("object", r.ObjectKey),
+				slog.Int64("byte_offset", r.ByteOffset), slog.Int64("size", int64(r.ByteSize)))
+		}
+		if n == 0 {
+			p.out.ErrorCode = stop.Code
+			return bs
+		}
+	}
+	if n > 0 {
+		start := served[0].pos
+		p.out.RecordBatches = p.buf[start : start+int(size) : start+int(size)]
+	}
+	return bs
 }

@@ -32,9 +32,9 @@ func benchEnv(b *testing.B, cfg Config, lat int64) (*env, int) {
 	for p := range int32(benchPartitions) {
 		key := fmt.Sprintf("wal/bench-%d", p)
 		e.store.put(key, obj)
-		bs := make([]diskless.BatchCoordinate, benchBatchesPerPart)
+		bs := make([]diskless.RunCoordinate, benchBatchesPerPart)
 		for i := range bs {
-			bs[i] = diskless.BatchCoordinate{
+			bs[i] = diskless.RunCoordinate{
 				ObjectKey:         key,
 				FileSize:          int64(len(obj)),
 				ByteOffset:        int64(i%benchBatchesPerObject) * int64(len(one)),
@@ -87,8 +87,9 @@ func BenchmarkFetch(b *testing.B) {
 }
 
 // BenchmarkPlanAndStamp measures the per-batch work without the reads:
-// budgets, span planning and header rewrite of 1 MiB (~64 batches) of one
-// partition already in memory. It should not allocate.
+// budgets, span planning, the walk of the runs' batches and the header
+// rewrite of 1 MiB (~64 batches) of one partition already in memory. It
+// should not allocate.
 func BenchmarkPlanAndStamp(b *testing.B) {
 	for _, bc := range []struct {
 		name string
@@ -96,23 +97,30 @@ func BenchmarkPlanAndStamp(b *testing.B) {
 	}{{"CreateTime", 0}, {"LogAppendTime", 1_700_000_000_000}} {
 		b.Run(bc.name, func(b *testing.B) {
 			e, _ := benchEnv(b, Config{}, bc.lat)
+			const offset = benchBatchesPerPart * 2
 			res := e.coord.FindBatches(context.Background(), []diskless.FindBatchesRequest{{
-				TopicID: e.h.coordTopicID(b, "bench"), Offset: benchBatchesPerPart * 2, MaxBytes: 1 << 20,
+				TopicID: e.h.coordTopicID(b, "bench"), Offset: offset, MaxBytes: 1 << 20,
 			}})[0]
 			bg := newBudget(8 << 20)
-			n, size := bg.take(res.Batches, 1<<20)
-			sel := res.Batches[:n]
+			n, tail, size := bg.take(res.Runs, 1<<20, offset)
+			sel := res.Runs[:n]
 			buf := make([]byte, size)
-			spans := appendSpans(make([]span, 0, countSpans(sel)), 0, sel, buf)
+			spans := appendSpans(make([]span, 0, countSpans(sel)), 0, sel, tail, buf)
 			e.h.readSpans(context.Background(), spans)
+			op := &fetchOp{h: e.h, req: &kmsg.FetchRequest{Version: 16}}
+			p := &fetchPart{out: new(kmsg.FetchResponseTopicPartition), maxBytes: 1 << 20, offset: offset,
+				sel: sel, tail: tail, size: size, buf: buf, cut: len(sel)}
+			bs := make([]runBatch, 0, 1024)
 			b.SetBytes(size)
 			b.ReportAllocs()
 			for b.Loop() {
 				bg := newBudget(8 << 20)
-				n, _ := bg.take(res.Batches, 1<<20)
-				spans = appendSpans(spans[:0], 0, res.Batches[:n], buf)
-				if got, _, errc := stamp(buf, res.Batches[:n], 0, true); got != n || errc != nil {
-					b.Fatalf("stamped %d of %d: %v", got, n, errc)
+				n, tail, _ := bg.take(res.Runs, 1<<20, offset)
+				spans = appendSpans(spans[:0], 0, res.Runs[:n], tail, buf)
+				sb := newBudget(8 << 20)
+				bs = op.serve(context.Background(), p, &sb, bs[:0])
+				if p.out.ErrorCode != 0 || len(p.out.RecordBatches) == 0 {
+					b.Fatalf("served %d bytes, error %d", len(p.out.RecordBatches), p.out.ErrorCode)
 				}
 			}
 		})

@@ -9,16 +9,22 @@
 //     gets its error and takes no further part.
 //  2. Look: one [Coordinator.FindBatches] call for all remaining
 //     partitions, each asked from its fetch offset for up to
-//     min(partition_max_bytes, max_bytes) bytes of batches. The byte
-//     budgets are then applied in request order (see [Handler.Fetch]).
+//     min(partition_max_bytes, max_bytes) bytes of batches. The
+//     coordinator answers runs (one partition's batches of one file
+//     commit, back to back in the object, DESIGN §Coordinators), not
+//     batches; what to read of them is chosen in request order: each
+//     partition's first run whole, then the following runs until its
+//     limit is reached, the last possibly only a prefix, the first run
+//     counting only its estimated part from the fetch offset on
+//     (diskless.ServedEstimate).
 //  3. Wait: if fewer than min_bytes were found, no partition has an error
 //     and the request allows waiting, wait for [Coordinator.Watch] (then look
 //     again), max_wait_ms (capped by [Config.MaxWait]; then look a last
 //     time) or the context, whichever is first. The Watch channel is taken
 //     before each look, so a commit that lands during a look is not missed.
-//  4. Read and rewrite: each partition's batches are read with one
+//  4. Read and rewrite: each partition's runs are read with one
 //     allocation, sized exactly, straight into the partition's response
-//     buffer. Batches that are adjacent in the same object are coalesced
+//     buffer. Runs that are adjacent in the same object are coalesced
 //     into one range. The ranges of all partitions in one object are read
 //     with one [ObjectReader.ReadRanges] call (the block cache), given the
 //     object's committed size and the oldest commit time among them, so
@@ -28,10 +34,14 @@
 //     ([ObjectReader.ReadAhead]). The objects of a request are read
 //     concurrently, up to [Config.ReadConcurrency]. The reader checks every
 //     range it read from the store and had not checked before with
-//     verifyBatches (each batch against its coordinate: framing, magic 2,
-//     size, offset span, stored base offset 0, record count, max timestamp,
-//     CRC-32C), reading a failing range once more. Each batch's header is
-//     then rewritten in place (SPEC §1): baseOffset and
+//     verifyRuns (each run against its coordinate, run.go: back-to-back
+//     batches of framing, magic 2, stored base offset 0, record count and
+//     CRC-32C each, adding up to the run's offsets and largest max
+//     timestamp), reading a failing range once more. Each run's batches
+//     are then walked by their headers, those from the one holding the
+//     fetch offset taken within the budgets (KIP-74, on the batches' own
+//     sizes, in request order), and each header rewritten in place (SPEC
+//     §1): baseOffset and
 //     partitionLeaderEpoch, outside the CRC; on LogAppendTime batches the
 //     timestamp-type bit and maxTimestamp, inside it, after which the CRC
 //     is recomputed (over bytes whose stored CRC the read verified, so a
@@ -58,11 +68,12 @@
 // what read_uncommitted reads and last_stable_offset = high watermark.
 //
 // ListOffsets answers earliest and latest from the coordinator's index, and
-// timestamp lookups from the candidate batch the coordinator names. On
-// LogAppendTime batches every record has the batch's append time, so no
-// read is needed. Otherwise the batch is read (by ReadRanges with its
-// commit time, so that an old batch is not cached)
-// and its records scanned as a stream up to the answer: only each record's
+// timestamp lookups from the candidate run the coordinator names. On
+// LogAppendTime runs every record has the run's append time, so no read
+// is needed. Otherwise the run is read (by ReadRanges with its commit
+// time, so that an old run is not cached) and walked, and the records of
+// its first batch reaching the target scanned as a stream up to the
+// answer: only each record's
 // length, timestampDelta and offsetDelta are decoded, keys, values and
 // headers are skipped (records.go has the layout). Produce checks headers
 // only, so a batch under max.message.bytes may decompress to gigabytes; a
@@ -75,12 +86,13 @@
 // answers its partition REQUEST_TIMED_OUT, a zstd window over 8 MiB
 // CORRUPT_MESSAGE, each with a warning naming the batch.
 //
-// The candidate does not answer when the log start lies inside it and the
-// records it was chosen for are below it (deleted): the lookup then asks
-// the coordinator the same question about the batches after it
-// (ListOffsetsFrom: the first batch reaching the timestamp or, for max
-// timestamp, the earliest with the largest max timestamp), one call per
-// batch passed over whatever the partition's size (lookup.go). A batch
+// The candidate batch does not answer when the log start lies inside it
+// and the records it was chosen for are below it (deleted): the lookup
+// then looks at the later batches of its run and asks the coordinator the
+// same question about the runs after it (ListOffsetsFrom: the first run
+// reaching the timestamp or, for max timestamp, the earliest with the
+// largest max timestamp), one call per run passed over whatever the
+// partition's size (lookup.go). A batch
 // chosen for its max timestamp whose records, all at or above the log
 // start, do not hold it has a false header (produce validates headers
 // only, where Kafka's broker would rewrite it): a warning names it and the

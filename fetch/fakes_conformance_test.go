@@ -124,7 +124,7 @@ func TestFakeCoordConformance(t *testing.T) {
 			fake.mu.Lock()
 			hwm := fake.mu.byName[p.t.name].parts[p.b.Partition].hwm
 			fake.mu.Unlock()
-			fake.add(p.t.name, p.b.Partition, diskless.BatchCoordinate{
+			fake.add(p.t.name, p.b.Partition, diskless.RunCoordinate{
 				ObjectKey: key, FileSize: int64(off), ByteOffset: int64(p.b.ByteOffset), ByteSize: p.b.ByteSize,
 				BaseOffset: hwm, LastOffset: hwm + int64(p.b.LastOffsetDelta), TimestampType: p.b.TimestampType,
 				LogAppendTime: appendTime[i], BatchMaxTimestamp: p.b.BatchMaxTimestamp,
@@ -178,8 +178,8 @@ func TestFakeCoordConformance(t *testing.T) {
 				for _, mb := range []int32{-1, 0, 1, int32(q.maxBatch), int32(2*q.maxBatch + 1), 1 << 20} {
 					rr := real.FindBatches(ctx, []diskless.FindBatchesRequest{{TopicID: q.realTP.TopicID, Partition: q.realTP.Partition, Offset: off, MaxBytes: mb}})[0]
 					fr := fake.FindBatches(ctx, []diskless.FindBatchesRequest{{TopicID: q.fakeTP.TopicID, Partition: q.fakeTP.Partition, Offset: off, MaxBytes: mb}})[0]
-					if len(rr.Batches) == 0 && len(fr.Batches) == 0 {
-						rr.Batches, fr.Batches = nil, nil
+					if len(rr.Runs) == 0 && len(fr.Runs) == 0 {
+						rr.Runs, fr.Runs = nil, nil
 					}
 					if !reflect.DeepEqual(rr, fr) {
 						t.Fatalf("%s: %s: FindBatches(%d, %d bytes):\nreal %+v\nfake %+v", step, q.what, off, mb, rr, fr)

@@ -21,7 +21,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
-// fakeCoord is an in-process coordinator over an in-memory batch index,
+// fakeCoord is an in-process coordinator over an in-memory run index,
 // with the FindBatches and ListOffsets semantics of SPEC §9: it answers as
 // the real coordinator does (TestFakeCoordConformance), and lets tests do
 // what the real one would refuse — corrupt a coordinate (mutate), place a
@@ -51,7 +51,7 @@ type fakeTopic struct {
 
 type fakePart struct {
 	logStart, hwm int64
-	batches       []diskless.BatchCoordinate // offset order, dense
+	runs          []diskless.RunCoordinate // offset order, dense
 }
 
 var _ Coordinator = (*fakeCoord)(nil)
@@ -87,24 +87,39 @@ func (c *fakeCoord) part(tp diskless.TopicPartition) *fakePart {
 }
 
 // add appends already located batches to a partition and wakes watchers.
-func (c *fakeCoord) add(topic string, partition int32, bs ...diskless.BatchCoordinate) {
+// A batch that continues the last run — the same object, commit and
+// timestamp type, starting where the run ends, within MaxInt32 offsets of
+// its start — extends it, as the real coordinator indexes runs.
+func (c *fakeCoord) add(topic string, partition int32, bs ...diskless.RunCoordinate) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.mu.byName[topic].parts[partition]
-	p.batches = append(p.batches, bs...)
+	for _, b := range bs {
+		if n := len(p.runs); n > 0 {
+			r := &p.runs[n-1]
+			if r.ObjectKey == b.ObjectKey && r.LogAppendTime == b.LogAppendTime && r.TimestampType == b.TimestampType &&
+				r.ByteOffset+int64(r.ByteSize) == b.ByteOffset && b.LastOffset-r.BaseOffset <= math.MaxInt32 {
+				r.ByteSize += b.ByteSize
+				r.LastOffset = b.LastOffset
+				r.BatchMaxTimestamp = max(r.BatchMaxTimestamp, b.BatchMaxTimestamp)
+				continue
+			}
+		}
+		p.runs = append(p.runs, b)
+	}
 	p.hwm = bs[len(bs)-1].LastOffset + 1
 	close(c.mu.watch)
 	c.mu.watch = make(chan struct{})
 }
 
-// setLogStart moves a partition's log start offset, dropping batches that
+// setLogStart moves a partition's log start offset, dropping runs that
 // end below it.
 func (c *fakeCoord) setLogStart(topic string, partition int32, off int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.mu.byName[topic].parts[partition]
 	p.logStart = off
-	p.batches = slices.DeleteFunc(p.batches, func(b diskless.BatchCoordinate) bool { return b.LastOffset < off })
+	p.runs = slices.DeleteFunc(p.runs, func(b diskless.RunCoordinate) bool { return b.LastOffset < off })
 }
 
 func (c *fakeCoord) Topic(name string) (diskless.Topic, bool) {
@@ -155,21 +170,21 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRe
 			res.Err = kerr.OffsetOutOfRange
 			continue
 		}
-		first := sort.Search(len(p.batches), func(j int) bool { return p.batches[j].LastOffset >= r.Offset })
-		end, size := first, int64(0)
-		for end < len(p.batches) {
-			sz := int64(p.batches[end].ByteSize)
-			if end > first && size+sz > int64(r.MaxBytes) {
-				break
-			}
-			size += sz
+		first := sort.Search(len(p.runs), func(j int) bool { return p.runs[j].LastOffset >= r.Offset })
+		end, after := min(first+1, len(p.runs)), int64(0)
+		if first < len(p.runs) {
+			f := &p.runs[first]
+			after = diskless.ServedEstimate(f.BaseOffset, f.LastOffset, f.ByteSize, r.Offset)
+		}
+		for end < len(p.runs) && after < int64(r.MaxBytes) {
+			after += int64(p.runs[end].ByteSize)
 			end++
 		}
 		// A subslice of the index, as a real coordinator may hand out
 		// immutable state: the caller must not write to it.
-		res.Batches = p.batches[first:end:end]
-		if end < len(p.batches) {
-			res.Next = p.batches[end]
+		res.Runs = p.runs[first:end:end]
+		if end < len(p.runs) {
+			res.Next = p.runs[end]
 		}
 	}
 	return out
@@ -186,7 +201,7 @@ func (c *fakeCoord) ListOffsetsFrom(_ context.Context, tp diskless.TopicPartitio
 	return c.listOffsets(tp, ts, from)
 }
 
-// listOffsets answers ListOffsets over the batches holding an offset ≥
+// listOffsets answers ListOffsets over the runs holding an offset ≥
 // from, by linear scan.
 func (c *fakeCoord) listOffsets(tp diskless.TopicPartition, ts, from int64) diskless.ListOffsetsResult {
 	c.mu.Lock()
@@ -202,15 +217,15 @@ func (c *fakeCoord) listOffsets(tp diskless.TopicPartition, ts, from int64) disk
 	case ts == diskless.ListOffsetsLatest:
 		res.Offset = p.hwm
 	case ts == diskless.ListOffsetsMaxTimestamp:
-		for i := range p.batches {
-			b := &p.batches[i]
+		for i := range p.runs {
+			b := &p.runs[i]
 			if b.LastOffset >= from && (res.Candidate == nil || b.MaxTimestamp() > res.Candidate.MaxTimestamp()) {
 				res.Candidate = b
 			}
 		}
 	case ts >= 0:
-		for i := range p.batches {
-			if b := &p.batches[i]; b.LastOffset >= from && b.MaxTimestamp() >= ts {
+		for i := range p.runs {
+			if b := &p.runs[i]; b.LastOffset >= from && b.MaxTimestamp() >= ts {
 				res.Candidate = b
 				break
 			}
@@ -370,18 +385,18 @@ type commitOpts struct {
 
 // commitFile writes one WAL object holding bs back to back (SPEC §7) and
 // commits it: offsets assigned per partition from the high watermark.
-func (e *env) commitFile(o commitOpts, bs ...fileBatch) []diskless.BatchCoordinate {
+func (e *env) commitFile(o commitOpts, bs ...fileBatch) []diskless.RunCoordinate {
 	e.tb.Helper()
 	e.files++
 	key := fmt.Sprintf("wal/%04d", e.files)
 	var obj []byte
-	var coords []diskless.BatchCoordinate
+	var coords []diskless.RunCoordinate
 	for _, fb := range bs {
 		h, n, err := batch.Parse(fb.bytes)
 		if err != nil || n != len(fb.bytes) {
 			e.tb.Fatalf("commitFile: not one batch: %v", err)
 		}
-		c := diskless.BatchCoordinate{
+		c := diskless.RunCoordinate{
 			ObjectKey:         key,
 			ByteOffset:        int64(len(obj)),
 			ByteSize:          int32(n),
@@ -410,7 +425,7 @@ func (e *env) commitFile(o commitOpts, bs ...fileBatch) []diskless.BatchCoordina
 }
 
 // commit commits one file with batches for one partition.
-func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]byte) []diskless.BatchCoordinate {
+func (e *env) commit(topic string, partition int32, o commitOpts, batches ...[]byte) []diskless.RunCoordinate {
 	e.tb.Helper()
 	fbs := make([]fileBatch, len(batches))
 	for i, b := range batches {

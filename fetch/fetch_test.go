@@ -250,10 +250,10 @@ func TestFetchZstd(t *testing.T) {
 }
 
 // mutate edits a partition's index in place.
-func (c *fakeCoord) mutate(topic string, partition int32, fn func([]diskless.BatchCoordinate)) {
+func (c *fakeCoord) mutate(topic string, partition int32, fn func([]diskless.RunCoordinate)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fn(c.mu.byName[topic].parts[partition].batches)
+	fn(c.mu.byName[topic].parts[partition].runs)
 }
 
 // mutate edits an object in place, replaces it, or (nil) deletes it.
@@ -305,24 +305,33 @@ func TestFetchReadFailures(t *testing.T) {
 			errc:   kerr.CorruptMessage,
 		},
 		{
-			name: "coordinate size does not match the batch",
+			// The run's one batch passed its check: it is served, the
+			// bytes after it never.
+			name: "coordinate size past the run's last batch",
 			break_: func(e *env) {
 				e.store.mutate("wal/0003", func(b []byte) []byte { return append(b, 0, 0, 0, 0) })
-				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].ByteSize += 4 })
+				e.coord.mutate("t", 1, func(bs []diskless.RunCoordinate) { bs[0].ByteSize += 4 })
+			},
+			bases: []int64{0},
+		},
+		{
+			name: "coordinate size short of the run's last batch",
+			break_: func(e *env) {
+				e.coord.mutate("t", 1, func(bs []diskless.RunCoordinate) { bs[0].ByteSize -= 4 })
 			},
 			errc: kerr.CorruptMessage,
 		},
 		{
 			name: "coordinate offset span does not match the batch",
 			break_: func(e *env) {
-				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].LastOffset-- })
+				e.coord.mutate("t", 1, func(bs []diskless.RunCoordinate) { bs[0].LastOffset-- })
 			},
 			errc: kerr.CorruptMessage,
 		},
 		{
 			name: "coordinate too small for a header",
 			break_: func(e *env) {
-				e.coord.mutate("t", 1, func(bs []diskless.BatchCoordinate) { bs[0].ByteSize = 12 })
+				e.coord.mutate("t", 1, func(bs []diskless.RunCoordinate) { bs[0].ByteSize = 12 })
 			},
 			errc: kerr.CorruptMessage,
 		},

@@ -44,9 +44,9 @@ type Coordinator interface {
 // order; empty ones ignored), or returns an error: an object that ends
 // before a range does is an error too, and after an error which ranges
 // were filled is unspecified. obj carries the object's size as committed
-// (diskless.BatchCoordinate.FileSize; a store answering another size is an
+// (diskless.RunCoordinate.FileSize; a store answering another size is an
 // error) and the data's commit time in ms since the Unix epoch
-// (diskless.BatchCoordinate.LogAppendTime; the oldest, for ranges
+// (diskless.RunCoordinate.LogAppendTime; the oldest, for ranges
 // committed at different times), which the cache compares with its reach:
 // data older than it is read with one GET of the whole object into a
 // catch-up segment, so a lagging consumer neither pays a GET per partition

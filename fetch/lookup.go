@@ -24,9 +24,12 @@ type hit struct{ offset, timestamp int64 }
 var miss = hit{-1, -1}
 
 // lookup finds records by timestamp in one partition for ListOffsets (SPEC
-// §5). It reads at most the batches that hold the answer, and scans each
-// only up to the answer. Each batch it has to look past costs one
-// coordinator call (next), whatever the partition's size.
+// §5). The coordinator names a candidate run; the lookup reads it whole
+// (the run's bytes are its batches back to back, walked by their headers)
+// and looks at its batches in offset order, scanning at most the batches
+// that hold the answer, each only up to the answer. Each run it has to
+// look past costs one coordinator call (next), whatever the partition's
+// size.
 type lookup struct {
 	h     *Handler
 	topic string
@@ -38,69 +41,134 @@ type lookup struct {
 	// spent is the time the lookup has spent decompressing and scanning
 	// compressed batches; it may reach Config.MaxScanTime.
 	spent time.Duration
+	// run is the run being looked at: its coordinate, its bytes and its
+	// batches as coordinates of their own (ByteOffset in the object, the
+	// max timestamp of the batch's header).
+	run     diskless.RunCoordinate
+	buf     []byte
+	batches []diskless.RunCoordinate
+}
+
+// open reads run r and walks its batches into l.batches. A LogAppendTime
+// run is not read: every record of it has the run's append time (SPEC
+// §5), so it is looked at as one batch, from its coordinate. Errors: those
+// of readRun, as scan reports them.
+func (l *lookup) open(ctx context.Context, r diskless.RunCoordinate) *kerr.Error {
+	if r.TimestampType == batch.TimestampLogAppendTime {
+		l.run, l.buf, l.batches = r, nil, append(l.batches[:0], r)
+		return nil
+	}
+	if r.ByteSize < batch.HeaderSize {
+		l.corrupt(&r, "coordinate too small for a batch")
+		return kerr.CorruptMessage
+	}
+	buf := make([]byte, r.ByteSize)
+	if err := l.h.readRun(ctx, &r, buf); err != nil {
+		if errors.Is(err, cache.ErrCorrupt) {
+			l.corrupt(&r, err.Error())
+			return kerr.CorruptMessage
+		}
+		l.h.warn(ctx, l.topic, l.tp.Partition, "list offsets: read failed",
+			slog.Int64("offset", r.BaseOffset), slog.Any("err", err))
+		return kerr.KafkaStorageError
+	}
+	bs, err := walkRun(nil, buf, &r, false)
+	if err != nil || len(bs) == 0 { // checked by the read (verifyRun)
+		l.corrupt(&r, "bytes do not match the coordinate")
+		return kerr.CorruptMessage
+	}
+	l.run, l.buf, l.batches = r, buf, l.batches[:0]
+	for _, b := range bs {
+		l.batches = append(l.batches, batchCoordinate(&r, b, batch.Header(buf[b.pos:b.pos+b.size]).MaxTimestamp()))
+	}
+	return nil
+}
+
+// bytesOf returns the bytes of c, a batch of the open run.
+func (l *lookup) bytesOf(c *diskless.RunCoordinate) []byte {
+	pos := c.ByteOffset - l.run.ByteOffset
+	return l.buf[pos : pos+int64(c.ByteSize)]
 }
 
 // atOrAfter returns the first record at or above the log start offset with
-// a timestamp ≥ target, looking in c, the coordinator's candidate (the first
-// batch whose max timestamp is ≥ target), and then in the batches after it.
+// a timestamp ≥ target, looking in r, the coordinator's candidate run (the
+// first run whose max timestamp is ≥ target), and then in the runs after
+// it.
 //
-// A batch whose max timestamp is ≥ target but that has no such record at
-// or above the log start offset is passed over: usually the log start lies
-// inside it and its qualifying records were deleted. When the log start is
-// at or below its base offset, every record was scanned and its header
-// (which the index copies) claims a timestamp no record has. Kafka's broker
-// would have rewritten that header on produce; this sidecar validates
-// headers only (DESIGN §Decisions), so it logs a warning naming the batch
-// and passes over it as well, answering as a broker would have. The next
-// batch to look in is the first after it whose max timestamp is ≥ target:
-// one coordinator call (next). Errors: those of scan and next.
-func (l *lookup) atOrAfter(ctx context.Context, c diskless.BatchCoordinate, target int64) (hit, *kerr.Error) {
+// Within a run the batches are looked at in offset order, each whose max
+// timestamp is ≥ target scanned up to the first such record. A batch
+// whose max timestamp is ≥ target but that has no such record at or above
+// the log start offset is passed over: usually the log start lies inside
+// it and its qualifying records were deleted. When the log start is at or
+// below its base offset, every record was scanned and its header claims a
+// timestamp no record has. Kafka's broker would have rewritten that header
+// on produce; this sidecar validates headers only (DESIGN §Decisions), so
+// it logs a warning naming the batch and passes over it as well,
+// answering as a broker would have. After the run, the next to look in is
+// the first after it whose max timestamp is ≥ target: one coordinator call
+// (next). Errors: those of open, scan and next.
+func (l *lookup) atOrAfter(ctx context.Context, r diskless.RunCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
-		if c.MaxTimestamp() >= target {
-			at, errc := l.first(ctx, &c, atLeast)
+		if errc := l.open(ctx, r); errc != nil {
+			return miss, errc
+		}
+		for i := range l.batches {
+			c := &l.batches[i]
+			if c.MaxTimestamp() < target || c.LastOffset < l.logStart {
+				continue
+			}
+			at, errc := l.first(ctx, c, atLeast)
 			if errc != nil || at != miss {
 				return at, errc
 			}
 			if l.logStart <= c.BaseOffset {
-				l.corrupt(&c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
+				l.corrupt(c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
 					target, c.MaxTimestamp()))
 			}
 		}
-		later, found, errc := l.next(ctx, &c, target)
+		later, found, errc := l.next(ctx, &r, target)
 		if errc != nil || !found {
 			return miss, errc
 		}
-		c = later
+		r = later
 	}
 }
 
 // maxTimestamp returns the earliest record at or above the log start offset
-// holding the largest timestamp among those, given c, the coordinator's
-// candidate: the earliest batch with the largest max timestamp.
+// holding the largest timestamp among those, given r, the coordinator's
+// candidate: the earliest run with the largest max timestamp.
 //
-// Usually c's first record holding its max timestamp is the answer. When
-// the log start lies inside c that record may be deleted, and the answer is
-// then c's largest record left or, if larger, the first record holding the
-// largest max timestamp of the batches after c (next: one coordinator
-// call). If the log start is at or below c's base offset and no record
-// holds c's max timestamp, c's header is false (see atOrAfter): the lookup
-// logs a warning and goes on the same way, taking c's largest record for
-// its max. That answer is the best the index allows, not an exact one: a
-// batch before c may hold a larger record than c really has, and finding
-// it would mean reading every batch. Errors: those of scan and next.
-func (l *lookup) maxTimestamp(ctx context.Context, c diskless.BatchCoordinate) (hit, *kerr.Error) {
-	// Each turn starts with (1) every record at or above the log start
-	// offset and before c timestamped below c's max timestamp, and (2) no
-	// batch after c with a larger max timestamp, as of the coordinator
-	// answer that named c. The coordinator's candidate meets both. A turn
-	// moves on to later, the earliest batch after c with the largest max
-	// timestamp (as of a new answer), only if that is larger than every
-	// record c has left: (2) holds by the choice of later, (1) by that and
-	// because the batches between c and later have smaller max
+// Usually the first record of r's earliest batch holding that max
+// timestamp is the answer. When the log start lies inside that batch the
+// record may be deleted, and the answer is then the batch's largest record
+// left or, if larger, the first record holding the largest max timestamp
+// of the batches after it — later in r, or in the runs after r (next: one
+// coordinator call). If the log start is at or below the batch's base
+// offset and no record holds its max timestamp, its header is false (see
+// atOrAfter): the lookup logs a warning and goes on the same way, taking
+// the batch's largest record for its max. That answer is the best the
+// index allows, not an exact one: a batch before it may hold a larger
+// record than it really has, and finding it would mean reading every
+// batch. Errors: those of open, scan and next.
+func (l *lookup) maxTimestamp(ctx context.Context, r diskless.RunCoordinate) (hit, *kerr.Error) {
+	// Each turn starts with c, a batch of the open run, and (1) every
+	// record at or above the log start offset and before c timestamped
+	// below c's max timestamp, and (2) no batch after c with a larger max
+	// timestamp, as of the coordinator answer that named c's run. The
+	// coordinator's candidate run and its earliest batch holding the
+	// run's max meet both. A turn moves on to later, the earliest batch
+	// after c with the largest max timestamp, only if that is larger than
+	// every record c has left: (2) holds by the choice of later, (1) by
+	// that and because the batches between c and later have smaller max
 	// timestamps. If later then neither answers nor is corrupt, the log
 	// start has passed its base offset.
+	if errc := l.open(ctx, r); errc != nil {
+		return miss, errc
+	}
+	ci := l.largestAfter(-1)
 	for {
+		c := l.batches[ci]
 		best, errc := l.largest(ctx, &c)
 		if errc != nil {
 			return miss, errc
@@ -112,7 +180,11 @@ func (l *lookup) maxTimestamp(ctx context.Context, c diskless.BatchCoordinate) (
 			l.corrupt(&c, fmt.Sprintf("the largest record timestamp is %d, the batch's max timestamp is %d",
 				best.timestamp, c.MaxTimestamp()))
 		}
-		later, found, errc := l.next(ctx, &c, diskless.ListOffsetsMaxTimestamp)
+		// later: the earliest batch after c with the largest max
+		// timestamp, in this run or in the runs after it.
+		li := l.largestAfter(ci)
+		run := l.run
+		later, found, errc := l.next(ctx, &run, diskless.ListOffsetsMaxTimestamp)
 		if errc != nil {
 			return miss, errc
 		}
@@ -122,40 +194,68 @@ func (l *lookup) maxTimestamp(ctx context.Context, c diskless.BatchCoordinate) (
 				return miss, errc
 			}
 		}
-		if !found || (best != miss && later.MaxTimestamp() <= best.timestamp) {
+		var laterTs int64
+		switch {
+		case found && (li < 0 || later.MaxTimestamp() > l.batches[li].MaxTimestamp()):
+			laterTs = later.MaxTimestamp()
+		case li >= 0:
+			laterTs, found = l.batches[li].MaxTimestamp(), false
+		default:
 			return best, nil
 		}
-		c = later
+		if best != miss && laterTs <= best.timestamp {
+			return best, nil
+		}
+		if found {
+			if errc := l.open(ctx, later); errc != nil {
+				return miss, errc
+			}
+			li = l.largestAfter(-1)
+		}
+		ci = li
 	}
 }
 
+// largestAfter returns the index of the earliest batch of the open run
+// after batch i (−1: from the first) whose max timestamp is the largest
+// of those batches, or −1 if there is none.
+func (l *lookup) largestAfter(i int) int {
+	best := -1
+	for j := i + 1; j < len(l.batches); j++ {
+		if best < 0 || l.batches[j].MaxTimestamp() > l.batches[best].MaxTimestamp() {
+			best = j
+		}
+	}
+	return best
+}
+
 // next returns the coordinator's candidate for target (a timestamp ≥ 0 or
-// diskless.ListOffsetsMaxTimestamp) among the batches after c, and
-// whether there is one: one ListOffsetsFrom call from c's last offset + 1,
-// answered from the partition as it is then (batches committed since the
-// lookup began included, batches below a log start that has moved past c
+// diskless.ListOffsetsMaxTimestamp) among the runs after r, and
+// whether there is one: one ListOffsetsFrom call from r's last offset + 1,
+// answered from the partition as it is then (runs committed since the
+// lookup began included, runs below a log start that has moved past r
 // excluded). It takes up the log start offset of that answer. Errors: the
 // coordinator's, or UNKNOWN_SERVER_ERROR for a candidate that is not after
-// c (the lookup could not make progress).
-func (l *lookup) next(ctx context.Context, c *diskless.BatchCoordinate, target int64) (diskless.BatchCoordinate, bool, *kerr.Error) {
-	from := c.LastOffset + 1
-	r := l.h.coord.ListOffsetsFrom(ctx, l.tp, target, from)
-	if r.Err != nil {
-		return diskless.BatchCoordinate{}, false, r.Err
+// r (the lookup could not make progress).
+func (l *lookup) next(ctx context.Context, r *diskless.RunCoordinate, target int64) (diskless.RunCoordinate, bool, *kerr.Error) {
+	from := r.LastOffset + 1
+	res := l.h.coord.ListOffsetsFrom(ctx, l.tp, target, from)
+	if res.Err != nil {
+		return diskless.RunCoordinate{}, false, res.Err
 	}
-	l.logStart = max(l.logStart, r.LogStartOffset)
-	if r.Candidate == nil {
-		return diskless.BatchCoordinate{}, false, nil
+	l.logStart = max(l.logStart, res.LogStartOffset)
+	if res.Candidate == nil {
+		return diskless.RunCoordinate{}, false, nil
 	}
-	if r.Candidate.LastOffset < from {
-		return diskless.BatchCoordinate{}, false, kerr.UnknownServerError
+	if res.Candidate.LastOffset < from {
+		return diskless.RunCoordinate{}, false, kerr.UnknownServerError
 	}
-	return *r.Candidate, true, nil
+	return *res.Candidate, true, nil
 }
 
 // first returns the first record of c at or above the log start offset
 // whose timestamp satisfies ok, or miss. The scan stops there.
-func (l *lookup) first(ctx context.Context, c *diskless.BatchCoordinate, ok func(ts int64) bool) (hit, *kerr.Error) {
+func (l *lookup) first(ctx context.Context, c *diskless.RunCoordinate, ok func(ts int64) bool) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		// Every record has the batch's append time.
 		off := max(c.BaseOffset, l.logStart)
@@ -179,7 +279,7 @@ func (l *lookup) first(ctx context.Context, c *diskless.BatchCoordinate, ok func
 // with the largest timestamp among those, or miss if c has none there. The
 // scan stops at the first record holding c's max timestamp (the header's,
 // which the index holds): none after it can be larger.
-func (l *lookup) largest(ctx context.Context, c *diskless.BatchCoordinate) (hit, *kerr.Error) {
+func (l *lookup) largest(ctx context.Context, c *diskless.RunCoordinate) (hit, *kerr.Error) {
 	if c.TimestampType == batch.TimestampLogAppendTime {
 		return l.first(ctx, c, func(int64) bool { return true })
 	}
@@ -205,23 +305,10 @@ func (l *lookup) largest(ctx context.Context, c *diskless.BatchCoordinate) (hit,
 // CORRUPT_MESSAGE (the bytes are not c's batch, fail the CRC, do not
 // decompress or parse), REQUEST_TIMED_OUT (the lookup's MaxScanTime ran
 // out before the answer).
-func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(hit) bool) *kerr.Error {
-	if c.ByteSize < batch.HeaderSize {
-		l.corrupt(c, "coordinate too small for a batch")
-		return kerr.CorruptMessage
-	}
-	buf := make([]byte, c.ByteSize)
-	if err := l.h.readBatch(ctx, c, buf); err != nil {
-		if errors.Is(err, cache.ErrCorrupt) {
-			l.corrupt(c, err.Error())
-			return kerr.CorruptMessage
-		}
-		l.h.warn(ctx, l.topic, l.tp.Partition, "list offsets: read failed",
-			slog.Int64("offset", c.BaseOffset), slog.Any("err", err))
-		return kerr.KafkaStorageError
-	}
-	h, ok := matches(buf, c) // checked by the read (verifyBatches)
-	if !ok {
+func (l *lookup) scan(ctx context.Context, c *diskless.RunCoordinate, fn func(hit) bool) *kerr.Error {
+	buf := l.bytesOf(c)
+	h, n, err := batch.Parse(buf) // checked by the read (verifyRun)
+	if err != nil || n != len(buf) {
 		l.corrupt(c, "bytes do not match the coordinate")
 		return kerr.CorruptMessage
 	}
@@ -251,7 +338,7 @@ func (l *lookup) scan(ctx context.Context, c *diskless.BatchCoordinate, fn func(
 		timed := &timedReader{r: r, deadline: start.Add(l.h.cfg.MaxScanTime - l.spent)}
 		src = bufio.NewReaderSize(timed, scanBufferSize)
 	}
-	err := scanRecords(src, span, func(offset, ts int64) bool {
+	err = scanRecords(src, span, func(offset, ts int64) bool {
 		return offset < l.logStart || fn(hit{offset, ts})
 	})
 	if err != nil {
@@ -289,7 +376,7 @@ func (r memRecords) Discard(n int) (int, error) {
 // CORRUPT_MESSAGE, the code a broker sends for a batch it cannot decode,
 // whose description ("… exceeds the valid size, … or is otherwise
 // corrupt") also covers a zstd window too large to allocate.
-func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error {
+func (l *lookup) scanFailed(c *diskless.RunCoordinate, err error) *kerr.Error {
 	if errors.Is(err, errScanTime) {
 		l.h.warn(context.Background(), l.topic, l.tp.Partition, "list offsets: batch scan out of time",
 			append(l.batchAttrs(c), slog.Duration("max_scan_time", l.h.cfg.MaxScanTime))...)
@@ -304,13 +391,13 @@ func (l *lookup) scanFailed(c *diskless.BatchCoordinate, err error) *kerr.Error 
 	return kerr.CorruptMessage
 }
 
-func (l *lookup) corrupt(c *diskless.BatchCoordinate, why string) {
+func (l *lookup) corrupt(c *diskless.RunCoordinate, why string) {
 	l.h.warn(context.Background(), l.topic, l.tp.Partition, "list offsets: corrupt batch",
 		append(l.batchAttrs(c), slog.String("reason", why))...)
 }
 
 // batchAttrs are the log attributes naming c.
-func (l *lookup) batchAttrs(c *diskless.BatchCoordinate) []slog.Attr {
+func (l *lookup) batchAttrs(c *diskless.RunCoordinate) []slog.Attr {
 	return []slog.Attr{slog.Int64("offset", c.BaseOffset), slog.String("object", c.ObjectKey),
 		slog.Int64("byte_offset", int64(c.ByteOffset)), slog.Int64("size", int64(c.ByteSize))}
 }

@@ -556,7 +556,9 @@ func (c stuckCoord) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartit
 func TestListOffsetsFromNotAfter(t *testing.T) {
 	e := newEnv(t, Config{})
 	e.coord.createTopic("n", 1)
-	e.commit("n", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 3000, 1000, 2000), makeBatch(t, batch.CodecNone, 10, 2600))
+	// Two files: two runs, so that the lookup asks for the second.
+	e.commit("n", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 3000, 1000, 2000))
+	e.commit("n", 0, commitOpts{}, makeBatch(t, batch.CodecNone, 10, 2600))
 	e.coord.setLogStart("n", 0, 1)
 	h, err := New(Config{Logger: discardLogger}, stuckCoord{e.coord}, e.store)
 	if err != nil {
@@ -581,7 +583,7 @@ func (c *countingCoord) FindBatches(ctx context.Context, reqs []diskless.FindBat
 	c.finds.Add(1)
 	rs := c.Coordinator.FindBatches(ctx, reqs)
 	for i := range rs {
-		c.coords.Add(int64(len(rs[i].Batches)))
+		c.coords.Add(int64(len(rs[i].Runs)))
 	}
 	return rs
 }
@@ -642,12 +644,12 @@ func TestListOffsetsWalkCost(t *testing.T) {
 				if n == 0 {
 					return
 				}
-				bs := make([]diskless.BatchCoordinate, n)
+				bs := make([]diskless.RunCoordinate, n)
 				e.coord.mu.Lock()
 				base := e.coord.mu.byName["w"].parts[0].hwm
 				e.coord.mu.Unlock()
 				for i := range bs {
-					bs[i] = diskless.BatchCoordinate{ObjectKey: "absent", FileSize: 1 << 30, ByteSize: 16 << 10,
+					bs[i] = diskless.RunCoordinate{ObjectKey: "absent", FileSize: 1 << 30, ByteSize: 16 << 10,
 						BaseOffset: base + int64(i), LastOffset: base + int64(i),
 						TimestampType: batch.TimestampCreateTime, BatchMaxTimestamp: 3000}
 				}
