@@ -30,6 +30,23 @@ const (
 	// at p99 on S3 Standard (SPEC §13); 10 s leaves room for slow links
 	// while cutting off a hung connection long before produce times out.
 	DefaultAttemptTimeout = 10 * time.Second
+	// DefaultHedgePercentile is the percentile of recent attempt
+	// durations after which an attempt is hedged: on S3-like latency
+	// (SPEC §13) about 230 ms, so about one upload in ten is hedged,
+	// within DefaultHedgeMaxPercent.
+	DefaultHedgePercentile = 90
+	// DefaultHedgeMinDelay floors the hedge delay: an attempt younger than
+	// this is never hedged, so a fast store (a local disk: ~25 ms per 7 MiB
+	// file, bench/RESULTS.md entry 3) is hedged only when an attempt
+	// stalls, not for its ordinary spread.
+	DefaultHedgeMinDelay = 100 * time.Millisecond
+	// DefaultHedgeMaxDelay caps the hedge delay, and is the delay until
+	// the window holds enough durations: 1 s is over twice S3's PUT p99
+	// (SPEC §13), so an attempt that old is stuck rather than slow.
+	DefaultHedgeMaxDelay = time.Second
+	// DefaultHedgeMaxPercent bounds hedges to 10 per 100 uploads (and a
+	// burst of 3): the extra PUT-class requests a deployment pays for.
+	DefaultHedgeMaxPercent = 10
 )
 
 // Config configures an Uploader. A zero field takes its default; New
@@ -56,6 +73,26 @@ type Config struct {
 	// retried. Key diskless.upload.attempt.timeout.ms; default
 	// DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// HedgeDisabled turns hedged uploads off (DESIGN §Produce step 5):
+	// each attempt then runs alone until it succeeds, fails or times
+	// out. Key diskless.upload.hedge.enable (its negation); default false:
+	// hedging on.
+	HedgeDisabled bool
+	// HedgePercentile is the percentile of the last 256 attempt durations
+	// after which a running attempt gets a second one under a new key,
+	// in [50, 99]. Key diskless.upload.hedge.percentile; default
+	// DefaultHedgePercentile.
+	HedgePercentile int
+	// HedgeMinDelay and HedgeMaxDelay clamp the hedge delay,
+	// 1 ms ≤ HedgeMinDelay ≤ HedgeMaxDelay; HedgeMaxDelay is also the delay
+	// while fewer than 16 durations are known. Keys
+	// diskless.upload.hedge.min.delay.ms, diskless.upload.hedge.max.delay.ms;
+	// defaults DefaultHedgeMinDelay, DefaultHedgeMaxDelay.
+	HedgeMinDelay, HedgeMaxDelay time.Duration
+	// HedgeMaxPercent bounds the hedges to this many per 100 uploads (plus
+	// a burst of 3), in [1, 100]. Key diskless.upload.hedge.max.percent;
+	// default DefaultHedgeMaxPercent.
+	HedgeMaxPercent int
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -74,6 +111,22 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if c.HedgePercentile == 0 {
+		c.HedgePercentile = DefaultHedgePercentile
+	}
+	if c.HedgeMinDelay == 0 {
+		// A cap set below the default floor takes the floor down with it.
+		c.HedgeMinDelay = DefaultHedgeMinDelay
+		if c.HedgeMaxDelay > 0 {
+			c.HedgeMinDelay = min(c.HedgeMinDelay, c.HedgeMaxDelay)
+		}
+	}
+	if c.HedgeMaxDelay == 0 {
+		c.HedgeMaxDelay = max(DefaultHedgeMaxDelay, c.HedgeMinDelay)
+	}
+	if c.HedgeMaxPercent == 0 {
+		c.HedgeMaxPercent = DefaultHedgeMaxPercent
 	}
 	return c
 }
@@ -98,6 +151,18 @@ func (c Config) Validate() error {
 	}
 	if c.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("diskless.upload.attempt.timeout.ms %v: must not be negative", c.AttemptTimeout))
+	}
+	if c.HedgePercentile < 50 || c.HedgePercentile > 99 {
+		errs = append(errs, fmt.Errorf("diskless.upload.hedge.percentile %d: must be in [50, 99]", c.HedgePercentile))
+	}
+	if c.HedgeMinDelay < time.Millisecond {
+		errs = append(errs, fmt.Errorf("diskless.upload.hedge.min.delay.ms %v: must be at least 1 ms", c.HedgeMinDelay))
+	}
+	if c.HedgeMaxDelay < c.HedgeMinDelay {
+		errs = append(errs, fmt.Errorf("diskless.upload.hedge.max.delay.ms %v: must be at least diskless.upload.hedge.min.delay.ms (%v)", c.HedgeMaxDelay, c.HedgeMinDelay))
+	}
+	if c.HedgeMaxPercent < 1 || c.HedgeMaxPercent > 100 {
+		errs = append(errs, fmt.Errorf("diskless.upload.hedge.max.percent %d: must be in [1, 100]", c.HedgeMaxPercent))
 	}
 	return errors.Join(errs...)
 }

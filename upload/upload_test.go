@@ -180,6 +180,8 @@ type putterFunc func(ctx context.Context, key string, data []byte) error
 
 func (f putterFunc) Put(ctx context.Context, key string, data []byte) error { return f(ctx, key, data) }
 
+func (f putterFunc) Delete(context.Context, string) error { return nil }
+
 func TestUploadStopsWhenContextDone(t *testing.T) {
 	t.Run("before the first attempt", func(t *testing.T) {
 		u, m, _ := newUploader(t, upload.Config{}, 0)
@@ -243,7 +245,8 @@ func TestUploadAttemptTimeout(t *testing.T) {
 			}
 			return nil
 		})
-		cfg := upload.Config{AttemptTimeout: 5 * time.Second, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+		cfg := upload.Config{AttemptTimeout: 5 * time.Second, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+			HedgeDisabled: true}
 		u, err := upload.New(cfg, m, upload.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
@@ -312,6 +315,14 @@ func TestConfigValidate(t *testing.T) {
 		{"negative backoff", upload.Config{InitialBackoff: -time.Second}, "diskless.upload.retry.backoff.ms"},
 		{"max below initial", upload.Config{InitialBackoff: time.Second, MaxBackoff: time.Millisecond}, "diskless.upload.retry.backoff.max.ms"},
 		{"negative timeout", upload.Config{AttemptTimeout: -1}, "diskless.upload.attempt.timeout.ms"},
+		{"hedge cap alone below the default floor", upload.Config{HedgeMaxDelay: 20 * time.Millisecond}, ""},
+		{"hedge percentile low", upload.Config{HedgePercentile: 49}, "diskless.upload.hedge.percentile"},
+		{"hedge percentile high", upload.Config{HedgePercentile: 100}, "diskless.upload.hedge.percentile"},
+		{"hedge floor negative", upload.Config{HedgeMinDelay: -time.Millisecond}, "diskless.upload.hedge.min.delay.ms"},
+		{"hedge floor under 1 ms", upload.Config{HedgeMinDelay: time.Microsecond}, "diskless.upload.hedge.min.delay.ms"},
+		{"hedge cap below floor", upload.Config{HedgeMinDelay: time.Second, HedgeMaxDelay: 500 * time.Millisecond}, "diskless.upload.hedge.max.delay.ms"},
+		{"hedge budget negative", upload.Config{HedgeMaxPercent: -1}, "diskless.upload.hedge.max.percent"},
+		{"hedge budget over 100", upload.Config{HedgeMaxPercent: 101}, "diskless.upload.hedge.max.percent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ const (
 	metricStoreReadBytes = "diskless_cache_store_read_bytes_total" // bytes read from the object store
 	metricProduced       = "diskless_produce_received_bytes_total" // record-batch bytes produced
 	metricS3Requests     = "diskless_s3_requests_total"            // every S3 HTTP attempt, by operation (S3 backend only)
+	metricUploadHedges   = "diskless_upload_hedges_total"          // hedged uploads' second attempts: extra PUTs
 	// s3OpPrefix keys the S3 requests of one operation in counters.
 	s3OpPrefix = metricS3Requests + ":"
 	// scrapeTimeKey holds the scrape's time in counters, Unix seconds.
@@ -66,10 +67,15 @@ type Cost struct {
 	ReadPerGiB     *float64 `json:"read_gib_per_gib_fetched,omitempty"`
 	// MonthlyUSD is a 30-day month of requests at the measured rate:
 	// PUT-class plus GET-class, at the list prices (Prices).
-	MonthlyPutUSD float64 `json:"monthly_put_usd"`
-	MonthlyGetUSD float64 `json:"monthly_get_usd"`
-	MonthlyUSD    float64 `json:"monthly_usd"`
-	Prices        string  `json:"prices"`
+	// Hedges is the hedged uploads' second attempts in the window, and
+	// HedgePercent their share of the objects uploaded: the extra PUTs
+	// hedging cost (in Puts already); nil from a sidecar without hedging.
+	Hedges        *float64 `json:"hedges,omitempty"`
+	HedgePercent  *float64 `json:"hedge_percent,omitempty"`
+	MonthlyPutUSD float64  `json:"monthly_put_usd"`
+	MonthlyGetUSD float64  `json:"monthly_get_usd"`
+	MonthlyUSD    float64  `json:"monthly_usd"`
+	Prices        string   `json:"prices"`
 }
 
 // costDelta derives the request bill from two scrapes, or nil when the
@@ -112,6 +118,14 @@ func costDelta(before, after counters) *Cost {
 		v := n / (bytes / gib)
 		return &v
 	}
+	if _, ok := after[metricUploadHedges]; ok {
+		h := d(metricUploadHedges)
+		c.Hedges = &h
+		if objs := d(metricUploadObjects); objs > 0 {
+			pct := h / objs * 100
+			c.HedgePercent = &pct
+		}
+	}
 	produced, fetched := d(metricProduced), d(metricFetchBytes)
 	c.PutsPerGiB, c.GetsPerGiB = per(c.Puts, produced), per(c.Gets, fetched)
 	c.UploadedPerGiB = per(d(metricUploadBytes)/gib, produced)
@@ -125,6 +139,13 @@ func costDelta(before, after counters) *Cost {
 // costLine is the report's sentence on the prices and the rate behind the
 // monthly figure.
 func costLine(target string, c *Cost) string {
-	return fmt.Sprintf("cost (%s): %.2f PUT-class and %.2f GET-class requests/s (from %s counters over %s), a 30-day month at %s\n",
-		target, c.Puts/c.Seconds, c.Gets/c.Seconds, c.From, time.Duration(c.Seconds*float64(time.Second)).Round(100*time.Millisecond), c.Prices)
+	hedges := ""
+	if c.Hedges != nil {
+		hedges = fmt.Sprintf(", %.0f of them hedges", *c.Hedges)
+		if c.HedgePercent != nil {
+			hedges += fmt.Sprintf(" (%.1f%% of the objects uploaded)", *c.HedgePercent)
+		}
+	}
+	return fmt.Sprintf("cost (%s): %.2f PUT-class and %.2f GET-class requests/s (from %s counters over %s%s), a 30-day month at %s\n",
+		target, c.Puts/c.Seconds, c.Gets/c.Seconds, c.From, time.Duration(c.Seconds*float64(time.Second)).Round(100*time.Millisecond), hedges, c.Prices)
 }

@@ -569,7 +569,24 @@ diskless_cache_store_read_bytes_total 1073741824
 	if c == nil || c.From != "sidecar" || c.Puts != 100 || c.Gets != 300 {
 		t.Fatalf("file backend cost %+v", c)
 	}
+	if c.Hedges != nil || c.HedgePercent != nil {
+		t.Errorf("hedges %v (%v%%) from a sidecar that reports none", c.Hedges, c.HedgePercent)
+	}
 	if costDelta(counters{}, counters{}) != nil {
 		t.Error("a bill without scrape times")
+	}
+
+	// Hedged uploads: their share of the objects uploaded.
+	after[metricUploadHedges], after[metricUploadObjects] = 4, 80
+	c = costDelta(before, after)
+	if c.Hedges == nil || *c.Hedges != 4 || c.HedgePercent == nil || *c.HedgePercent != 5 {
+		t.Fatalf("hedges %v, %v%%; want 4, 5%%", c.Hedges, c.HedgePercent)
+	}
+	report.Reset()
+	writeReport(&report, smallConfig(), []Result{{Target: "sidecar", Store: Store{Cost: c}}})
+	for _, want := range []string{"extra PUTs (hedges) %", "4 of them hedges (5.0% of the objects uploaded)"} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, report.String())
+		}
 	}
 }

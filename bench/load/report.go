@@ -96,6 +96,7 @@ func reportRows() []reportRow {
 		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false, false},
 		stageRow("buffer"), stageRow("upload"), stageRow("wait"), stageRow("commit"),
 		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false, false},
+		reportRow{"extra PUTs (hedges) %", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.HedgePercent }) }), oneDec, false, true},
 		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false, false},
 		reportRow{"GiB up per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.UploadedPerGiB }) }), twoDec, false, false},
 		reportRow{"GiB read per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.ReadPerGiB }) }), twoDec, false, false},

@@ -28,7 +28,7 @@ const (
 )
 
 var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
-	metricUploadAttempts, metricStoreReadBytes, metricProduced}
+	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges}
 
 // scrapeTimeout bounds one scrape; the endpoint answers from memory.
 const scrapeTimeout = 5 * time.Second

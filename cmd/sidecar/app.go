@@ -37,11 +37,14 @@ type app struct {
 	coord   *coordinator.Coordinator
 	cache   *cache.Cache
 	produce *produce.Handler
-	fetch   *fetch.Handler
-	server  *server.Server
-	served  chan error    // Serve's result
-	http    *httpEndpoint // nil when http.listener is empty
-	metrics *telemetry.Prometheus
+	// uploader's losing hedge attempts finish and are deleted in the
+	// background; the stop waits for them before the store closes.
+	uploader *upload.Uploader
+	fetch    *fetch.Handler
+	server   *server.Server
+	served   chan error    // Serve's result
+	http     *httpEndpoint // nil when http.listener is empty
+	metrics  *telemetry.Prometheus
 	// closeStore releases the object store (the S3 client's connections).
 	closeStore func()
 	// metaTopic is the metadata log's topic with diskless.metadata.log=kafka.
@@ -181,6 +184,8 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.uploader = uploader
+	closers = append(closers, uploader.Close)
 	if err := telemetry.ObserveUpload(metrics, uploader.Stats()); err != nil {
 		return nil, err
 	}
@@ -272,6 +277,9 @@ func (a *app) shutdown(timeout time.Duration) error {
 	if err := a.produce.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("produce: %w", err))
 	}
+	// Losing hedge attempts: each ends within its attempt timeout once
+	// cancelled, its delete within 10 s.
+	a.uploader.Close()
 	if err := <-serverDone; err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
@@ -458,11 +466,16 @@ func cacheConfig(cfg Config) cache.Config {
 
 func uploadConfig(cfg Config) upload.Config {
 	return upload.Config{
-		Prefix:         cfg.ObjectKeyPrefix,
-		MaxAttempts:    cfg.UploadMaxAttempts,
-		InitialBackoff: cfg.UploadBackoff,
-		MaxBackoff:     cfg.UploadBackoffMax,
-		AttemptTimeout: cfg.UploadAttemptTimeout,
+		Prefix:          cfg.ObjectKeyPrefix,
+		MaxAttempts:     cfg.UploadMaxAttempts,
+		InitialBackoff:  cfg.UploadBackoff,
+		MaxBackoff:      cfg.UploadBackoffMax,
+		AttemptTimeout:  cfg.UploadAttemptTimeout,
+		HedgeDisabled:   !cfg.UploadHedge,
+		HedgePercentile: cfg.UploadHedgePercentile,
+		HedgeMinDelay:   cfg.UploadHedgeMinDelay,
+		HedgeMaxDelay:   cfg.UploadHedgeMaxDelay,
+		HedgeMaxPercent: cfg.UploadHedgeMaxPercent,
 	}
 }
 

@@ -54,14 +54,19 @@ type Config struct {
 	AppendMaxPendingBytes int64
 	UploadInflightFiles   int
 
-	ObjectKeyPrefix      string
-	UploadPartBytes      int64
-	UploadConcurrency    int
-	UploadMaxAttempts    int
-	UploadBackoff        time.Duration
-	UploadBackoffMax     time.Duration
-	UploadAttemptTimeout time.Duration
-	CommitMaxAttempts    int
+	ObjectKeyPrefix       string
+	UploadPartBytes       int64
+	UploadConcurrency     int
+	UploadMaxAttempts     int
+	UploadBackoff         time.Duration
+	UploadBackoffMax      time.Duration
+	UploadAttemptTimeout  time.Duration
+	UploadHedge           bool
+	UploadHedgePercentile int
+	UploadHedgeMinDelay   time.Duration
+	UploadHedgeMaxDelay   time.Duration
+	UploadHedgeMaxPercent int
+	CommitMaxAttempts     int
 
 	CacheBlockBytes      int64
 	CacheMaxBytes        int64
@@ -250,6 +255,11 @@ var options = []option{
 	msOption("diskless.upload.retry.backoff.ms", ms(upload.DefaultInitialBackoff), "Backoff ceiling after the first failed upload attempt, doubled per attempt (full jitter), ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoff }),
 	msOption("diskless.upload.retry.backoff.max.ms", ms(upload.DefaultMaxBackoff), "Largest backoff ceiling between upload attempts, ms.", 1, 600000, func(c *Config) *time.Duration { return &c.UploadBackoffMax }),
 	msOption("diskless.upload.attempt.timeout.ms", ms(upload.DefaultAttemptTimeout), "Timeout of one upload attempt, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadAttemptTimeout }),
+	boolOption("diskless.upload.hedge.enable", "true", "Hedged uploads: an upload attempt still running after diskless.upload.hedge.percentile of recent attempts' durations gets a second attempt under a new key; the first stored wins, the other's object is deleted.", func(c *Config) *bool { return &c.UploadHedge }),
+	intOption("diskless.upload.hedge.percentile", itoa(upload.DefaultHedgePercentile), "Percentile of the last 256 upload attempts' durations after which a running attempt is hedged.", 50, 99, func(c *Config) *int { return &c.UploadHedgePercentile }),
+	msOption("diskless.upload.hedge.min.delay.ms", ms(upload.DefaultHedgeMinDelay), "No upload attempt younger than this is hedged, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadHedgeMinDelay }),
+	msOption("diskless.upload.hedge.max.delay.ms", ms(upload.DefaultHedgeMaxDelay), "Every upload attempt older than this is hedged (budget allowing), and until 16 durations are known the delay is this, ms; at least diskless.upload.hedge.min.delay.ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.UploadHedgeMaxDelay }),
+	intOption("diskless.upload.hedge.max.percent", itoa(upload.DefaultHedgeMaxPercent), "At most this many hedges per 100 uploads (plus a burst of 3): the extra PUTs hedging may cost.", 1, 100, func(c *Config) *int { return &c.UploadHedgeMaxPercent }),
 	intOption("diskless.commit.max.attempts", itoa(commit.DefaultMaxAttempts), "Attempts per coordinator shard commit before the batches fail with KAFKA_STORAGE_ERROR.", 1, 100, func(c *Config) *int { return &c.CommitMaxAttempts }),
 	intOption("diskless.cache.block.bytes", itoa(cache.DefaultBlockBytes), "Size of one cache block (aligned range of an object), bytes.", 4096, 1<<30, func(c *Config) *int64 { return &c.CacheBlockBytes }),
 	intOption("diskless.cache.max.bytes", itoa(cache.DefaultMaxBytes), "Bytes of object data kept in the block cache.", 0, math.MaxInt64, func(c *Config) *int64 { return &c.CacheMaxBytes }),
@@ -470,6 +480,10 @@ func (c *Config) check() error {
 		// a WAL object must stay addressable by int32 byte offsets.
 		return &ConfigError{Key: "diskless.append.buffer.max.bytes", Value: strconv.Itoa(c.AppendBufferMaxBytes),
 			Err: fmt.Errorf("plus socket.request.max.bytes (%d) must not exceed %d, the largest WAL object", c.SocketRequestMaxBytes, wal.MaxObjectBytes)}
+	}
+	if c.UploadHedgeMaxDelay < c.UploadHedgeMinDelay {
+		return &ConfigError{Key: "diskless.upload.hedge.max.delay.ms", Value: strconv.FormatInt(c.UploadHedgeMaxDelay.Milliseconds(), 10),
+			Err: fmt.Errorf("must be ≥ diskless.upload.hedge.min.delay.ms (%d)", c.UploadHedgeMinDelay.Milliseconds())}
 	}
 	if c.AppendMaxPendingBytes < int64(c.AppendBufferMaxBytes) {
 		return &ConfigError{Key: "diskless.append.max.pending.bytes", Value: strconv.FormatInt(c.AppendMaxPendingBytes, 10),

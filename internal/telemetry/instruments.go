@@ -48,15 +48,32 @@ func observe(m metric.Meter, counters []counter, gauges []counter) error {
 }
 
 // ObserveUpload exports the uploader's counters: objects and bytes
-// uploaded, attempts, retries and failures.
+// uploaded, attempts, retries and failures, hedges (the extra PUTs of
+// hedged uploads: their rate over diskless.upload.objects' is the extra
+// PUT share), their wins and the losers' deletes, and the current hedge
+// delay.
 func ObserveUpload(mp metric.MeterProvider, s *upload.Stats) error {
-	return observe(Meter(mp), []counter{
+	m := Meter(mp)
+	if err := observe(m, []counter{
 		{"diskless.upload.objects", "{object}", "WAL objects uploaded successfully", &s.Uploads},
 		{"diskless.upload.bytes", "By", "bytes of WAL objects uploaded successfully, each object once", &s.BytesUploaded},
-		{"diskless.upload.attempts", "{attempt}", "object store PUTs attempted, retries included", &s.Attempts},
+		{"diskless.upload.attempts", "{attempt}", "object store PUTs attempted, retries and hedges included", &s.Attempts},
 		{"diskless.upload.retries", "{attempt}", "upload attempts after the first of an object", &s.Retries},
 		{"diskless.upload.failures", "{object}", "objects whose upload gave up after every attempt", &s.Failures},
-	}, nil)
+		{"diskless.upload.hedges", "{attempt}", "hedged uploads: second attempts started under a new key beside a slow one (extra PUTs)", &s.Hedges},
+		{"diskless.upload.hedge.wins", "{object}", "hedged uploads whose second attempt stored the object first", &s.HedgeWins},
+		{"diskless.upload.hedge.deletes", "{object}", "losing attempts' objects deleted", &s.HedgeDeletes},
+		{"diskless.upload.hedge.delete.failures", "{object}", "losing attempts' objects whose delete failed (left to the orphan scan)", &s.HedgeDeleteFailures},
+	}, nil); err != nil {
+		return err
+	}
+	_, err := m.Float64ObservableGauge("diskless.upload.hedge.delay", metric.WithUnit("s"),
+		metric.WithDescription("how long an upload attempt runs before it is hedged now (0: hedging off)"),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(s.HedgeDelay().Seconds())
+			return nil
+		}))
+	return err
 }
 
 // ObserveCache exports the block cache's counters and its size.

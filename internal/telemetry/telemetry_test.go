@@ -65,6 +65,7 @@ func TestExport(t *testing.T) {
 	var us upload.Stats
 	us.Uploads.Add(2)
 	us.BytesUploaded.Add(1000)
+	us.Hedges.Add(3)
 	var cs cache.Stats
 	cs.StoreReads.Add(5)
 	if err := ObserveUpload(p, &us); err != nil {
@@ -91,6 +92,8 @@ func TestExport(t *testing.T) {
 	for _, want := range []string{
 		"diskless_upload_objects_total 2",
 		"diskless_upload_bytes_total 1000",
+		"diskless_upload_hedges_total 3",
+		"diskless_upload_hedge_delay_seconds 0",
 		"diskless_cache_store_reads_total 5",
 		"diskless_fetch_bytes_total 42",
 		"diskless_produce_received_bytes_total 28", // 7 bytes in each of 4 requests
