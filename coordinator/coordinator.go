@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 	"github.com/diskless-sidecar/sidecar/metalog"
@@ -474,17 +473,10 @@ func (c *Coordinator) AllocateProducerID(ctx context.Context) (int64, error) {
 		c.pid.next++
 		return id, nil
 	}
-	var blk records.ProducerIDBlock
-	resp := c.shards[0].do(&request{ctx: ctx, build: func(st *state) ([]records.Record, error) {
-		blk = records.ProducerIDBlock{NodeID: c.cfg.NodeID, FirstProducerID: st.nextProducerID, BlockSize: producerIDBlockSize}
-		if blk.FirstProducerID > (1<<63-1)-producerIDBlockSize {
-			return nil, errors.New("coordinator: producer ids exhausted")
-		}
-		return []records.Record{&blk}, nil
-	}})
-	if resp.err != nil {
-		return -1, resp.err
+	first, size, err := c.AllocateProducerIDBlock(ctx, c.cfg.NodeID)
+	if err != nil {
+		return -1, err
 	}
-	c.pid.next, c.pid.end = blk.FirstProducerID+1, blk.FirstProducerID+int64(blk.BlockSize)
-	return blk.FirstProducerID, nil
+	c.pid.next, c.pid.end = first+1, first+int64(size)
+	return first, nil
 }

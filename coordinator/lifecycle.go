@@ -261,22 +261,9 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, id diskless.TopicID,
 	}
 	var firstErr error
 	for _, s := range slices.Sorted(maps.Keys(byShard)) {
-		parts := byShard[s]
-		resp := c.shards[s].do(&request{ctx: ctx, build: func(st *state) ([]records.Record, error) {
-			recs := make([]records.Record, 0, len(parts))
-			for _, p := range parts {
-				if old := st.partitions[diskless.TopicPartition{TopicID: id, Partition: p}]; old != nil {
-					if old.deleted || old.hwm != 0 {
-						return nil, fmt.Errorf("coordinator: partition %d of topic %q exists already", p, t.Name)
-					}
-					continue // left by an attempt that failed before its record 104
-				}
-				recs = append(recs, &records.PartitionCreated{TopicID: id, TopicName: t.Name, Partition: p})
-			}
-			return recs, nil
-		}})
-		if resp.err != nil && firstErr == nil {
-			firstErr = resp.err
+		err := c.CreatePartitionsIn(ctx, s, []diskless.TopicPartitions{{ID: id, Name: t.Name, Partitions: byShard[s]}})
+		if err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	if firstErr != nil {

@@ -40,6 +40,16 @@ var (
 	// that is malformed as a whole (bad shard, object key, format, size,
 	// owners or too many batches); nothing was decided.
 	ErrInvalidCommit = errors.New("coordinator: invalid commit request")
+	// ErrNotCoordinator is returned (wrapped) for a request to a shard
+	// this sidecar does not host — it never did, or the shard moved to
+	// another sidecar — or to a shard number out of range. Nothing was
+	// decided: the caller looks the shard's owner up again and resends
+	// (NOT_COORDINATOR over the coordinator RPCs, SPEC §9).
+	ErrNotCoordinator = errors.New("coordinator: shard not hosted by this sidecar")
+	// ErrShardLoading is returned (wrapped) for a request to a shard this
+	// sidecar is taking over and still replaying: nothing was decided,
+	// the caller resends after a backoff (COORDINATOR_LOAD_IN_PROGRESS).
+	ErrShardLoading = errors.New("coordinator: shard loading")
 )
 
 // CommitFileRequest commits one uploaded WAL object to one shard: the

@@ -2,6 +2,8 @@ package diskless
 
 import (
 	"encoding/hex"
+	"net"
+	"strconv"
 
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -88,3 +90,26 @@ func GroupShardFor(group string, numShards int32) int32 {
 	}
 	return int32(uint64(h) % uint64(numShards))
 }
+
+// TopicPartitions names some partitions of one topic (the partitions a
+// shard creates for a topic's creation or growth, DisklessCreatePartitions).
+type TopicPartitions struct {
+	ID         TopicID
+	Name       string
+	Partitions []int32
+}
+
+// Sidecar is one sidecar of a cluster as it announces itself to the others
+// (DESIGN §Coordinator RPCs): the node id of the broker it runs next to, where
+// clients and the other sidecars reach its Kafka listener, and its rack
+// (zone).
+type Sidecar struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	// Rack is the sidecar's broker.rack, its zone; "" when not set.
+	Rack string
+}
+
+// Addr is the sidecar's Kafka listener as host:port.
+func (s Sidecar) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))) }

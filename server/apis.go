@@ -37,7 +37,7 @@ var (
 )
 
 // buildAPIs returns the ApiVersions table, sorted by key: the server's own
-// ranges and the delegates'. Errors: a delegate that declares other keys
+// ranges, the coordinator RPCs' (rpc.go) and the delegates'. Errors: a delegate that declares other keys
 // than it answers, a key declared twice or not routed, a range that is
 // empty or outside what kmsg can decode.
 func buildAPIs(producer, fetcher []kmsg.ApiVersionsResponseApiKey) ([]kmsg.ApiVersionsResponseApiKey, error) {
@@ -55,12 +55,12 @@ func buildAPIs(producer, fetcher []kmsg.ApiVersionsResponseApiKey) ([]kmsg.ApiVe
 			return nil, fmt.Errorf("server: the %s declares versions of API keys %v, want exactly %v", d.name, keys, d.keys)
 		}
 	}
-	apis := slices.Concat(ownAPIs, producer, fetcher)
+	apis := slices.Concat(ownAPIs, rpcVersions, producer, fetcher)
 	slices.SortFunc(apis, func(a, b kmsg.ApiVersionsResponseApiKey) int { return cmp.Compare(a.ApiKey, b.ApiKey) })
 	for i, a := range apis {
-		name := kmsg.NameForKey(a.ApiKey)
+		name := nameForKey(a.ApiKey)
 		_, routed := routes[a.ApiKey]
-		switch req := kmsg.RequestForKey(a.ApiKey); {
+		switch req := requestForKey(a.ApiKey); {
 		case i > 0 && apis[i-1].ApiKey == a.ApiKey:
 			return nil, fmt.Errorf("server: versions of %s declared twice", name)
 		case req == nil || !routed:
@@ -135,6 +135,17 @@ var routes = map[int16]route{
 	47: async((*Server).handleOffsetDelete),
 	68: async((*Server).handleConsumerGroupHeartbeat),
 	69: async((*Server).handleConsumerGroupDescribe),
+	// The coordinator RPCs (rpc.go).
+	100: async((*Server).handleDisklessDescribeFiles),
+	101: async((*Server).handleDisklessCommitFile),
+	102: async((*Server).handleDisklessFindBatches),
+	103: async((*Server).handleDisklessListOffsets),
+	104: async((*Server).handleDisklessDeleteRecords),
+	105: async((*Server).handleDisklessCreatePartitions),
+	106: async((*Server).handleDisklessDeleteTopics),
+	107: async((*Server).handleDisklessDeleteFiles),
+	108: async((*Server).handleDisklessAllocateProducerIDs),
+	109: async((*Server).handleDisklessDisableTopic),
 }
 
 // async routes requests of type Req to handle, on a goroutine of their own.

@@ -23,14 +23,14 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 		_, routed := routeFor(key)
 		_, _, advertised := ts.versionRange(key)
 		if routed != advertised {
-			t.Errorf("key %d (%s): routed %v, advertised %v", key, kmsg.NameForKey(key), routed, advertised)
+			t.Errorf("key %d (%s): routed %v, advertised %v", key, nameForKey(key), routed, advertised)
 		}
 	}
-	declared := slices.Concat(ownAPIs, ts.prod.APIVersions(), ts.fetch.APIVersions())
+	declared := slices.Concat(ownAPIs, rpcVersions, ts.prod.APIVersions(), ts.fetch.APIVersions())
 	for _, d := range declared {
 		lo, hi, ok := ts.versionRange(d.ApiKey)
 		if !ok || lo != d.MinVersion || hi != d.MaxVersion {
-			t.Errorf("%s: advertised %d–%d (%v), declared %d–%d", kmsg.NameForKey(d.ApiKey), lo, hi, ok, d.MinVersion, d.MaxVersion)
+			t.Errorf("%s: advertised %d–%d (%v), declared %d–%d", nameForKey(d.ApiKey), lo, hi, ok, d.MinVersion, d.MaxVersion)
 		}
 	}
 	if len(ts.apis) != len(declared) {
@@ -40,23 +40,23 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 		if i > 0 && ts.apis[i-1].ApiKey >= a.ApiKey {
 			t.Errorf("ApiVersions table not sorted by key at %d", a.ApiKey)
 		}
-		if a.MinVersion > a.MaxVersion || a.MaxVersion > kmsg.RequestForKey(a.ApiKey).MaxVersion() {
-			t.Errorf("%s: range %d–%d outside kmsg's 0–%d", kmsg.NameForKey(a.ApiKey),
-				a.MinVersion, a.MaxVersion, kmsg.RequestForKey(a.ApiKey).MaxVersion())
+		if a.MinVersion > a.MaxVersion || a.MaxVersion > requestForKey(a.ApiKey).MaxVersion() {
+			t.Errorf("%s: range %d–%d outside kmsg's 0–%d", nameForKey(a.ApiKey),
+				a.MinVersion, a.MaxVersion, requestForKey(a.ApiKey).MaxVersion())
 		}
 	}
 
 	c := dialRaw(t, ts.Addr())
 	for _, a := range testAPIs() {
 		for v := a.MinVersion; v <= a.MaxVersion; v++ {
-			req := kmsg.RequestForKey(a.ApiKey)
+			req := requestForKey(a.ApiKey)
 			req.SetVersion(v)
 			if p, ok := req.(*kmsg.ProduceRequest); ok {
 				p.Acks = -1
 			}
 			resp := c.roundTrip(req)
 			if resp.Key() != a.ApiKey || resp.GetVersion() != v {
-				t.Errorf("%s v%d answered with %s v%d", kmsg.NameForKey(a.ApiKey), v, kmsg.NameForKey(resp.Key()), resp.GetVersion())
+				t.Errorf("%s v%d answered with %s v%d", nameForKey(a.ApiKey), v, nameForKey(resp.Key()), resp.GetVersion())
 			}
 		}
 	}
@@ -66,11 +66,11 @@ func TestApiVersionsAgreesWithDispatcher(t *testing.T) {
 			continue // tested in TestApiVersionsUnknownVersion
 		}
 		for _, v := range []int16{a.MinVersion - 1, a.MaxVersion + 1} {
-			if v < 0 || v > kmsg.RequestForKey(a.ApiKey).MaxVersion() {
+			if v < 0 || v > requestForKey(a.ApiKey).MaxVersion() {
 				continue
 			}
 			c := dialRaw(t, ts.Addr())
-			req := kmsg.RequestForKey(a.ApiKey)
+			req := requestForKey(a.ApiKey)
 			req.SetVersion(v)
 			c.send(req)
 			c.expectClosed()

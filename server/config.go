@@ -91,6 +91,14 @@ type Config struct {
 	// JoinGroup, OffsetCommit, …) are answered by; nil answers them
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups Groups
+	// Shards are the coordinator shards this sidecar hosts, which the
+	// coordinator RPCs (API keys 100–108, SPEC §9) reach; nil answers
+	// them NOT_COORDINATOR.
+	Shards Shards
+	// Disabler is this sidecar's part of a topic's disablement
+	// (DisklessDisableTopic, API key 109); nil answers it
+	// UNSUPPORTED_VERSION.
+	Disabler TopicDisabler
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

@@ -253,9 +253,9 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	h := parseFixedHeader(frame)
 	defer func() {
 		if r := recover(); r != nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(h.key), "panic handling request", slog.String("api", kmsg.NameForKey(h.key)),
+			c.limited(slog.LevelError, nameForKey(h.key), "panic handling request", slog.String("api", nameForKey(h.key)),
 				slog.Int("version", int(h.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
-			p, err = nil, fmt.Errorf("panic handling %s v%d: %v", kmsg.NameForKey(h.key), h.version, r)
+			p, err = nil, fmt.Errorf("panic handling %s v%d: %v", nameForKey(h.key), h.version, r)
 		}
 	}()
 
@@ -268,17 +268,17 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 		return nil, fmt.Errorf("%w: unknown api key %d", errFrame, h.key)
 	}
 	if h.version < lo || h.version > hi {
-		return nil, fmt.Errorf("%w: %s v%d not supported (v%d–v%d)", errFrame, kmsg.NameForKey(h.key), h.version, lo, hi)
+		return nil, fmt.Errorf("%w: %s v%d not supported (v%d–v%d)", errFrame, nameForKey(h.key), h.version, lo, hi)
 	}
 	rt, _ := routeFor(h.key)
-	req := kmsg.RequestForKey(h.key)
+	req := requestForKey(h.key)
 	req.SetVersion(h.version)
 	id, body, err := parseHeaderRest(frame, req.IsFlexible())
 	if err != nil {
 		return nil, err
 	}
 	if err := req.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("%w: %s v%d body: %v", errFrame, kmsg.NameForKey(h.key), h.version, err)
+		return nil, fmt.Errorf("%w: %s v%d body: %v", errFrame, nameForKey(h.key), h.version, err)
 	}
 	if identify(ident, id, req) {
 		c.log.Store(ident.logger(c.s.log, c.remote))
@@ -354,7 +354,7 @@ func (c *conn) runAsync(ctx context.Context, rt route, req kmsg.Request, p *pend
 	defer close(p.done)
 	defer func() {
 		if r := recover(); r != nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic handling request", slog.String("api", kmsg.NameForKey(p.key)),
+			c.limited(slog.LevelError, nameForKey(p.key), "panic handling request", slog.String("api", nameForKey(p.key)),
 				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			p.resp, p.panicked = nil, true
 		}
@@ -370,7 +370,7 @@ func (c *conn) await(p *pending) (resp kmsg.Response, ok bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic awaiting response", slog.String("api", kmsg.NameForKey(p.key)),
+			c.limited(slog.LevelError, nameForKey(p.key), "panic awaiting response", slog.String("api", nameForKey(p.key)),
 				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			resp, ok = nil, false
 		}
@@ -406,16 +406,16 @@ func (c *conn) writeLoop(ctx context.Context) {
 			continue
 		}
 		if resp == nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "closing connection: handler returned no response",
-				slog.String("api", kmsg.NameForKey(p.key)), slog.Int("version", int(p.version)))
+			c.limited(slog.LevelError, nameForKey(p.key), "closing connection: handler returned no response",
+				slog.String("api", nameForKey(p.key)), slog.Int("version", int(p.version)))
 			c.fail()
 			continue
 		}
 		var err error
 		buf, err = c.encode(buf[:0], p, resp)
 		if err != nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "closing connection: cannot encode response",
-				slog.String("api", kmsg.NameForKey(p.key)), slog.Int("version", int(p.version)), slog.Any("err", err))
+			c.limited(slog.LevelError, nameForKey(p.key), "closing connection: cannot encode response",
+				slog.String("api", nameForKey(p.key)), slog.Int("version", int(p.version)), slog.Any("err", err))
 			c.fail()
 			continue
 		}
@@ -440,13 +440,13 @@ func (c *conn) writeLoop(ctx context.Context) {
 func (c *conn) encode(dst []byte, p *pending, resp kmsg.Response) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.limited(slog.LevelError, kmsg.NameForKey(p.key), "panic encoding response", slog.String("api", kmsg.NameForKey(p.key)),
+			c.limited(slog.LevelError, nameForKey(p.key), "panic encoding response", slog.String("api", nameForKey(p.key)),
 				slog.Int("version", int(p.version)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			out, err = dst, fmt.Errorf("panic encoding: %v", r)
 		}
 	}()
 	if resp.Key() != p.key {
-		return dst, fmt.Errorf("handler for %s returned a %s response", kmsg.NameForKey(p.key), kmsg.NameForKey(resp.Key()))
+		return dst, fmt.Errorf("handler for %s returned a %s response", nameForKey(p.key), nameForKey(resp.Key()))
 	}
 	resp.SetVersion(p.version)
 	return appendResponse(dst, p.correlationID, p.flexibleHeader, resp)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // FuzzConn feeds arbitrary bytes to one connection's reader and writer, with
@@ -29,6 +31,9 @@ func FuzzConn(f *testing.F) {
 		s, err := New(Config{
 			Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "fuzz", AutoCreateTopics: true,
 			MaxRequestBytes: 1 << 20, MaxInflightPerConn: 4, Logger: logs.logger(),
+			Shards: &fakeShards{commitFn: func(_ int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
+				return make([]diskless.CommitBatchResult, len(req.Batches)), nil
+			}},
 		}, &fakeProducer{}, &fakeFetcher{}, cat)
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +132,7 @@ func fuzzSeeds() [][]byte {
 	var all []byte
 	for _, a := range testAPIs() {
 		for v := a.MinVersion; v <= a.MaxVersion; v++ {
-			req := kmsg.RequestForKey(a.ApiKey)
+			req := requestForKey(a.ApiKey)
 			req.SetVersion(v)
 			switch r := req.(type) {
 			case *kmsg.ProduceRequest:

@@ -149,7 +149,7 @@ func (c *rawConn) recv(req kmsg.Request) (int32, kmsg.Response) {
 	}
 	resp := req.ResponseKind()
 	if err := resp.ReadFrom(body); err != nil {
-		c.t.Fatalf("decode %s v%d response: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+		c.t.Fatalf("decode %s v%d response: %v", nameForKey(req.Key()), req.GetVersion(), err)
 	}
 	return corr, resp
 }

@@ -236,6 +236,8 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		LogDir:                logDir(cfg),
 		Logger:                log.With(slog.String("component", "server")),
 		Groups:                a.coord,
+		Shards:                a.coord,
+		Disabler:              sidecars.Self(),
 	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/produce"
+	"github.com/diskless-sidecar/sidecar/server"
 )
 
 // localSidecar is coordinator.Sidecars for the one sidecar there is today,
@@ -53,4 +54,14 @@ func (l *localSidecar) DisableTopic(ctx context.Context, node int32, req diskles
 	}
 	p.cache.Drop(p.coord.TopicObjectKeys(req.TopicID))
 	return nil
+}
+
+// Self is this sidecar's own part of a disablement as the server's
+// DisklessDisableTopic handler (API key 109) takes it.
+func (l *localSidecar) Self() server.TopicDisabler { return selfDisabler{l} }
+
+type selfDisabler struct{ l *localSidecar }
+
+func (s selfDisabler) DisableTopic(ctx context.Context, req diskless.DisableTopicRequest) error {
+	return s.l.DisableTopic(ctx, s.l.node, req)
 }

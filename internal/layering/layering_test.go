@@ -76,7 +76,7 @@ func TestOnlyS3LinksTheSDK(t *testing.T) {
 // implementations are the packages that do the work behind the stages'
 // interfaces; server names none of them (cmd/sidecar wires them in), only
 // the interfaces it defines and the vocabulary they speak (diskless).
-var implementations = []string{"produce", "fetch", "commit", "upload", "wal", "cache", "coordinator", "objstore", "objstore/s3"}
+var implementations = []string{"produce", "fetch", "commit", "upload", "wal", "cache", "coordinator", "objstore", "objstore/s3", "peer"}
 
 // TestServerImportsNoImplementation: the Kafka listener depends on the
 // interfaces it defines (Producer, Fetcher, Catalog), never on the
@@ -102,7 +102,7 @@ func TestServerImportsNoImplementation(t *testing.T) {
 // links the coordinator or its metadata log (cmd/sidecar wires them in).
 func TestStagesLinkNoCoordinator(t *testing.T) {
 	all := deps(t)
-	for _, s := range []string{"server", "produce", "commit", "fetch", "upload", "wal", "cache"} {
+	for _, s := range []string{"server", "produce", "commit", "fetch", "upload", "wal", "cache", "peer"} {
 		ds, ok := all[module+"/"+s]
 		if !ok {
 			t.Errorf("stage %s is not a package of the module any more: update the list", s)
@@ -117,9 +117,10 @@ func TestStagesLinkNoCoordinator(t *testing.T) {
 
 // TestLeaves: the vocabulary (diskless), the metadata log (metalog), its
 // Kafka backend (metalog/kafkalog: no object store, no coordinator — it
-// defines the small store interface it needs) and the record codec
-// (coordinator/records) link nothing of the module but these leaf
-// helpers, so that any package may import them.
+// defines the small store interface it needs), the record codec
+// (coordinator/records) and the coordinator RPCs' messages (rpcmsg) link
+// nothing of the module but these leaf helpers, so that any package may
+// import them.
 func TestLeaves(t *testing.T) {
 	all := deps(t)
 	for pkg, allowed := range map[string][]string{
@@ -127,6 +128,7 @@ func TestLeaves(t *testing.T) {
 		"metalog":             {"internal/fsutil"},
 		"metalog/kafkalog":    {"metalog", "internal/fsutil"},
 		"coordinator/records": {"diskless", "internal/batch", "internal/topicconfig"},
+		"rpcmsg":              {},
 	} {
 		ds, ok := all[module+"/"+pkg]
 		if !ok {

@@ -1,0 +1,640 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
+	"github.com/diskless-sidecar/sidecar/rpcmsg"
+	"github.com/diskless-sidecar/sidecar/server"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	numShards = 4
+	testWait  = 10 * time.Second
+)
+
+// quiet is a logger that drops everything.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// node is one in-process sidecar: a real coordinator (in-memory logs)
+// behind a real Kafka listener, answering the coordinator RPCs.
+type node struct {
+	id     int32
+	coord  *coordinator.Coordinator
+	srv    *server.Server
+	shards *hosted
+	// disabled records the DisklessDisableTopic requests it got.
+	disabled chan diskless.DisableTopicRequest
+}
+
+func (n *node) sidecar() diskless.Sidecar {
+	a := n.srv.Addr().(*net.TCPAddr)
+	return diskless.Sidecar{NodeID: n.id, Host: a.IP.String(), Port: int32(a.Port)}
+}
+
+// hosted is the coordinator as server.Shards, serving only the shards
+// set in it (all by default): the others answer NOT_COORDINATOR, as a
+// shard that moved away does.
+type hosted struct {
+	*coordinator.Coordinator
+	mu  sync.Mutex
+	not map[int32]bool
+}
+
+func (h *hosted) Serving(shard int32) error {
+	h.mu.Lock()
+	not := h.not[shard]
+	h.mu.Unlock()
+	if not {
+		return diskless.ErrNotCoordinator
+	}
+	return h.Coordinator.Serving(shard)
+}
+
+func (h *hosted) drop(shard int32) {
+	h.mu.Lock()
+	h.not[shard] = true
+	h.mu.Unlock()
+}
+
+func (n *node) DisableTopic(_ context.Context, req diskless.DisableTopicRequest) error {
+	n.disabled <- req
+	return nil
+}
+
+func startNode(t *testing.T, id int32) *node {
+	t.Helper()
+	mem := &metalogtest.Memory{}
+	coord, err := coordinator.Open(coordinator.Config{
+		NumShards: numShards, NodeID: id, Logger: quiet,
+		OpenLog: func(s int32) (metalog.Log, error) { return mem.Open(s) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{id: id, coord: coord, shards: &hosted{Coordinator: coord, not: map[int32]bool{}},
+		disabled: make(chan diskless.DisableTopicRequest, 16)}
+	n.srv, err = server.New(server.Config{Addr: "127.0.0.1:0", NodeID: id, ClusterID: "peer-test", Logger: quiet,
+		Shards: n.shards, Disabler: n}, stubProducer{}, stubFetcher{}, coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- n.srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		n.srv.Shutdown(ctx)
+		<-served
+		coord.Close()
+	})
+	return n
+}
+
+// stubProducer and stubFetcher stand for the produce and fetch paths the
+// tests do not use.
+type stubProducer struct{}
+
+func (stubProducer) Produce(context.Context, *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
+	return nil
+}
+func (stubProducer) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 0, MinVersion: 3, MaxVersion: 13}}
+}
+
+type stubFetcher struct{}
+
+func (stubFetcher) Fetch(context.Context, *kmsg.FetchRequest) *kmsg.FetchResponse { return nil }
+func (stubFetcher) ListOffsets(context.Context, *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	return nil
+}
+func (stubFetcher) OffsetForLeaderEpoch(context.Context, *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	return nil
+}
+func (stubFetcher) APIVersions() []kmsg.ApiVersionsResponseApiKey {
+	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 1, MinVersion: 4, MaxVersion: 16},
+		{ApiKey: 2, MinVersion: 1, MaxVersion: 8}, {ApiKey: 23, MinVersion: 0, MaxVersion: 4}}
+}
+
+// placement is a Placement the test moves by hand.
+type placement struct {
+	mu      sync.Mutex
+	owners  map[int32]diskless.Sidecar
+	changed chan struct{}
+}
+
+func newPlacement(owner diskless.Sidecar) *placement {
+	p := &placement{owners: map[int32]diskless.Sidecar{}, changed: make(chan struct{})}
+	for s := range int32(numShards) {
+		p.owners[s] = owner
+	}
+	return p
+}
+
+func (p *placement) Owner(shard int32) (diskless.Sidecar, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o, ok := p.owners[shard]
+	return o, ok
+}
+
+func (p *placement) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+func (p *placement) move(shard int32, to *diskless.Sidecar) {
+	p.mu.Lock()
+	if to == nil {
+		delete(p.owners, shard)
+	} else {
+		p.owners[shard] = *to
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+func newRouter(t *testing.T, self *node, p Placement) (*Router, *Client) {
+	t.Helper()
+	cl := NewClient(ClientConfig{Logger: quiet})
+	t.Cleanup(cl.Close)
+	r, err := NewRouter(RouterConfig{NodeID: self.id, Local: self.coord, Placement: p, Client: cl, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, cl
+}
+
+// commitReq is a commit of n one-record batches to partition p of t.
+func commitReq(t diskless.Topic, p int32, key string, n int, producer int64, seq int32) *diskless.CommitFileRequest {
+	req := &diskless.CommitFileRequest{ObjectKey: key, ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment,
+		FileSize: int64(n) * 100, UploaderBrokerID: 1}
+	for i := range n {
+		b := diskless.CommitBatch{TopicID: t.ID, Partition: p, Magic: 2, ByteOffset: int32(i * 100), ByteSize: 100,
+			BatchMaxTimestamp: 1_700_000_000_000 + int64(i), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1}
+		if producer >= 0 {
+			b.ProducerID, b.ProducerEpoch, b.BaseSequence, b.LastSequence = producer, 0, seq+int32(i), seq+int32(i)
+		}
+		req.Batches = append(req.Batches, b)
+	}
+	return req
+}
+
+// TestRouterRemoteEqualsLocal drives every coordinator RPC through a
+// Router on sidecar A whose placement names sidecar B for every shard,
+// and checks each answer against B's coordinator called directly: the
+// conversions both ways lose nothing.
+func TestRouterRemoteEqualsLocal(t *testing.T) {
+	a, b := startNodes(t, 1, 2)
+	ctx := context.Background()
+	r, cl := newRouter(t, a, newPlacement(b.sidecar()))
+
+	topic, err := b.coord.CreateTopic(ctx, "orders", 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Commits through the router land in B, and commit like local ones.
+	var shard0 int32 = -1
+	for p := range topic.Partitions {
+		s := b.coord.ShardFor(topic.ID, p)
+		req := commitReq(topic, p, "wal/obj-"+string(rune('a'+p)), 3, int64(100+p), 0)
+		req.OwnerIDs = []int32{s}
+		rs, err := r.CommitFile(ctx, s, req)
+		if err != nil {
+			t.Fatalf("CommitFile partition %d: %v", p, err)
+		}
+		if len(rs) != 3 || rs[0].Err != nil || rs[0].BaseOffset != 0 || rs[2].BaseOffset != 2 || rs[0].LogAppendTime <= 0 {
+			t.Fatalf("CommitFile partition %d: %+v", p, rs)
+		}
+		// A repeat is answered as before.
+		again, err := r.CommitFile(ctx, s, req)
+		if err != nil || !reflect.DeepEqual(stripDup(again), stripDup(rs)) {
+			t.Fatalf("repeated CommitFile: %+v, %v; first %+v", again, err, rs)
+		}
+		if shard0 < 0 {
+			shard0 = s
+		}
+	}
+	if _, ok := a.coord.TopicByID(topic.ID); ok {
+		t.Fatal("the topic reached sidecar A's own coordinator")
+	}
+	// A batch refused by the shard: an out-of-order sequence.
+	bad := commitReq(topic, 0, "wal/bad", 1, 100, 7)
+	bad.OwnerIDs = []int32{b.coord.ShardFor(topic.ID, 0)}
+	rs, err := r.CommitFile(ctx, bad.OwnerIDs[0], bad)
+	if err != nil || rs[0].Err != kerr.OutOfOrderSequenceNumber {
+		t.Fatalf("out-of-order commit: %+v, %v", rs, err)
+	}
+	// A malformed commit: ErrInvalidCommit, as locally.
+	if _, err := r.CommitFile(ctx, 0, &diskless.CommitFileRequest{}); !errors.Is(err, diskless.ErrInvalidCommit) {
+		t.Fatalf("invalid commit: %v", err)
+	}
+
+	// FindBatches over every partition (several shards, one call), and
+	// from offsets inside, at and past the end.
+	var reqs []diskless.FindBatchesRequest
+	for p := range topic.Partitions {
+		for _, off := range []int64{0, 1, 3, 9} {
+			reqs = append(reqs, diskless.FindBatchesRequest{TopicID: topic.ID, Partition: p, Offset: off, MaxBytes: 150})
+		}
+	}
+	reqs = append(reqs, diskless.FindBatchesRequest{TopicID: diskless.TopicID{9}, Partition: 0})
+	if got, want := r.FindBatches(ctx, reqs), b.coord.FindBatches(ctx, reqs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("FindBatches through the router:\n got %+v\nwant %+v", got, want)
+	}
+	tp := diskless.TopicPartition{TopicID: topic.ID, Partition: 1}
+	for _, ts := range []int64{diskless.ListOffsetsLatest, diskless.ListOffsetsEarliest, diskless.ListOffsetsMaxTimestamp, 0, 1_700_000_000_001, 1 << 50, -7} {
+		if got, want := r.ListOffsets(ctx, tp, ts), b.coord.ListOffsets(ctx, tp, ts); !reflect.DeepEqual(got, want) {
+			t.Fatalf("ListOffsets %d:\n got %+v\nwant %+v", ts, got, want)
+		}
+		if got, want := r.ListOffsetsFrom(ctx, tp, ts, 1), b.coord.ListOffsetsFrom(ctx, tp, ts, 1); !reflect.DeepEqual(got, want) {
+			t.Fatalf("ListOffsetsFrom %d:\n got %+v\nwant %+v", ts, got, want)
+		}
+	}
+
+	keys := []string{"wal/obj-a", "wal/none", "wal/bad"}
+	got, err := r.DescribeFiles(ctx, shard0, keys)
+	want, werr := b.coord.DescribeFiles(ctx, shard0, keys)
+	if err != nil || werr != nil || !reflect.DeepEqual(got, want) || got[0] != diskless.FileLive {
+		t.Fatalf("DescribeFiles: %v %v, want %v %v", got, err, want, werr)
+	}
+
+	low, err := r.DeleteRecords(ctx, tp, 2)
+	if err != nil || low != 2 {
+		t.Fatalf("DeleteRecords: %d, %v", low, err)
+	}
+	if _, err := r.DeleteRecords(ctx, tp, 99); !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Fatalf("DeleteRecords past the end: %v", err)
+	}
+	if l := b.coord.ListOffsets(ctx, tp, diskless.ListOffsetsEarliest); l.Offset != 2 {
+		t.Fatalf("log start at B %d, want 2", l.Offset)
+	}
+
+	// The shard-local steps of the topic lifecycle.
+	grown := diskless.Topic{ID: topic.ID, Name: topic.Name}
+	s9 := b.coord.ShardFor(topic.ID, 9)
+	if err := r.CreatePartitionsIn(ctx, s9, []diskless.TopicPartitions{{ID: grown.ID, Name: grown.Name, Partitions: []int32{9}}}); err != nil {
+		t.Fatalf("CreatePartitionsIn: %v", err)
+	}
+	if err := r.CreatePartitionsIn(ctx, (s9+1)%numShards, []diskless.TopicPartitions{{ID: grown.ID, Name: grown.Name, Partitions: []int32{9}}}); err == nil {
+		t.Fatal("CreatePartitionsIn of another shard's partition accepted")
+	}
+	if err := r.DeleteTopicsIn(ctx, s9, []diskless.TopicID{{7}}); err != nil {
+		t.Fatalf("DeleteTopicsIn: %v", err)
+	}
+	if err := r.CloseFiles(ctx, shard0, shard0, []string{"wal/none"}); err != nil {
+		t.Fatalf("CloseFiles: %v", err)
+	}
+	first, size, err := r.AllocateProducerIDBlock(ctx, 1)
+	first2, _, err2 := b.coord.AllocateProducerIDBlock(ctx, 2)
+	if err != nil || err2 != nil || size < 1 || first2 != first+int64(size) {
+		t.Fatalf("AllocateProducerIDBlock: [%d, +%d) %v, then %d %v", first, size, err, first2, err2)
+	}
+
+	// DisklessDisableTopic reaches the other sidecar.
+	sc := NewSidecars(a.id, staticMembers{a.sidecar(), b.sidecar()}, a, cl)
+	if got := sc.Nodes(); !reflect.DeepEqual(got, []int32{1, 2}) {
+		t.Fatalf("Nodes %v", got)
+	}
+	req := diskless.DisableTopicRequest{TopicID: topic.ID, Topic: topic.Name, Epoch: 3, Policy: diskless.DisableDelete}
+	if err := sc.DisableTopic(ctx, 2, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-b.disabled; got != req {
+		t.Fatalf("B got %+v, want %+v", got, req)
+	}
+	if err := sc.DisableTopic(ctx, 9, req); err == nil {
+		t.Fatal("DisableTopic to a non-member succeeded")
+	}
+}
+
+// stripDup clears Duplicate, which a repeated CommitFile sets.
+func stripDup(rs []diskless.CommitBatchResult) []diskless.CommitBatchResult {
+	out := append([]diskless.CommitBatchResult(nil), rs...)
+	for i := range out {
+		out[i].Duplicate = false
+	}
+	return out
+}
+
+type staticMembers []diskless.Sidecar
+
+func (m staticMembers) Members() []diskless.Sidecar { return m }
+
+func startNodes(t *testing.T, ids ...int32) (*node, *node) {
+	t.Helper()
+	return startNode(t, ids[0]), startNode(t, ids[1])
+}
+
+// TestRouterFollowsMovedShard: a call to a sidecar that answers
+// NOT_COORDINATOR (the shard moved away) goes to the owner the placement
+// names next; while no sidecar hosts the shard the call waits for one.
+func TestRouterFollowsMovedShard(t *testing.T) {
+	a, b := startNodes(t, 1, 2)
+	c := startNode(t, 3)
+	ctx := context.Background()
+	pl := newPlacement(b.sidecar())
+	r, _ := newRouter(t, a, pl)
+	topic, err := c.coord.CreateTopic(ctx, "t", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.coord.ShardFor(topic.ID, 0)
+	b.shards.drop(s)
+
+	// B refuses; the placement moves the shard to C a moment later.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cs := c.sidecar()
+		pl.move(s, &cs)
+	}()
+	req := commitReq(topic, 0, "wal/moved", 2, -1, 0)
+	req.OwnerIDs = []int32{s}
+	rs, err := r.CommitFile(ctx, s, req)
+	if err != nil || rs[1].BaseOffset != 1 {
+		t.Fatalf("CommitFile after the move: %+v, %v", rs, err)
+	}
+	if hw := c.coord.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); hw.Offset != 2 {
+		t.Fatalf("C's high watermark %d, want 2", hw.Offset)
+	}
+
+	// No owner at all: the call waits until one is named.
+	pl.move(s, nil)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cs := c.sidecar()
+		pl.move(s, &cs)
+	}()
+	if l := r.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); l.Err != nil || l.Offset != 2 {
+		t.Fatalf("ListOffsets after no owner: %+v", l)
+	}
+
+	// An owner that keeps refusing: the call gives up after its wait with
+	// NOT_COORDINATOR's error (a read: NOT_LEADER_OR_FOLLOWER).
+	c.shards.drop(s)
+	r.cfg.WriteWait, r.cfg.ReadWait = 200*time.Millisecond, 100*time.Millisecond
+	start := time.Now()
+	if _, err := r.CommitFile(ctx, s, req); !errors.Is(err, diskless.ErrNotCoordinator) {
+		t.Fatalf("CommitFile to a refusing owner: %v", err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond || el > testWait {
+		t.Fatalf("gave up after %v, want the write wait (200ms)", el)
+	}
+	got := r.FindBatches(ctx, []diskless.FindBatchesRequest{{TopicID: topic.ID, Partition: 0}})
+	if got[0].Err != kerr.NotLeaderForPartition {
+		t.Fatalf("FindBatches from a refusing owner: %+v", got[0])
+	}
+}
+
+// cutProxy forwards connections to target; after cut() it closes each
+// connection as soon as the client sends something, after forwarding it
+// (the answer is lost).
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	cutOn  atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.serve(c) })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	defer c.Close()
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	done := make(chan struct{}, 2)
+	go func() {
+		// Answers are dropped once cut: the request arrives, its answer
+		// never does.
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := u.Read(buf)
+			if n > 0 && !p.cutOn.Load() {
+				c.Write(buf[:n])
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				u.Write(buf[:n])
+				if p.cutOn.Load() {
+					time.Sleep(50 * time.Millisecond) // let it reach the server
+					c.Close()
+					u.Close()
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	c.Close()
+	u.Close()
+	<-done
+}
+
+// TestRouterConnectionLost: when the connection breaks after a request
+// left, a CommitFile is not resent by the router (its answer is unknown;
+// the committer's retry resends it as a new attempt), a read is.
+func TestRouterConnectionLost(t *testing.T) {
+	a, b := startNodes(t, 1, 2)
+	ctx := context.Background()
+	px := newCutProxy(t, b.srv.Addr().String())
+	pa := px.ln.Addr().(*net.TCPAddr)
+	pl := newPlacement(diskless.Sidecar{NodeID: 2, Host: pa.IP.String(), Port: int32(pa.Port)})
+	r, _ := newRouter(t, a, pl)
+	r.cfg.ReadWait = 300 * time.Millisecond
+	topic, err := b.coord.CreateTopic(ctx, "t", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.coord.ShardFor(topic.ID, 0)
+	// Set the connection up before cutting.
+	if l := r.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); l.Err != nil {
+		t.Fatal(l.Err)
+	}
+	px.cutOn.Store(true)
+	req := commitReq(topic, 0, "wal/cut", 1, -1, 0)
+	req.OwnerIDs = []int32{s}
+	if _, err := r.CommitFile(ctx, s, req); !errors.Is(err, ErrConnection) || errors.Is(err, ErrNotSent) {
+		t.Fatalf("CommitFile over a cut connection: %v, want ErrConnection (sent)", err)
+	}
+	// The commit reached B: sent once, decided there.
+	if hw := b.coord.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); hw.Offset != 1 {
+		t.Fatalf("B's high watermark %d, want 1 (the commit sent once)", hw.Offset)
+	}
+	// A read is resent, and fails again here (every connection is cut)
+	// until its wait ends.
+	if l := r.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); l.Err != kerr.KafkaStorageError {
+		t.Fatalf("ListOffsets over cut connections: %+v", l)
+	}
+	px.cutOn.Store(false)
+	if l := r.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); l.Err != nil || l.Offset != 1 {
+		t.Fatalf("ListOffsets after the cuts: %+v", l)
+	}
+}
+
+// TestClientPipelines: many requests at once on one connection, answered
+// out of order (a commit waits on its shard while reads pass it), each
+// matched to its own answer.
+func TestClientPipelines(t *testing.T) {
+	b := startNode(t, 2)
+	ctx := context.Background()
+	cl := NewClient(ClientConfig{Logger: quiet})
+	defer cl.Close()
+	topic, err := b.coord.CreateTopic(ctx, "t", 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			p := int32(i % 4)
+			s := b.coord.ShardFor(topic.ID, p)
+			if i%2 == 0 {
+				req := commitReq(topic, p, "wal/p-"+string(rune('A'+i)), 1, -1, 0)
+				req.OwnerIDs = []int32{s}
+				if _, err := cl.commitFile(ctx, b.sidecar().Addr(), s, req); err != nil {
+					errs <- err
+				}
+				return
+			}
+			l, err := cl.listOffsets(ctx, b.sidecar().Addr(), s, diskless.TopicPartition{TopicID: topic.ID, Partition: p}, diskless.ListOffsetsEarliest, -1)
+			if err != nil || l.Err != nil || l.Offset != 0 {
+				errs <- errors.Join(err, l.Err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cl.mu.Lock()
+	n := len(cl.mu.conns)
+	cl.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+	var total int64
+	for p := range int32(4) {
+		total += b.coord.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID, Partition: p}, diskless.ListOffsetsLatest).Offset
+	}
+	if total != 32 {
+		t.Fatalf("%d records committed, want 32", total)
+	}
+}
+
+// TestClientVersions: a key the peer does not advertise is not sent
+// (ErrUnsupported), and a peer that is not there fails with ErrNotSent.
+func TestClientVersions(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// A peer answering ApiVersions with keys 0–99 only (an older release).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		frame, err := readFrame(c, 1<<20)
+		if err != nil {
+			return
+		}
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = 3
+		resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 4}}
+		out := appendResponseFrame(int32(beUint32(frame[4:])), resp)
+		c.Write(out)
+		io.Copy(io.Discard, c)
+	})
+	cl := NewClient(ClientConfig{Logger: quiet})
+	defer cl.Close()
+	_, err = cl.Request(context.Background(), ln.Addr().String(), rpcmsg.NewFindBatchesRequest())
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("key 102 to a peer without it: %v", err)
+	}
+	cl.Close()
+
+	cl2 := NewClient(ClientConfig{Logger: quiet, DialTimeout: time.Second})
+	defer cl2.Close()
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close()
+	if _, err := cl2.Request(context.Background(), addr, rpcmsg.NewFindBatchesRequest()); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("request to a closed port: %v", err)
+	}
+}
+
+func beUint32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// appendResponseFrame is a v0-header response frame.
+func appendResponseFrame(corr int32, resp kmsg.Response) []byte {
+	body := resp.AppendTo(nil)
+	out := make([]byte, 8, 8+len(body))
+	n := uint32(4 + len(body))
+	out[0], out[1], out[2], out[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	out[4], out[5], out[6], out[7] = byte(corr>>24), byte(corr>>16), byte(corr>>8), byte(corr)
+	return append(out, body...)
+}

@@ -1,0 +1,80 @@
+package rpcmsg
+
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DisableTopicRequest is DisklessDisableTopic (API key 109): a topic's
+// disablement, sent to each sidecar (SPEC §10;
+// docs/format/coordinator-rpcs.md §109 DisklessDisableTopic;
+// diskless.DisableTopicRequest). Not addressed to a shard.
+type DisableTopicRequest struct {
+	Header
+	TimeoutMs int32
+	TopicID   [16]byte
+	TopicName string
+	Epoch     int32
+	// Policy is diskless.DisablePolicy: 0 retain, 1 delete.
+	Policy int8
+}
+
+// NewDisableTopicRequest returns an empty request.
+func NewDisableTopicRequest() *DisableTopicRequest { return &DisableTopicRequest{} }
+
+func (*DisableTopicRequest) Key() int16        { return KeyDisableTopic }
+func (*DisableTopicRequest) MaxVersion() int16 { return maxVersion }
+func (v *DisableTopicRequest) ResponseKind() kmsg.Response {
+	return &DisableTopicResponse{Header: v.Header}
+}
+
+func (v *DisableTopicRequest) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendInt32(dst, v.Epoch)
+	dst = kbin.AppendInt8(dst, v.Policy)
+	return appendNoTags(dst)
+}
+
+func (v *DisableTopicRequest) ReadFrom(b []byte) error {
+	if err := checkVersion(v.Key(), v.Version); err != nil {
+		return err
+	}
+	r := newReader(b)
+	v.TimeoutMs = r.Int32()
+	v.TopicID = r.Uuid()
+	v.TopicName = r.string("TopicName")
+	v.Epoch = r.Int32()
+	v.Policy = r.Int8()
+	r.noTags()
+	return r.done()
+}
+
+// DisableTopicResponse answers DisableTopicRequest: ErrorCode 0 confirms.
+type DisableTopicResponse struct {
+	Header
+	ThrottleTimeMs int32
+	ErrorCode      int16
+	ErrorMessage   *string
+}
+
+func (*DisableTopicResponse) Key() int16        { return KeyDisableTopic }
+func (*DisableTopicResponse) MaxVersion() int16 { return maxVersion }
+func (v *DisableTopicResponse) RequestKind() kmsg.Request {
+	return &DisableTopicRequest{Header: v.Header}
+}
+
+func (v *DisableTopicResponse) AppendTo(dst []byte) []byte {
+	return appendNoTags(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
+}
+
+func (v *DisableTopicResponse) ReadFrom(b []byte) error {
+	if err := checkVersion(v.Key(), v.Version); err != nil {
+		return err
+	}
+	r := newReader(b)
+	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage = r.top()
+	r.noTags()
+	return r.done()
+}

@@ -1,0 +1,385 @@
+package rpcmsg
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var (
+	topicA = [16]byte{0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	topicB = [16]byte{0xb1, 0xb2}
+)
+
+func str(s string) *string { return &s }
+
+// sample is one populated message of each direction of a key.
+type sample struct {
+	req  kmsg.Request
+	resp kmsg.Response
+}
+
+// samples holds a request and a response of every key, with every field
+// set to something other than its zero value where the type allows.
+func samples() map[int16]sample {
+	coord := func(i int32) Coordinate {
+		return Coordinate{ObjectIndex: i, ByteOffset: 1 << 33, ByteSize: 4096, BaseOffset: 7, LastOffset: 9,
+			TimestampType: 1, LogAppendTime: 1_700_000_000_000, BatchMaxTimestamp: 1_699_999_999_000}
+	}
+	return map[int16]sample{
+		KeyDescribeFiles: {
+			&DescribeFilesRequest{TimeoutMs: 60000, ObjectKeys: []string{"wal/c/aa", "wal/c/bb", ""}, ShardID: 3},
+			&DescribeFilesResponse{ThrottleTimeMs: 1, Files: []DescribeFilesFile{
+				{ObjectKey: "wal/c/aa", HasLiveBatches: true, State: 1},
+				{ObjectKey: "wal/c/bb", State: 2},
+				{ObjectKey: "", ErrorCode: 16, State: 0},
+			}},
+		},
+		KeyCommitFile: {
+			&CommitFileRequest{TimeoutMs: 30000, ShardID: 2, ObjectKey: "wal/c/0123", ObjectFormat: 1, FileSize: 1 << 40,
+				UploaderBrokerID: 7, OwnerIDs: []int32{0, 2, 5}, Batches: []CommitFileBatch{
+					{TopicID: topicA, Partition: 3, Magic: 2, ByteOffset: 0, ByteSize: 100, LastOffsetDelta: 4,
+						BatchMaxTimestamp: 123, TimestampType: 0, ProducerID: 99, ProducerEpoch: 2, BaseSequence: 10, LastSequence: 14},
+					{TopicID: topicB, Partition: 0, Magic: 2, ByteOffset: 100, ByteSize: 61, LastOffsetDelta: 0,
+						BatchMaxTimestamp: -1, TimestampType: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1},
+				}},
+			&CommitFileResponse{ErrorMessage: str("x"), Batches: []CommitFileResult{
+				{BaseOffset: 10, LogAppendTime: 1000, LogStartOffset: 2},
+				{ErrorCode: 45, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1, Duplicate: true},
+			}},
+		},
+		KeyFindBatches: {
+			&FindBatchesRequest{TimeoutMs: 5, ShardID: 1, Partitions: []FindBatchesPartition{
+				{TopicID: topicA, Partition: 1, Offset: 42, MaxBytes: 1 << 20}, {TopicID: topicB, Partition: 9, Offset: 0, MaxBytes: 1}}},
+			&FindBatchesResponse{ErrorCode: 0, Objects: []FindBatchesObject{{"wal/c/1", 8 << 20}, {"wal/c/2", 1}},
+				Partitions: []FindBatchesResult{
+					{LogStartOffset: 0, HighWatermark: 100, Runs: []Coordinate{coord(0), coord(1)}, Next: coord(1)},
+					{ErrorCode: 1, LogStartOffset: 5, HighWatermark: 6, Runs: []Coordinate{}, Next: Coordinate{ObjectIndex: -1}},
+				}},
+		},
+		KeyListOffsets: {
+			&ListOffsetsRequest{TimeoutMs: 1, ShardID: 4, Partitions: []ListOffsetsPartition{
+				{TopicID: topicA, Partition: 0, Timestamp: -1, From: -1}, {TopicID: topicA, Partition: 1, Timestamp: 1000, From: 77}}},
+			&ListOffsetsResponse{ErrorMessage: str(""), Partitions: []ListOffsetsResult{
+				{LogStartOffset: 1, HighWatermark: 2, Offset: 2, Timestamp: -1, Candidates: []Candidate{}},
+				{LogStartOffset: 1, HighWatermark: 20, Offset: -1, Timestamp: -1, Candidates: []Candidate{{
+					ObjectKey: "wal/c/9", FileSize: 77, ByteOffset: 5, ByteSize: 61, BaseOffset: 3, LastOffset: 4,
+					TimestampType: 0, LogAppendTime: 8, BatchMaxTimestamp: 9}}},
+			}},
+		},
+		KeyDeleteRecords: {
+			&DeleteRecordsRequest{TimeoutMs: 9, ShardID: 0, Partitions: []DeleteRecordsPartition{{TopicID: topicB, Partition: 2, Offset: -1}}},
+			&DeleteRecordsResponse{Partitions: []DeleteRecordsResult{{ErrorCode: 1, ErrorMessage: str("out of range"), LogStartOffset: -1}, {LogStartOffset: 8}}},
+		},
+		KeyCreatePartitions: {
+			&CreatePartitionsRequest{TimeoutMs: 3, ShardID: 5, Topics: []CreatePartitionsTopic{
+				{TopicID: topicA, TopicName: "orders", Partitions: []int32{5, 11}}, {TopicID: topicB, TopicName: "t", Partitions: []int32{}}}},
+			&CreatePartitionsResponse{ThrottleTimeMs: 2, ErrorCode: 56, ErrorMessage: str("log write failed")},
+		},
+		KeyDeleteTopics: {
+			&DeleteTopicsRequest{TimeoutMs: 3, ShardID: 5, TopicIDs: [][16]byte{topicA, topicB}},
+			&DeleteTopicsResponse{ErrorCode: 16},
+		},
+		KeyDeleteFiles: {
+			&DeleteFilesRequest{TimeoutMs: 3, ShardID: 5, DeleterShardID: 1, ObjectKeys: []string{"a", "b"}},
+			&DeleteFilesResponse{},
+		},
+		KeyAllocateProducerIDs: {
+			&AllocateProducerIDsRequest{TimeoutMs: 3, ShardID: 0, BrokerID: 2},
+			&AllocateProducerIDsResponse{ProducerIDStart: 1 << 40, ProducerIDLen: 1000},
+		},
+		KeyDisableTopic: {
+			&DisableTopicRequest{TimeoutMs: 30000, TopicID: topicA, TopicName: "orders", Epoch: 3, Policy: 1},
+			&DisableTopicResponse{ErrorCode: 7, ErrorMessage: str("timed out")},
+		},
+	}
+}
+
+// decodeLike decodes b into a fresh message of m's kind and version.
+func decodeLike(m interface {
+	Key() int16
+	GetVersion() int16
+}, b []byte) (any, error) {
+	var fresh interface {
+		SetVersion(int16)
+		ReadFrom([]byte) error
+	}
+	switch m.(type) {
+	case kmsg.Request:
+		fresh = RequestForKey(m.Key())
+	default:
+		fresh = ResponseForKey(m.Key())
+	}
+	fresh.SetVersion(m.GetVersion())
+	return fresh, fresh.ReadFrom(b)
+}
+
+func TestRoundTrip(t *testing.T) {
+	for key, s := range samples() {
+		for _, m := range []interface {
+			Key() int16
+			GetVersion() int16
+			AppendTo([]byte) []byte
+		}{s.req, s.resp} {
+			b := m.AppendTo(nil)
+			got, err := decodeLike(m, b)
+			if err != nil {
+				t.Fatalf("%s %T: %v", NameForKey(key), m, err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("%s: round trip differs:\n got %#v\nwant %#v", NameForKey(key), got, m)
+			}
+		}
+	}
+}
+
+// TestKinds checks the kmsg plumbing: keys, names, the pairing of
+// requests and responses and RequestForKey's defaults.
+func TestKinds(t *testing.T) {
+	if RequestForKey(MinKey-1) != nil || RequestForKey(MaxKey+1) != nil || ResponseForKey(99) != nil || NameForKey(110) != "" {
+		t.Fatal("keys outside 100–109 answered")
+	}
+	for k := MinKey; k <= MaxKey; k++ {
+		req := RequestForKey(k)
+		if req == nil || req.Key() != k || req.ResponseKind().Key() != k || req.ResponseKind().RequestKind().Key() != k {
+			t.Fatalf("key %d: request %T does not pair with its response", k, req)
+		}
+		if NameForKey(k) == "" || !req.IsFlexible() || req.MaxVersion() != 0 {
+			t.Fatalf("key %d: name %q, flexible %v, max version %d", k, NameForKey(k), req.IsFlexible(), req.MaxVersion())
+		}
+		if _, ok := samples()[k]; !ok {
+			t.Fatalf("no sample of key %d", k)
+		}
+	}
+	if r := RequestForKey(KeyDescribeFiles).(*DescribeFilesRequest); r.TimeoutMs != 60000 || r.ShardID != -1 {
+		t.Fatalf("DescribeFiles defaults %+v", r)
+	}
+}
+
+// TestLayout pins the bytes of two messages, so that an accidental change
+// of field order or width (a wire-format break between releases) fails.
+func TestLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    interface{ AppendTo([]byte) []byte }
+		want string
+	}{
+		// TimeoutMs, ObjectKeys ["k"], tags {0: ShardId 3}.
+		{"DescribeFiles request", &DescribeFilesRequest{TimeoutMs: 60000, ObjectKeys: []string{"k"}, ShardID: 3},
+			"0000ea60" + "02" + "026b" + "01" + "00" + "04" + "00000003"},
+		// Without a shard: no tagged field.
+		{"DescribeFiles request, no shard", &DescribeFilesRequest{TimeoutMs: 1, ObjectKeys: []string{}, ShardID: -1},
+			"00000001" + "01" + "00"},
+		// Throttle, Files [{"k", 0, true, tags {0: State 1}}], tags.
+		{"DescribeFiles response", &DescribeFilesResponse{Files: []DescribeFilesFile{{ObjectKey: "k", HasLiveBatches: true, State: 1}}},
+			"00000000" + "02" + "026b" + "0000" + "01" + "01" + "00" + "01" + "01" + "00"},
+		// Throttle, ErrorCode 16, null message, empty Batches, tags.
+		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
+			"00000000" + "0010" + "00" + "01" + "00"},
+	} {
+		if got := hex.EncodeToString(tc.m.AppendTo(nil)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDescribeFilesKIPReader: a DescribeFiles answer without the State
+// tag (KIP-1164's fields only) reads State from HasLiveBatches.
+func TestDescribeFilesKIPReader(t *testing.T) {
+	b := kbin.AppendInt32(nil, 0)
+	b = kbin.AppendCompactArrayLen(b, 2)
+	for _, live := range []bool{true, false} {
+		b = kbin.AppendCompactString(b, "k")
+		b = kbin.AppendInt16(b, 0)
+		b = kbin.AppendBool(b, live)
+		b = appendNoTags(b)
+	}
+	b = appendNoTags(b)
+	var r DescribeFilesResponse
+	if err := r.ReadFrom(b); err != nil {
+		t.Fatal(err)
+	}
+	if r.Files[0].State != 1 || r.Files[1].State != 0 {
+		t.Fatalf("states %d %d, want 1 0", r.Files[0].State, r.Files[1].State)
+	}
+}
+
+// TestUnknownTagsSkipped: tagged fields a reader does not know, in any
+// struct, are skipped.
+func TestUnknownTagsSkipped(t *testing.T) {
+	// A DeleteFiles response with an unknown tag 5 of 3 bytes.
+	b := appendTop(nil, 0, 0, nil)
+	b = append(b, 1, 5, 3, 0xde, 0xad, 0xbe)
+	var r DeleteFilesResponse
+	if err := r.ReadFrom(b); err != nil {
+		t.Fatal(err)
+	}
+	// A DescribeFiles request whose tag section holds tag 7 and tag 0.
+	b = kbin.AppendInt32(nil, 1)
+	b = appendStrings(b, []string{"x"})
+	b = append(b, 2, 7, 1, 0xff, 0, 4, 0, 0, 0, 9)
+	var q DescribeFilesRequest
+	if err := q.ReadFrom(b); err != nil || q.ShardID != 9 {
+		t.Fatalf("ShardId %d, err %v", q.ShardID, err)
+	}
+}
+
+// TestCorruption is the corruption table of every decoder: each strict
+// prefix of each sample (truncation), a byte after it, an unknown
+// version, and the damaged shapes of the table below are refused with
+// ErrMalformed — never a panic, never a huge allocation.
+func TestCorruption(t *testing.T) {
+	for key, s := range samples() {
+		for _, m := range []interface {
+			Key() int16
+			GetVersion() int16
+			AppendTo([]byte) []byte
+			SetVersion(int16)
+		}{s.req, s.resp} {
+			b := m.AppendTo(nil)
+			for n := range len(b) {
+				if _, err := decodeLike(m, b[:n]); !errors.Is(err, ErrMalformed) {
+					t.Fatalf("%s %T: prefix %d/%d: %v", NameForKey(key), m, n, len(b), err)
+				}
+			}
+			if _, err := decodeLike(m, append(bytes.Clone(b), 0)); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%s %T: trailing byte: %v", NameForKey(key), m, err)
+			}
+			m.SetVersion(1)
+			_, err := decodeLike(m, b)
+			m.SetVersion(0)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%s %T: version 1: %v", NameForKey(key), m, err)
+			}
+		}
+	}
+	huge := kbin.AppendUvarint(nil, 1<<31) // a count no message holds
+	for _, tc := range []struct {
+		name string
+		m    interface{ ReadFrom([]byte) error }
+		b    []byte
+	}{
+		{"DescribeFiles: null ObjectKeys", &DescribeFilesRequest{}, append(kbin.AppendInt32(nil, 1), 0, 0)},
+		{"DescribeFiles: huge ObjectKeys", &DescribeFilesRequest{}, append(append(kbin.AppendInt32(nil, 1), huge...), 0)},
+		{"DescribeFiles: null key", &DescribeFilesRequest{}, append(kbin.AppendInt32(nil, 1), 2, 0, 0)},
+		{"DescribeFiles: ShardId tag of 2 bytes", &DescribeFilesRequest{},
+			append(kbin.AppendInt32(nil, 1), 1, 1, 0, 2, 0, 3)},
+		{"DescribeFiles: ShardId tag of 5 bytes", &DescribeFilesRequest{},
+			append(kbin.AppendInt32(nil, 1), 1, 1, 0, 5, 0, 0, 0, 3, 0)},
+		{"DescribeFiles: tag size past the end", &DescribeFilesRequest{},
+			append(kbin.AppendInt32(nil, 1), 1, 1, 0, 9, 0)},
+		{"DescribeFiles response: State tag of 0 bytes", &DescribeFilesResponse{},
+			append(kbin.AppendInt32(nil, 0), 2, 2, 'k', 0, 0, 1, 1, 0, 0, 0)},
+		{"CommitFile: huge Batches", &CommitFileRequest{},
+			append(NewCommitFileRequest().AppendTo(nil)[:4+4+1+1+8+4+1], huge...)},
+		{"CommitFile: Batches past the bytes", &CommitFileRequest{},
+			append(NewCommitFileRequest().AppendTo(nil)[:4+4+1+1+8+4+1], 3, 0)},
+		{"CommitFile: null ObjectKey", &CommitFileRequest{}, append(make([]byte, 8), 0)},
+		{"CommitFile: null OwnerIds", &CommitFileRequest{},
+			append(NewCommitFileRequest().AppendTo(nil)[:4+4+1+1+8+4], 0, 1, 0)},
+		{"CommitFile response: huge Batches", &CommitFileResponse{}, append(appendTop(nil, 0, 0, nil), huge...)},
+		{"FindBatches response: null Objects", &FindBatchesResponse{}, append(appendTop(nil, 0, 0, nil), 0, 1, 0)},
+		{"FindBatches response: huge Partitions", &FindBatchesResponse{}, append(appendTop(nil, 0, 0, nil), append([]byte{1}, huge...)...)},
+		{"FindBatches response: message length past the end", &FindBatchesResponse{}, append(kbin.AppendInt32(nil, 0), 0, 0, 9, 'x')},
+		{"ListOffsets response: huge Candidates", &ListOffsetsResponse{},
+			append(append(appendTop(nil, 0, 0, nil), 2), append(make([]byte, 34), huge...)...)},
+		{"CreatePartitions: null Partitions", &CreatePartitionsRequest{},
+			append(append(make([]byte, 8), 2), append(make([]byte, 16), 2, 't', 0, 0, 0)...)},
+		{"DeleteTopics: TopicIds past the bytes", &DeleteTopicsRequest{}, append(make([]byte, 8), 2, 1, 2, 3)},
+		{"DeleteFiles: null key", &DeleteFilesRequest{}, append(make([]byte, 12), 2, 0, 0)},
+		{"DisableTopic: null name", &DisableTopicRequest{}, append(make([]byte, 20), 0, 0, 0, 0, 0, 0, 0)},
+		{"AllocateProducerIds response: tags count past the end", &AllocateProducerIDsResponse{},
+			append(appendTop(nil, 0, 0, nil), append(make([]byte, 12), 3, 1)...)},
+	} {
+		if err := tc.m.ReadFrom(tc.b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", tc.name, err)
+		}
+	}
+}
+
+// fuzzDecode decodes b as key's request and as its response; whatever
+// decodes re-encodes to bytes that decode equal (unknown tags are
+// dropped, so the bytes themselves may differ).
+func fuzzDecode(t *testing.T, key int16, b []byte) {
+	for _, m := range []interface {
+		ReadFrom([]byte) error
+		AppendTo([]byte) []byte
+	}{RequestForKey(key), ResponseForKey(key)} {
+		if err := m.ReadFrom(b); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			continue
+		}
+		again := reflect.New(reflect.TypeOf(m).Elem()).Interface().(interface{ ReadFrom([]byte) error })
+		if err := again.ReadFrom(m.AppendTo(nil)); err != nil {
+			t.Fatalf("re-decode %T: %v", m, err)
+		}
+		if !reflect.DeepEqual(m, again) {
+			t.Fatalf("re-decode %T differs:\n%#v\n%#v", m, m, again)
+		}
+	}
+}
+
+// fuzzSeeds adds key's samples to f.
+func fuzzSeeds(f *testing.F, key int16) {
+	s := samples()[key]
+	f.Add(s.req.AppendTo(nil))
+	f.Add(s.resp.AppendTo(nil))
+	f.Add([]byte{})
+}
+
+func FuzzDescribeFiles(f *testing.F) {
+	fuzzSeeds(f, KeyDescribeFiles)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyDescribeFiles, b) })
+}
+
+func FuzzCommitFile(f *testing.F) {
+	fuzzSeeds(f, KeyCommitFile)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyCommitFile, b) })
+}
+
+func FuzzFindBatches(f *testing.F) {
+	fuzzSeeds(f, KeyFindBatches)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyFindBatches, b) })
+}
+
+func FuzzListOffsets(f *testing.F) {
+	fuzzSeeds(f, KeyListOffsets)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyListOffsets, b) })
+}
+
+func FuzzDeleteRecords(f *testing.F) {
+	fuzzSeeds(f, KeyDeleteRecords)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyDeleteRecords, b) })
+}
+
+func FuzzCreatePartitions(f *testing.F) {
+	fuzzSeeds(f, KeyCreatePartitions)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyCreatePartitions, b) })
+}
+
+func FuzzDeleteTopics(f *testing.F) {
+	fuzzSeeds(f, KeyDeleteTopics)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyDeleteTopics, b) })
+}
+
+func FuzzDeleteFiles(f *testing.F) {
+	fuzzSeeds(f, KeyDeleteFiles)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyDeleteFiles, b) })
+}
+
+func FuzzAllocateProducerIDs(f *testing.F) {
+	fuzzSeeds(f, KeyAllocateProducerIDs)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyAllocateProducerIDs, b) })
+}
+
+func FuzzDisableTopic(f *testing.F) {
+	fuzzSeeds(f, KeyDisableTopic)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyDisableTopic, b) })
+}
