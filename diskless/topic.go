@@ -100,7 +100,7 @@ type TopicPartitions struct {
 }
 
 // Sidecar is one sidecar of a cluster as it announces itself to the others
-// (DESIGN §Coordinator RPCs): the node id of the broker it runs next to, where
+// (DESIGN §Membership): the node id of the broker it runs next to, where
 // clients and the other sidecars reach its Kafka listener, and its rack
 // (zone).
 type Sidecar struct {

@@ -7,7 +7,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
-// Members is the cluster's live sidecars (DESIGN §Coordinator RPCs).
+// Members is the cluster's live sidecars (DESIGN §Membership).
 type Members interface {
 	// Members returns every live sidecar, this one included, by node id.
 	Members() []diskless.Sidecar

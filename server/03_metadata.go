@@ -41,10 +41,16 @@ var metadataVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 3, MinVersion: 0, 
 // UNKNOWN_TOPIC_ID.
 func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := s.advertised()
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	sidecars := s.sidecars()
+	for _, sc := range sidecars {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = sc.NodeID, sc.Host, sc.Port
+		if sc.Rack != "" {
+			b.Rack = kmsg.StringPtr(sc.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	l := newLeaders(sidecars, s.zoneOf(clientOf(ctx)))
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
 	resp.ControllerID = s.cfg.NodeID
 	if req.IncludeClusterAuthorizedOperations {
@@ -54,9 +60,9 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.catalog.Topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(req, t))
+			resp.Topics = append(resp.Topics, s.metadataTopic(req, t, l))
 		}
-		if mt, ok := s.offsetsTopicMetadata(req); ok {
+		if mt, ok := s.offsetsTopicMetadata(req, l); ok {
 			resp.Topics = append(resp.Topics, mt)
 		}
 		return resp
@@ -74,14 +80,14 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 				continue
 			}
 			seenNames[name] = true
-			resp.Topics = append(resp.Topics, s.metadataByName(ctx, req, name, autoCreate))
+			resp.Topics = append(resp.Topics, s.metadataByName(ctx, req, name, autoCreate, l))
 		case id != diskless.TopicID{}:
 			if seenIDs[id] {
 				continue
 			}
 			seenIDs[id] = true
 			if t, ok := s.catalog.TopicByID(id); ok {
-				resp.Topics = append(resp.Topics, s.metadataTopic(req, t))
+				resp.Topics = append(resp.Topics, s.metadataTopic(req, t, l))
 				continue
 			}
 			mt := kmsg.NewMetadataResponseTopic()
@@ -97,13 +103,13 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 
 // metadataByName answers one topic requested by name, creating it if
 // allowed.
-func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, name string, autoCreate bool) kmsg.MetadataResponseTopic {
+func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, name string, autoCreate bool, l leaders) kmsg.MetadataResponseTopic {
 	if t, ok := s.catalog.Topic(name); ok {
-		return s.metadataTopic(req, t)
+		return s.metadataTopic(req, t, l)
 	}
 	if name == offsetsTopic && s.cfg.Groups != nil {
 		// Internal: never auto-created (SPEC §6, Metadata).
-		mt, ok := s.offsetsTopicMetadata(req)
+		mt, ok := s.offsetsTopicMetadata(req, l)
 		if !ok {
 			mt = kmsg.NewMetadataResponseTopic()
 			mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), kerr.UnknownTopicOrPartition.Code
@@ -144,11 +150,12 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 	if created {
 		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions, "topic_id", t.ID.String())
 	}
-	return s.metadataTopic(req, t)
+	return s.metadataTopic(req, t, l)
 }
 
-// metadataTopic describes an existing topic.
-func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t diskless.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes an existing topic, each partition led by the
+// sidecar l chooses for it.
+func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t diskless.Topic, l leaders) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
@@ -156,12 +163,12 @@ func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t diskless.Topic) kmsg
 		mt.AuthorizedOperations = topicAuthorizedOps
 	}
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, max(t.Partitions, 0))
-	node := []int32{s.cfg.NodeID}
 	for i := range mt.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = int32(i)
-		p.Leader = s.cfg.NodeID
+		p.Leader = l.of(t.ID, int32(i))
 		p.LeaderEpoch = 0
+		node := []int32{p.Leader}
 		p.Replicas = node
 		p.ISR = node
 		p.OfflineReplicas = []int32{}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // findCoordinatorVersions: FindCoordinator 0–6, as Kafka 4.x; v4+ batch
@@ -17,9 +19,11 @@ const (
 	coordinatorTypeTransaction int8 = 1
 )
 
-// handleFindCoordinator answers FindCoordinator. Every coordinator shard
-// runs in this process, so the coordinator of every group is this node
-// (SPEC §6: the sidecar is the one broker). Transaction coordinators are
+// handleFindCoordinator answers FindCoordinator. A group's coordinator is
+// the sidecar hosting the group's shard (diskless.GroupShardFor; DESIGN
+// §Consumer groups): this node without a Cluster, else the shard's owner
+// the Cluster names (COORDINATOR_NOT_AVAILABLE, retriable, while none is
+// known). Transaction coordinators are
 // not served (transactions are not supported): COORDINATOR_NOT_AVAILABLE,
 // which clients retry; other key types INVALID_REQUEST. With no group
 // coordinator configured every key gets COORDINATOR_NOT_AVAILABLE.
@@ -41,6 +45,17 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 			c.ErrorCode = err.Code
 			msg := err.Description
 			c.ErrorMessage = &msg
+			return c
+		}
+		if s.cfg.Cluster != nil {
+			owner, ok := s.cfg.Cluster.Owner(diskless.GroupShardFor(key, s.cfg.Groups.NumShards()))
+			if !ok {
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				msg := kerr.CoordinatorNotAvailable.Description
+				c.ErrorMessage = &msg
+				return c
+			}
+			c.NodeID, c.Host, c.Port = owner.NodeID, owner.Host, owner.Port
 			return c
 		}
 		c.NodeID, c.Host, c.Port = s.cfg.NodeID, host, port

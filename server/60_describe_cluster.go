@@ -12,8 +12,8 @@ var describeClusterVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 60, MinVers
 
 // handleDescribeCluster answers DescribeCluster as Kafka 4.4 does for a
 // broker listener (observed): endpoint type 1 (brokers), the cluster id,
-// this sidecar as the controller and the one broker (no rack, not
-// fenced), and −2^31 authorized operations unless they were asked for.
+// this sidecar as the controller and the live sidecars as the brokers
+// (the one sidecar without a Cluster; not fenced), and −2^31 authorized operations unless they were asked for.
 // An endpoint type other than brokers (the controllers, 2) is
 // UNSUPPORTED_ENDPOINT_TYPE: the sidecar has no controller listener.
 func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
@@ -24,10 +24,14 @@ func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClus
 		resp.ErrorMessage = kmsg.StringPtr("the sidecar serves only the brokers endpoint type")
 		return resp
 	}
-	host, port := s.advertised()
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	for _, sc := range s.sidecars() {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = sc.NodeID, sc.Host, sc.Port
+		if sc.Rack != "" {
+			b.Rack = kmsg.StringPtr(sc.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = -2147483648

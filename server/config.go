@@ -95,6 +95,16 @@ type Config struct {
 	// coordinator RPCs (API keys 100–108, SPEC §9) reach; nil answers
 	// them NOT_COORDINATOR.
 	Shards Shards
+	// Cluster is this sidecar's cluster (membership): Metadata names its
+	// live sidecars and spreads partition leaders over them, by the
+	// client's zone; nil names this sidecar alone.
+	Cluster Cluster
+	// Rack is this sidecar's broker.rack (its zone), in Metadata when
+	// there is no Cluster.
+	Rack string
+	// ClientZones is diskless.client.zone.cidrs: the zone of a client
+	// that names none in its client id, by its address (ParseZoneCIDRs).
+	ClientZones []ZoneCIDR
 	// Disabler is this sidecar's part of a topic's disablement
 	// (DisklessDisableTopic, API key 109); nil answers it
 	// UNSUPPORTED_VERSION.

@@ -290,8 +290,10 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResponse = true
 	}
-	if h.key == joinGroupVersions.ApiKey || h.key == consumerGroupHeartbeatVersions.ApiKey {
-		// Members record their client's id and host.
+	if h.key == joinGroupVersions.ApiKey || h.key == consumerGroupHeartbeatVersions.ApiKey ||
+		h.key == metadataVersions.ApiKey || h.key == findCoordinatorVersions.ApiKey {
+		// Members record their client's id and host; Metadata and
+		// FindCoordinator answer by the client's zone.
 		cid := ""
 		if id != nil {
 			cid = *id

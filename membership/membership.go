@@ -1,0 +1,442 @@
+// Package membership lets the sidecars of one cluster find each other
+// through the Kafka cluster they run next to (DESIGN §Membership): each is
+// a member of one Kafka group, with Kafka's classic group membership
+// protocol and a protocol type of its own — as Kafka Connect's workers
+// are — announcing its node id, advertised listener and rack in its member
+// metadata. For each generation the member Kafka makes the leader gives
+// every member the same list of members, so all hold the same view of the
+// cluster, numbered by the generation. A sidecar that dies stops
+// heartbeating and Kafka removes it after its session timeout; one that
+// stops gracefully leaves at once. Byte formats: docs/format/membership.md.
+//
+// Goroutines: Join starts one, which joins, syncs and heartbeats; Close
+// leaves the group, stops it and waits for it.
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
+)
+
+// Protocol identifiers of the group (docs/format/membership.md).
+const (
+	ProtocolType = "diskless-sidecar"
+	protocolName = "diskless-members-v0"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultSessionTimeout is how long Kafka waits for a silent member
+	// before it removes it (diskless.cluster.session.timeout.ms): a dead
+	// sidecar is out of every view within it and the heartbeat interval
+	// and rebalance that follow, under 10 s. Kafka refuses a session
+	// timeout below its group.min.session.timeout.ms (6 s by default).
+	DefaultSessionTimeout = 8 * time.Second
+	// DefaultHeartbeatInterval is how often a member heartbeats
+	// (diskless.cluster.heartbeat.interval.ms), which is also how soon it
+	// learns of a rebalance.
+	DefaultHeartbeatInterval = time.Second
+)
+
+// Config configures a member.
+type Config struct {
+	// Client reaches the Kafka cluster; required. The Group does not
+	// close it.
+	Client *kgo.Client
+	// GroupID is the group of the cluster's sidecars
+	// (diskless.cluster.group.id); required.
+	GroupID string
+	// Self is what this sidecar announces; NodeID ≥ 0, Host and Port
+	// required.
+	Self diskless.Sidecar
+	// SessionTimeout and HeartbeatInterval: see their Default
+	// constants. HeartbeatInterval must be below SessionTimeout.
+	SessionTimeout, HeartbeatInterval time.Duration
+	// Logger receives view changes (info) and failures; default
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of StartTimeMs; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every invalid field, naming its configuration key.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("membership: Config.Client is required"))
+	}
+	if c.GroupID == "" {
+		errs = append(errs, errors.New("diskless.cluster.group.id: must not be empty"))
+	}
+	if c.Self.NodeID < 0 || c.Self.Host == "" || c.Self.Port < 1 || c.Self.Port > 65535 {
+		errs = append(errs, fmt.Errorf("node.id %d, advertised listener %q:%d: a member needs a node id ≥ 0 and a host:port",
+			c.Self.NodeID, c.Self.Host, c.Self.Port))
+	}
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 30*time.Minute {
+		errs = append(errs, fmt.Errorf("diskless.cluster.session.timeout.ms %d: must be in [1000, 1800000]", c.SessionTimeout.Milliseconds()))
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout {
+		errs = append(errs, fmt.Errorf("diskless.cluster.heartbeat.interval.ms %d: must be above 0 and below the session timeout (%d)",
+			c.HeartbeatInterval.Milliseconds(), c.SessionTimeout.Milliseconds()))
+	}
+	return errors.Join(errs...)
+}
+
+// View is the cluster as one generation of the group sees it.
+type View struct {
+	// Generation is the group's generation that made this view; −1 for
+	// the view before the first one (this sidecar alone).
+	Generation int32
+	// Sidecars are the live sidecars by node id, one per node id (the one
+	// started last), this one included while it is in the view.
+	Sidecars []diskless.Sidecar
+	// Member reports whether this sidecar is a member of the generation
+	// and in the view: false before its first generation, while a
+	// rebalance it takes part in has not finished, after its session
+	// expired (it could not heartbeat for a session timeout: Kafka has
+	// removed it, the others no longer see it), and while another
+	// process of its node id is preferred.
+	Member bool
+}
+
+// Group is this sidecar's membership of the cluster's group. Its methods
+// are safe for concurrent use.
+type Group struct {
+	cfg     Config
+	meta    []byte
+	startMs int64
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu struct {
+		sync.Mutex
+		view    View
+		changed chan struct{}
+	}
+	// memberID and generation are the loop's own.
+	memberID   string
+	generation int32
+	// noLeave makes the loop stop without LeaveGroup, as a process that
+	// dies (tests).
+	noLeave atomic.Bool
+}
+
+// Join validates cfg and starts taking part in the group; the first view
+// comes once the first rebalance finished (WaitMember, Changed). Until
+// then View holds this sidecar alone, not a member.
+func Join(cfg Config) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	g := &Group{cfg: cfg, done: make(chan struct{}), startMs: cfg.Now().UnixMilli(), generation: -1}
+	g.meta = appendMetadata(nil, cfg.Self, g.startMs)
+	g.mu.view = View{Generation: -1, Sidecars: []diskless.Sidecar{cfg.Self}}
+	g.mu.changed = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go g.run(ctx)
+	return g, nil
+}
+
+// View returns the current view. Its Sidecars must not be modified.
+func (g *Group) View() View {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.view
+}
+
+// Changed returns a channel closed at the next change of the view. Take
+// it before reading View, then wait on it.
+func (g *Group) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.changed
+}
+
+// WaitMember waits until this sidecar is a member of a generation (or
+// ctx ends) and returns the view.
+func (g *Group) WaitMember(ctx context.Context) (View, error) {
+	for {
+		ch := g.Changed()
+		if v := g.View(); v.Member {
+			return v, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return g.View(), ctx.Err()
+		}
+	}
+}
+
+// Close leaves the group (the others see this sidecar gone at once, not
+// after its session timeout), stops the goroutine and waits for it.
+func (g *Group) Close() {
+	g.cancel()
+	<-g.done
+}
+
+// setView publishes v if it differs from the current view.
+func (g *Group) setView(v View) {
+	g.mu.Lock()
+	old := g.mu.view
+	if old.Generation == v.Generation && old.Member == v.Member && slices.Equal(old.Sidecars, v.Sidecars) {
+		g.mu.Unlock()
+		return
+	}
+	g.mu.view = v
+	close(g.mu.changed)
+	g.mu.changed = make(chan struct{})
+	g.mu.Unlock()
+	ids := make([]int32, len(v.Sidecars))
+	for i, s := range v.Sidecars {
+		ids[i] = s.NodeID
+	}
+	g.cfg.Logger.Info("membership: view changed", slog.Int("generation", int(v.Generation)),
+		slog.Any("sidecars", ids), slog.Bool("member", v.Member))
+}
+
+// outOfGroup marks this sidecar out of the view, keeping the others as
+// last seen.
+func (g *Group) outOfGroup() {
+	v := g.View()
+	if !v.Member {
+		return
+	}
+	v.Member = false
+	g.setView(v)
+}
+
+// run is the member loop: join and sync, then heartbeat until a
+// rebalance asks to join again; on exit, leave.
+func (g *Group) run(ctx context.Context) {
+	defer close(g.done)
+	defer g.leave()
+	for attempt := 1; ctx.Err() == nil; {
+		if err := g.joinAndSync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			g.cfg.Logger.Warn("membership: joining the group failed; retrying", slog.String("group", g.cfg.GroupID), slog.Any("err", err))
+			if backoff.Sleep(ctx, backoff.Wait(100*time.Millisecond, g.cfg.HeartbeatInterval, attempt)) != nil {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 1
+		g.heartbeat(ctx)
+	}
+}
+
+// errRejoin asks the loop to join again at once (a rebalance, a new
+// member id).
+var errRejoin = errors.New("membership: rejoin")
+
+// joinAndSync takes part in one rebalance: JoinGroup until Kafka gives a
+// member id and a generation, then SyncGroup — as the leader with every
+// member's assignment — and publishes the view it gets.
+func (g *Group) joinAndSync(ctx context.Context) error {
+	for {
+		err := g.joinAndSyncOnce(ctx)
+		if !errors.Is(err, errRejoin) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *Group) joinAndSyncOnce(ctx context.Context) error {
+	g.outOfGroup()
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group = g.cfg.GroupID
+	join.SessionTimeoutMillis = int32(g.cfg.SessionTimeout.Milliseconds())
+	join.RebalanceTimeoutMillis = join.SessionTimeoutMillis
+	join.MemberID = g.memberID
+	join.ProtocolType = ProtocolType
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: protocolName, Metadata: g.meta}}
+	join.Reason = kmsg.StringPtr("sidecar joining")
+	jr, err := join.RequestWith(ctx, g.cfg.Client)
+	if err != nil {
+		return fmt.Errorf("JoinGroup: %w", err)
+	}
+	switch err := kerr.ErrorForCode(jr.ErrorCode); {
+	case err == nil:
+	case errors.Is(err, kerr.MemberIDRequired):
+		// KIP-394: join again with the id Kafka gave.
+		g.memberID = jr.MemberID
+		return errRejoin
+	case errors.Is(err, kerr.UnknownMemberID):
+		g.memberID = ""
+		return errRejoin
+	case errors.Is(err, kerr.RebalanceInProgress):
+		return errRejoin
+	default:
+		// INCONSISTENT_GROUP_PROTOCOL (the group id is used by other
+		// kinds of members), GROUP_MAX_SIZE_REACHED, coordinator errors.
+		return fmt.Errorf("JoinGroup: %w", err)
+	}
+	g.memberID, g.generation = jr.MemberID, jr.Generation
+
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.Generation, sync.MemberID = g.cfg.GroupID, jr.Generation, jr.MemberID
+	sync.ProtocolType, sync.Protocol = kmsg.StringPtr(ProtocolType), kmsg.StringPtr(protocolName)
+	if jr.LeaderID == jr.MemberID {
+		assignment := g.assign(jr.Members)
+		for _, m := range jr.Members {
+			sync.GroupAssignment = append(sync.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.MemberID, MemberAssignment: assignment})
+		}
+	}
+	sr, err := sync.RequestWith(ctx, g.cfg.Client)
+	if err != nil {
+		return fmt.Errorf("SyncGroup: %w", err)
+	}
+	switch err := kerr.ErrorForCode(sr.ErrorCode); {
+	case err == nil:
+	case errors.Is(err, kerr.UnknownMemberID):
+		g.memberID = ""
+		return errRejoin
+	case errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.IllegalGeneration):
+		return errRejoin
+	default:
+		return fmt.Errorf("SyncGroup: %w", err)
+	}
+	members, err := decodeAssignment(sr.MemberAssignment)
+	if err != nil {
+		return fmt.Errorf("SyncGroup: the leader's assignment: %w", err)
+	}
+	view, left := sidecars(members)
+	member := true
+	for _, m := range left {
+		if m.MemberID == g.memberID {
+			member = false
+			g.cfg.Logger.Error("membership: another sidecar announces this node id and started later; this one is left out of the view",
+				slog.Int("node.id", int(g.cfg.Self.NodeID)))
+		}
+	}
+	if member && !slices.ContainsFunc(members, func(m Member) bool { return m.MemberID == g.memberID }) {
+		// The leader could not read this member's metadata.
+		member = false
+		g.cfg.Logger.Error("membership: the group's leader left this sidecar out of the view", slog.String("member", g.memberID))
+	}
+	g.setView(View{Generation: jr.Generation, Sidecars: view, Member: member})
+	return nil
+}
+
+// assign builds the assignment the leader gives every member: the
+// members whose metadata it can read.
+func (g *Group) assign(jm []kmsg.JoinGroupResponseMember) []byte {
+	members := make([]Member, 0, len(jm))
+	for _, m := range jm {
+		s, start, err := decodeMetadata(m.ProtocolMetadata)
+		if err != nil {
+			g.cfg.Logger.Warn("membership: a member's metadata does not decode; it is left out of the view",
+				slog.String("member", m.MemberID), slog.Any("err", err))
+			continue
+		}
+		members = append(members, Member{MemberID: m.MemberID, Sidecar: s, StartTimeMs: start})
+	}
+	return appendAssignment(nil, members)
+}
+
+// heartbeat heartbeats every interval until a rebalance (or an error that
+// needs a new join) comes, or ctx ends. A member that cannot heartbeat
+// for a session timeout is out of the group: the view says so.
+func (g *Group) heartbeat(ctx context.Context) {
+	t := time.NewTicker(g.cfg.HeartbeatInterval)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Group, hb.Generation, hb.MemberID = g.cfg.GroupID, g.generation, g.memberID
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
+		resp, err := hb.RequestWith(hctx, g.cfg.Client)
+		cancel()
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, kerr.RebalanceInProgress):
+			return
+		case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.FencedInstanceID):
+			if !errors.Is(err, kerr.IllegalGeneration) {
+				g.memberID = ""
+			}
+			return
+		default:
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(lastOK) >= g.cfg.SessionTimeout {
+				g.cfg.Logger.Warn("membership: no heartbeat answered for a session timeout; out of the group until it joins again",
+					slog.Any("err", err))
+				g.memberID = ""
+				return
+			}
+		}
+	}
+}
+
+// abandon stops the loop as a process that dies would: no LeaveGroup,
+// no more heartbeats (tests).
+func (g *Group) abandon() {
+	g.noLeave.Store(true)
+	g.Close()
+}
+
+// leave sends LeaveGroup (bounded), so the others see this sidecar gone
+// at once.
+func (g *Group) leave() {
+	if g.memberID == "" || g.noLeave.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lg := kmsg.NewPtrLeaveGroupRequest()
+	lg.Group, lg.MemberID = g.cfg.GroupID, g.memberID
+	lg.Members = []kmsg.LeaveGroupRequestMember{{MemberID: g.memberID, Reason: kmsg.StringPtr("sidecar stopping")}}
+	if _, err := lg.RequestWith(ctx, g.cfg.Client); err != nil {
+		g.cfg.Logger.Debug("membership: LeaveGroup failed; the others see this sidecar gone after its session timeout", slog.Any("err", err))
+	}
+	g.outOfGroup()
+}
