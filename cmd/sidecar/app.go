@@ -422,11 +422,17 @@ func kafkaKeyValue(cfg Config, key string) string {
 }
 
 func kafkaLogConfig(cfg Config) kafkalog.Config {
+	name := cfg.Advertised
+	if name == (Listener{}) {
+		name = cfg.Listener
+	}
 	return kafkalog.Config{
 		Brokers:           cfg.MetadataKafkaBrokers,
 		Topic:             cfg.MetadataTopic,
 		Partitions:        cfg.MetadataShards,
 		ReplicationFactor: cfg.MetadataTopicReplicas,
+		// Named in the shards' claims, for people reading the topic.
+		WriterName: fmt.Sprintf("sidecar node.id %d %s", cfg.NodeID, name),
 	}
 }
 

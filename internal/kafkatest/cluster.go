@@ -70,6 +70,12 @@ type Options struct {
 	JVMOptions []string
 	// StartTimeout bounds Start and each Restart; default 2 minutes.
 	StartTimeout time.Duration
+	// RequestLog logs every request a broker completes (Kafka's
+	// kafka.request.logger at DEBUG: the API, the client, and the time the
+	// request spent queued, being handled locally, waiting for replicas or
+	// other brokers and being sent) into the node's kafka.log, for
+	// profiling where a request's time goes. Costly: off by default.
+	RequestLog bool
 }
 
 // reservedKeys are the configs the harness sets to lay the cluster out.
@@ -136,7 +142,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	p, _ := tools()
 	cp, _ := classpath()
-	logCfg, err := brokerLogConfig()
+	logCfg, err := brokerLogConfig(opts.RequestLog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package kafkatest
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
@@ -137,8 +138,17 @@ var logConfigs struct {
 	paths map[string]string
 }
 
-func toolsLogConfig() (string, error)  { return logConfig("log4j2-tools.properties", toolsLog4j) }
-func brokerLogConfig() (string, error) { return logConfig("log4j2-broker.properties", brokerLog4j) }
+func toolsLogConfig() (string, error) { return logConfig("log4j2-tools.properties", toolsLog4j) }
+
+// brokerLogConfig returns the nodes' log4j2 file; with requests, the
+// request logger is at DEBUG (Options.RequestLog).
+func brokerLogConfig(requests bool) (string, error) {
+	if requests {
+		b := bytes.Replace(brokerLog4j, []byte("logger.request.level = warn"), []byte("logger.request.level = debug"), 1)
+		return logConfig("log4j2-broker-requests.properties", b)
+	}
+	return logConfig("log4j2-broker.properties", brokerLog4j)
+}
 
 // logConfig writes content to <pomDir>/<name> (atomically: other processes
 // may be reading it) and returns the path.

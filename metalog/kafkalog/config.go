@@ -24,15 +24,8 @@ const (
 	// key. The WAL objects' prefix (diskless.object.key.prefix) must not
 	// be it: the orphan scan would take snapshots for orphans.
 	DefaultSnapshotPrefix = "snapshots"
-	// DefaultTransactionTimeout is the transactional producers'
-	// transaction.timeout.ms: a writer frozen longer than this in a
-	// transaction is aborted and fenced by the transaction coordinator.
-	// Kafka's broker caps it at transaction.max.timeout.ms (15 minutes by
-	// default).
-	DefaultTransactionTimeout = time.Minute
-	// DefaultAppendTimeout bounds one Append's produce and commit; it must
-	// stay below the transaction timeout, so that a slow append fails by
-	// itself rather than being aborted (and fenced) by the coordinator.
+	// DefaultAppendTimeout bounds one Append's produce and check (and a
+	// claim's or pointer's).
 	DefaultAppendTimeout = 30 * time.Second
 	// DefaultRequestTimeout bounds one admin or fetch request and a whole
 	// replay's wait for a partition with no leader.
@@ -79,18 +72,21 @@ type Config struct {
 	// (<prefix>/<cluster id>/<topic>/<shard>/…); "" selects
 	// DefaultSnapshotPrefix.
 	SnapshotPrefix string
-	// TransactionTimeout, AppendTimeout and RequestTimeout: see their
-	// Default constants; 0 selects the default. AppendTimeout must be
-	// below TransactionTimeout.
-	TransactionTimeout time.Duration
-	AppendTimeout      time.Duration
-	RequestTimeout     time.Duration
+	// AppendTimeout and RequestTimeout: see their Default constants; 0
+	// selects the default.
+	AppendTimeout  time.Duration
+	RequestTimeout time.Duration
+	// WriterName names this process in the claims its logs append (for
+	// people reading the log: e.g. the sidecar's advertised listener);
+	// "" selects the host name. The process id and start time are added.
+	WriterName string
 	// Logger receives warnings (a damaged snapshot passed over) and the
 	// Kafka clients' warnings; nil selects slog.Default().
 	Logger *slog.Logger
 	// ClientOpts are added to every Kafka client's options (tests: e.g.
 	// shorter backoffs). Options that set what this package relies on
-	// (transactional id, acks, isolation level) must not be among them.
+	// (acks, idempotence, a transactional id, the partitioner) must not be
+	// among them.
 	ClientOpts []kgo.Opt
 }
 
@@ -118,12 +114,8 @@ func (c Config) Validate() error {
 	if c.ReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("diskless.metadata.topic.replication.factor %d: must be ≥ 1", c.ReplicationFactor))
 	}
-	if c.TransactionTimeout < 0 || c.AppendTimeout < 0 || c.RequestTimeout < 0 {
+	if c.AppendTimeout < 0 || c.RequestTimeout < 0 {
 		errs = append(errs, errors.New("kafkalog: negative timeout"))
-	}
-	d := c.withDefaults()
-	if d.AppendTimeout >= d.TransactionTimeout {
-		errs = append(errs, fmt.Errorf("kafkalog: AppendTimeout %v must be below TransactionTimeout %v", d.AppendTimeout, d.TransactionTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -137,9 +129,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotPrefix == "" {
 		c.SnapshotPrefix = DefaultSnapshotPrefix
-	}
-	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if c.AppendTimeout == 0 {
 		c.AppendTimeout = DefaultAppendTimeout

@@ -5,19 +5,23 @@
 // which replicates it; snapshots are objects in the object store.
 //
 // Open connects and creates or checks the topic (Topic); Topic.OpenLog
-// opens a shard's log (Log), whose first Replay takes the shard over:
-// InitProducerId on the shard's transactional ids fences the previous
-// writer and completes its open transaction, and the partition is read,
-// read_committed, to its last stable offset. Each Append is one
-// transaction, committed before Append returns. Why a fenced writer can
-// never acknowledge a group its successor does not see: DESIGN §Fencing.
+// opens a shard's log (Log). A writer appends with one idempotent producer
+// (acks=all, no transactions). Its first Replay takes the shard over by
+// appending a claim, whose offset becomes its epoch, and reads the
+// partition up to it; later Replays claim again, continuing that epoch.
+// Every reader decides what counts with the same rule (scan.go): a record
+// counts only when its epoch is that of the latest effective claim before
+// it, and counted records form whole groups of dense indexes. An Append
+// returns nil once the rule counts its records as its group — at once when
+// they got the offsets right after the writer's previous ones, else after
+// reading the offsets in between. Why a fenced writer can never
+// acknowledge a group its successor does not see: DESIGN §Fencing.
 //
 // Format (docs/format/metadata-records.md §The Kafka backend): every Kafka
-// record's 20-byte key carries "DM", a version, its kind (a part of a
-// metadata record, or a snapshot pointer) and the record index, so that
-// indexes stay dense whatever offsets transaction markers and aborted
-// transactions take; a body above the topic's batch limit is split into
-// parts of one transaction. A snapshot pointer names the snapshot object
-// (key, size, CRC-32C) and the anchor offset before which TruncateBefore
-// deletes records (DeleteRecords).
+// record's 29-byte key carries "DM", a version, its kind (a part of a
+// metadata record, a snapshot pointer, a claim), the writer's epoch, the
+// record index, its part and a group-end flag; a body above the topic's
+// batch limit is split into parts. A snapshot pointer, appended before its
+// object is stored, names the object; TruncateBefore deletes the records
+// before a pointer whose object is stored (DeleteRecords).
 package kafkalog

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"unicode/utf8"
 )
 
 // The byte layouts of this file are specified in
@@ -13,10 +14,12 @@ import (
 const (
 	// keyMagic starts the key of every Kafka record this backend writes.
 	keyMagic = "DM"
-	// keyVersion is the key layout's version.
-	keyVersion = 1
-	// keySize: magic, version, kind, index int64, part uint32, parts uint32.
-	keySize = 20
+	// keyVersion is the key layout's version (1 was the transactional
+	// layout, never released; this build refuses it).
+	keyVersion = 2
+	// keySize: magic, version, kind, epoch int64, index int64, part
+	// uint32, parts uint32, flags uint8.
+	keySize = 29
 
 	// kindRecord marks a part of a metadata record: the Kafka record's
 	// value is bytes of the record body.
@@ -24,12 +27,27 @@ const (
 	// kindSnapshot marks a snapshot pointer: the value names the snapshot
 	// object of the state after records [0, index).
 	kindSnapshot = 2
+	// kindClaim marks a claim: a writer taking the shard (epoch −1) or
+	// continuing its ownership (epoch: the one it continues) under a new
+	// epoch, the claim's own offset.
+	kindClaim = 3
+
+	// flagGroupEnd, in the key's flags, marks the last Kafka record of an
+	// Append's group.
+	flagGroupEnd = 1
+
+	// takeover is a claim's epoch field when it takes the shard whoever
+	// holds it.
+	takeover = -1
 
 	// pointerVersion is the snapshot pointer value's layout version.
-	pointerVersion = 1
-	// pointerFixed: version uint8, anchor int64, size int64, crc uint32,
-	// key length uint16.
-	pointerFixed = 1 + 8 + 8 + 4 + 2
+	pointerVersion = 2
+	// claimVersion is the claim value's layout version.
+	claimVersion = 1
+	// writerIDSize is the length of a writer's random id.
+	writerIDSize = 16
+	// maxDescription bounds a claim's description of its writer.
+	maxDescription = 1024
 
 	// snapshotMagic and snapshotVersion start a snapshot object.
 	snapshotMagic   = "DSKS"
@@ -43,19 +61,25 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // recordKey is the decoded key of one Kafka record of the log.
 type recordKey struct {
-	kind  uint8
+	kind uint8
+	// epoch is the writer's epoch (records, pointers) or the epoch a
+	// claim continues (takeover: any).
+	epoch int64
 	index int64
 	// part is this Kafka record's place among the parts of a metadata
 	// record, 0 … parts−1 (a body larger than the chunk size is split).
 	part, parts uint32
+	flags       uint8
 }
 
 func (k recordKey) appendTo(b []byte) []byte {
 	b = append(b, keyMagic...)
 	b = append(b, keyVersion, k.kind)
+	b = binary.BigEndian.AppendUint64(b, uint64(k.epoch))
 	b = binary.BigEndian.AppendUint64(b, uint64(k.index))
 	b = binary.BigEndian.AppendUint32(b, k.part)
-	return binary.BigEndian.AppendUint32(b, k.parts)
+	b = binary.BigEndian.AppendUint32(b, k.parts)
+	return append(b, k.flags)
 }
 
 // errNotOurs marks a Kafka record whose key is not one this backend
@@ -63,79 +87,107 @@ func (k recordKey) appendTo(b []byte) []byte {
 var errNotOurs = errors.New("not a metadata log record")
 
 func decodeKey(b []byte) (recordKey, error) {
-	if len(b) != keySize || string(b[:2]) != keyMagic {
+	if len(b) < 3 || string(b[:2]) != keyMagic {
 		return recordKey{}, fmt.Errorf("%w: key of %d bytes", errNotOurs, len(b))
 	}
 	if b[2] != keyVersion {
 		return recordKey{}, fmt.Errorf("key version %d, this build reads only version %d", b[2], keyVersion)
 	}
+	if len(b) != keySize {
+		return recordKey{}, fmt.Errorf("key of %d bytes, want %d", len(b), keySize)
+	}
 	k := recordKey{
 		kind:  b[3],
-		index: int64(binary.BigEndian.Uint64(b[4:])),
-		part:  binary.BigEndian.Uint32(b[12:]),
-		parts: binary.BigEndian.Uint32(b[16:]),
+		epoch: int64(binary.BigEndian.Uint64(b[4:])),
+		index: int64(binary.BigEndian.Uint64(b[12:])),
+		part:  binary.BigEndian.Uint32(b[20:]),
+		parts: binary.BigEndian.Uint32(b[24:]),
+		flags: b[28],
 	}
 	switch {
-	case k.kind != kindRecord && k.kind != kindSnapshot:
+	case k.kind != kindRecord && k.kind != kindSnapshot && k.kind != kindClaim:
 		return k, fmt.Errorf("record kind %d", k.kind)
 	case k.index < 0:
 		return k, fmt.Errorf("record index %d", k.index)
+	case k.epoch < takeover || k.epoch == takeover && k.kind != kindClaim:
+		return k, fmt.Errorf("epoch %d", k.epoch)
 	case k.parts == 0 || k.part >= k.parts:
 		return k, fmt.Errorf("part %d of %d", k.part, k.parts)
-	case k.kind == kindSnapshot && k.parts != 1:
-		return k, fmt.Errorf("snapshot pointer in %d parts", k.parts)
+	case k.kind != kindRecord && (k.parts != 1 || k.flags != 0 || k.index != 0 && k.kind == kindClaim):
+		return k, fmt.Errorf("kind %d with index %d, %d parts, flags %#x", k.kind, k.index, k.parts, k.flags)
+	case k.flags&^flagGroupEnd != 0:
+		return k, fmt.Errorf("flags %#x", k.flags)
 	}
 	return k, nil
 }
 
+// claimValue is a claim's value: who wrote it, for the writer to know its
+// own claims and for people reading the log.
+type claimValue struct {
+	// writer is the random id of the Log handle that wrote the claim.
+	writer [writerIDSize]byte
+	// description says which process wrote it (host, pid, start time).
+	description string
+}
+
+func (c claimValue) appendTo(b []byte) []byte {
+	b = append(b, claimVersion)
+	b = append(b, c.writer[:]...)
+	return append(b, c.description...)
+}
+
+func decodeClaim(v []byte) (claimValue, error) {
+	if len(v) < 1+writerIDSize {
+		return claimValue{}, fmt.Errorf("claim of %d bytes", len(v))
+	}
+	if v[0] != claimVersion {
+		return claimValue{}, fmt.Errorf("claim version %d, this build reads only version %d", v[0], claimVersion)
+	}
+	var c claimValue
+	copy(c.writer[:], v[1:])
+	d := v[1+writerIDSize:]
+	if len(d) > maxDescription || !utf8.Valid(d) {
+		return claimValue{}, fmt.Errorf("claim description of %d bytes, not UTF-8 or above %d", len(d), maxDescription)
+	}
+	c.description = string(d)
+	return c, nil
+}
+
 // pointer is a snapshot pointer: the snapshot object holding the state
-// after records [0, index), and where in the partition records ≥ index
-// begin.
+// after records [0, index), written (by PrepareSnapshot) where the log's
+// next record index was index, before the object itself (WriteSnapshot).
 type pointer struct {
 	index int64
-	// anchor is a Kafka offset of the partition at or before the first
-	// record with an index ≥ index, and after every record below it:
-	// replay from index starts there, and TruncateBefore(index) deletes
-	// the records before it.
-	anchor int64
-	// key, size and crc name and check the snapshot object (its whole
-	// bytes).
-	key  string
-	size int64
-	crc  uint32
+	// epoch is the writer's epoch, and offset the pointer's own Kafka
+	// offset: a scan may start there knowing its state (scanState.at).
+	epoch  int64
+	offset int64
+	// key names the snapshot object.
+	key string
+	// written: the object is known to be stored (this handle wrote it,
+	// or read it back whole), so the log before the pointer may go.
+	written bool
 }
 
 func (p pointer) appendValue(b []byte) []byte {
 	b = append(b, pointerVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(p.anchor))
-	b = binary.BigEndian.AppendUint64(b, uint64(p.size))
-	b = binary.BigEndian.AppendUint32(b, p.crc)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(p.key)))
 	return append(b, p.key...)
 }
 
-func decodePointer(index int64, v []byte) (pointer, error) {
-	if len(v) < pointerFixed {
+// decodePointer decodes the value of the pointer whose key is k.
+func decodePointer(k recordKey, offset int64, v []byte) (pointer, error) {
+	if len(v) < 3 {
 		return pointer{}, fmt.Errorf("snapshot pointer of %d bytes", len(v))
 	}
 	if v[0] != pointerVersion {
 		return pointer{}, fmt.Errorf("snapshot pointer version %d, this build reads only version %d", v[0], pointerVersion)
 	}
-	p := pointer{
-		index:  index,
-		anchor: int64(binary.BigEndian.Uint64(v[1:])),
-		size:   int64(binary.BigEndian.Uint64(v[9:])),
-		crc:    binary.BigEndian.Uint32(v[17:]),
-	}
-	n := int(binary.BigEndian.Uint16(v[21:]))
-	if len(v) != pointerFixed+n || n == 0 {
+	n := int(binary.BigEndian.Uint16(v[1:]))
+	if len(v) != 3+n || n == 0 {
 		return pointer{}, fmt.Errorf("snapshot pointer: key of %d bytes in a %d-byte value", n, len(v))
 	}
-	p.key = string(v[pointerFixed:])
-	if p.anchor < 0 || p.size < snapshotHeaderSize+4 {
-		return pointer{}, fmt.Errorf("snapshot pointer: anchor %d, size %d", p.anchor, p.size)
-	}
-	return p, nil
+	return pointer{index: k.index, epoch: k.epoch, offset: offset, key: string(v[3:])}, nil
 }
 
 // encodeSnapshot returns the snapshot object for payload, the state after
@@ -154,25 +206,22 @@ func encodeSnapshot(index int64, payload []byte) []byte {
 // version: not damage, a build that cannot read it.
 var errSnapshotVersion = errors.New("snapshot object format version")
 
-// decodeSnapshot checks a snapshot object read for p and returns its
+// decodeSnapshot checks the snapshot object b read for p and returns its
 // payload (aliasing b). Damage is an error; a whole object of another
 // version wraps errSnapshotVersion.
 func decodeSnapshot(p pointer, b []byte) ([]byte, error) {
-	if int64(len(b)) != p.size {
-		return nil, fmt.Errorf("snapshot object %s: %d bytes, its pointer says %d", p.key, len(b), p.size)
-	}
-	if c := crc32.Checksum(b, castagnoli); c != p.crc {
-		return nil, fmt.Errorf("snapshot object %s: CRC-32C %08x, its pointer says %08x", p.key, c, p.crc)
+	if len(b) < snapshotHeaderSize+4 {
+		return nil, fmt.Errorf("snapshot object %s: %d bytes", p.key, len(b))
 	}
 	if string(b[:4]) != snapshotMagic {
 		return nil, fmt.Errorf("snapshot object %s: bad magic %q", p.key, b[:4])
 	}
-	if v := binary.BigEndian.Uint32(b[4:]); v != snapshotVersion {
-		return nil, fmt.Errorf("%w %d in %s: this build reads only version %d", errSnapshotVersion, v, p.key, snapshotVersion)
-	}
 	end := len(b) - 4
 	if c := crc32.Checksum(b[:end], castagnoli); c != binary.BigEndian.Uint32(b[end:]) {
 		return nil, fmt.Errorf("snapshot object %s: bad CRC", p.key)
+	}
+	if v := binary.BigEndian.Uint32(b[4:]); v != snapshotVersion {
+		return nil, fmt.Errorf("%w %d in %s: this build reads only version %d", errSnapshotVersion, v, p.key, snapshotVersion)
 	}
 	idx := int64(binary.BigEndian.Uint64(b[8:]))
 	n := binary.BigEndian.Uint64(b[16:])

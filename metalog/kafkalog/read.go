@@ -26,10 +26,12 @@ const (
 // read.
 var errOutOfRange = errors.New("kafkalog: offset below the log start offset")
 
-// read fetches partition's committed records in [start, end) (isolation
-// level read_committed: records of aborted transactions and transaction
-// markers are skipped) and calls fn for each in offset order. The records
-// and their bytes are valid only during fn. A leader change or a broker
+// read fetches partition's records in [start, end) (isolation level
+// read_uncommitted: up to the high watermark, which every replica in sync
+// holds; control records, which this backend never writes, are skipped)
+// and calls fn for each in offset order. The records and their bytes stay
+// valid after fn (each fetch's answer is its own; a scan keeps a group's
+// records until the group ends). A leader change or a broker
 // that does not answer is retried until ctx is done. Errors: fn's;
 // errOutOfRange; ctx's; a fetch error that retrying cannot fix.
 func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn func(*kgo.Record) error) error {
@@ -62,7 +64,7 @@ func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn 
 		req.MaxWaitMillis = fetchMaxWaitMs
 		req.MinBytes = 1
 		req.MaxBytes = fetchMaxBytes
-		req.IsolationLevel = 1 // read_committed
+		req.IsolationLevel = 0 // read_uncommitted
 		req.SessionEpoch = -1
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = t.cfg.Topic
@@ -124,7 +126,7 @@ func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn 
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset:         off,
-			IsolationLevel: kgo.ReadCommitted(),
+			IsolationLevel: kgo.ReadUncommitted(),
 			Topic:          t.cfg.Topic,
 			Partition:      partition,
 		}, p, dec, nil)
@@ -146,8 +148,8 @@ func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn 
 			off = next
 			continue
 		}
-		// Nothing past off yet: the leader's last stable offset is behind
-		// the one measured (a new leader catching up). Ask again.
+		// Nothing past off yet: the leader's high watermark is behind the
+		// records asked for (a new leader catching up). Ask again.
 		if err := backoff(fmt.Errorf("no records at offset %d below %d", off, end)); err != nil {
 			return err
 		}

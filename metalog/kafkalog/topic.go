@@ -1,12 +1,11 @@
 package kafkalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +40,8 @@ var ErrUnreachable = errors.New("kafkalog: the Kafka cluster cannot be reached")
 type Topic struct {
 	cfg    Config
 	logger *slog.Logger
-	// cl is the non-transactional client of metadata, fetch, ListOffsets,
-	// DeleteRecords and DescribeTransactions requests.
+	// cl is the client of metadata, fetch, ListOffsets and DeleteRecords
+	// requests (the logs' producers are their own).
 	cl        *kgo.Client
 	adm       *kadm.Client
 	clusterID string
@@ -271,7 +270,7 @@ func (t *Topic) waitLeaders(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kafkalog: the partitions of topic %s have no leader: %w", t.cfg.Topic, cmp(err, ctx.Err()))
+			return fmt.Errorf("kafkalog: the partitions of topic %s have no leader: %w", t.cfg.Topic, cmp.Or(err, ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -304,30 +303,14 @@ func (t *Topic) Name() string { return t.cfg.Topic }
 // Close closes the topic's client. Close the logs first.
 func (t *Topic) Close() { t.cl.Close() }
 
-// OpenLog opens shard's log: the partition of that number, written by
-// Producers transactional producers whose transactional.ids are derived
-// from the cluster id, the topic and the shard (TransactionalID). The
-// producers are initialised — fencing every other writer of the shard —
-// by the log's first Replay. Its signature fits
-// coordinator.Config.OpenLog.
+// OpenLog opens shard's log: the partition of that number. Its first
+// Replay takes the shard over (a claim), fencing every other writer of
+// it. Its signature fits coordinator.Config.OpenLog.
 func (t *Topic) OpenLog(shard int32) (metalog.Log, error) {
 	if shard < 0 || shard >= t.cfg.Partitions {
 		return nil, fmt.Errorf("kafkalog: shard %d out of [0, %d)", shard, t.cfg.Partitions)
 	}
 	return t.openLog(shard)
-}
-
-// Producers is how many transactional producers a shard's writer uses, in
-// turn: a transaction's first produce waits until the markers of the same
-// producer's previous transaction are written, and with several the
-// previous one is that many transactions old. It is part of the format:
-// every writer of a shard must fence exactly these transactional ids.
-const Producers = 4
-
-// TransactionalID returns the transactional.id of shard's producer i (0 …
-// Producers−1): diskless-<cluster id>-<topic>-<shard>-<i>.
-func (t *Topic) TransactionalID(shard int32, i int) string {
-	return fmt.Sprintf("diskless-%s-%s-%d-%d", t.clusterID, t.cfg.Topic, shard, i)
 }
 
 // leader returns partition's leader as last learned, refreshing it from
@@ -365,13 +348,12 @@ func (t *Topic) leader(ctx context.Context, partition int32, refresh bool) (int3
 	return id, nil
 }
 
-// listOffset returns partition's offset for timestamp (−1 latest, −2
-// earliest) at isolation level isolation (1: read_committed, whose latest
-// is the last stable offset).
-func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64, isolation int8) (int64, error) {
+// listOffset returns partition's offset for timestamp: −1 the high
+// watermark, −2 the log start offset.
+func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	req.IsolationLevel = isolation
+	req.IsolationLevel = 0 // read_uncommitted: nothing here is transactional
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = t.cfg.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -397,74 +379,6 @@ func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64
 	return -1, fmt.Errorf("kafkalog: ListOffsets answered without partition %d", partition)
 }
 
-// describeTransactions asks the transaction coordinators of ids —
-// looked up afresh (FindCoordinator), never from the client's cache, which
-// can keep naming a broker that is gone — for their state.
-func (t *Topic) describeTransactions(ctx context.Context, ids []string) (map[string]kmsg.DescribeTransactionsResponseTransactionState, error) {
-	// A transaction coordinator that moves or loads (a broker restarted,
-	// a leader of __transaction_state elected) answers with a retriable
-	// error for a moment; asked again within about 3 s, it knows.
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		out, err := t.describeTransactionsOnce(ctx, ids)
-		if err == nil {
-			for _, st := range out {
-				if e := kerr.ErrorForCode(st.ErrorCode); e != nil && kerr.IsRetriable(e) {
-					err = fmt.Errorf("describing transactional id %s: %w", st.TransactionalID, e)
-					break
-				}
-			}
-		}
-		if err == nil || attempt == 5 || !kerr.IsRetriable(err) && !isNetErr(err) {
-			return out, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-}
-
-// isNetErr reports whether err is a connection's failure rather than an
-// answer.
-func isNetErr(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
-// describeTransactionsOnce is one attempt of describeTransactions.
-func (t *Topic) describeTransactionsOnce(ctx context.Context, ids []string) (map[string]kmsg.DescribeTransactionsResponseTransactionState, error) {
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorType = 1 // transaction
-	fc.CoordinatorKeys = ids
-	fresp, err := fc.RequestWith(ctx, t.cl)
-	if err != nil {
-		return nil, err
-	}
-	byNode := make(map[int32][]string)
-	for _, c := range fresp.Coordinators {
-		if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
-			return nil, fmt.Errorf("the transaction coordinator of %s: %w", c.Key, err)
-		}
-		byNode[c.NodeID] = append(byNode[c.NodeID], c.Key)
-	}
-	out := make(map[string]kmsg.DescribeTransactionsResponseTransactionState, len(ids))
-	for node, keys := range byNode {
-		req := kmsg.NewPtrDescribeTransactionsRequest()
-		req.TransactionalIDs = keys
-		resp, err := req.RequestWith(ctx, t.cl.Broker(int(node)))
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range resp.TransactionStates {
-			out[st.TransactionalID] = st
-		}
-	}
-	return out, nil
-}
-
 // deleteRecords moves partition's log start offset to before
 // (DeleteRecords), deleting the records below it.
 func (t *Topic) deleteRecords(ctx context.Context, partition int32, before int64) error {
@@ -481,13 +395,6 @@ func (t *Topic) deleteRecords(ctx context.Context, partition int32, before int64
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func cmp(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
 
 // kgoLogger passes the Kafka clients' log to slog: warnings and errors as
 // such, everything else at debug when that is enabled.
