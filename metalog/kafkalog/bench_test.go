@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
@@ -19,12 +20,24 @@ import (
 // after the other, on a 3-broker Apache Kafka on this machine (RF 3,
 // min.insync.replicas 2): the commit latency a shard's driver sees
 // (Append), and beside it the floor, one idempotent acks=all produce of
-// the same record to the same topic (ProduceAcksAll), and what the
+// the same record to a topic laid out alike (ProduceAcksAll), and what the
 // transactional design this backend replaced paid per Append
 // (Transaction: begin, produce, EndTxn(commit) on 4 transactional
 // producers used in turn). Each reports its p50 and p99.
 func BenchmarkAppend(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Brokers: 3})
+	// The floors' topics are laid out as the metadata topic is: one
+	// partition, 3 replicas, min.insync.replicas 2 (an auto-created topic
+	// would get the brokers' default replication factor, 1).
+	for _, topic := range []string{"plain", "txn"} {
+		resp, err := c.Admin(b).CreateTopic(context.Background(), 1, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.Run("Append", func(b *testing.B) { benchAppend(b, c) })
 	b.Run("ProduceAcksAll", func(b *testing.B) { benchProduce(b, c) })
 	b.Run("Transaction", func(b *testing.B) { benchTransaction(b, c) })
@@ -34,7 +47,7 @@ func benchTransaction(b *testing.B, c *kafkatest.Cluster) {
 	ctx := context.Background()
 	var cls []*kgo.Client
 	for i := range 4 {
-		cls = append(cls, c.Client(b, kgo.DefaultProduceTopic("txn"), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(),
+		cls = append(cls, c.Client(b, kgo.DefaultProduceTopic("txn"), kgo.ProducerLinger(0),
 			kgo.TransactionalID(fmt.Sprintf("bench-%d", i))))
 	}
 	txn := func(i int) error {
@@ -72,7 +85,7 @@ func report(b *testing.B, lat []time.Duration) {
 }
 
 func benchProduce(b *testing.B, c *kafkatest.Cluster) {
-	cl := c.Client(b, kgo.DefaultProduceTopic("plain"), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
+	cl := c.Client(b, kgo.DefaultProduceTopic("plain"), kgo.ProducerLinger(0))
 	ctx := context.Background()
 	r := func() *kgo.Record { return &kgo.Record{Value: bytes.Repeat([]byte("r"), 200)} }
 	for range 50 {

@@ -181,13 +181,6 @@ func (l *Log) usable() error {
 	return nil
 }
 
-// usableNow is usable for the snapshot writer's calls.
-func (l *Log) usableNow() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.usable()
-}
-
 // claimRecord is a claim continuing epoch prev (takeover: any).
 func (l *Log) claimRecord(prev int64) *kgo.Record {
 	return &kgo.Record{
