@@ -134,9 +134,11 @@ func testRestart(t *testing.T, startSidecar func(dataDir string) *Sidecar, stopS
 
 // TestDurabilityAfterSIGKILL kills the sidecar mid-load: every record it
 // acknowledged must be there after a restart on the same data.dir, exactly
-// once, offsets dense (DESIGN invariants 1 and 2).
+// once, offsets dense (DESIGN invariants 1 and 2); on both metadata logs.
 func TestDurabilityAfterSIGKILL(t *testing.T) {
-	testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir) }, (*Sidecar).Kill)
+	forEachBackend(t, func(t *testing.T, sets []string) {
+		testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir, sets...) }, (*Sidecar).Kill)
+	})
 }
 
 // TestDurabilityAfterSIGTERM is the same with a graceful stop, which must

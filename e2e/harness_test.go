@@ -63,6 +63,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopSharedKafka(code != 0)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -198,9 +199,9 @@ func startSidecar(t *testing.T, dataDir string, env []string, sets ...string) *S
 }
 
 // startTimeout bounds a sidecar's start-up: generous, since with
-// diskless.metadata.log=kafka the first start on a new Kafka cluster waits
-// for Kafka to create its transaction state topic (about 25 s on a loaded
-// 2-core machine).
+// diskless.metadata.log=kafka a start creates its metadata topic and takes
+// every shard over on a Kafka cluster that shares the loaded 2-core
+// machine.
 const startTimeout = 2 * time.Minute
 
 // Alive reports whether the sidecar process is still running.

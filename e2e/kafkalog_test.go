@@ -21,15 +21,13 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
 
-// TestKafkaLog runs sidecars with diskless.metadata.log=kafka on one
-// 3-broker Apache Kafka 4.4 (internal/kafkatest), each subtest on a
-// metadata topic of its own (RF 3, min.insync.replicas 2), and checks with
-// internal/history what the clients were promised:
+// TestKafkaLog runs sidecars with diskless.metadata.log=kafka on the
+// package's shared 3-broker Apache Kafka 4.4 (sharedKafka), each subtest on
+// a metadata topic of its own (RF 3, min.insync.replicas 2), and checks
+// with internal/history what the clients were promised. (The end-to-end
+// runs — kgo, kcat, SIGKILL durability, S3 — run on this backend too:
+// forEachBackend.)
 //
-//   - KgoEndToEnd: the kgo end-to-end run (8 partitions × 5 codecs,
-//     byte-identical, offsets dense) with the coordinator state in Kafka.
-//     20k records, not the embedded run's 100k: the codecs and partitions
-//     are the point, and every commit is a Kafka transaction here.
 //   - NewSidecarAfterSIGKILL: a sidecar on S3 SIGKILLed mid-load; a new
 //     process with an empty data.dir on another port (same bucket, same
 //     Kafka) serves every acknowledged record exactly once.
@@ -43,22 +41,11 @@ import (
 //     under load: produce pauses, then resumes on the new leader; nothing
 //     acknowledged is lost or duplicated.
 func TestKafkaLog(t *testing.T) {
-	skipIfShort(t)
-	// Three JVMs starting on a machine running the rest of the suite may
-	// take well over the harness's default 2 minutes.
-	c := kafkatest.Start(t, kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute})
+	c := sharedKafka(t)
 	st := StartS3(t)
 	kafka := func(topic string) []string {
-		return []string{
-			"diskless.metadata.log=kafka",
-			"diskless.metadata.kafka.bootstrap.servers=" + c.BootstrapServers(),
-			"diskless.metadata.topic=" + topic,
-			"diskless.append.commit.interval.ms=50",
-		}
+		return append(kafkaLogOn(c, topic), "diskless.append.commit.interval.ms=50")
 	}
-	t.Run("KgoEndToEnd", func(t *testing.T) {
-		runKgoEndToEnd(t, StartSidecar(t, "", kafka("meta-kgo")...), 20_000)
-	})
 	t.Run("NewSidecarAfterSIGKILL", func(t *testing.T) {
 		testNewSidecarAfterSIGKILL(t, func() *Sidecar { return StartSidecarS3(t, st, "", kafka("meta-sigkill")...) })
 	})

@@ -72,10 +72,13 @@ func kcat(t *testing.T, ctx context.Context, args ...string) string {
 
 // TestKcatEndToEnd produces a real text file of 100k+ lines with
 // `kcat -P -l`, consumes it with `kcat -C -e` and requires the same lines in
-// the same order (one partition), and that `kcat -L` lists the topic.
+// the same order (one partition), and that `kcat -L` lists the topic; on
+// both metadata logs.
 func TestKcatEndToEnd(t *testing.T) {
 	requireTool(t, "kcat")
-	runKcatEndToEnd(t, StartSidecar(t, ""))
+	forEachBackend(t, func(t *testing.T, sets []string) {
+		runKcatEndToEnd(t, StartSidecar(t, "", sets...))
+	})
 }
 
 func runKcatEndToEnd(t *testing.T, sc *Sidecar) {

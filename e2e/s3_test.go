@@ -20,32 +20,39 @@ import (
 )
 
 // The end-to-end tests of the first issue, with objects in S3 (versitygw
-// behind the fault proxy, no faults): the same clients, the same checks.
+// behind the fault proxy, no faults): the same clients, the same checks,
+// on both metadata logs.
 
 func TestS3KgoEndToEnd(t *testing.T) {
-	st := StartS3(t)
-	sc := StartSidecarS3(t, st, "")
-	runKgoEndToEnd(t, sc, 100_000)
-	c := st.Proxy.Counts()
-	t.Logf("S3 requests: %v", c)
-	if c[s3fault.PutObject] == 0 {
-		t.Fatalf("no PutObject reached S3: %v", c)
-	}
-	sc.Stop()
-	st.NoOpenUploads(t)
+	forEachBackend(t, func(t *testing.T, sets []string) {
+		st := StartS3(t)
+		sc := StartSidecarS3(t, st, "", sets...)
+		runKgoEndToEnd(t, sc, 100_000)
+		c := st.Proxy.Counts()
+		t.Logf("S3 requests: %v", c)
+		if c[s3fault.PutObject] == 0 {
+			t.Fatalf("no PutObject reached S3: %v", c)
+		}
+		sc.Stop()
+		st.NoOpenUploads(t)
+	})
 }
 
 func TestS3KcatEndToEnd(t *testing.T) {
 	requireTool(t, "kcat")
-	st := StartS3(t)
-	runKcatEndToEnd(t, StartSidecarS3(t, st, ""))
+	forEachBackend(t, func(t *testing.T, sets []string) {
+		st := StartS3(t)
+		runKcatEndToEnd(t, StartSidecarS3(t, st, "", sets...))
+	})
 }
 
 // TestS3DurabilityAfterSIGKILL kills an S3-backed sidecar mid-load: every
 // acknowledged record is there after a restart, once, offsets dense.
 func TestS3DurabilityAfterSIGKILL(t *testing.T) {
-	st := StartS3(t)
-	testRestart(t, func(dir string) *Sidecar { return StartSidecarS3(t, st, dir) }, (*Sidecar).Kill)
+	forEachBackend(t, func(t *testing.T, sets []string) {
+		st := StartS3(t)
+		testRestart(t, func(dir string) *Sidecar { return StartSidecarS3(t, st, dir, sets...) }, (*Sidecar).Kill)
+	})
 }
 
 // everyNth matches every n-th request it is asked about.

@@ -94,7 +94,9 @@ var (
 // Cluster is a running KRaft cluster. Its methods may be called from any
 // goroutine.
 type Cluster struct {
-	t         testing.TB
+	// logf receives the harness's progress lines (the test's Logf, or
+	// StartShared's log).
+	logf      func(format string, args ...any)
 	opts      Options
 	dir       string
 	clusterID string
@@ -137,34 +139,71 @@ func (n *node) ctrlAddr() string { return net.JoinHostPort(n.host, strconv.Itoa(
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
-	if err := opts.normalise(); err != nil {
+	c, err := start(opts, t.Logf)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.printLogs()
+		}
+		if err := c.Close(t.Failed()); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// StartShared starts a cluster as [Start] does, for a whole test binary
+// rather than one test: e.g. from TestMain, or once from the first test
+// that needs it, for every later test to share. log receives what Start
+// logs to the test (nil: nothing). It does not skip: call [Require] in the
+// tests first. The caller stops it with [Cluster.Close]; a node dies with
+// the test binary anyway (PR_SET_PDEATHSIG).
+func StartShared(opts Options, log func(format string, args ...any)) (*Cluster, error) {
+	if _, err := tools(); err != nil {
+		return nil, err
+	}
+	if _, err := classpath(); err != nil {
+		return nil, fmt.Errorf("kafkatest: resolving Apache Kafka %s with Maven: %w", Version, err)
+	}
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+	return start(opts, log)
+}
+
+// start starts a cluster laid out by opts, after Require.
+func start(opts Options, logf func(string, ...any)) (*Cluster, error) {
+	if err := opts.normalise(); err != nil {
+		return nil, err
 	}
 	p, _ := tools()
 	cp, _ := classpath()
 	logCfg, err := brokerLogConfig(opts.RequestLog)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "kafkatest-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	c := &Cluster{t: t, opts: opts, dir: dir, java: p.java, cp: cp, logCfg: logCfg}
-	t.Cleanup(c.cleanup)
+	c := &Cluster{logf: logf, opts: opts, dir: dir, java: p.java, cp: cp, logCfg: logCfg}
 	// Ports are picked free and handed to Java, which leaves a window in
 	// which another process may bind one: start over a few times then.
 	for attempt := 1; ; attempt++ {
 		err = c.start()
 		if err == nil {
-			return c
+			return c, nil
 		}
 		if !errors.Is(err, errPortTaken) || attempt == 3 {
-			t.Fatalf("kafkatest: starting Apache Kafka %s (%d brokers): %v", Version, opts.Brokers, err)
+			c.printLogs()
+			c.Close(true)
+			return nil, fmt.Errorf("kafkatest: starting Apache Kafka %s (%d brokers): %w", Version, opts.Brokers, err)
 		}
 		c.killAll()
 		if err := os.RemoveAll(filepath.Join(dir, "cluster")); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 }
@@ -305,7 +344,7 @@ func (c *Cluster) start() error {
 	if err := c.waitBrokers(ctx, c.brokers...); err != nil {
 		return err
 	}
-	c.t.Logf("kafkatest: Apache Kafka %s, %d nodes in %s: formatted in %v, serving %v later",
+	c.logf("kafkatest: Apache Kafka %s, %d nodes in %s: formatted in %v, serving %v later",
 		Version, len(nodes), c.Dir(), formatted.Sub(began).Round(time.Millisecond), time.Since(formatted).Round(time.Millisecond))
 	return nil
 }
@@ -694,27 +733,35 @@ func (c *Cluster) killAll() {
 	}
 }
 
-// cleanup stops the cluster; when the test failed it prints the end of each
-// node's log and keeps the directory, else it removes it.
-func (c *Cluster) cleanup() {
+// Close stops the cluster and removes its directory, or keeps it (keep:
+// e.g. a test failed), naming it. Close again does nothing more.
+func (c *Cluster) Close(keep bool) error {
 	c.Stop()
-	if !c.t.Failed() {
-		if err := os.RemoveAll(c.dir); err != nil {
-			c.t.Errorf("kafkatest: removing %s: %v", c.dir, err)
-		}
-		return
+	if keep {
+		c.logf("kafkatest: the cluster's directory is kept: %s", c.dir)
+		return nil
 	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("kafkatest: removing %s: %w", c.dir, err)
+	}
+	return nil
+}
+
+// printLogs logs the end of every node's log.
+func (c *Cluster) printLogs() {
 	c.mu.Lock()
 	ids := slices.Sorted(maps.Keys(c.nodes))
 	c.mu.Unlock()
 	for _, id := range ids {
 		n := c.node(id)
+		if n == nil {
+			continue
+		}
 		if _, err := os.Stat(n.log); err != nil {
 			continue // never started
 		}
-		c.t.Logf("kafkatest: end of node %d's log (%s):\n%s", id, n.log, c.logTail(n, 80))
+		c.logf("kafkatest: end of node %d's log (%s):\n%s", id, n.log, c.logTail(n, 80))
 	}
-	c.t.Logf("kafkatest: the test failed: the cluster's directory is kept: %s", c.dir)
 }
 
 // logTail returns the last n lines of node's log.

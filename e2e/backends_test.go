@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+)
+
+// metaBackend is a coordinator metadata log (diskless.metadata.log) the
+// end-to-end scenarios run on.
+type metaBackend struct {
+	name string
+	// sets returns the sidecar's config keys selecting it.
+	sets func(t *testing.T) []string
+}
+
+// metaBackends are both backends: the embedded file log, and a metadata
+// topic of its own per test on the package's shared 3-broker Apache Kafka
+// (sharedKafka).
+var metaBackends = []metaBackend{
+	{"embedded", func(*testing.T) []string { return nil }},
+	{"kafka", kafkaLogSets},
+}
+
+// forEachBackend runs fn as a subtest per metadata-log backend, with the
+// config keys that select it.
+func forEachBackend(t *testing.T, fn func(t *testing.T, sets []string)) {
+	for _, b := range metaBackends {
+		t.Run(b.name, func(t *testing.T) { fn(t, b.sets(t)) })
+	}
+}
+
+// shared is the package's Apache Kafka cluster: started by the first test
+// that needs one, shared by every later one (their metadata topics and
+// topics have names of their own), stopped by TestMain after the last.
+var shared struct {
+	once sync.Once
+	c    *kafkatest.Cluster
+	err  error
+}
+
+// sharedKafka returns the package's 3-broker Apache Kafka 4.4, starting it
+// the first time (skipping or failing t as kafkatest.Require does).
+func sharedKafka(t *testing.T) *kafkatest.Cluster {
+	t.Helper()
+	skipIfShort(t)
+	kafkatest.Require(t)
+	shared.once.Do(func() {
+		t0 := time.Now()
+		// Three JVMs starting on a machine running the rest of the suite
+		// may take well over the harness's default 2 minutes.
+		shared.c, shared.err = kafkatest.StartShared(kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute}, t.Logf)
+		t.Logf("the package's Apache Kafka cluster started in %v", time.Since(t0).Round(time.Millisecond))
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
+
+// stopSharedKafka stops the shared cluster, if one was started, keeping
+// its directory when failed.
+func stopSharedKafka(failed bool) {
+	if shared.c == nil {
+		return
+	}
+	if failed {
+		fmt.Fprintf(os.Stderr, "e2e: keeping the shared Kafka cluster's directory %s\n", shared.c.Dir())
+	}
+	if err := shared.c.Close(failed); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// metaTopics numbers the metadata topics of the shared cluster.
+var metaTopics atomic.Int64
+
+// kafkaLogSets selects diskless.metadata.log=kafka on the shared cluster,
+// with a metadata topic no other test uses.
+func kafkaLogSets(t *testing.T) []string {
+	c := sharedKafka(t)
+	return kafkaLogOn(c, fmt.Sprintf("meta-%d", metaTopics.Add(1)))
+}
+
+// kafkaLogOn selects diskless.metadata.log=kafka on c with metadata topic
+// topic.
+func kafkaLogOn(c *kafkatest.Cluster, topic string) []string {
+	return []string{
+		"diskless.metadata.log=kafka",
+		"diskless.metadata.kafka.bootstrap.servers=" + c.BootstrapServers(),
+		"diskless.metadata.topic=" + topic,
+	}
+}
