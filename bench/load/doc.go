@@ -29,6 +29,15 @@
 //	# server's CPU time (sidecar pid, broker pid) per GiB and per core
 //	go run ./bench/load -sidecar-pids 1234 -kafka-brokers 127.0.0.1:29092 -kafka-pids 5678
 //
+//	# the tool starts Apache Kafka itself (internal/kafkatest: the pinned
+//	# Kafka 4.4 from Maven, KRaft, Kafka's own JVM settings) and runs the
+//	# identical load against it after the sidecar; with 3 brokers the
+//	# topic is replicated 3 times (min.insync.replicas 2), and the sidecar
+//	# it starts keeps its metadata log on those brokers, whose CPU in the
+//	# sidecar's window is reported beside the sidecar's own
+//	go run ./bench/load -sidecar-pids 1234 -kafka
+//	go run ./bench/load -sidecar-bin bin/sidecar -stores local -kafka -kafka-nodes 3 -sidecar-metadata-kafka
+//
 //	# the tool starts the sidecar itself, a fresh one per store, and runs the
 //	# identical load on each: the local store, and versitygw behind the
 //	# s3fault proxy holding every answer as S3 Standard would (the S3-like

@@ -42,6 +42,7 @@ type options struct {
 	// started by the tool, instead of the one at brokers.
 	rig       rigOptions
 	rigStores []string
+	kafka     kafkaOptions
 }
 
 // parseFlags parses args into a Config and the other options.
@@ -53,8 +54,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: go run ./bench/load [flags]
 
-Drives a running sidecar (and, with -kafka-brokers, a running Apache Kafka,
-or with -kfake franz-go's in-memory kfake, with the same client settings)
+Drives a running sidecar (and, with -kafka, an Apache Kafka it starts, with
+-kafka-brokers a running one, or with -kfake franz-go's in-memory kfake,
+with the same client settings)
 with kgo producers and consumers, prints progress
 every second, then throughput, produce and end-to-end latency, and the
 sidecar's objects per GiB uploaded and GETs per GiB fetched.
@@ -67,6 +69,7 @@ Flags:
 	sidecarPIDs := fs.String("sidecar-pids", "", "the sidecar's process id, for the CPU figures (CPU seconds in the window, per GiB produced, MB/s per core); Linux only")
 	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "", "also run the identical load against a running Apache Kafka at these seed brokers (comma-separated host:port), after the sidecar, and print both side by side with ratios")
 	kafkaPIDs := fs.String("kafka-pids", "", "the Kafka brokers' process ids (comma-separated), for their CPU figures")
+	addKafkaFlags(fs, &o.kafka)
 	fs.BoolVar(&o.kfake, "kfake", false, "also run the identical load against an in-process kfake cluster (1 broker on 127.0.0.1) and print both results side by side with ratios")
 	fs.BoolVar(&o.onlyKfake, "only-kfake", false, "run against the in-process kfake only (no sidecar needed)")
 	fs.StringVar(&cfg.Topic, "topic", "", "topic to produce to and consume from; empty: a fresh load-<time>-<rand> topic per run; an existing topic is consumed from its end offsets")
@@ -122,6 +125,9 @@ Flags:
 	if o.kafkaBrokers != "" && (o.kfake || o.onlyKfake) {
 		return cfg, o, errors.New("-kafka-brokers and -kfake: one reference at a time, so that the report has one ratio column")
 	}
+	if err := o.kafka.check(o.kafkaBrokers, o.rig.bin, o.kfake || o.onlyKfake); err != nil {
+		return cfg, o, err
+	}
 	if o.rig.bin != "" {
 		if o.rigStores, err = parseStores(*storesFlag); err != nil {
 			return cfg, o, fmt.Errorf("-stores: %w", err)
@@ -167,6 +173,19 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		// One name for every target, so that reports line up.
 		cfg.Topic = newTopicName()
 	}
+	var kc *kafkaCluster
+	if o.kafka.start {
+		// Started first: the sidecars may keep their metadata log on it.
+		if kc, err = startKafka(o.kafka, o.rig.keep, stdout); err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return exitSetup
+		}
+		defer func() {
+			if err := kc.stop(); err != nil {
+				fmt.Fprintf(stderr, "load: %v\n", err)
+			}
+		}()
+	}
 	var results []Result
 	if o.rig.bin != "" {
 		// One fresh sidecar per store, driven, then stopped, in turn.
@@ -174,10 +193,19 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 			if ctx.Err() != nil {
 				break
 			}
-			r, t, err := startRig(ctx, o.rig, store, stdout)
+			ro := o.rig
+			if o.kafka.metadata {
+				ms := kc.metadataSets(o.kafka, store, cfg.Topic)
+				fmt.Fprintf(stdout, "%s: the sidecar's metadata log on the started Kafka: %s\n", store, strings.Join(ms, " "))
+				ro.sets = append(ms, ro.sets...)
+			}
+			r, t, err := startRig(ctx, ro, store, stdout)
 			if err != nil {
 				fmt.Fprintf(stderr, "load: %v\n", err)
 				return exitSetup
+			}
+			if o.kafka.metadata {
+				t.PeerPIDs, t.PeerName = kafkaPIDs(kc.c), "the Kafka brokers holding its metadata log"
 			}
 			fmt.Fprintf(stdout, "%s: %s, topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)
 			res, err := run(ctx, cfg, t)
@@ -197,8 +225,10 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 			NoMetrics: "-metrics-url is empty", PIDs: o.sidecarPIDs, NoCPU: "-sidecar-pids is empty"})
 	}
 	if o.kafkaBrokers != "" {
-		targets = append(targets, Target{Name: "kafka", Brokers: splitBrokers(o.kafkaBrokers),
-			NoMetrics: "Apache Kafka has no object store", PIDs: o.kafkaPIDs, NoCPU: "-kafka-pids is empty"})
+		targets = append(targets, o.kafka.kafkaTarget(splitBrokers(o.kafkaBrokers), o.kafkaPIDs, "-kafka-pids is empty"))
+	}
+	if kc != nil {
+		targets = append(targets, kc.target(o.kafka))
 	}
 	for _, t := range targets {
 		fmt.Fprintf(stdout, "%s: %s, topic %s\n", t.Name, strings.Join(t.Brokers, ","), cfg.Topic)

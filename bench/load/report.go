@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -69,6 +70,10 @@ func optional(get func(Result) *float64) func(Result) (float64, bool) {
 	}
 }
 
+// machineCores is this machine's core count, by which the per-core
+// throughput rows divide (the targets share the machine with this tool).
+var machineCores = runtime.NumCPU()
+
 func reportRows() []reportRow {
 	consumed := func(pick func(Throughput) float64) func(Result) (float64, bool) {
 		return func(r Result) (float64, bool) {
@@ -106,6 +111,21 @@ func reportRows() []reportRow {
 		reportRow{"server CPU s", optional(func(r Result) *float64 { return r.CPU.Seconds }), oneDec, false, false},
 		reportRow{"CPU s per GiB produced", optional(func(r Result) *float64 { return r.CPU.PerGiB }), twoDec, false, false},
 		reportRow{"produced MB/s per core", optional(func(r Result) *float64 { return r.CPU.MBPerCore }), oneDec, false, false},
+		reportRow{"peer CPU s per GiB", optional(func(r Result) *float64 {
+			if r.PeerCPU == nil {
+				return nil
+			}
+			return r.PeerCPU.PerGiB
+		}), twoDec, true, false},
+		reportRow{"CPU s per GiB, with peer", optional(func(r Result) *float64 {
+			if r.PeerCPU == nil || r.PeerCPU.PerGiB == nil || r.CPU.PerGiB == nil {
+				return nil
+			}
+			v := *r.CPU.PerGiB + *r.PeerCPU.PerGiB
+			return &v
+		}), twoDec, true, false},
+		reportRow{fmt.Sprintf("records/s per core (of %d)", machineCores), func(r Result) (float64, bool) { return r.Produced.RecordsPerSec / float64(machineCores), true }, count, false, false},
+		reportRow{fmt.Sprintf("MB/s per core (of %d)", machineCores), func(r Result) (float64, bool) { return r.Produced.MBPerSec / float64(machineCores), true }, oneDec, false, false},
 	)
 	return rows
 }
@@ -168,6 +188,13 @@ func writeReport(w io.Writer, cfg Config, results []Result) {
 		}
 		if r.CPU.NA != "" {
 			fmt.Fprintf(&b, "n/a (%s CPU): %s\n", r.Target, r.CPU.NA)
+		}
+		if r.PeerCPU != nil {
+			fmt.Fprintf(&b, "peer (%s): %s", r.Target, r.Peer)
+			if r.PeerCPU.NA != "" {
+				fmt.Fprintf(&b, ": n/a: %s", r.PeerCPU.NA)
+			}
+			b.WriteByte('\n')
 		}
 	}
 	_, _ = io.WriteString(w, b.String())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,15 @@ type Target struct {
 	// measured; none: no CPU figures, and NoCPU says why.
 	PIDs  []int
 	NoCPU string
+	// PeerPIDs are other processes whose work in the window is part of
+	// the target's cost (the Kafka brokers holding a sidecar's metadata
+	// log), measured apart (Result.PeerCPU) and named by PeerName.
+	PeerPIDs []int
+	PeerName string
+	// ReplicationFactor and TopicConfigs lay out a created topic; 0 is 1
+	// replica (the sidecar ignores both).
+	ReplicationFactor int16
+	TopicConfigs      map[string]*string
 }
 
 // Result is one target's outcome. Rates are over the measured window;
@@ -81,6 +91,10 @@ type Result struct {
 	produceHist, e2eHist *hdrhistogram.Histogram
 	// CPU is what the target's server processes spent in the window.
 	CPU CPU `json:"cpu"`
+	// PeerCPU is what Target.PeerPIDs spent in the window, named by Peer;
+	// nil without peers.
+	PeerCPU *CPU   `json:"peer_cpu,omitempty"`
+	Peer    string `json:"peer,omitempty"`
 }
 
 // Throughput is a count of records and value bytes over the window.
@@ -125,7 +139,7 @@ func run(ctx context.Context, cfg Config, t Target) (Result, error) {
 	}
 	res := Result{Target: t.Name, Brokers: t.Brokers, Topic: topic}
 
-	start, err := prepareTopic(ctx, cfg, t.Brokers, topic)
+	start, err := prepareTopic(ctx, cfg, t, topic)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", t.Name, err)
 	}
@@ -143,7 +157,8 @@ func run(ctx context.Context, cfg Config, t Target) (Result, error) {
 // prepareTopic checks that a seed broker answers, creates topic (keeping
 // it if it exists) and returns its partitions' end offsets, where the
 // consumers start.
-func prepareTopic(ctx context.Context, cfg Config, brokers []string, topic string) (map[int32]kgo.Offset, error) {
+func prepareTopic(ctx context.Context, cfg Config, t Target, topic string) (map[int32]kgo.Offset, error) {
+	brokers := t.Brokers
 	ctx, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
 	defer cancel()
 	// kgo retries a refused connection until the deadline and then
@@ -157,7 +172,7 @@ func prepareTopic(ctx context.Context, cfg Config, brokers []string, topic strin
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, cfg.Partitions, 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	if _, err := adm.CreateTopic(ctx, cfg.Partitions, max(1, t.ReplicationFactor), t.TopicConfigs, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	// A created topic may take a moment to show in metadata; retry until
@@ -217,6 +232,7 @@ type load struct {
 	interrupted bool
 	store       Store
 	cpu         CPU
+	peerCPU     *CPU
 }
 
 func newLoad(cfg Config, t Target, topic string, start map[int32]kgo.Offset) (*load, error) {
@@ -293,6 +309,7 @@ func (l *load) drive(ctx context.Context) {
 			before, beforeErr = scrape(ctx, l.target.MetricsURL)
 		}
 		cpu0, cpuErr := l.cpuNow()
+		peer0, peerErr := processesCPU(l.target.PeerPIDs)
 		st.windowStart.Store(st.now())
 		if !sleepCtx(ctx, l.cfg.Duration) {
 			l.interrupted = true
@@ -306,6 +323,14 @@ func (l *load) drive(ctx context.Context) {
 			l.cpu = CPU{NA: err.Error()}
 		default:
 			l.cpu = cpuFigures(cpu1-cpu0, st.winAckedBytes.Load())
+		}
+		if len(l.target.PeerPIDs) > 0 {
+			peer1, err := processesCPU(l.target.PeerPIDs)
+			c := cpuFigures(peer1-peer0, st.winAckedBytes.Load())
+			if err = cmp.Or(peerErr, err); err != nil {
+				c = CPU{NA: err.Error()}
+			}
+			l.peerCPU = &c
 		}
 	} else {
 		l.interrupted = true
@@ -404,6 +429,9 @@ func (l *load) fill(res *Result) {
 	res.Foreign = st.foreign.Load()
 	res.Store = l.store
 	res.CPU = l.cpu
+	if l.peerCPU != nil {
+		res.PeerCPU, res.Peer = l.peerCPU, l.target.PeerName
+	}
 	if res.CPU == (CPU{}) {
 		res.CPU.NA = "the window never opened"
 	}
