@@ -19,15 +19,15 @@ import (
 // the snapshot writer first.
 //
 // Durability. A group is durable once Append returns nil (the embedded
-// file log: one write and one fsync; a Kafka topic: one committed
-// transaction). When Append returns an error the group may be durable or
+// file log: one write and one fsync; a Kafka topic: one acks=all produce
+// whose records the log's validity rule counts). When Append returns an error the group may be durable or
 // not — entirely, never in part — and the caller learns which with Replay
 // before it appends again. Replay repairs what a crash during an Append
 // left (a torn tail): after it, the last group is there whole or is gone.
 //
 // Ownership. One writer per log. A backend that lets another process take
-// a log over (a Kafka topic partition with a transactional producer per
-// shard) fences the previous handle: its calls then fail with ErrFenced,
+// a log over (a Kafka topic partition, where a writer's claim supersedes
+// the previous writer's) fences the previous handle: its calls then fail with ErrFenced,
 // and it must stop serving the shard; the new owner's Replay reads the
 // log to its end, the fenced writer's last group included if it became
 // durable, before it serves. The embedded file log has no takeover: the
@@ -73,7 +73,8 @@ type Log interface {
 	// [0, index) between two Appends; index must be the log's next index.
 	// It runs on the commit path, so it is quick: the file log starts a
 	// new segment at index (two fsyncs), so that TruncateBefore(index)
-	// later deletes whole files.
+	// later deletes whole files; the Kafka log appends the snapshot's
+	// pointer record (one produce).
 	PrepareSnapshot(ctx context.Context, index int64) error
 	// WriteSnapshot stores payload durably as the state after records
 	// [0, index), where index was given to the latest PrepareSnapshot.
@@ -108,10 +109,10 @@ var (
 	// is left untouched.
 	ErrCorrupt = errors.New("metalog: metadata log corrupt")
 	// ErrFenced is returned (wrapped) by every call on a handle whose log
-	// another writer has taken over (a Kafka backend: the shard's
-	// transactional producer was fenced by a newer one's InitProducerId).
-	// The handle stays fenced; the caller stops serving the shard (Kafka
-	// clients get NOT_COORDINATOR) and closes it. The embedded file log
+	// another writer has taken over (a Kafka backend: another writer's
+	// claim came after this writer's, DESIGN §Fencing). The handle stays
+	// fenced; the caller stops serving the shard (its partitions answer
+	// NOT_LEADER_OR_FOLLOWER) and closes it. The embedded file log
 	// never returns it.
 	ErrFenced = errors.New("metalog: another writer took the metadata log over")
 	// ErrClosed is returned (wrapped) by calls after Close.

@@ -20,8 +20,9 @@ import (
 // benchmarks of the coordinator's decision path use it as a log that
 // takes no time.
 //
-// Like a Kafka topic partition with a transactional writer, opening a
-// shard's log while a handle on it is open fences that handle: its calls
+// Like a Kafka topic partition, whose new writer's claim supersedes the
+// previous one's, opening a shard's log while a handle on it is open
+// fences that handle: its calls
 // fail with metalog.ErrFenced. The zero value is ready to use; all methods
 // are safe for concurrent use.
 type Memory struct {
