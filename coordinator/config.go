@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
@@ -150,6 +152,28 @@ type Config struct {
 	// offsets.retention.minutes expired (records 108 and 109). 0 selects
 	// DefaultOffsetsRetentionCheckInterval; negative disables it.
 	OffsetsRetentionCheckInterval time.Duration
+
+	// OpenFollower, when set, makes this coordinator one sidecar of a
+	// cluster (DESIGN §Shard placement): Open hosts no shard but follows
+	// every shard's log through it, as a read replica; Host and Release
+	// move the shards this sidecar owns. OpenLog is then required: Host
+	// takes a shard's log over with it. nil: every shard is hosted from
+	// Open to Close, as a sidecar alone.
+	OpenFollower func(shard int32) (metalog.Follower, error)
+	// Remote reaches the shards this coordinator does not host, for the
+	// steps of a catalog change, a disablement and producer-id blocks
+	// that another shard must take; required with OpenFollower. The
+	// router of package peer implements it over the coordinator RPCs.
+	Remote Remote
+}
+
+// Remote is what a coordinator asks of shards other sidecars host (SPEC
+// §9): each call is the local one of the same name, at the shard's owner.
+type Remote interface {
+	CreatePartitionsIn(ctx context.Context, shard int32, topics []diskless.TopicPartitions) error
+	DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless.TopicID) error
+	DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error)
+	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
 }
 
 // Validate reports every invalid field of c (zero optional fields count as
@@ -184,6 +208,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Groups.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.OpenFollower != nil && (c.OpenLog == nil || c.Remote == nil) {
+		errs = append(errs, errors.New("coordinator: a clustered coordinator (OpenFollower) needs OpenLog and Remote"))
 	}
 	return errors.Join(errs...)
 }

@@ -55,6 +55,9 @@ type Coordinator struct {
 
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
+	// placeMu serialises Host, Release and Close (hosting.go), so that a
+	// shard's role changes one at a time and none after Close.
+	placeMu sync.Mutex
 
 	// createMu serialises CreateTopic, so that a name is checked and
 	// claimed atomically.
@@ -105,7 +108,12 @@ func Open(cfg Config) (*Coordinator, error) {
 	c.lifecycleKick <- struct{}{} // re-drive at open: disablements in DISABLING, purges
 	fail := func(err error) (*Coordinator, error) {
 		for _, s := range c.shards {
-			s.log.Close()
+			if s.log != nil {
+				s.log.Close()
+			}
+			if rep := s.host.rep; rep != nil {
+				rep.stop()
+			}
 		}
 		return nil, err
 	}
@@ -115,6 +123,17 @@ func Open(cfg Config) (*Coordinator, error) {
 		}
 	}
 	for i := range cfg.NumShards {
+		if cfg.OpenFollower != nil {
+			// One sidecar of a cluster: follow every shard; Host takes
+			// some over.
+			s := &shard{c: c, id: i, stopErr: diskless.ErrClosed}
+			s.host.role = roleReplica
+			c.shards = append(c.shards, s)
+			if err := s.follow(-1, nil); err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		var (
 			l   metalog.Log
 			err error
@@ -128,13 +147,15 @@ func Open(cfg Config) (*Coordinator, error) {
 			return fail(fmt.Errorf("coordinator: open shard %d: %w", i, err))
 		}
 		s := &shard{
-			c:    c,
-			id:   i,
-			log:  l,
-			reqs: make(chan *request, shardQueueDepth),
-			stop: make(chan struct{}),
-			done: make(chan struct{}),
+			c:       c,
+			id:      i,
+			log:     l,
+			reqs:    make(chan *request, shardQueueDepth),
+			stop:    make(chan struct{}),
+			done:    make(chan struct{}),
+			stopErr: diskless.ErrClosed,
 		}
+		s.host.role = roleHosted
 		c.shards = append(c.shards, s)
 		st, err := s.load(context.Background())
 		if err != nil {
@@ -160,7 +181,9 @@ func Open(cfg Config) (*Coordinator, error) {
 		c.jobs.quiet[i] = make(map[string]int64)
 	}
 	for _, s := range c.shards {
-		go s.run()
+		if s.host.role == roleHosted {
+			go s.run()
+		}
 	}
 	c.startBackground()
 	return c, nil
@@ -216,13 +239,30 @@ func (c *Coordinator) Close() error {
 	}
 	c.closed = true
 	c.closeMu.Unlock()
+	c.placeMu.Lock()
+	defer c.placeMu.Unlock()
 	c.stopBackground()
 	c.retryLog.Close()
-	for _, s := range c.shards {
-		close(s.stop)
+	hosted := make([]bool, len(c.shards))
+	reps := make([]*replica, len(c.shards))
+	for i, s := range c.shards {
+		s.host.Lock()
+		if s.host.role == roleHosted {
+			hosted[i] = true
+			s.stopErr = diskless.ErrClosed
+			close(s.stop)
+		}
+		reps[i], s.host.rep = s.host.rep, nil
+		s.host.Unlock()
 	}
 	var errs []error
-	for _, s := range c.shards {
+	for i, s := range c.shards {
+		if reps[i] != nil {
+			reps[i].stop()
+		}
+		if !hosted[i] {
+			continue
+		}
 		<-s.done
 		if err := s.log.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: close shard %d: %w", s.id, err))
@@ -254,7 +294,9 @@ func (c *Coordinator) Err() error {
 		s.mu.RLock()
 		failed := s.mu.failed
 		s.mu.RUnlock()
-		if failed == nil {
+		if failed == nil || (c.clustered() && errors.Is(failed, metalog.ErrFenced)) {
+			// In a cluster a fenced shard moved to another sidecar: not a
+			// fault of this one.
 			continue
 		}
 		sep := "; "
@@ -473,7 +515,7 @@ func (c *Coordinator) AllocateProducerID(ctx context.Context) (int64, error) {
 		c.pid.next++
 		return id, nil
 	}
-	first, size, err := c.AllocateProducerIDBlock(ctx, c.cfg.NodeID)
+	first, size, err := c.producerIDBlock(ctx)
 	if err != nil {
 		return -1, err
 	}

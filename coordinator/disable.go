@@ -51,6 +51,9 @@ const disableSendTimeout = 30 * time.Second
 func (c *Coordinator) runDisablement(ctx context.Context) error {
 	c.jobs.disable.Lock()
 	defer c.jobs.disable.Unlock()
+	if !c.owns(c.shards[0]) {
+		return nil // the catalog's owner drives disablements
+	}
 	var errs []error
 	for _, t := range c.Topics() {
 		if t.Disablement.State != diskless.TopicDisabling {
@@ -87,7 +90,9 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 	}
 	if d.Policy == diskless.DisableDelete {
 		for s := range c.topicShards(t) {
-			if err := c.shards[s].releaseTopic(ctx, t); err != nil {
+			err := c.onShard(s, func() error { return c.shards[s].releaseTopic(ctx, t) },
+				func() error { return c.releaseTopicRemote(ctx, s, t) })
+			if err != nil {
 				return err
 			}
 		}
@@ -122,6 +127,22 @@ func (s *shard) releaseTopic(ctx context.Context, t diskless.Topic) error {
 		return recs, nil
 	}})
 	return resp.err
+}
+
+// releaseTopicRemote is releaseTopic at shard's owner: every partition of
+// t on shard moved to its high watermark (DeleteRecords −1, which the
+// owner writes as a deferred record 103, after every commit group started
+// before it).
+func (c *Coordinator) releaseTopicRemote(ctx context.Context, shard int32, t diskless.Topic) error {
+	for p := range t.Partitions {
+		if c.ShardFor(t.ID, p) != shard {
+			continue
+		}
+		if _, err := c.cfg.Remote.DeleteRecords(ctx, diskless.TopicPartition{TopicID: t.ID, Partition: p}, -1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kickLifecycle wakes the lifecycle loop now.

@@ -80,6 +80,12 @@ func (c *Coordinator) DescribeFiles(ctx context.Context, shard int32, keys []str
 		return nil, fmt.Errorf("coordinator: DescribeFiles: shard %d out of [0, %d)", shard, c.cfg.NumShards)
 	}
 	s := c.shards[shard]
+	if c.clustered() {
+		// A replica may lag: only the owner knows a file is not live.
+		if r := s.roleOf(); r != roleHosted {
+			return nil, s.roleError(r)
+		}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.failed != nil {
@@ -139,6 +145,9 @@ func (c *Coordinator) runFileDeletion(ctx context.Context) error {
 	nowMs := c.nowMs()
 	var errs []error
 	for _, s := range c.shards {
+		if !c.owns(s) {
+			continue // its owner's job
+		}
 		if err := c.deleteFiles(ctx, s, nowMs); err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: file deletion on shard %d: %w", s.id, err))
 			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {

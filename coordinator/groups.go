@@ -150,7 +150,7 @@ func awaitParked[T any](ctx context.Context, s *shard, ch <-chan T) (T, error) {
 		return r, nil
 	case <-ctx.Done():
 		return zero, ctx.Err()
-	case <-s.stop:
+	case <-s.stopChan():
 		return zero, diskless.ErrClosed
 	}
 }
@@ -303,7 +303,8 @@ func (c *Coordinator) byShard(ids []string) map[int32][]int {
 	return m
 }
 
-// ListGroups answers ListGroups from every shard, sorted by group id.
+// ListGroups answers ListGroups from every shard this sidecar hosts (as a
+// Kafka broker lists the groups it coordinates), sorted by group id.
 // Errors: the first shard's that could not answer (the others' groups are
 // still returned).
 func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsRequest) ([]kmsg.ListGroupsResponseGroup, error) {
@@ -312,6 +313,9 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 		first error
 	)
 	for i := range c.shards {
+		if c.clustered() && !c.shards[i].hosted() {
+			continue
+		}
 		var part []kmsg.ListGroupsResponseGroup
 		err := c.groupDo(ctx, int32(i), func(gc *group.Coordinator, now time.Time) ([]group.Record, func(error)) {
 			part = gc.ListGroups(req)

@@ -66,7 +66,7 @@ func (c *Coordinator) DeleteTopic(ctx context.Context, id diskless.TopicID) (dis
 		if s == 0 {
 			continue // marked by the record above
 		}
-		if err := c.shards[s].markDeleted(ctx, id); err != nil {
+		if err := c.deleteTopicsAt(ctx, s, []diskless.TopicID{id}); err != nil {
 			c.logger.Warn("coordinator: marking a deleted topic's partitions failed; the purge pass retries",
 				"topic", t.Name, "shard", s, "err", err)
 		}
@@ -109,10 +109,17 @@ func (c *Coordinator) runPurge(ctx context.Context) error {
 	c.jobs.purge.Lock()
 	defer c.jobs.purge.Unlock()
 	var errs []error
-	if err := c.markOrphans(ctx); err != nil {
-		errs = append(errs, err)
+	if c.owns(c.shards[0]) {
+		// The catalog's writer alone tells a creation in progress from
+		// partitions left over (createMu).
+		if err := c.markOrphans(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, s := range c.shards {
+		if !c.owns(s) {
+			continue // its owner's job
+		}
 		if err := s.purge(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: purge on shard %d: %w", s.id, err))
 			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {
@@ -147,7 +154,7 @@ func (c *Coordinator) markOrphans(ctx context.Context) error {
 		s.mu.RUnlock()
 		for _, id := range orphans {
 			c.logger.Info("coordinator: deleting partitions of a topic the catalog does not hold", "shard", s.id, "topic_id", id.String())
-			if err := s.markDeleted(ctx, id); err != nil {
+			if err := c.deleteTopicsAt(ctx, s.id, []diskless.TopicID{id}); err != nil {
 				errs = append(errs, fmt.Errorf("coordinator: shard %d: mark topic %s deleted: %w", s.id, id, err))
 			}
 		}
@@ -261,7 +268,7 @@ func (c *Coordinator) CreatePartitions(ctx context.Context, id diskless.TopicID,
 	}
 	var firstErr error
 	for _, s := range slices.Sorted(maps.Keys(byShard)) {
-		err := c.CreatePartitionsIn(ctx, s, []diskless.TopicPartitions{{ID: id, Name: t.Name, Partitions: byShard[s]}})
+		err := c.createPartitionsAt(ctx, s, []diskless.TopicPartitions{{ID: id, Name: t.Name, Partitions: byShard[s]}})
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

@@ -37,6 +37,9 @@ func (c *Coordinator) runOrphanScan(ctx context.Context) error {
 	}
 	c.jobs.orphans.Lock()
 	defer c.jobs.orphans.Unlock()
+	if !c.owns(c.shards[0]) {
+		return nil // one scan per cluster: shard 0's owner runs it
+	}
 	cutoff := c.cfg.Now().Add(-c.cfg.OrphanScanGracePeriod)
 	prefix := c.cfg.ObjectKeyPrefix + "/"
 	batch := make([]string, 0, orphanBatchKeys)

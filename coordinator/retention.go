@@ -47,6 +47,9 @@ func (c *Coordinator) runRetention(ctx context.Context) error {
 	cat := c.catalog.Load()
 	var errs []error
 	for _, s := range c.shards {
+		if !c.owns(s) {
+			continue // its owner's job
+		}
 		moves := s.retentionMoves(cat, now)
 		if len(moves) == 0 {
 			continue

@@ -32,9 +32,23 @@ type shard struct {
 	id  int32
 	log metalog.Log
 
+	// reqs, stop and done belong to one hosting of the shard (from Open,
+	// or from Host to Release), replaced under host by Host.
 	reqs chan *request
-	stop chan struct{} // closed by Close
+	stop chan struct{} // closed by Close or Release
 	done chan struct{} // closed when the driver has exited
+	// stopErr is what requests still queued when the driver stops get:
+	// diskless.ErrClosed (Close) or diskless.ErrNotCoordinator (Release).
+	stopErr error
+
+	// host is the shard's role on this sidecar (hosting.go): hosted (the
+	// driver runs), loading (Host is taking the log over) or a replica
+	// following the log (rep).
+	host struct {
+		sync.RWMutex
+		role role
+		rep  *replica
+	}
 
 	mu struct {
 		sync.RWMutex
@@ -100,6 +114,11 @@ func (s *shard) submit(r *request) error {
 	if c.closed {
 		return diskless.ErrClosed
 	}
+	s.host.RLock()
+	defer s.host.RUnlock()
+	if s.host.role != roleHosted {
+		return s.roleError(s.host.role)
+	}
 	select {
 	case s.reqs <- r:
 		return nil
@@ -163,13 +182,14 @@ func (s *shard) run() {
 	}
 }
 
-// drain answers everything still queued with ErrClosed. No request can be
-// queued any more: Close set closed under closeMu before closing stop.
+// drain answers everything still queued with stopErr. No request can be
+// queued any more: Close set closed under closeMu, Release the role under
+// host, before closing stop.
 func (s *shard) drain() {
 	for {
 		select {
 		case r := <-s.reqs:
-			r.done <- response{err: diskless.ErrClosed}
+			r.done <- response{err: s.stopErr}
 		default:
 			return
 		}

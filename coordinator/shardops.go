@@ -31,6 +31,9 @@ func (c *Coordinator) Serving(shard int32) error {
 		return diskless.ErrClosed
 	}
 	s := c.shards[shard]
+	if r := s.roleOf(); r != roleHosted {
+		return s.roleError(r)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.failed != nil {
@@ -141,4 +144,49 @@ func (c *Coordinator) AllocateProducerIDBlock(ctx context.Context, node int32) (
 		return -1, 0, resp.err
 	}
 	return blk.FirstProducerID, blk.BlockSize, nil
+}
+
+// The steps a coordinator's own operations take on other shards: at this
+// coordinator when it hosts the shard (alone, it hosts all), else at the
+// shard's owner through Config.Remote — also when the shard moved away
+// between the check and the call.
+
+// onShard runs local when this coordinator hosts shard, else (or when
+// local finds the shard gone) remote.
+func (c *Coordinator) onShard(shard int32, local, remote func() error) error {
+	if !c.clustered() {
+		return local()
+	}
+	if c.shards[shard].hosted() {
+		err := local()
+		if !errors.Is(err, diskless.ErrNotCoordinator) && !errors.Is(err, diskless.ErrShardLoading) &&
+			!errors.Is(err, diskless.ErrShardFenced) {
+			return err
+		}
+	}
+	return remote()
+}
+
+func (c *Coordinator) createPartitionsAt(ctx context.Context, shard int32, topics []diskless.TopicPartitions) error {
+	return c.onShard(shard,
+		func() error { return c.CreatePartitionsIn(ctx, shard, topics) },
+		func() error { return c.cfg.Remote.CreatePartitionsIn(ctx, shard, topics) })
+}
+
+func (c *Coordinator) deleteTopicsAt(ctx context.Context, shard int32, ids []diskless.TopicID) error {
+	return c.onShard(shard,
+		func() error { return c.DeleteTopicsIn(ctx, shard, ids) },
+		func() error { return c.cfg.Remote.DeleteTopicsIn(ctx, shard, ids) })
+}
+
+// producerIDBlock records a block of producer ids for this node on
+// shard 0.
+func (c *Coordinator) producerIDBlock(ctx context.Context) (first int64, size int32, err error) {
+	err = c.onShard(0,
+		func() (err error) { first, size, err = c.AllocateProducerIDBlock(ctx, c.cfg.NodeID); return err },
+		func() (err error) {
+			first, size, err = c.cfg.Remote.AllocateProducerIDBlock(ctx, c.cfg.NodeID)
+			return err
+		})
+	return first, size, err
 }

@@ -137,27 +137,18 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 		s := c.ShardFor(id, p)
 		byShard[s] = append(byShard[s], p)
 	}
-	reqs := make(map[int32]*request, len(byShard))
+	// The id is new (no shard holds a partition of it), so each shard
+	// creates its partitions afresh.
+	errs := make(chan error, len(byShard))
 	for s, parts := range byShard {
-		r := &request{ctx: ctx, done: make(chan response, 1), build: func(st *state) ([]records.Record, error) {
-			recs := make([]records.Record, 0, len(parts))
-			for _, p := range parts {
-				if st.partitions[diskless.TopicPartition{TopicID: id, Partition: p}] != nil {
-					return nil, fmt.Errorf("coordinator: partition %d of topic id %s exists already", p, id)
-				}
-				recs = append(recs, &records.PartitionCreated{TopicID: id, TopicName: name, Partition: p})
-			}
-			return recs, nil
-		}}
-		if err := c.shards[s].submit(r); err != nil {
-			r.done <- response{err: err}
-		}
-		reqs[s] = r
+		go func() {
+			errs <- c.createPartitionsAt(ctx, s, []diskless.TopicPartitions{{ID: id, Name: name, Partitions: parts}})
+		}()
 	}
 	var firstErr error
-	for _, r := range reqs {
-		if resp := <-r.done; resp.err != nil && firstErr == nil {
-			firstErr = resp.err
+	for range byShard {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	if firstErr != nil {

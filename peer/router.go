@@ -170,6 +170,12 @@ func resend(err error, read bool) bool {
 	case errors.Is(err, diskless.ErrNotCoordinator), errors.Is(err, diskless.ErrShardLoading):
 		// Nothing was decided; the shard is elsewhere or not ready.
 		return true
+	case errors.Is(err, diskless.ErrShardFenced):
+		// This sidecar's own shard was taken over: what the fenced call
+		// wrote never became durable (DESIGN §Fencing); the new owner
+		// decides it afresh (a CommitFile is idempotent by key, an
+		// idempotent producer's batch deduplicated).
+		return true
 	case errors.Is(err, ErrNotSent):
 		return true
 	case errors.Is(err, ErrConnection):

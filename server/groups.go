@@ -69,10 +69,16 @@ func (s *Server) offsetsTopicMetadata(req *kmsg.MetadataRequest, l leaders) (kms
 // groupErrCode is the code a group request gets when the coordinator
 // could not answer it (Groups).
 func groupErrCode(err error) int16 {
-	if errors.Is(err, diskless.ErrClosed) || errors.Is(err, diskless.ErrShardFenced) {
-		// Stopping, or another sidecar took the shard over: the client
-		// looks the coordinator up again.
+	switch {
+	case errors.Is(err, diskless.ErrClosed), errors.Is(err, diskless.ErrShardFenced), errors.Is(err, diskless.ErrNotCoordinator):
+		// Stopping, or the shard is hosted by another sidecar (it moved,
+		// or another took it over): the client looks the coordinator up
+		// again.
 		return kerr.NotCoordinator.Code
+	case errors.Is(err, diskless.ErrShardLoading):
+		// The shard is being taken over here: retriable, same
+		// coordinator.
+		return kerr.CoordinatorLoadInProgress.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
 }

@@ -51,6 +51,17 @@ type memShard struct {
 	snaps  []memSnapshot // ascending by index
 	// owner is the handle that may write; older handles are fenced.
 	owner *memLog
+	// grew is closed, and replaced, by every Append that adds records:
+	// followers waiting for more wake up (nil until one waits).
+	grew chan struct{}
+}
+
+// grown wakes the followers waiting on s; m.mu must be held.
+func (s *memShard) grown() {
+	if s.grew != nil {
+		close(s.grew)
+		s.grew = nil
+	}
 }
 
 type memSnapshot struct {
@@ -64,6 +75,14 @@ type memSnapshot struct {
 func (m *Memory) Open(shard int32) (metalog.Log, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s := m.shardLocked(shard)
+	l := &memLog{m: m, s: s, prepared: -1}
+	s.owner = l
+	return l, nil
+}
+
+// shardLocked returns shard's log, creating it empty; m.mu must be held.
+func (m *Memory) shardLocked(shard int32) *memShard {
 	if m.logs == nil {
 		m.logs = make(map[int32]*memShard)
 	}
@@ -72,9 +91,112 @@ func (m *Memory) Open(shard int32) (metalog.Log, error) {
 		s = &memShard{}
 		m.logs[shard] = s
 	}
-	l := &memLog{m: m, s: s, prepared: -1}
-	s.owner = l
-	return l, nil
+	return s
+}
+
+// Follow returns a follower of shard's log (metalog.Follower), creating
+// the log empty the first time: a read replica that sees every group
+// once its Append returned, woken by the Append itself. It fences
+// nothing. Its signature fits coordinator.Config's OpenFollower.
+func (m *Memory) Follow(shard int32) (metalog.Follower, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &memFollower{m: m, s: m.shardLocked(shard), closed: make(chan struct{})}, nil
+}
+
+// memFollower is a follower of one shard's log.
+type memFollower struct {
+	m         *Memory
+	s         *memShard
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (f *memFollower) isClosed() bool {
+	select {
+	case <-f.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *memFollower) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.isClosed() {
+		return 0, nil, metalog.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
+	if n := len(f.s.snaps); n > 0 {
+		sn := f.s.snaps[n-1]
+		return sn.index, slices.Clip(sn.payload), nil
+	}
+	return 0, nil, nil
+}
+
+func (f *memFollower) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
+	f.m.mu.Lock()
+	if f.isClosed() {
+		f.m.mu.Unlock()
+		return 0, metalog.ErrClosed
+	}
+	s := f.s
+	next := s.first + int64(len(s.records)) + s.discarded
+	switch {
+	case from < s.first:
+		f.m.mu.Unlock()
+		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, s.first)
+	case from > next:
+		f.m.mu.Unlock()
+		return 0, fmt.Errorf("%w: the log ends at record %d, before %d", metalog.ErrCorrupt, next, from)
+	case from < next && s.discarded > 0:
+		f.m.mu.Unlock()
+		return 0, fmt.Errorf("%w: records were discarded (Memory.Discard)", metalog.ErrCorrupt)
+	}
+	recs := s.records[from-s.first:]
+	f.m.mu.Unlock()
+	for i, body := range recs {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := fn(from+int64(i), body); err != nil {
+			return 0, fmt.Errorf("metalogtest: follow record %d: %w", from+int64(i), err)
+		}
+	}
+	return next, nil
+}
+
+func (f *memFollower) Wait(ctx context.Context, next int64) error {
+	for {
+		f.m.mu.Lock()
+		if f.isClosed() {
+			f.m.mu.Unlock()
+			return metalog.ErrClosed
+		}
+		if f.s.first+int64(len(f.s.records))+f.s.discarded > next {
+			f.m.mu.Unlock()
+			return nil
+		}
+		if f.s.grew == nil {
+			f.s.grew = make(chan struct{})
+		}
+		grew := f.s.grew
+		f.m.mu.Unlock()
+		select {
+		case <-grew:
+		case <-f.closed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (f *memFollower) Close() error {
+	f.closeOnce.Do(func() { close(f.closed) })
+	return nil
 }
 
 // Tear implements Store: variant 0 removes the last group appended to
@@ -189,6 +311,7 @@ func (l *memLog) Append(ctx context.Context, bodies [][]byte) error {
 			return fmt.Errorf("metalogtest: metadata record of %d bytes (limit %d)", len(b), metalog.MaxRecordBytes)
 		}
 	}
+	defer l.s.grown()
 	if l.m.Discard {
 		l.s.discarded += int64(len(bodies))
 		return nil

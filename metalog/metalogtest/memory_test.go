@@ -11,6 +11,10 @@ func TestMemoryConformance(t *testing.T) {
 	Run(t, Backend{New: func(*testing.T) Store { return &Memory{} }, Fences: true})
 }
 
+func TestMemoryFollowerConformance(t *testing.T) {
+	RunFollower(t, func(*testing.T) FollowStore { return &Memory{} })
+}
+
 // TestMemoryDiscard: a Memory that discards keeps the record indexes but
 // no body, and says so when asked to replay one.
 func TestMemoryDiscard(t *testing.T) {
