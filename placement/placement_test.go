@@ -1,0 +1,256 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/membership"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func sc(id int32) diskless.Sidecar { return diskless.Sidecar{NodeID: id, Host: "h", Port: 9000 + id} }
+
+func view(member bool, ids ...int32) membership.View {
+	v := membership.View{Generation: 1, Member: member}
+	for _, id := range ids {
+		v.Sidecars = append(v.Sidecars, sc(id))
+	}
+	return v
+}
+
+func nodes(owners []diskless.Sidecar) []int32 {
+	out := make([]int32, len(owners))
+	for i, o := range owners {
+		out[i] = o.NodeID
+	}
+	return out
+}
+
+// TestAssign: a shard goes to the sidecar of its partition's leader; a
+// leader without a live sidecar (or none) falls back to the rendezvous
+// hash over the live ones, so a sidecar leaving moves only its own
+// shards; out of the view nothing is known.
+func TestAssign(t *testing.T) {
+	leaders := map[int32]int32{0: 1, 1: 2, 2: 3, 3: 9, 4: -1}
+	got := nodes(Assign(6, view(true, 1, 2, 3), leaders))
+	if got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("owners %v: shards 0–2 must follow their leaders", got)
+	}
+	for _, i := range []int{3, 4, 5} {
+		if !slices.Contains([]int32{1, 2, 3}, got[i]) {
+			t.Fatalf("shard %d to %d, not a live sidecar", i, got[i])
+		}
+	}
+	if again := nodes(Assign(6, view(true, 1, 2, 3), leaders)); !slices.Equal(again, got) {
+		t.Fatalf("not deterministic: %v then %v", got, again)
+	}
+
+	// 64 shards without leaders over 4 sidecars: spread, and removing one
+	// moves only its shards.
+	many := nodes(Assign(64, view(true, 1, 2, 3, 4), nil))
+	count := map[int32]int{}
+	for _, n := range many {
+		count[n]++
+	}
+	for _, id := range []int32{1, 2, 3, 4} {
+		if count[id] < 6 {
+			t.Fatalf("node %d got %d of 64 shards: %v", id, count[id], count)
+		}
+	}
+	fewer := nodes(Assign(64, view(true, 1, 2, 4), nil))
+	for i := range many {
+		if many[i] != 3 && fewer[i] != many[i] {
+			t.Fatalf("shard %d moved from %d to %d though node 3 left", i, many[i], fewer[i])
+		}
+	}
+
+	for _, v := range []membership.View{view(false, 1, 2), view(true)} {
+		for _, o := range Assign(3, v, leaders) {
+			if o.NodeID != -1 {
+				t.Fatalf("view %+v: owner %d, want none", v, o.NodeID)
+			}
+		}
+	}
+}
+
+// fakes of the loop's dependencies.
+type fakeMembership struct {
+	mu      sync.Mutex
+	v       membership.View
+	changed chan struct{}
+}
+
+func newFakeMembership(v membership.View) *fakeMembership {
+	return &fakeMembership{v: v, changed: make(chan struct{})}
+}
+
+func (f *fakeMembership) View() membership.View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.v
+}
+
+func (f *fakeMembership) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *fakeMembership) set(v membership.View) {
+	f.mu.Lock()
+	f.v = v
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+type fakeLeaders struct {
+	mu sync.Mutex
+	m  map[int32]int32
+}
+
+func (f *fakeLeaders) Leaders(context.Context) (map[int32]int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m, nil
+}
+
+type fakeHoster struct {
+	mu     sync.Mutex
+	hosted map[int32]bool
+	fenced map[int32]bool
+	log    []string
+}
+
+func (f *fakeHoster) Host(_ context.Context, s int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hosted[s] = true
+	f.fenced[s] = false
+	f.log = append(f.log, fmt.Sprintf("host %d", s))
+	return nil
+}
+
+func (f *fakeHoster) Release(s int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hosted[s] = false
+	f.log = append(f.log, fmt.Sprintf("release %d", s))
+	return nil
+}
+
+func (f *fakeHoster) Hosted(s int32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hosted[s]
+}
+
+func (f *fakeHoster) Serving(s int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fenced[s] {
+		return diskless.ErrShardFenced
+	}
+	return nil
+}
+
+func (f *fakeHoster) hostedSet() []int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int32
+	for s, h := range f.hosted {
+		if h {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitHosted waits (on the placement's changes and the hoster's state)
+// until h hosts exactly want.
+func waitHosted(t *testing.T, p *Placement, h *fakeHoster, want ...int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(h.hostedSet(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("hosted %v, want %v (calls %v)", h.hostedSet(), want, h.log)
+		}
+		select {
+		case <-p.Changed():
+		case <-time.After(20 * time.Millisecond): // the hoster's calls follow the publication
+		}
+	}
+}
+
+// TestPlacementLoop: the loop hosts the shards that fall to this sidecar
+// and releases the others as the view and the leaders change; a fenced
+// shard it should host is released and hosted again; out of the view it
+// hosts nothing and names no broker.
+func TestPlacementLoop(t *testing.T) {
+	fm := newFakeMembership(view(true, 1, 2))
+	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
+	fh := &fakeHoster{hosted: map[int32]bool{}, fenced: map[int32]bool{}}
+	p, err := Start(Config{Self: 1, NumShards: 4, Membership: fm, Leaders: fl, Hoster: fh, Refresh: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitHosted(t, p, fh, 0, 2)
+	if o, ok := p.Owner(1); !ok || o.NodeID != 2 {
+		t.Fatalf("Owner(1) = %+v %v", o, ok)
+	}
+	if got := p.Sidecars(); len(got) != 2 {
+		t.Fatalf("Sidecars %v", got)
+	}
+
+	// The leader of partition 3 moves to broker 1.
+	fl.mu.Lock()
+	fl.m = map[int32]int32{0: 1, 1: 2, 2: 1, 3: 1}
+	fl.mu.Unlock()
+	waitHosted(t, p, fh, 0, 2, 3)
+
+	// Node 2 dies: its shard falls to the fallback, this sidecar (alone).
+	fm.set(view(true, 1))
+	waitHosted(t, p, fh, 0, 1, 2, 3)
+
+	// Another sidecar took shard 2 over (fenced here): taken back.
+	fh.mu.Lock()
+	fh.fenced[2] = true
+	n := len(fh.log)
+	fh.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fh.mu.Lock()
+		calls := slices.Clone(fh.log[n:])
+		fh.mu.Unlock()
+		if slices.Equal(calls, []string{"release 2", "host 2"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fenced shard: calls %v, want release and host", calls)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Out of the view: nothing hosted, no broker named.
+	fm.set(view(false, 1))
+	waitHosted(t, p, fh)
+	if got := p.Sidecars(); got != nil {
+		t.Fatalf("Sidecars out of the view: %v", got)
+	}
+	if _, ok := p.Owner(0); ok {
+		t.Fatal("an owner out of the view")
+	}
+}
