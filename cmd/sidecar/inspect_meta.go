@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kbin"
+
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/magiconair/properties"
@@ -161,15 +165,16 @@ func inspectShard(dir string, withRecords bool) (*metaShard, error) {
 	}
 	r.SnapshotIndex, r.SnapshotBytes = idx, len(snap)
 	next, err := l.Replay(ctx, idx, func(i int64, body []byte) error {
-		rec, err := records.Decode(body)
+		rec, typ, err := decodeMetaRecord(body)
 		mr := metaRecord{Index: i}
 		if err != nil {
 			mr.Type, mr.Error = "undecodable", err.Error()
 			r.Errors = append(r.Errors, fmt.Sprintf("record %d: %v", i, err))
 		} else {
-			mr.Type = strings.TrimPrefix(fmt.Sprintf("%T", rec), "*records.")
-			mr.Record = rec
-			r.apply(rec)
+			mr.Type, mr.Record = typ, rec
+			if pr, ok := rec.(records.Record); ok {
+				r.apply(pr)
+			}
 		}
 		r.Counts[mr.Type]++
 		if withRecords {
@@ -203,6 +208,20 @@ func inspectShard(dir string, withRecords bool) (*metaShard, error) {
 	}
 	sort.Strings(r.LiveObjects)
 	return r, nil
+}
+
+// decodeMetaRecord decodes a record body, the partition coordinator's
+// (package records) or the consumer groups' (107 … 110 and 113, package
+// group), and names its type.
+func decodeMetaRecord(body []byte) (any, string, error) {
+	kr := kbin.Reader{Src: body}
+	kr.Uvarint()
+	if key := kr.Uvarint(); kr.Ok() && key <= math.MaxInt16 && group.IsRecordKey(int16(key)) {
+		rec, err := group.DecodeRecord(body)
+		return rec, strings.TrimPrefix(fmt.Sprintf("%T", rec), "*group."), err
+	}
+	rec, err := records.Decode(body)
+	return rec, strings.TrimPrefix(fmt.Sprintf("%T", rec), "*records."), err
 }
 
 func (r *metaShard) part(id string, p int32) *metaPartition {
