@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // whose groupOp runs on the driver, in the group commit of the requests
 // around it. Membership is soft state in the group coordinator; the
 // committed offsets are the shard's state (state.groups), changed only by
-// records 107 … 110 that the driver appends with the group's other
+// records 107 … 110 and 113 that the driver appends with the group's other
 // records and applies once durable, before the answer. Deadlines
 // (session and rebalance timeouts) and the periodic offset expiry fire
 // from the driver's timer (groupTick).
@@ -34,7 +35,7 @@ import (
 type groupOp func(gc *group.Coordinator, now time.Time) (recs []group.Record, reply func(err error))
 
 // isGroupRecord reports whether a record body is one of package group's
-// (107 … 110): the body starts with the frame version and the key as
+// (107 … 110, 113): the body starts with the frame version and the key as
 // uvarints.
 func isGroupRecord(body []byte) bool {
 	r := kbin.Reader{Src: body}
@@ -433,4 +434,89 @@ func (c *Coordinator) GroupOffsets() map[string]map[string]map[int32]group.Offse
 		s.mu.RUnlock()
 	}
 	return out
+}
+
+// Offsets of deleted topics (SPEC §6: Kafka's group coordinator drops
+// every group's offsets of a topic when it is deleted). A commit of a
+// topic the catalog does not hold is refused on the driver
+// (group.Coordinator.CommitOffsets), so offsets held of a name the catalog
+// does not hold are a deleted topic's: DeleteTopic removes them, after its
+// commit point, with one record 113 per shard that holds any; what a
+// failure or a crash leaves is found by the purge pass (purgeTopicOffsets)
+// and, for its name, by CreateTopic before it creates the topic again.
+// All three run under createMu, so no topic of that name is created
+// meanwhile.
+
+// removeTopicOffsets writes record 113 for topic name on shard s if its
+// groups hold offsets of it and the catalog does not hold the name (id:
+// the deleted topic's, or zero). It returns whether it wrote one.
+func (c *Coordinator) removeTopicOffsets(ctx context.Context, s int32, name string, id diskless.TopicID) (bool, error) {
+	wrote := false
+	err := c.groupDo(ctx, s, func(gc *group.Coordinator, now time.Time) ([]group.Record, func(error)) {
+		if c.catalog.Load().byName[name] != nil {
+			return nil, nil
+		}
+		rec := gc.DeleteTopicOffsets(name, id)
+		if rec == nil {
+			return nil, nil
+		}
+		return []group.Record{rec}, func(err error) { wrote = err == nil }
+	})
+	return wrote, err
+}
+
+// holdsTopicOffsets reports whether a group of s holds offsets of
+// topic name (under s's read lock).
+func (s *shard) holdsTopicOffsets(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.failed == nil && s.mu.st.groups.HasTopic(name)
+}
+
+// dropTopicOffsets removes every shard's offsets of the deleted topic
+// (name, id) and returns the shards' failures joined; createMu is held.
+func (c *Coordinator) dropTopicOffsets(ctx context.Context, name string, id diskless.TopicID) error {
+	var errs []error
+	for _, s := range c.shards {
+		if !s.holdsTopicOffsets(name) {
+			continue
+		}
+		if _, err := c.removeTopicOffsets(ctx, s.id, name, id); err != nil {
+			errs = append(errs, fmt.Errorf("coordinator: shard %d: remove offsets of deleted topic %q: %w", s.id, name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// purgeTopicOffsets removes the offsets groups hold of topics the catalog
+// does not hold (left by a DeleteTopic that failed or crashed after its
+// commit point): a step of the purge pass.
+func (c *Coordinator) purgeTopicOffsets(ctx context.Context) error {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	cat := c.catalog.Load()
+	var errs []error
+	for _, s := range c.shards {
+		s.mu.RLock()
+		var names []string
+		if s.mu.failed == nil {
+			for _, n := range s.mu.st.groups.TopicNames() {
+				if cat.byName[n] == nil {
+					names = append(names, n)
+				}
+			}
+		}
+		s.mu.RUnlock()
+		for _, n := range names {
+			wrote, err := c.removeTopicOffsets(ctx, s.id, n, diskless.TopicID{})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("coordinator: shard %d: remove offsets of deleted topic %q: %w", s.id, n, err))
+				continue
+			}
+			if wrote {
+				c.logger.Info("coordinator: removed consumer-group offsets of a topic the catalog does not hold", "shard", s.id, "topic", n)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -40,7 +40,9 @@ const (
 // partitions, which marks them deleted; their batches are purged in the
 // background (runPurge) and their files released for deletion, objects
 // shared with other topics only once no owner has live batches in them.
-// A topic of the same name created later gets a new id.
+// Every consumer group's offsets of the topic go too (record 113 on each
+// shard holding any, SPEC §6). A topic of the same name created later
+// gets a new id and none of the old one's offsets.
 //
 // Errors: kerr.UnknownTopicID when no topic has id; ErrClosed, ctx's
 // error, a storage failure. A failure after the commit point is not
@@ -70,6 +72,10 @@ func (c *Coordinator) DeleteTopic(ctx context.Context, id diskless.TopicID) (dis
 			c.logger.Warn("coordinator: marking a deleted topic's partitions failed; the purge pass retries",
 				"topic", t.Name, "shard", s, "err", err)
 		}
+	}
+	if err := c.dropTopicOffsets(ctx, t.Name, id); err != nil {
+		c.logger.Warn("coordinator: removing a deleted topic's consumer-group offsets failed; the purge pass retries",
+			"topic", t.Name, "err", err)
 	}
 	c.kickLifecycle()
 	return t, nil
@@ -101,7 +107,8 @@ func (s *shard) markDeleted(ctx context.Context, id diskless.TopicID) error {
 // directly). First it finds partitions whose topic is not in the catalog
 // and that are not marked deleted — a DeleteTopic that failed after its
 // commit point, or a CreateTopic that failed before its — and marks them
-// (record 101). Then, per shard, it moves the log start of deleted
+// (record 101), and removes consumer-group offsets of topics the catalog
+// does not hold (record 113). Then, per shard, it moves the log start of deleted
 // partitions forward (records 103, bounded as above) and removes the
 // partitions of topics it emptied (record 112). The error joins the
 // shards' failures; the next pass retries.
@@ -115,6 +122,9 @@ func (c *Coordinator) runPurge(ctx context.Context) error {
 		if err := c.markOrphans(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.purgeTopicOffsets(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	for _, s := range c.shards {
 		if !c.owns(s) {

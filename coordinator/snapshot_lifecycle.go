@@ -25,7 +25,7 @@ import (
 //	                     catalog's topics whose state is not ENABLED at
 //	                     epoch 0 (record 111)
 //	tag 2 GroupOffsets   the consumer groups' offsets table (records
-//	                     107 … 110), group.(*Offsets).AppendSnapshot's
+//	                     107 … 110, 113), group.(*Offsets).AppendSnapshot's
 //	                     section
 const (
 	snapshotTagDeletedTopics = 0

@@ -96,7 +96,7 @@ type state struct {
 	nextSweep int64
 
 	// groups is the committed-offsets table of the consumer groups this
-	// shard owns (records 107 … 110, applied by group.Offsets; the
+	// shard owns (records 107 … 110 and 113, applied by group.Offsets; the
 	// shard's group.Coordinator decides against it).
 	groups *group.Offsets
 

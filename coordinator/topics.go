@@ -123,6 +123,12 @@ func (c *Coordinator) CreateTopic(ctx context.Context, name string, partitions i
 				kerr.InvalidTopicException, name, t.Name)
 		}
 	}
+	// Offsets a deleted topic of this name left (its DeleteTopic failed or
+	// crashed before removing them, and no purge pass ran since) are not
+	// the new topic's.
+	if err := c.dropTopicOffsets(ctx, name, diskless.TopicID{}); err != nil {
+		return diskless.Topic{}, fmt.Errorf("coordinator: create topic %q: %w", name, err)
+	}
 	id, err := newTopicID(cat)
 	for err == nil && c.idInUse(id) {
 		id, err = newTopicID(cat)

@@ -134,3 +134,35 @@ func BenchmarkClassicHeartbeat(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeleteTopicOffsets: record 113 applied to a table where 1,000
+// groups hold offsets of the deleted topic (10 partitions each) beside
+// others that hold only other topics' — the cost follows the groups
+// holding the topic, not the table (others=1000 vs others=100000).
+func BenchmarkDeleteTopicOffsets(b *testing.B) {
+	const holding, partitions = 1000, 10
+	for _, others := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			base := NewOffsets()
+			for i := range others {
+				base.Apply(commitRec(fmt.Sprintf("o%06d", i), "other", -1, 0, 1))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for i := range holding {
+					ps := make([]int32, partitions)
+					for p := range ps {
+						ps[p] = int32(p)
+					}
+					base.Apply(commitRec(fmt.Sprintf("h%04d", i), "gone", -1, ps...))
+				}
+				b.StartTimer()
+				base.Apply(&TopicOffsetsDeletedRecord{TopicName: "gone"})
+			}
+			if base.HasTopic("gone") {
+				b.Fatal("offsets of the deleted topic left")
+			}
+		})
+	}
+}

@@ -27,11 +27,16 @@ import (
 // (KIP-848 members, which must use v9+: UNSUPPORTED_VERSION below),
 // REBALANCE_IN_PROGRESS while a classic group completes a rebalance, and
 // for a group that does not exist GROUP_ID_NOT_FOUND from v9 (before:
-// ILLEGAL_GENERATION). Per partition: OFFSET_METADATA_TOO_LARGE.
+// ILLEGAL_GENERATION). Per partition: UNKNOWN_TOPIC_OR_PARTITION for a
+// topic or partition the catalog (Deps.Topics) does not hold, whatever the
+// group's answer (SPEC §6), OFFSET_METADATA_TOO_LARGE.
 func (c *Coordinator) CommitOffsets(now time.Time, req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, *OffsetCommitRecord) {
 	ms := now.UnixMilli()
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	resp.Version = req.Version
+	if unknown := c.unknownPartitions(req); unknown > 0 {
+		return c.commitKnown(now, req, resp, unknown)
+	}
 	if err := c.validateCommit(req, ms); err != nil {
 		return commitError(resp, req, err.Code), nil
 	}
@@ -72,6 +77,85 @@ func (c *Coordinator) CommitOffsets(now time.Time, req *kmsg.OffsetCommitRequest
 	}
 	if len(rec.Topics) == 0 {
 		return resp, nil
+	}
+	return resp, rec
+}
+
+// knownPartition reports whether the catalog holds the topic and
+// partition; with no catalog (Deps.Topics nil) every one is taken to exist.
+func (c *Coordinator) knownPartition(topic string, p int32) bool {
+	if c.topics == nil {
+		return true
+	}
+	_, n, ok := c.topics.Topic(topic)
+	return ok && p >= 0 && p < n
+}
+
+// unknownPartitions counts the request's partitions the catalog does not
+// hold.
+func (c *Coordinator) unknownPartitions(req *kmsg.OffsetCommitRequest) int {
+	n := 0
+	for i := range req.Topics {
+		for _, p := range req.Topics[i].Partitions {
+			if !c.knownPartition(req.Topics[i].Topic, p.Partition) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// commitKnown answers a commit naming partitions the catalog does not
+// hold: those get UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4.4 answers them
+// before its group coordinator sees the request (SPEC §6); the others are
+// committed (or refused) as a request of their own. Refusing them keeps
+// the table free of offsets of topics that do not exist, so the offsets
+// of a deleted topic are all in the table when record 113 removes them.
+func (c *Coordinator) commitKnown(now time.Time, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, unknown int) (*kmsg.OffsetCommitResponse, *OffsetCommitRecord) {
+	known := *req
+	known.Topics = nil
+	for _, t := range req.Topics {
+		kt := t
+		kt.Partitions = nil
+		for _, p := range t.Partitions {
+			if c.knownPartition(t.Topic, p.Partition) {
+				kt.Partitions = append(kt.Partitions, p)
+			}
+		}
+		if len(kt.Partitions) > 0 {
+			known.Topics = append(known.Topics, kt)
+		}
+	}
+	var rec *OffsetCommitRecord
+	var sub *kmsg.OffsetCommitResponse
+	if len(known.Topics) > 0 {
+		sub, rec = c.CommitOffsets(now, &known)
+	}
+	// The answer in request order: each partition's code from the
+	// known partitions' answer, or UNKNOWN_TOPIC_OR_PARTITION.
+	codes := make(map[string]map[int32]int16)
+	if sub != nil {
+		for _, t := range sub.Topics {
+			m := codes[t.Topic]
+			if m == nil {
+				m = make(map[int32]int16)
+				codes[t.Topic] = m
+			}
+			for _, p := range t.Partitions {
+				m[p.Partition] = p.ErrorCode
+			}
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			code := kerr.UnknownTopicOrPartition.Code
+			if c.knownPartition(t.Topic, p.Partition) {
+				code = codes[t.Topic][p.Partition]
+			}
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, rec
 }
@@ -523,7 +607,8 @@ func (c *Coordinator) ExpireOffsets(now time.Time) []Record {
 // during CompletingRebalance is accepted and a KIP-848 member's stale
 // epoch is ILLEGAL_GENERATION; a group that does not exist is
 // ILLEGAL_GENERATION unless the generation is −1. Per partition:
-// OFFSET_METADATA_TOO_LARGE.
+// UNKNOWN_TOPIC_OR_PARTITION for one the catalog does not hold (as for
+// CommitOffsets), OFFSET_METADATA_TOO_LARGE.
 func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, *OffsetCommitRecord) {
 	ms := now.UnixMilli()
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()
@@ -532,7 +617,11 @@ func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitR
 		for _, t := range req.Topics {
 			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: err.Code})
+				code := err.Code
+				if !c.knownPartition(t.Topic, p.Partition) {
+					code = kerr.UnknownTopicOrPartition.Code
+				}
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
@@ -548,7 +637,9 @@ func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitR
 			if p.Metadata != nil {
 				meta = *p.Metadata
 			}
-			if len(meta) > c.cfg.OffsetMetadataMaxBytes {
+			if !c.knownPartition(t.Topic, p.Partition) {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if len(meta) > c.cfg.OffsetMetadataMaxBytes {
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			} else {
 				epoch := int32(-1)

@@ -113,14 +113,39 @@ func (c *Coordinator) ReplaceOffsets(offsets *Offsets) {
 	c.offsets = offsets
 }
 
-// ApplyRecord applies a durable record (107 … 110) to the offsets table.
-// The caller applies each record the Coordinator returned once it is
-// durable, in log order, before answering the request that made it.
+// ApplyRecord applies a durable record (107 … 110, 113) to the offsets
+// table. The caller applies each record the Coordinator returned once it
+// is durable, in log order, before answering the request that made it.
 func (c *Coordinator) ApplyRecord(rec Record) {
-	c.offsets.Apply(rec)
-	if r, ok := rec.(*GroupDeletedRecord); ok {
+	switch r := rec.(type) {
+	case *GroupDeletedRecord:
+		c.offsets.Apply(rec)
 		c.forgetGroup(r.Group)
+	case *TopicOffsetsDeletedRecord:
+		// A group left with no offset and no member stays, Empty, until
+		// the next expiry check forgets it (ExpireOffsets), as Kafka keeps
+		// it until its next cleanup (SPEC §6).
+		groups := c.offsets.GroupsOfTopic(r.TopicName)
+		c.offsets.Apply(rec)
+		for _, g := range groups {
+			if !c.exists(g) {
+				c.classic[g] = newClassicGroup(g, 0)
+			}
+		}
+	default:
+		c.offsets.Apply(rec)
 	}
+}
+
+// DeleteTopicOffsets returns the record removing every group's offsets of
+// the deleted topic (record 113), or nil when no group of this shard
+// holds any. id is the topic's id, all zero when unknown. The caller
+// writes it and applies it once durable.
+func (c *Coordinator) DeleteTopicOffsets(topic string, id [16]byte) Record {
+	if !c.offsets.HasTopic(topic) {
+		return nil
+	}
+	return &TopicOffsetsDeletedRecord{TopicName: topic, TopicID: id}
 }
 
 // Tick fires every deadline due at now: session and rebalance timeouts,

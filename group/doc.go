@@ -35,7 +35,8 @@
 // (members rejoin after a restart). Committed offsets are durable: every
 // change is a metadata-log record (107 DisklessOffsetCommitRecord, 108
 // DisklessOffsetsDeletedRecord, 109 DisklessGroupDeletedRecord, 110
-// DisklessTxnOffsetsEndedRecord; docs/format/metadata-records.md) that the
+// DisklessTxnOffsetsEndedRecord, 113 DisklessTopicOffsetsDeletedRecord;
+// docs/format/metadata-records.md) that the
 // shard writes and only then applies (ApplyRecord) and answers, so the
 // Offsets table is a function of the log (DESIGN invariant 6), snapshotted
 // as a section of the shard's snapshot (AppendSnapshot, DecodeSnapshot).

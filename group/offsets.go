@@ -42,7 +42,12 @@ type Offsets struct {
 	// open counts, per group and partition, the producers with a pending
 	// offset there (OffsetFetch's UNSTABLE_OFFSET_COMMIT, KIP-447).
 	open map[string]map[topicPartition]int
-	n    int // committed offsets held
+	// byTopic indexes the table by topic: topic → group → the group's
+	// committed offsets of the topic plus its pending ones (open's counts),
+	// so record 113 finds the groups holding offsets of a deleted topic
+	// without visiting the others. Derived: never encoded.
+	byTopic map[string]map[string]int
+	n       int // committed offsets held
 }
 
 type pendingTxn struct {
@@ -56,6 +61,23 @@ func NewOffsets() *Offsets {
 		groups:  make(map[string]map[string]map[int32]OffsetAndMetadata),
 		pending: make(map[int64]*pendingTxn),
 		open:    make(map[string]map[topicPartition]int),
+		byTopic: make(map[string]map[string]int),
+	}
+}
+
+// index adds d to the count of the group's offsets of topic in byTopic.
+func (o *Offsets) index(topic, group string, d int) {
+	m := o.byTopic[topic]
+	if m == nil {
+		m = make(map[string]int)
+		o.byTopic[topic] = m
+	}
+	m[group] += d
+	if m[group] <= 0 {
+		delete(m, group)
+		if len(m) == 0 {
+			delete(o.byTopic, topic)
+		}
 	}
 }
 
@@ -66,7 +88,7 @@ func (o *Offsets) Empty() bool { return len(o.groups) == 0 && len(o.pending) == 
 // Len returns the number of committed offsets held (pending ones excluded).
 func (o *Offsets) Len() int { return o.n }
 
-// Apply applies one record (107 … 110). Every well-formed record applies:
+// Apply applies one record (107 … 110, 113). Every well-formed record applies:
 // deleting what is not there, or ending a transaction with no pending
 // offset, changes nothing; a commit replaces the partition's offset.
 func (o *Offsets) Apply(rec Record) {
@@ -84,6 +106,8 @@ func (o *Offsets) Apply(rec Record) {
 		o.deleteGroup(r.Group)
 	case *TxnOffsetsEndedRecord:
 		o.endTxn(r)
+	case *TopicOffsetsDeletedRecord:
+		o.deleteTopic(r.TopicName)
 	default:
 		panic(fmt.Sprintf("group: Apply of unknown record %T", rec))
 	}
@@ -148,6 +172,7 @@ func (o *Offsets) put(group, topic string, partition int32, v OffsetAndMetadata)
 	}
 	if _, ok := parts[partition]; !ok {
 		o.n++
+		o.index(topic, group, 1)
 	}
 	parts[partition] = v
 }
@@ -157,6 +182,7 @@ func (o *Offsets) delete(group, topic string, partition int32) {
 		if _, ok := parts[partition]; ok {
 			delete(parts, partition)
 			o.n--
+			o.index(topic, group, -1)
 			if len(parts) == 0 {
 				delete(o.groups[group], topic)
 				if len(o.groups[group]) == 0 {
@@ -182,12 +208,16 @@ func (o *Offsets) delete(group, topic string, partition int32) {
 }
 
 func (o *Offsets) deleteGroup(group string) {
-	for _, parts := range o.groups[group] {
+	for topic, parts := range o.groups[group] {
 		o.n -= len(parts)
+		o.index(topic, group, -len(parts))
 	}
 	delete(o.groups, group)
 	if len(o.open[group]) == 0 {
 		return
+	}
+	for tp, k := range o.open[group] {
+		o.index(tp.topic, group, -k)
 	}
 	for pid, txn := range o.pending {
 		if _, ok := txn.offsets[group]; ok {
@@ -209,6 +239,7 @@ func (o *Offsets) dropEmpty(pid int64, group string) {
 }
 
 func (o *Offsets) addOpen(group string, tp topicPartition, d int) {
+	o.index(tp.topic, group, d)
 	m := o.open[group]
 	if m == nil {
 		m = make(map[topicPartition]int)
@@ -238,6 +269,33 @@ func (o *Offsets) endTxn(r *TxnOffsetsEndedRecord) {
 			}
 		}
 	}
+}
+
+// deleteTopic removes every group's offsets of topic, committed and
+// pending (record 113), visiting only the groups byTopic names.
+func (o *Offsets) deleteTopic(topic string) {
+	for _, group := range slices.Sorted(maps.Keys(o.byTopic[topic])) {
+		for p := range o.groups[group][topic] {
+			o.delete(group, topic, p)
+		}
+		for tp := range o.open[group] {
+			if tp.topic == topic {
+				o.delete(group, topic, tp.partition)
+			}
+		}
+	}
+}
+
+// HasTopic reports whether any group holds an offset, committed or
+// pending, of topic.
+func (o *Offsets) HasTopic(topic string) bool { return len(o.byTopic[topic]) > 0 }
+
+// TopicNames returns the topics some group holds offsets of, sorted.
+func (o *Offsets) TopicNames() []string { return slices.Sorted(maps.Keys(o.byTopic)) }
+
+// GroupsOfTopic returns the groups holding offsets of topic, sorted.
+func (o *Offsets) GroupsOfTopic(topic string) []string {
+	return slices.Sorted(maps.Keys(o.byTopic[topic]))
 }
 
 // Get returns the committed offset of a group's partition.

@@ -15,10 +15,11 @@ const (
 	KeyOffsetsDeleted  int16 = 108
 	KeyGroupDeleted    int16 = 109
 	KeyTxnOffsetsEnded int16 = 110
-	firstKey                 = KeyOffsetCommit
-	lastKey                  = KeyTxnOffsetsEnded
-	recordFrameVersion       = 1 // KRaft's metadata record frame version
-	maxStringBytes           = 1 << 20
+	// KeyTopicOffsetsDeleted is record 113: keys 111 and 112 are the
+	// partition coordinator's.
+	KeyTopicOffsetsDeleted int16 = 113
+	recordFrameVersion           = 1 // KRaft's metadata record frame version
+	maxStringBytes               = 1 << 20
 )
 
 // ErrBadRecord is returned (wrapped) by DecodeRecord and DecodeSnapshot for
@@ -26,12 +27,14 @@ const (
 var ErrBadRecord = errors.New("group: malformed record")
 
 // IsRecordKey reports whether key is one of this package's record keys
-// (107 … 110), so a log reader can hand the body to DecodeRecord.
-func IsRecordKey(key int16) bool { return key >= firstKey && key <= lastKey }
+// (107 … 110, 113), so a log reader can hand the body to DecodeRecord.
+func IsRecordKey(key int16) bool {
+	return key >= KeyOffsetCommit && key <= KeyTxnOffsetsEnded || key == KeyTopicOffsetsDeleted
+}
 
 // Record is one of the group coordinator's metadata-log records:
-// *OffsetCommitRecord, *OffsetsDeletedRecord, *GroupDeletedRecord or
-// *TxnOffsetsEndedRecord.
+// *OffsetCommitRecord, *OffsetsDeletedRecord, *GroupDeletedRecord,
+// *TxnOffsetsEndedRecord or *TopicOffsetsDeletedRecord.
 type Record interface {
 	Key() int16
 	appendFields(dst []byte) []byte
@@ -105,10 +108,28 @@ type TxnOffsetsEndedRecord struct {
 	Committed     bool
 }
 
-func (*OffsetCommitRecord) Key() int16    { return KeyOffsetCommit }
-func (*OffsetsDeletedRecord) Key() int16  { return KeyOffsetsDeleted }
-func (*GroupDeletedRecord) Key() int16    { return KeyGroupDeleted }
-func (*TxnOffsetsEndedRecord) Key() int16 { return KeyTxnOffsetsEnded }
+// TopicOffsetsDeletedRecord is record 113 DisklessTopicOffsetsDeletedRecord:
+// every consumer group's offsets of a topic, committed and pending,
+// removed from the shard because the topic was deleted (Kafka's group
+// coordinator drops them when a topic is deleted, SPEC §6). One record per
+// shard that holds any, whatever the number of groups: applying it costs
+// O(the groups holding offsets of the topic), through the table's index by
+// topic.
+type TopicOffsetsDeletedRecord struct {
+	// TopicName is the deleted topic's name, the key offsets are held
+	// under.
+	TopicName string
+	// TopicID is the deleted topic's id, or all zero when the offsets were
+	// found left over by the purge pass, which no longer knows it; it is
+	// informational (apply goes by name).
+	TopicID [16]byte
+}
+
+func (*OffsetCommitRecord) Key() int16        { return KeyOffsetCommit }
+func (*OffsetsDeletedRecord) Key() int16      { return KeyOffsetsDeleted }
+func (*GroupDeletedRecord) Key() int16        { return KeyGroupDeleted }
+func (*TxnOffsetsEndedRecord) Key() int16     { return KeyTxnOffsetsEnded }
+func (*TopicOffsetsDeletedRecord) Key() int16 { return KeyTopicOffsetsDeleted }
 
 // AppendRecord appends rec's record body — uvarint frame version 1, uvarint
 // key, uvarint version 0, then the fields in Kafka's flexible-version
@@ -144,6 +165,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		rec = new(GroupDeletedRecord)
 	case uint32(KeyTxnOffsetsEnded):
 		rec = new(TxnOffsetsEndedRecord)
+	case uint32(KeyTopicOffsetsDeleted):
+		rec = new(TopicOffsetsDeletedRecord)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -403,4 +426,24 @@ func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) error {
 		return fmt.Errorf("producer id %d", v.ProducerID)
 	}
 	return nil
+}
+
+// 113
+
+func (v *TopicOffsetsDeletedRecord) appendFields(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	return appendTags(dst)
+}
+
+func (v *TopicOffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
+	if v.TopicName, err = readString(r); err != nil {
+		return err
+	}
+	if v.TopicName == "" {
+		return errors.New("empty topic name")
+	}
+	v.TopicID = r.Uuid()
+	skipTags(r)
+	return okOrTruncated(r)
 }

@@ -19,6 +19,8 @@ func sampleRecords() []Record {
 		&OffsetsDeletedRecord{Group: "g", Topics: []DeletedTopic{{Name: "u", Partitions: []int32{1, 2}}}},
 		&TxnOffsetsEndedRecord{ProducerID: 42, ProducerEpoch: 3, Committed: true},
 		&GroupDeletedRecord{Group: "h"},
+		&TopicOffsetsDeletedRecord{TopicName: "t", TopicID: topicID("t")},
+		&TopicOffsetsDeletedRecord{TopicName: "u"},
 	}
 }
 
@@ -71,7 +73,7 @@ func TestRecordCorruption(t *testing.T) {
 		b    []byte
 	}{
 		{"frame version 2", append([]byte{2}, commit[1:]...)},
-		{"unknown key", []byte{1, 111, 0, 0}},
+		{"unknown key", []byte{1, 114, 0, 0}},
 		{"partition coordinator key", []byte{1, 100, 0, 0}},
 		{"version 1", append([]byte{1, 107, 1}, commit[3:]...)},
 		{"null group id", append([]byte{1, 107, 0, 0}, commit[5:]...)},
@@ -83,6 +85,10 @@ func TestRecordCorruption(t *testing.T) {
 		{"txn end without producer", AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: -1})},
 		{"txn end flag 2", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:13], 2, 0)},
 		{"huge array", []byte{1, 108, 0, 2, 'g', 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"empty deleted topic", AppendRecord(nil, &TopicOffsetsDeletedRecord{})},
+		{"null deleted topic", append([]byte{1, 113, 0, 0}, make([]byte, 17)...)},
+		{"key 111", []byte{1, 111, 0, 0}},
+		{"key 112", []byte{1, 112, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := DecodeRecord(tc.b); !errors.Is(err, ErrBadRecord) {
@@ -190,6 +196,9 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 		case 6:
 			log = append(log, &GroupDeletedRecord{Group: "c"})
 		}
+		if i%11 == 10 {
+			log = append(log, &TopicOffsetsDeletedRecord{TopicName: []string{"t", "u"}[i%2]})
+		}
 	}
 	full := NewOffsets()
 	for _, r := range log {
@@ -214,6 +223,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 		if o2.Len() != full.Len() {
 			t.Fatalf("cut %d: %d offsets, want %d", cut, o2.Len(), full.Len())
 		}
+		checkIndex(t, o2)
 	}
 }
 

@@ -32,7 +32,7 @@ const (
 	KeyTopicConfig      int16 = 104
 	KeyProducerIDBlock  int16 = 105
 	KeyFileDeleted      int16 = 106
-	// 107 … 110 are package group's.
+	// 107 … 110 and 113 are package group's.
 	KeyTopicDisablement int16 = 111
 	KeyTopicPurged      int16 = 112
 )
