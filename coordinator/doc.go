@@ -82,8 +82,11 @@
 // the log over) stops the shard for good: diskless.ErrShardFenced, and
 // NOT_LEADER_OR_FOLLOWER for its partitions, so that clients refresh
 // their metadata and retry (TestFencedShardStopsServing, DESIGN
-// §Fencing). A log it cannot rebuild its state from fails the shard:
-// KAFKA_STORAGE_ERROR until a restart. The
+// §Fencing). Any other failed append makes the shard rebuild its state
+// from its log; meanwhile its consumer groups' requests get
+// diskless.ErrShardLoading (COORDINATOR_LOAD_IN_PROGRESS, DESIGN
+// §Consumer groups). A log it cannot rebuild its state from fails the
+// shard: KAFKA_STORAGE_ERROR until a restart. The
 // records are KRaft-style metadata records (package coordinator/records;
 // docs/format/metadata-records.md): uvarint frame version 1, uvarint
 // record key, uvarint version 0, then the record in Kafka's
@@ -92,8 +95,10 @@
 // DisklessTopicDeletedRecord, 102 DisklessFileCommittedRecord, 103
 // DisklessRecordsDeletedRecord (SPEC §8), and the project's 104
 // DisklessTopicConfigRecord (the catalog entry; the commit point of
-// CreateTopic), 105 DisklessProducerIdBlockRecord and 106
-// DisklessFileDeletedRecord.
+// CreateTopic), 105 DisklessProducerIdBlockRecord, 106
+// DisklessFileDeletedRecord, 111 DisklessTopicDisablementRecord and 112
+// DisklessTopicPurgedRecord; 107 … 110 and 113 are package group's
+// consumer-group offsets (groups.go).
 //
 // Every SnapshotIntervalRecords records a shard announces a snapshot at
 // the log's next index N (Log.PrepareSnapshot: the file log starts a new

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -136,10 +137,16 @@ func (c *Coordinator) GroupShard(group string) int32 {
 }
 
 // groupDo runs op on shard's driver and returns once its reply (if any)
-// was called. Errors: ErrClosed, ctx's error before the shard took it,
+// was called. Errors: ErrShardLoading while the shard rebuilds its state
+// or is being taken over (op not run), ErrNotCoordinator when another
+// sidecar hosts it, ErrClosed, ctx's error before the shard took it,
 // ErrShardFailed, the log write's error.
 func (c *Coordinator) groupDo(ctx context.Context, shard int32, op groupOp) error {
-	return c.shards[shard].do(&request{ctx: ctx, group: op}).err
+	s := c.shards[shard]
+	if s.rebuilding.Load() {
+		return fmt.Errorf("%w (shard %d, %w)", diskless.ErrShardLoading, shard, kerr.CoordinatorLoadInProgress)
+	}
+	return s.do(&request{ctx: ctx, group: op}).err
 }
 
 // awaitParked waits for a parked JoinGroup or SyncGroup answer: until ch

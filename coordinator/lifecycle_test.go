@@ -32,6 +32,9 @@ type testLog struct {
 	failAppend func(bodies [][]byte) (write bool, err error)
 	// failReplay makes Replay fail.
 	failReplay atomic.Bool
+	// replayGate, when set (under mu), holds every Replay until it is
+	// closed: a shard that rebuilds stays loading meanwhile.
+	replayGate chan struct{}
 	// saveHook, when set (before the first snapshot), runs at the start
 	// of every WriteSnapshot, on the snapshot goroutine; saveErr, when
 	// set, makes WriteSnapshot fail with its answer.
@@ -45,6 +48,12 @@ var _ metalog.Log = (*testLog)(nil)
 func (l *testLog) Replay(ctx context.Context, from int64, fn func(int64, []byte) error) (int64, error) {
 	if l.failReplay.Load() {
 		return 0, errors.New("injected replay failure")
+	}
+	l.mu.Lock()
+	gate := l.replayGate
+	l.mu.Unlock()
+	if gate != nil {
+		<-gate
 	}
 	return l.inner.Replay(ctx, from, fn)
 }

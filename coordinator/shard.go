@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,6 +58,14 @@ type shard struct {
 		// failed is set when st could not be rebuilt from the log.
 		failed error
 	}
+
+	// rebuilding is set while the driver rebuilds the state from the log
+	// after a failed append: consumer-group requests are then refused
+	// with ErrShardLoading (COORDINATOR_LOAD_IN_PROGRESS) instead of
+	// waiting behind the replay (groupDo); commits and admin requests
+	// queue as before. (A shard being taken over, roleLoading, refuses
+	// every request the same way.)
+	rebuilding atomic.Bool
 
 	// Driver-only fields.
 	recent recentCommits
@@ -544,6 +553,8 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 func (s *shard) rebuild() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	s.rebuilding.Store(true)
+	defer s.rebuilding.Store(false)
 	// Replay must not run while a snapshot is written (metalog.Log).
 	s.waitSnapshot()
 	st, err := s.load(ctx)

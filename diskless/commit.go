@@ -47,8 +47,12 @@ var (
 	// (NOT_COORDINATOR over the coordinator RPCs, SPEC §9).
 	ErrNotCoordinator = errors.New("coordinator: shard not hosted by this sidecar")
 	// ErrShardLoading is returned (wrapped) for a request to a shard this
-	// sidecar is taking over and still replaying: nothing was decided,
-	// the caller resends after a backoff (COORDINATOR_LOAD_IN_PROGRESS).
+	// sidecar is taking over and still replaying, and for a consumer-group
+	// request to a shard rebuilding its state from its log after a failed
+	// write: nothing was decided, the caller resends after a backoff
+	// (COORDINATOR_LOAD_IN_PROGRESS, which a group client retries on the
+	// same coordinator, as with Kafka's group coordinator while it loads;
+	// DESIGN §Consumer groups).
 	ErrShardLoading = errors.New("coordinator: shard loading")
 )
 

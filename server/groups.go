@@ -17,7 +17,9 @@ import (
 // topic ids) and return its answer; an error means the shard could not
 // answer: diskless.ErrClosed (the coordinator is stopping) and
 // diskless.ErrShardFenced (another sidecar took the shard over), answered
-// NOT_COORDINATOR so the client looks it up again; anything else
+// NOT_COORDINATOR so the client looks it up again; diskless.ErrShardLoading
+// (the shard is loading its state), COORDINATOR_LOAD_IN_PROGRESS, which
+// the client retries on the same coordinator; anything else
 // COORDINATOR_NOT_AVAILABLE (retriable). The methods taking code answer
 // the groups of a shard that failed with code(err). All are safe for
 // concurrent use.
@@ -76,8 +78,8 @@ func groupErrCode(err error) int16 {
 		// again.
 		return kerr.NotCoordinator.Code
 	case errors.Is(err, diskless.ErrShardLoading):
-		// The shard is being taken over here: retriable, same
-		// coordinator.
+		// The shard is being taken over here, or rebuilds its state after
+		// a failed write: retriable, same coordinator.
 		return kerr.CoordinatorLoadInProgress.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
