@@ -316,6 +316,9 @@ func (c *Coordinator) Err() error {
 	return fmt.Errorf(format, args...)
 }
 
+// NodeID returns this sidecar's node.id.
+func (c *Coordinator) NodeID() int32 { return c.cfg.NodeID }
+
 // NumShards returns the number of coordinator shards.
 func (c *Coordinator) NumShards() int32 { return c.cfg.NumShards }
 

@@ -387,6 +387,7 @@ func (r *replica) step(ctx context.Context, s *shard) error {
 		s.c.logger.Error("coordinator: applying a followed shard's records failed; loading it again", "shard", s.id, "err", err)
 		return r.load(ctx, s)
 	}
+	s.c.logger.Debug("coordinator: replica applied records", "shard", s.id, "records", len(recs), "next_record", next)
 	r.next = next
 	if s.id == 0 && catalogChanged(recs) {
 		s.mu.RLock()

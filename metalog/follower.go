@@ -26,9 +26,12 @@ type Follower interface {
 	// errors.
 	Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (next int64, err error)
 	// Wait returns nil once a record with index ≥ next is durable (a
-	// Replay from next then returns it), or ctx's error. It must not
-	// poll the writer: a backend wakes it from what it reads (a Kafka
-	// long-poll fetch, the in-memory log's own appends).
+	// Replay from next then returns it), or ctx's error. It may return
+	// early, when the log grew by something that is no new record (a
+	// Kafka backend's claim or snapshot pointer, a group not whole yet):
+	// the caller replays and waits again. It must not poll the writer: a
+	// backend wakes it from what it reads (a Kafka long-poll fetch, the
+	// in-memory log's own appends).
 	Wait(ctx context.Context, next int64) error
 	// Close releases the follower; a Wait in progress returns ErrClosed.
 	Close() error

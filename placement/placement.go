@@ -178,7 +178,7 @@ func (p *Placement) run(ctx context.Context) {
 		view := p.cfg.Membership.View()
 		owners := Assign(p.cfg.NumShards, view, leaders)
 		p.publish(view, owners)
-		p.reconcile(ctx, view, owners)
+		p.reconcile(ctx, view, owners, viewChanged)
 		select {
 		case <-ctx.Done():
 			return
@@ -220,8 +220,13 @@ func (p *Placement) publish(view membership.View, owners []diskless.Sidecar) {
 }
 
 // reconcile releases the shards that no longer fall to this sidecar, then
-// hosts those that do (taking a fenced one over again).
-func (p *Placement) reconcile(ctx context.Context, view membership.View, owners []diskless.Sidecar) {
+// hosts those that do (taking a fenced one over again). A takeover takes
+// a while (a claim, a replay): when the view changes meanwhile it stops,
+// so that the owners are computed again before it hosts a shard that may
+// no longer fall to it (a sidecar alone in its first view would otherwise
+// take every shard, one after the other, from the sidecars that joined
+// since).
+func (p *Placement) reconcile(ctx context.Context, view membership.View, owners []diskless.Sidecar, viewChanged <-chan struct{}) {
 	h := p.cfg.Hoster
 	mine := func(i int32) bool { return view.Member && owners[i].NodeID == p.cfg.Self }
 	for i := range p.cfg.NumShards {
@@ -234,6 +239,11 @@ func (p *Placement) reconcile(ctx context.Context, view membership.View, owners 
 	for i := range p.cfg.NumShards {
 		if !mine(i) || ctx.Err() != nil {
 			continue
+		}
+		select {
+		case <-viewChanged:
+			return
+		default:
 		}
 		if h.Hosted(i) {
 			if err := h.Serving(i); errors.Is(err, diskless.ErrShardFenced) {

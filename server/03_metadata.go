@@ -52,7 +52,7 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	}
 	l := newLeaders(sidecars, s.zoneOf(clientOf(ctx)))
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = s.controllerID()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterAuthorizedOps
 	}
@@ -124,6 +124,18 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 	}
 	if !autoCreate {
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return mt
+	}
+	if c := s.cfg.Controller; c != nil && !c.Local() {
+		// The controller creates it; this sidecar's replica of the
+		// catalog has it a moment later, and the client asks again on
+		// LEADER_NOT_AVAILABLE, as after Kafka's asynchronous creation.
+		if s.forwardAutoCreate(ctx, name) {
+			if t, ok := s.catalog.Topic(name); ok {
+				return s.metadataTopic(req, t, l)
+			}
+		}
+		mt.ErrorCode = kerr.LeaderNotAvailable.Code
 		return mt
 	}
 	t, err := s.catalog.CreateTopic(ctx, name, s.cfg.NumPartitions, nil)

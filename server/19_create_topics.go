@@ -49,6 +49,9 @@ var createTopicsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 19, MinVersion
 // topic's configs (topicConfigEntries); v7+ the topic id (zero for
 // ValidateOnly).
 func (s *Server) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+	if fwd, ok := s.forwardAdmin(ctx, req); ok {
+		return fwd // the catalog is written at the controller
+	}
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	ctx, cancel := withRequestTimeout(ctx, req.TimeoutMillis)
 	defer cancel()

@@ -30,6 +30,9 @@ var deleteTopicsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 20, MinVersion
 // the data is purged in the background. TimeoutMillis > 0 bounds the
 // call: REQUEST_TIMED_OUT past it.
 func (s *Server) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	if fwd, ok := s.forwardAdmin(ctx, req); ok {
+		return fwd // the catalog is written at the controller
+	}
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	ctx, cancel := withRequestTimeout(ctx, req.TimeoutMillis)
 	defer cancel()

@@ -15,6 +15,9 @@ var alterConfigsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 33, MinVersion
 // removed, as Kafka's AlterConfigs replaces a resource's dynamic configs),
 // with the refusals of IncrementalAlterConfigs (handleIncrementalAlterConfigs).
 func (s *Server) handleAlterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) kmsg.Response {
+	if fwd, ok := s.forwardAdmin(ctx, req); ok {
+		return fwd // the catalog is written at the controller
+	}
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range req.Resources {
 		out := kmsg.NewAlterConfigsResponseResource()

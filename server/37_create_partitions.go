@@ -25,6 +25,9 @@ var createPartitionsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 37, MinVer
 // replication factor asked at creation is not kept). TimeoutMillis > 0
 // bounds the call.
 func (s *Server) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	if fwd, ok := s.forwardAdmin(ctx, req); ok {
+		return fwd // the catalog is written at the controller
+	}
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctx, cancel := withRequestTimeout(ctx, req.TimeoutMillis)
 	defer cancel()

@@ -32,6 +32,9 @@ var incrementalAlterConfigsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 44,
 // DISABLED topic. Broker resources get INVALID_REQUEST: the sidecar's
 // configuration is its properties file.
 func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	if fwd, ok := s.forwardAdmin(ctx, req); ok {
+		return fwd // the catalog is written at the controller
+	}
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
 		out := kmsg.NewIncrementalAlterConfigsResponseResource()

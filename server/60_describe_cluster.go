@@ -33,7 +33,7 @@ func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClus
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	resp.ClusterID = s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = s.controllerID()
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps

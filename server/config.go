@@ -95,6 +95,10 @@ type Config struct {
 	// coordinator RPCs (API keys 100–108, SPEC §9) reach; nil answers
 	// them NOT_COORDINATOR.
 	Shards Shards
+	// Controller is where the catalog is written in a cluster: admin
+	// requests that change it are forwarded there (controller.go); nil:
+	// this sidecar.
+	Controller Controller
 	// Cluster is this sidecar's cluster (membership): Metadata names its
 	// live sidecars and spreads partition leaders over them, by the
 	// client's zone; nil names this sidecar alone.

@@ -290,10 +290,13 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResponse = true
 	}
-	if h.key == joinGroupVersions.ApiKey || h.key == consumerGroupHeartbeatVersions.ApiKey ||
-		h.key == metadataVersions.ApiKey || h.key == findCoordinatorVersions.ApiKey {
+	switch h.key {
+	case joinGroupVersions.ApiKey, consumerGroupHeartbeatVersions.ApiKey, metadataVersions.ApiKey, findCoordinatorVersions.ApiKey,
+		createTopicsVersions.ApiKey, deleteTopicsVersions.ApiKey, createPartitionsVersions.ApiKey,
+		alterConfigsVersions.ApiKey, incrementalAlterConfigsVersions.ApiKey:
 		// Members record their client's id and host; Metadata and
-		// FindCoordinator answer by the client's zone.
+		// FindCoordinator answer by the client's zone; the admin requests
+		// a sidecar forwarded are not forwarded again (controller.go).
 		cid := ""
 		if id != nil {
 			cid = *id

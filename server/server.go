@@ -132,6 +132,10 @@ func (s *Server) Addr() net.Addr {
 	return s.mu.ln.Addr()
 }
 
+// Advertised returns the host and port Metadata advertises for this
+// sidecar, resolved by Listen.
+func (s *Server) Advertised() (string, int32) { return s.advertised() }
+
 // advertised returns the host and port Metadata advertises.
 func (s *Server) advertised() (string, int32) {
 	s.mu.Lock()

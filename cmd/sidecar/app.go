@@ -23,6 +23,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
+	"github.com/diskless-sidecar/sidecar/peer"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
 	"github.com/diskless-sidecar/sidecar/upload"
@@ -49,6 +50,9 @@ type app struct {
 	closeStore func()
 	// metaTopic is the metadata log's topic with diskless.metadata.log=kafka.
 	metaTopic *kafkalog.Topic
+	// cluster is this sidecar's part of a cluster (diskless.cluster.enable),
+	// else nil.
+	cluster *clusterPart
 }
 
 // start opens data.dir and every component, binds the listener and starts
@@ -121,8 +125,25 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	abortStaleUploads(store, cfg, log.With(slog.String("component", "objstore")))
 
 	sidecars := &localSidecar{node: cfg.NodeID}
+	var (
+		coordSidecars coordinator.Sidecars = sidecars
+		openFollower  func(int32) (metalog.Follower, error)
+		remote        coordinator.Remote
+		files         coordinator.FileDescriber
+	)
+	if cfg.Cluster {
+		if a.cluster, err = newClusterPart(cfg, log.With(slog.String("component", "cluster"))); err != nil {
+			return nil, err
+		}
+		closers = append(closers, a.cluster.close)
+		coordSidecars = peer.NewSidecars(cfg.NodeID, a.cluster.placed, sidecars.Self(), a.cluster.peers)
+		openFollower, remote, files = a.metaTopic.Follow, a.cluster.remote, a.cluster.remote
+	}
 	a.coord, err = coordinator.Open(coordinator.Config{
-		Sidecars:               sidecars,
+		Sidecars:               coordSidecars,
+		OpenFollower:           openFollower,
+		Remote:                 remote,
+		Files:                  files,
 		Dir:                    coordDir,
 		OpenLog:                openLog,
 		NumShards:              cfg.MetadataShards,
@@ -154,6 +175,20 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		return nil, fmt.Errorf("opening the coordinator: %w", err)
 	}
 	closers = append(closers, func() { a.coord.Close() })
+	// The coordinator's shards, as the stages reach them: alone, the
+	// coordinator itself; in a cluster, through the router.
+	var (
+		shards     commit.Shards     = a.coord
+		fetchCoord fetch.Coordinator = a.coord
+		catalog    server.Catalog    = a.coord
+	)
+	if a.cluster != nil {
+		if err := a.cluster.startRouter(cfg, a.coord); err != nil {
+			return nil, err
+		}
+		shards, fetchCoord = a.cluster.router, peer.NewReader(a.coord, a.cluster.router)
+		catalog = clusterCatalog{Coordinator: a.coord, router: a.cluster.router}
+	}
 	// The store answered and the coordinator opened: only now is the
 	// directory bound to these values (a failed start binds nothing).
 	if err := a.dir.saveMeta(); err != nil {
@@ -194,7 +229,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		MaxAttempts: cfg.CommitMaxAttempts,
 		Logger:      log.With(slog.String("component", "commit")),
 		Objects:     store,
-	}, telemetry.NewShards(metrics, a.coord))
+	}, telemetry.NewShards(metrics, shards))
 	if err != nil {
 		return nil, err
 	}
@@ -215,14 +250,14 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 
 	fcfg := fetchConfig(cfg)
 	fcfg.Logger = log.With(slog.String("component", "fetch"))
-	fetcher, err := fetch.New(fcfg, a.coord, a.cache)
+	fetcher, err := fetch.New(fcfg, fetchCoord, a.cache)
 	if err != nil {
 		return nil, err
 	}
 	a.fetch = fetcher
 
 	adv := cfg.Advertised
-	a.server, err = server.New(server.Config{
+	scfg := server.Config{
 		Addr:                  net.JoinHostPort(cfg.Listener.Host, fmt.Sprint(cfg.Listener.Port)),
 		AdvertisedHost:        adv.Host,
 		AdvertisedPort:        int32(adv.Port),
@@ -238,12 +273,27 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		Groups:                a.coord,
 		Shards:                a.coord,
 		Disabler:              sidecars.Self(),
-	}, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), a.coord)
+		Rack:                  cfg.Rack,
+		ClientZones:           cfg.ClientZones,
+	}
+	if a.cluster != nil {
+		scfg.Cluster = a.cluster.placed
+		scfg.Controller = controller{coord: a.coord, place: a.cluster.placed, peers: a.cluster.peers}
+	}
+	a.server, err = server.New(scfg, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), catalog)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.server.Listen(); err != nil {
 		return nil, &ConfigError{Key: "listeners", Value: cfg.Listener.String(), Err: err}
+	}
+	if a.cluster != nil {
+		// Known only now: the address the other sidecars and clients
+		// reach this one at.
+		host, port := a.server.Advertised()
+		if err := a.cluster.join(cfg, a.coord, host, port); err != nil {
+			return nil, err
+		}
 	}
 	go func() { a.served <- a.server.Serve(context.Background()) }()
 	if a.http != nil {
@@ -267,6 +317,11 @@ func (a *app) shutdown(timeout time.Duration) error {
 	var errs []error
 	if a.http != nil {
 		a.http.ready.Store(false) // out of load balancers first
+	}
+	if a.cluster != nil {
+		// No shard moves from now on; the others take this sidecar's
+		// shards once it left the group (after the coordinator closed).
+		a.cluster.stopPlacing()
 	}
 	// The server stops reading and waits for the answers of the requests
 	// it read; meanwhile the produce pipeline seals the active file at
@@ -292,6 +347,9 @@ func (a *app) shutdown(timeout time.Duration) error {
 	a.cache.Close()
 	if err := a.coord.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator: %w", err))
+	}
+	if a.cluster != nil {
+		a.cluster.close()
 	}
 	if a.http != nil {
 		a.http.close(ctx)

@@ -18,8 +18,10 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/membership"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
+	"github.com/diskless-sidecar/sidecar/placement"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
 	"github.com/diskless-sidecar/sidecar/upload"
@@ -82,6 +84,14 @@ type Config struct {
 	MetadataKafkaBrokers  []string // host:port each
 	MetadataTopic         string
 	MetadataTopicReplicas int16
+
+	Cluster                  bool
+	ClusterGroupID           string
+	ClusterSessionTimeout    time.Duration
+	ClusterHeartbeatInterval time.Duration
+	ClusterPlacementRefresh  time.Duration
+	Rack                     string
+	ClientZones              []server.ZoneCIDR
 
 	RetentionCheckInterval time.Duration
 	FileDeletionDelay      time.Duration
@@ -300,6 +310,19 @@ var options = []option{
 		doc: "The Kafka topic holding the metadata logs with diskless.metadata.log=kafka, partition n for shard n; created if absent.",
 		set: func(c *Config, v string) error { c.MetadataTopic = strings.TrimSpace(v); return nil }},
 	intOption("diskless.metadata.topic.replication.factor", itoa(kafkalog.DefaultReplicationFactor), "Replication factor of a created metadata topic (min.insync.replicas is one less, at least 1).", 1, math.MaxInt16, func(c *Config) *int16 { return &c.MetadataTopicReplicas }),
+	boolOption("diskless.cluster.enable", "false", "Form a cluster with the other sidecars of diskless.metadata.topic (one next to each broker): found through a Kafka group, each coordinator shard hosted by the sidecar of its metadata partition's leader, any sidecar serving any partition. Needs diskless.metadata.log=kafka.", func(c *Config) *bool { return &c.Cluster }),
+	{key: "diskless.cluster.group.id", def: "",
+		doc: "The Kafka group the sidecars of a cluster meet in (protocol type diskless-sidecar); empty: diskless-sidecars-<diskless.metadata.topic>.",
+		set: func(c *Config, v string) error { c.ClusterGroupID = strings.TrimSpace(v); return nil }},
+	msOption("diskless.cluster.session.timeout.ms", ms(membership.DefaultSessionTimeout), "How long the other sidecars wait for a silent one before it is out of the cluster, ms (Kafka accepts group.min.session.timeout.ms, 6000 by default, and up).", 1000, 1800000, func(c *Config) *time.Duration { return &c.ClusterSessionTimeout }),
+	msOption("diskless.cluster.heartbeat.interval.ms", ms(membership.DefaultHeartbeatInterval), "How often a sidecar heartbeats in the cluster's group, ms; below the session timeout.", 100, 600000, func(c *Config) *time.Duration { return &c.ClusterHeartbeatInterval }),
+	msOption("diskless.cluster.placement.refresh.ms", ms(placement.DefaultRefresh), "How often the metadata partitions' leaders are read to place the coordinator shards, ms.", 100, 600000, func(c *Config) *time.Duration { return &c.ClusterPlacementRefresh }),
+	{key: "broker.rack", def: "",
+		doc: "This sidecar's rack (zone), as its broker's: announced to the cluster; Metadata sends the clients of this zone to it.",
+		set: func(c *Config, v string) error { c.Rack = strings.TrimSpace(v); return nil }},
+	{key: "diskless.client.zone.cidrs", def: "",
+		doc: "The zones of clients by address, zone=CIDR pairs separated by commas (a=10.0.0.0/16,b=10.1.0.0/16); a client's zone is the diskless_az=<zone> in its client.id, else the longest CIDR holding its address.",
+		set: func(c *Config, v string) (err error) { c.ClientZones, err = server.ParseZoneCIDRs(v); return err }},
 	msOption("producer.id.expiration.ms", itoa(coordinator.DefaultProducerIDExpirationMs), "Idle time after which an idempotent producer's state is forgotten, ms.", 1, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 	{key: "http.listener", def: "127.0.0.1:9644",
 		doc: "host:port of the HTTP endpoint: /metrics (Prometheus), /healthz, /readyz; empty disables it; port 0 picks a free port.",
@@ -461,6 +484,14 @@ func (c *Config) check() error {
 	if c.StorageBackend == "s3" && c.S3Bucket == "" {
 		return &ConfigError{Key: "diskless.storage.s3.bucket", Value: "",
 			Err: fmt.Errorf("required with diskless.storage.backend=s3")}
+	}
+	if c.Cluster && c.MetadataLog != "kafka" {
+		return &ConfigError{Key: "diskless.cluster.enable", Value: "true",
+			Err: fmt.Errorf("needs diskless.metadata.log=kafka: the sidecars share the metadata topic's shards")}
+	}
+	if c.Cluster && c.ClusterHeartbeatInterval >= c.ClusterSessionTimeout {
+		return &ConfigError{Key: "diskless.cluster.heartbeat.interval.ms", Value: ms(c.ClusterHeartbeatInterval),
+			Err: fmt.Errorf("must be below diskless.cluster.session.timeout.ms (%d)", c.ClusterSessionTimeout.Milliseconds())}
 	}
 	if c.MetadataLog == "kafka" && len(c.MetadataKafkaBrokers) == 0 {
 		return &ConfigError{Key: "diskless.metadata.kafka.bootstrap.servers", Value: "",

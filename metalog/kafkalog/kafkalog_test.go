@@ -76,6 +76,8 @@ type store struct {
 
 func (s *store) Open(shard int32) (metalog.Log, error) { return s.t.OpenLog(shard) }
 
+func (s *store) Follow(shard int32) (metalog.Follower, error) { return s.t.Follow(shard) }
+
 // Tear leaves shard's partition as a writer that died in the middle of an
 // Append (or a PrepareSnapshot) would, under the epoch of the last claim:
 // variant 0, the next record whole and the first of the next one's two
@@ -146,6 +148,13 @@ func TestKafkaLog(t *testing.T) {
 	t.Run("TopicRefused", func(t *testing.T) { testTopicRefused(t, e) })
 	t.Run("TakeoverInFlight", func(t *testing.T) { testTakeoverInFlight(t, e) })
 	t.Run("FencedWriterInterleaved", func(t *testing.T) { testFencedWriterInterleaved(t, e) })
+	t.Run("FollowerConformance", func(t *testing.T) {
+		metalogtest.RunFollower(t, func(t *testing.T) metalogtest.FollowStore {
+			tp, _ := e.topic(t, 1)
+			return &store{e: e, t: tp}
+		})
+	})
+	t.Run("FollowerSkipsFencedWriter", func(t *testing.T) { testFollowerSkipsFencedWriter(t, e) })
 	t.Run("FencedTruncate", func(t *testing.T) { testFencedTruncate(t, e) })
 	t.Run("IndexesAcrossClaims", func(t *testing.T) { testIndexesAcrossClaims(t, e) })
 	t.Run("SnapshotDamaged", func(t *testing.T) { testSnapshotDamaged(t, e) })
@@ -422,6 +431,76 @@ func testFencedWriterInterleaved(t *testing.T, e *env) {
 	if got, _ := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("a later owner replays %v, want %v", got, want)
 	}
+}
+
+// testFollowerSkipsFencedWriter: a follower reading while a takeover
+// happens delivers exactly what a later owner replays — the fenced
+// writer's records among the new owner's never — and its Wait wakes for
+// the new owner's appends; following fences no one.
+func testFollowerSkipsFencedWriter(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	old, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	replayAll(t, old, 0)
+	mustAppend(t, old, group("g1", 2))
+	fl, err := tp.Follow(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	var got []string
+	var next int64
+	follow := func() {
+		t.Helper()
+		n, err := fl.Replay(ctx, next, func(i int64, b []byte) error {
+			if i < next {
+				return fmt.Errorf("index %d below %d", i, next)
+			}
+			got = append(got, string(b))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("follower Replay from %d: %v", next, err)
+		}
+		next = n
+	}
+	follow()
+	if len(got) != 2 || next != 2 {
+		t.Fatalf("follower read %v, next %d", got, next)
+	}
+	cur, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	replayAll(t, cur, 0)
+	if err := old.Append(ctx, group("zombie", 3)); !errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("the fenced writer's Append: %v", err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- fl.Wait(ctx, next) }()
+	mustAppend(t, cur, group("g2", 2))
+	if err := <-woke; err != nil {
+		t.Fatalf("Wait across the new owner's Append: %v", err)
+	}
+	for next < 4 {
+		follow()
+		if next < 4 {
+			if err := fl.Wait(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := strs(group("g1", 2), group("g2", 2))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("follower delivered %v, want %v", got, want)
+	}
+	// The follower fenced nobody: the owner appends on.
+	mustAppend(t, cur, group("g3", 1))
 }
 
 // testFencedTruncate: a writer fenced while it writes a snapshot (its

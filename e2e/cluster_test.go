@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
+	"github.com/diskless-sidecar/sidecar/internal/history"
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+)
+
+// sidecarCluster is sidecars of one cluster (diskless.cluster.enable),
+// one next to each broker of the shared Kafka (node.id = the broker's id,
+// broker.rack a zone of its own), on one versitygw bucket.
+type sidecarCluster struct {
+	t    *testing.T
+	k    *kafkatest.Cluster
+	s3   *S3Store
+	meta string
+	sets []string
+	scs  map[int32]*Sidecar
+}
+
+const clusterShards = 6
+
+// startSidecarCluster starts a sidecar next to each broker of the shared
+// Kafka, with a metadata topic of its own, and waits until every one
+// names all of them in Metadata.
+func startSidecarCluster(t *testing.T, extra ...string) *sidecarCluster {
+	t.Helper()
+	k := sharedKafka(t)
+	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}}
+	sc.sets = append(kafkaLogOn(k, sc.meta),
+		"diskless.cluster.enable=true",
+		fmt.Sprintf("diskless.metadata.topic.num.partitions=%d", clusterShards),
+		"diskless.append.commit.interval.ms=50",
+	)
+	sc.sets = append(sc.sets, extra...)
+	for _, id := range k.Brokers() {
+		sc.start(id)
+	}
+	sc.waitBrokers(k.Brokers()...)
+	return sc
+}
+
+// start starts the sidecar of broker id (again, after a kill: a fresh
+// data.dir, as a replacement machine would have).
+func (sc *sidecarCluster) start(id int32) *Sidecar {
+	sc.t.Helper()
+	s := StartSidecarS3(sc.t, sc.s3, "", append(slices.Clone(sc.sets),
+		fmt.Sprintf("node.id=%d", id), fmt.Sprintf("broker.rack=zone-%d", id))...)
+	sc.scs[id] = s
+	return s
+}
+
+// brokers returns the node ids s's Metadata names.
+func brokers(ctx context.Context, s *Sidecar) []int32 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr))
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return nil
+	}
+	var ids []int32
+	for _, b := range m.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// waitBrokers waits until every running sidecar names exactly ids.
+func (sc *sidecarCluster) waitBrokers(ids ...int32) {
+	sc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := slices.Sorted(slices.Values(ids))
+	for _, id := range ids {
+		for !slices.Equal(brokers(ctx, sc.scs[id]), want) {
+			if ctx.Err() != nil {
+				sc.t.Fatalf("sidecar %d names brokers %v, want %v", id, brokers(context.Background(), sc.scs[id]), want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestCluster runs three sidecars next to a 3-broker Kafka on one bucket,
+// 6 coordinator shards placed on the sidecars of their metadata
+// partitions' leaders (one cluster for the subtests):
+//
+//   - ProduceAnySidecar: kgo producers, each told by its client id to use
+//     its own sidecar's zone, write to the same partitions through
+//     different sidecars; every acknowledged record is read exactly
+//     once, in dense offset order, through another sidecar
+//     (internal/history).
+//   - Groups: a kgo consumer group with members on two sidecars reads
+//     every record once; the group's coordinator is wherever its shard
+//     is hosted.
+//   - KcatAndJava: kcat and the Java client given all three addresses:
+//     kcat produces a text file (the topic auto-created through a
+//     sidecar that may not be the controller) and reads it back in
+//     order; a Java group consumer reads it all once.
+//   - RetryThroughAnotherSidecar: an idempotent produce whose answer is
+//     lost after the commit, sent again through another sidecar, is
+//     stored once, at its original offset.
+func TestCluster(t *testing.T) {
+	cl := startSidecarCluster(t)
+	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
+	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
+	t.Run("KcatAndJava", func(t *testing.T) { testClusterKcatJava(t, cl) })
+	t.Run("RetryThroughAnotherSidecar", func(t *testing.T) { testRetryThroughAnotherSidecar(t, cl) })
+	for id, s := range cl.scs {
+		t.Logf("sidecar %d hosted shards %v", id, cl.hosted(s))
+	}
+}
+
+func testProduceAnySidecar(t *testing.T, cl *sidecarCluster) {
+	const partitions = 8
+	ctx := testCtx(t, 5*time.Minute)
+	s1, s2, s3 := cl.scs[1], cl.scs[2], cl.scs[3]
+	topic := "cluster"
+	createTopic(t, ctx, s2, topic, partitions, nil)
+	h := history.New()
+	var ps []*hproducer
+	for id, s := range map[int32]*Sidecar{1: s1, 2: s2, 3: s3} {
+		ps = append(ps, startProducer(ctx, s, h, fmt.Sprintf("p%d", id), topic, partitions,
+			kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(30*time.Second)))
+	}
+	for _, p := range ps {
+		p.waitAcked(t, ctx, 2_000)
+	}
+	for _, p := range ps {
+		p.stopProducing()
+	}
+	finalRead(t, ctx, s3, topic, partitions, h)
+}
+
+// addrs is every sidecar's address, comma-separated.
+func (sc *sidecarCluster) addrs() string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(sc.scs)) {
+		out = append(out, sc.scs[id].Addr)
+	}
+	return strings.Join(out, ",")
+}
+
+func testClusterGroups(t *testing.T, cl *sidecarCluster) {
+	const partitions, n = 6, 3000
+	ctx := testCtx(t, 3*time.Minute)
+	topic, group := "cluster-groups", "cluster-group"
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	want := produceValues(t, ctx, cl.scs[3], topic, partitions, 0, n)
+	got := make(chan string, n*2)
+	for _, id := range []int32{1, 2} {
+		m := cl.scs[id].Client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond),
+			kgo.ClientID(fmt.Sprintf("member-%d,diskless_az=zone-%d", id, id)),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		go func() {
+			for ctx.Err() == nil {
+				fs := m.PollFetches(ctx)
+				fs.EachRecord(func(r *kgo.Record) { got <- string(r.Value) })
+			}
+		}()
+	}
+	seen := map[string]int{}
+	for len(seen) < len(want) {
+		select {
+		case v := <-got:
+			seen[v]++
+		case <-ctx.Done():
+			t.Fatalf("the group read %d of %d records", len(seen), len(want))
+		}
+	}
+	for _, v := range want {
+		if seen[v] != 1 {
+			t.Fatalf("record %q read %d times", v, seen[v])
+		}
+	}
+}
+
+func testClusterKcatJava(t *testing.T, cl *sidecarCluster) {
+	requireTool(t, "kcat")
+	kafkatest.Require(t)
+	ctx := testCtx(t, 4*time.Minute)
+	path, want := realTextFile(t, 20_000)
+	const topic = "cluster-kcat" // auto-created, num.partitions=1
+	kcat(t, ctx, "-b", cl.addrs(), "-P", "-t", topic, "-l", path)
+	got := lines(kcat(t, ctx, "-b", cl.addrs(), "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n"))
+	if !slices.Equal(got, want) {
+		t.Fatalf("kcat read %d lines back, produced %d (or out of order)", len(got), len(want))
+	}
+	stdout, stderr, err := kafkatest.Java(ctx, "Consume", "--bootstrap-server", cl.addrs(), "--topic", topic,
+		"--group", "cluster-java", "--idle-timeout-ms", "8000")
+	if err != nil {
+		t.Fatalf("java Consume: %v\n%s", err, stderr)
+	}
+	recs, err := kafkatest.ParseRecords(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("the Java consumer read %d records, want %d\n%s", len(recs), len(want), stderr)
+	}
+	for i, r := range recs {
+		if string(r.Value) != want[i] {
+			t.Fatalf("the Java consumer's record %d: %q, want %q", i, r.Value, want[i])
+		}
+	}
+}
+
+func testRetryThroughAnotherSidecar(t *testing.T, cl *sidecarCluster) {
+	ctx := testCtx(t, 2*time.Minute)
+	const topic = "cluster-retry"
+	createTopic(t, ctx, cl.scs[1], topic, 1, nil)
+	// A producer id, and a first batch acknowledged through sidecar 2.
+	rc2 := cl.scs[2].DialRaw()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version = 4
+	init.TransactionTimeoutMillis = 60000
+	init.ProducerID, init.ProducerEpoch = -1, -1
+	ir := rc2.Request(init).(*kmsg.InitProducerIDResponse)
+	if ir.ErrorCode != 0 || ir.ProducerID < 0 {
+		t.Fatalf("InitProducerId: error %d id %d", ir.ErrorCode, ir.ProducerID)
+	}
+	now := time.Now().UnixMilli()
+	mk := func(seq int32, n int) []byte {
+		return batchtest.Make(batchtest.Options{BaseTimestamp: now, ProducerID: ir.ProducerID, ProducerEpoch: ir.ProducerEpoch, BaseSequence: seq},
+			batchtest.Values(fmt.Sprint("r", seq), n)...)
+	}
+	waitProduced(t, ctx, rc2, topic, mk(0, 2), 0)
+	// The next batch goes through sidecar 1, whose answer is lost: the
+	// connection closes as soon as the request is written.
+	second := mk(2, 3)
+	lost := cl.scs[1].DialRaw()
+	req := produceRequest(topic, second)
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("lost"))
+	if err := lost.WriteRaw(f.AppendRequest(nil, req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	lost.conn.Close()
+	// Its commit happens anyway: the end offset reaches 5.
+	adm := kadm.NewClient(cl.scs[3].Client())
+	waitFor(t, time.Minute, "the lost produce's commit", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset == 5
+	})
+	// The producer's retry through sidecar 3: the original offset, 2.
+	waitProduced(t, ctx, cl.scs[3].DialRaw(), topic, second, 2)
+	f2 := fetchRaw(t, cl.scs[2].DialRaw(), topic, 0, 0, 1<<20, 0)
+	bases, counts := batchesIn(t, f2.RecordBatches)
+	if f2.HighWatermark != 5 || !slices.Equal(bases, []int64{0, 2}) || !slices.Equal(counts, []int32{2, 3}) {
+		t.Fatalf("stored: hwm %d batches %v counts %v; want the retried batch once, at 2", f2.HighWatermark, bases, counts)
+	}
+}
+
+// waitProduced sends batch to partition 0 of topic on rc until it is
+// answered without a retriable error, and checks its base offset.
+func waitProduced(t *testing.T, ctx context.Context, rc *RawConn, topic string, batch []byte, base int64) {
+	t.Helper()
+	for {
+		p := produceRaw(t, rc, topic, batch)[0]
+		if p.ErrorCode == 0 {
+			if p.BaseOffset != base {
+				t.Fatalf("produced at %d, want %d", p.BaseOffset, base)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("produce: error %d", p.ErrorCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hosted returns the shards s logged it took over.
+func (sc *sidecarCluster) hosted(s *Sidecar) []int {
+	var out []int
+	for _, l := range lines(s.Logs()) {
+		var rec struct {
+			Msg   string `json:"msg"`
+			Shard int    `json:"shard"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "coordinator: hosting shard" {
+			out = append(out, rec.Shard)
+		}
+	}
+	return out
+}
+
+// produceRequest is produceRaw's request: one batch to partition 0.
+func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 9
+	req.Acks = -1
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeController is a Controller elsewhere (or here, local) that answers
+// forwarded CreateTopics itself, or fails.
+type fakeController struct {
+	local     bool
+	fail      bool
+	forwarded atomic.Int32
+}
+
+func (f *fakeController) Local() bool { return f.local }
+func (f *fakeController) ID() int32   { return 9 }
+func (f *fakeController) Forward(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	f.forwarded.Add(1)
+	if f.fail {
+		return nil, errors.New("controller down")
+	}
+	r := req.(*kmsg.CreateTopicsRequest)
+	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorMessage = t.Topic, kmsg.StringPtr("created at the controller")
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// TestControllerForwarding: a catalog change sent to a sidecar that is not
+// the controller is answered by the controller; NOT_CONTROLLER when the
+// controller cannot be reached, and for a request another sidecar
+// forwarded (no second hop); Metadata names the controller.
+func TestControllerForwarding(t *testing.T) {
+	fc := &fakeController{}
+	ts := startServer(t, func(c *Config, _ *testServer) { c.Controller = fc })
+	create := func(clientID string) *kmsg.CreateTopicsResponse {
+		c := dialRaw(t, ts.Addr())
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version = 5
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
+		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+		f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
+		c.write(f.AppendRequest(nil, req, 1))
+		_, resp := c.recv(req)
+		return resp.(*kmsg.CreateTopicsResponse)
+	}
+	r := create("app")
+	if fc.forwarded.Load() != 1 || r.Topics[0].ErrorCode != 0 || *r.Topics[0].ErrorMessage != "created at the controller" {
+		t.Fatalf("forwarded %d, answer %+v", fc.forwarded.Load(), r.Topics)
+	}
+	if _, ok := ts.cat.Topic("t"); ok {
+		t.Fatal("created locally too")
+	}
+	if r := create(PeerClientID); r.Topics[0].ErrorCode != kerr.NotController.Code || fc.forwarded.Load() != 1 {
+		t.Fatalf("a forwarded request forwarded again: %+v (%d forwards)", r.Topics, fc.forwarded.Load())
+	}
+	fc.fail = true
+	if r := create("app"); r.Topics[0].ErrorCode != kerr.NotController.Code {
+		t.Fatalf("controller unreachable: %+v", r.Topics)
+	}
+	m := metadataAs(t, ts, "app", "t")
+	if m.ControllerID != 9 {
+		t.Fatalf("Metadata names controller %d, want 9", m.ControllerID)
+	}
+	fc.local = true
+	if r := create("app"); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("at the controller: %+v", r.Topics)
+	}
+	if _, ok := ts.cat.Topic("t"); !ok {
+		t.Fatal("the controller did not create the topic")
+	}
+}
