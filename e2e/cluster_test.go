@@ -319,3 +319,190 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 	req.Topics = append(req.Topics, rt)
 	return req
 }
+
+// TestClusterFailover fails parts of a cluster of three sidecars under
+// load, producers and consumers on every sidecar, each checked with
+// internal/history (nothing acknowledged lost, moved or duplicated, no
+// offset assigned twice) and timed (producers resume by themselves:
+// the longest gap between acknowledgements stays under 30 s):
+//
+//   - SidecarKill: a sidecar hosting shards SIGKILLed; its shards move to
+//     the others within the session timeout; its producer's client, told
+//     of the others by Metadata, goes on through them; a replacement
+//     started later rejoins and takes its shards back.
+//   - BrokerKill: the broker leading a metadata partition SIGKILLed: the
+//     shard moves to the sidecar next to the new leader.
+func TestClusterFailover(t *testing.T) {
+	cl := startSidecarCluster(t)
+	t.Run("SidecarKill", func(t *testing.T) { testClusterSidecarKill(t, cl) })
+	t.Run("BrokerKill", func(t *testing.T) { testClusterBrokerKill(t, cl) })
+}
+
+// load is producers and group consumers through every sidecar.
+type load struct {
+	ps map[int32]*hproducer
+	cs map[int32]*hconsumer
+}
+
+// loadOnAll starts a producer and a member of one consumer group through
+// each sidecar of cl on topic, each told its sidecar's zone.
+func loadOnAll(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32) *load {
+	l := &load{ps: map[int32]*hproducer{}, cs: map[int32]*hconsumer{}}
+	for id, s := range cl.scs {
+		l.ps[id] = startProducer(ctx, s, h, fmt.Sprintf("p%d-%s", id, topic), topic, partitions,
+			kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2*time.Minute))
+		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), "group-"+topic, topic,
+			kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id)))
+	}
+	return l
+}
+
+// checkResumed stops the load and checks that each producer and the group
+// as a whole resumed within 30 s of since (the longest time without an
+// acknowledgement, and without a record read by any member).
+func (l *load) checkResumed(t *testing.T, since time.Time) {
+	t.Helper()
+	for id, p := range l.ps {
+		p.stopProducing()
+		gap := p.longestGap(since)
+		t.Logf("producer through sidecar %d: longest gap between acknowledgements %v; failures %v", id, gap.Round(time.Millisecond), p.failures())
+		if gap > 30*time.Second {
+			t.Errorf("producer through sidecar %d waited %v for an acknowledgement", id, gap)
+		}
+	}
+	var reads []time.Time
+	for _, c := range l.cs {
+		reads = append(reads, c.stopConsuming()...)
+	}
+	slices.SortFunc(reads, func(a, b time.Time) int { return a.Compare(b) })
+	var gap time.Duration
+	prev := since
+	for _, at := range reads {
+		if at.After(since) {
+			gap, prev = max(gap, at.Sub(prev)), at
+		}
+	}
+	t.Logf("the consumer group: %d fetches with records, longest gap between them %v", len(reads), gap.Round(time.Millisecond))
+	if gap > 30*time.Second {
+		t.Errorf("the consumer group read nothing for %v", gap)
+	}
+}
+
+// hconsumer is a member of a consumer group recording what it reads in a
+// history.History.
+type hconsumer struct {
+	cl    *kgo.Client
+	done  chan struct{}
+	reads []time.Time // when each fetch with records came
+}
+
+func startGroupConsumer(ctx context.Context, t *testing.T, s *Sidecar, h *history.History, name, group, topic string, opts ...kgo.Opt) *hconsumer {
+	c := &hconsumer{done: make(chan struct{})}
+	c.cl = s.Client(append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	go func() {
+		defer close(c.done)
+		for {
+			fs := c.cl.PollFetches(ctx)
+			if fs.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			n := 0
+			fs.EachRecord(func(r *kgo.Record) {
+				h.Observe(name, history.Partition{Topic: r.Topic, Partition: r.Partition}, r.Offset, string(r.Value))
+				n++
+			})
+			if n > 0 {
+				c.reads = append(c.reads, time.Now())
+			}
+		}
+	}()
+	return c
+}
+
+// stopConsuming closes the member and returns when its fetches came.
+func (c *hconsumer) stopConsuming() []time.Time {
+	c.cl.Close()
+	<-c.done
+	return c.reads
+}
+
+func testClusterSidecarKill(t *testing.T, cl *sidecarCluster) {
+	const partitions = 6
+	ctx := testCtx(t, 8*time.Minute)
+	topic := "failover-sidecar"
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	h := history.New()
+	l := loadOnAll(ctx, t, cl, h, topic, partitions)
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, 2_000)
+	}
+	victim := int32(3)
+	killedAt := time.Now()
+	cl.scs[victim].Kill()
+	cl.waitBrokers(1, 2)
+	t.Logf("sidecar %d SIGKILLed; gone from the others' Metadata after %v", victim, time.Since(killedAt).Round(time.Millisecond))
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+2_000)
+	}
+	// A replacement of the dead sidecar: an empty data.dir, a new port.
+	cl.start(victim)
+	cl.waitBrokers(1, 2, 3)
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+1_000)
+	}
+	l.checkResumed(t, killedAt)
+	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
+}
+
+func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
+	const partitions = 6
+	ctx := testCtx(t, 8*time.Minute)
+	topic := "failover-broker"
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	h := history.New()
+	l := loadOnAll(ctx, t, cl, h, topic, partitions)
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, 2_000)
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
+	mustNoErr(t, "kafka client", err)
+	defer kcl.Close()
+	md, err := kadm.NewClient(kcl).Metadata(ctx, cl.meta)
+	mustNoErr(t, "Metadata", err)
+	leader := md.Topics[cl.meta].Partitions[0].Leader
+	if leader < 0 {
+		t.Fatalf("metadata partition 0 without a leader: %+v", md.Topics[cl.meta])
+	}
+	killedAt := time.Now()
+	if err := cl.k.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cl.k.Restart(leader); err != nil {
+			t.Error(err)
+		}
+	}()
+	for {
+		md, err := kadm.NewClient(kcl).Metadata(ctx, cl.meta)
+		mustNoErr(t, "Metadata", err)
+		if l := md.Topics[cl.meta].Partitions[0].Leader; l >= 0 && l != leader {
+			t.Logf("broker %d (leader of metadata partition 0) SIGKILLed; new leader %d after %v", leader, l, time.Since(killedAt).Round(time.Millisecond))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no new leader of metadata partition 0")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+2_000)
+	}
+	l.checkResumed(t, killedAt)
+	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
+	for id, s := range cl.scs {
+		if !s.Alive() {
+			t.Errorf("sidecar %d exited", id)
+		}
+	}
+}
