@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/internal/history"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
@@ -29,6 +31,8 @@ type sidecarCluster struct {
 	meta string
 	sets []string
 	scs  map[int32]*Sidecar
+	// racks overrides a sidecar's broker.rack (default zone-<id>).
+	racks map[int32]string
 }
 
 const clusterShards = 6
@@ -36,20 +40,27 @@ const clusterShards = 6
 // startSidecarCluster starts a sidecar next to each broker of the shared
 // Kafka, with a metadata topic of its own, and waits until every one
 // names all of them in Metadata.
-func startSidecarCluster(t *testing.T, extra ...string) *sidecarCluster {
+func startSidecarCluster(t *testing.T, n int, extra ...string) *sidecarCluster {
+	t.Helper()
+	return startSidecarClusterRacks(t, n, nil, extra...)
+}
+
+// startSidecarClusterRacks is startSidecarCluster with racks by node id.
+func startSidecarClusterRacks(t *testing.T, n int, racks map[int32]string, extra ...string) *sidecarCluster {
 	t.Helper()
 	k := sharedKafka(t)
-	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}}
+	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}, racks: racks}
 	sc.sets = append(kafkaLogOn(k, sc.meta),
 		"diskless.cluster.enable=true",
 		fmt.Sprintf("diskless.metadata.topic.num.partitions=%d", clusterShards),
 		"diskless.append.commit.interval.ms=50",
 	)
 	sc.sets = append(sc.sets, extra...)
-	for _, id := range k.Brokers() {
+	ids := k.Brokers()[:n]
+	for _, id := range ids {
 		sc.start(id)
 	}
-	sc.waitBrokers(k.Brokers()...)
+	sc.waitBrokers(ids...)
 	return sc
 }
 
@@ -57,8 +68,12 @@ func startSidecarCluster(t *testing.T, extra ...string) *sidecarCluster {
 // data.dir, as a replacement machine would have).
 func (sc *sidecarCluster) start(id int32) *Sidecar {
 	sc.t.Helper()
+	rack := fmt.Sprintf("zone-%d", id)
+	if r, ok := sc.racks[id]; ok {
+		rack = r
+	}
 	s := StartSidecarS3(sc.t, sc.s3, "", append(slices.Clone(sc.sets),
-		fmt.Sprintf("node.id=%d", id), fmt.Sprintf("broker.rack=zone-%d", id))...)
+		fmt.Sprintf("node.id=%d", id), "broker.rack="+rack)...)
 	sc.scs[id] = s
 	return s
 }
@@ -118,7 +133,7 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //     lost after the commit, sent again through another sidecar, is
 //     stored once, at its original offset.
 func TestCluster(t *testing.T) {
-	cl := startSidecarCluster(t)
+	cl := startSidecarCluster(t, 3)
 	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
 	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
 	t.Run("KcatAndJava", func(t *testing.T) { testClusterKcatJava(t, cl) })
@@ -333,7 +348,7 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 //   - BrokerKill: the broker leading a metadata partition SIGKILLed: the
 //     shard moves to the sidecar next to the new leader.
 func TestClusterFailover(t *testing.T) {
-	cl := startSidecarCluster(t)
+	cl := startSidecarCluster(t, 3)
 	t.Run("SidecarKill", func(t *testing.T) { testClusterSidecarKill(t, cl) })
 	t.Run("BrokerKill", func(t *testing.T) { testClusterBrokerKill(t, cl) })
 }
@@ -504,5 +519,80 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 		if !s.Alive() {
 			t.Errorf("sidecar %d exited", id)
 		}
+	}
+}
+
+// topicOf returns topic's id as s's Metadata names it.
+func topicOf(ctx context.Context, s *Sidecar, topic string) (diskless.TopicID, bool) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr))
+	if err != nil {
+		return diskless.TopicID{}, false
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		return diskless.TopicID{}, false
+	}
+	td, ok := md.Topics[topic]
+	return diskless.TopicID(td.ID), ok && td.Err == nil
+}
+
+// TestClusterZones: clients told their zone by their address
+// (diskless.client.zone.cidrs), two zones of loopback addresses — zone a
+// 127.0.1.0/24 with sidecars 1 and 2, zone b 127.0.2.0/24 with sidecar 3
+// — a client dialing from the zone's address: a zone-a client is only
+// ever told of zone-a sidecars as leaders while one is alive, spread over
+// both; a zone-b client of sidecar 3 alone; once sidecar 3 is dead, of
+// the live ones, never of it; a client of no zone of all.
+func TestClusterZones(t *testing.T) {
+	cl := startSidecarClusterRacks(t, 3, map[int32]string{1: "a", 2: "a", 3: "b"},
+		"diskless.client.zone.cidrs=a=127.0.1.0/24,b=127.0.2.0/24")
+	ctx := testCtx(t, 3*time.Minute)
+	const topic, partitions = "zones", 12
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	for id, s := range cl.scs {
+		waitFor(t, time.Minute, fmt.Sprintf("the topic in sidecar %d's catalog", id), func() bool {
+			_, ok := topicOf(ctx, s, topic)
+			return ok
+		})
+	}
+	leaders := func(from string, via *Sidecar) map[int32]int {
+		t.Helper()
+		opts := []kgo.Opt{kgo.SeedBrokers(via.Addr)}
+		if from != "" {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+			opts = append(opts, kgo.Dialer(d.DialContext))
+		}
+		c, err := kgo.NewClient(opts...)
+		mustNoErr(t, "client", err)
+		defer c.Close()
+		md, err := kadm.NewClient(c).Metadata(ctx, topic)
+		mustNoErr(t, "Metadata", err)
+		out := map[int32]int{}
+		for _, p := range md.Topics[topic].Partitions {
+			out[p.Leader]++
+		}
+		return out
+	}
+	for _, via := range []int32{1, 2, 3} {
+		if got := leaders("127.0.1.7", cl.scs[via]); got[3] != 0 || got[1] == 0 || got[2] == 0 {
+			t.Fatalf("a zone-a client asking sidecar %d: leaders %v, want sidecars 1 and 2 only, both", via, got)
+		}
+		if got := leaders("127.0.2.7", cl.scs[via]); got[3] != partitions {
+			t.Fatalf("a zone-b client asking sidecar %d: leaders %v, want sidecar 3 only", via, got)
+		}
+		if got := leaders("", cl.scs[via]); len(got) != 3 {
+			t.Fatalf("a client of no zone asking sidecar %d: leaders %v, want all three", via, got)
+		}
+	}
+	cl.scs[3].Kill()
+	cl.waitBrokers(1, 2)
+	if got := leaders("127.0.2.7", cl.scs[1]); got[3] != 0 || len(got) != 2 {
+		t.Fatalf("a zone-b client with its zone's sidecar dead: leaders %v, want sidecars 1 and 2", got)
+	}
+	cl.scs[1].Kill()
+	cl.waitBrokers(2)
+	if got := leaders("127.0.1.7", cl.scs[2]); got[2] != partitions {
+		t.Fatalf("a zone-a client with one zone-a sidecar left: leaders %v, want sidecar 2 only", got)
 	}
 }

@@ -80,7 +80,7 @@ func (n *node) DisableTopic(_ context.Context, req diskless.DisableTopicRequest)
 	return nil
 }
 
-func startNode(t *testing.T, id int32) *node {
+func startNode(t testing.TB, id int32) *node {
 	t.Helper()
 	mem := &metalogtest.Memory{}
 	coord, err := coordinator.Open(coordinator.Config{
