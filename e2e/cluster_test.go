@@ -61,7 +61,63 @@ func startSidecarClusterRacks(t *testing.T, n int, racks map[int32]string, extra
 		sc.start(id)
 	}
 	sc.waitBrokers(ids...)
+	sc.waitSettled()
 	return sc
+}
+
+// hostingNow returns the shards s hosts now, from its log (hosting and
+// released lines, in order).
+func (sc *sidecarCluster) hostingNow(s *Sidecar) map[int]bool {
+	now := map[int]bool{}
+	for _, l := range lines(s.Logs()) {
+		var rec struct {
+			Msg   string `json:"msg"`
+			Shard int    `json:"shard"`
+		}
+		if json.Unmarshal([]byte(l), &rec) != nil {
+			continue
+		}
+		switch rec.Msg {
+		case "coordinator: hosting shard":
+			now[rec.Shard] = true
+		case "coordinator: released shard":
+			delete(now, rec.Shard)
+		}
+	}
+	return now
+}
+
+// waitSettled waits until the running sidecars host every shard exactly
+// once, unchanged for a second: the placement settled after the start
+// (a sidecar alone in its first view takes shards the others then take
+// back).
+func (sc *sidecarCluster) waitSettled() {
+	sc.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	stableSince := time.Now()
+	for {
+		count := make([]int, clusterShards)
+		for _, s := range sc.scs {
+			if !s.Alive() {
+				continue
+			}
+			for sh := range sc.hostingNow(s) {
+				count[sh]++
+			}
+		}
+		cur := fmt.Sprint(count)
+		if cur != last {
+			last, stableSince = cur, time.Now()
+		}
+		if !slices.ContainsFunc(count, func(c int) bool { return c != 1 }) && time.Since(stableSince) >= time.Second {
+			return
+		}
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("shard placement did not settle: hosts per shard %v", count)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // start starts the sidecar of broker id (again, after a kill: a fresh
@@ -213,10 +269,17 @@ func testClusterKcatJava(t *testing.T, cl *sidecarCluster) {
 	ctx := testCtx(t, 4*time.Minute)
 	path, want := realTextFile(t, 20_000)
 	const topic = "cluster-kcat" // auto-created, num.partitions=1
-	kcat(t, ctx, "-b", cl.addrs(), "-P", "-t", topic, "-l", path)
+	// Idempotent, as a producer must be for its order to survive a retry
+	// (a shard may move while it produces: the sidecars follow the
+	// metadata partitions' leaders).
+	kcat(t, ctx, "-b", cl.addrs(), "-P", "-X", "enable.idempotence=true", "-t", topic, "-l", path)
 	got := lines(kcat(t, ctx, "-b", cl.addrs(), "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n"))
 	if !slices.Equal(got, want) {
-		t.Fatalf("kcat read %d lines back, produced %d (or out of order)", len(got), len(want))
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("kcat read %d lines back, produced %d; they differ from line %d", len(got), len(want), i)
 	}
 	stdout, stderr, err := kafkatest.Java(ctx, "Consume", "--bootstrap-server", cl.addrs(), "--topic", topic,
 		"--group", "cluster-java", "--idle-timeout-ms", "8000")
