@@ -85,12 +85,47 @@ func (f *Follower) isClosed() bool {
 	}
 }
 
-// ReadSnapshot implements metalog.Follower, as Log.ReadSnapshot.
-func (f *Follower) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
-	if f.isClosed() {
-		return 0, nil, metalog.ErrClosed
+// ReadSnapshot implements metalog.Follower, as Log.ReadSnapshot, retrying
+// transient failures (transient).
+func (f *Follower) ReadSnapshot(ctx context.Context) (idx int64, payload []byte, err error) {
+	err = f.retry(ctx, func() (err error) {
+		if f.isClosed() {
+			return metalog.ErrClosed
+		}
+		idx, payload, err = f.l.ReadSnapshot(ctx)
+		return err
+	})
+	return idx, payload, err
+}
+
+// transient reports whether a follower's read failed in a way that goes
+// away by itself: a partition a broker does not know yet (a topic just
+// created, its metadata still reaching every broker), no leader, a leader
+// change. A writer's Replay retries them too.
+func transient(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && (ke.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID))
+}
+
+// retry calls fn until it succeeds, fails for good, ctx ends or 4 ×
+// Config.RequestTimeout passed (as a writer's Replay), with 200 ms
+// between attempts.
+func (f *Follower) retry(ctx context.Context, fn func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*f.l.t.cfg.RequestTimeout)
+	defer cancel()
+	for {
+		err := fn()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-f.closed:
+			return metalog.ErrClosed
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return f.l.ReadSnapshot(ctx)
 }
 
 // Replay implements metalog.Follower: it reads the partition from the
@@ -98,7 +133,25 @@ func (f *Follower) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 // groups the rule counts with indexes ≥ from. Records below from that
 // were deleted (the writer truncated after a snapshot, or meanwhile):
 // metalog.ErrTruncated.
-func (f *Follower) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
+func (f *Follower) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (next int64, err error) {
+	err = f.retry(ctx, func() (err error) {
+		delivered := false
+		next, err = f.replay(ctx, from, func(i int64, b []byte) error {
+			delivered = true
+			return fn(i, b)
+		})
+		if err != nil && delivered && transient(err) {
+			// Records went to fn already: not retried here (it would
+			// deliver them again); the caller replays again.
+			return fmt.Errorf("kafkalog: follower of shard %d, after delivering records: %v", f.l.shard, err)
+		}
+		return err
+	})
+	return next, err
+}
+
+// replay is one attempt of Replay.
+func (f *Follower) replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.isClosed() {
