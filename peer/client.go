@@ -42,6 +42,10 @@ const (
 	// DefaultMaxResponseBytes is the largest answer frame read, as a
 	// broker's socket.request.max.bytes bounds requests (100 MiB).
 	DefaultMaxResponseBytes = 100 << 20
+	// DefaultRequestTimeoutOverhead is how long past a request's
+	// TimeoutMs its answer may take before the connection is taken as
+	// broken: franz-go's default RequestTimeoutOverhead.
+	DefaultRequestTimeoutOverhead = 10 * time.Second
 )
 
 // ClientConfig configures a Client. Zero fields take their defaults.
@@ -55,6 +59,15 @@ type ClientConfig struct {
 	// MaxResponseBytes bounds an answer frame; default
 	// DefaultMaxResponseBytes. A larger one fails its connection.
 	MaxResponseBytes int32
+	// RequestTimeoutOverhead bounds the wait for an answer past the
+	// request's TimeoutMs (a request with a TimeoutMs > 0, as
+	// kmsg.TimeoutRequest gives it: every coordinator RPC); default
+	// DefaultRequestTimeoutOverhead. The peer answers REQUEST_TIMED_OUT
+	// by TimeoutMs, so no answer by then means the connection or the
+	// peer is gone — a peer cut off by the network leaves the
+	// connection open with nothing coming back — and the connection is
+	// failed (ErrConnection), with every request in flight on it.
+	RequestTimeoutOverhead time.Duration
 	// Logger receives connection failures at debug level; default
 	// slog.Default().
 	Logger *slog.Logger
@@ -72,6 +85,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.RequestTimeoutOverhead == 0 {
+		c.RequestTimeoutOverhead = DefaultRequestTimeoutOverhead
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -134,9 +150,11 @@ func (c *Client) Close() {
 // Request sends req to the sidecar at addr (host:port of its Kafka
 // listener) at the highest version both know and returns its answer.
 // Errors: ErrUnsupported (nothing was sent); ErrConnection (wrapped) when
-// the connection failed, also wrapping ErrNotSent when that was before the
-// request was written; ctx's error; ErrClientClosed. A request cut short
-// by ctx may still be processed by the peer.
+// the connection failed — also when no answer came within the request's
+// TimeoutMs plus ClientConfig.RequestTimeoutOverhead — also wrapping
+// ErrNotSent when that was before the request was written; ctx's error;
+// ErrClientClosed. A request cut short by ctx may still be processed by
+// the peer.
 func (c *Client) Request(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
 	cn, err := c.conn(ctx, addr)
 	if err != nil {
@@ -321,27 +339,23 @@ func (cn *conn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, e
 	if werr != nil {
 		cn.fail(fmt.Errorf("%w: write to %s: %w", ErrConnection, cn.addr, werr))
 	}
+	var expired <-chan time.Time
+	if tr, ok := req.(kmsg.TimeoutRequest); ok && tr.Timeout() > 0 {
+		bound := time.Duration(tr.Timeout())*time.Millisecond + cn.c.cfg.RequestTimeoutOverhead
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		expired = t.C
+	}
+	var r result
 	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
-		}
-		resp := req.ResponseKind()
-		resp.SetVersion(v)
-		body := r.body
-		if req.IsFlexible() {
-			// Response header v1: an empty tagged-field section.
-			rd := kbin.Reader{Src: body}
-			kmsg.SkipTags(&rd)
-			if err := rd.Complete(); err != nil {
-				return nil, fmt.Errorf("%w: %s answer from %s: bad header", ErrConnection, name(req.Key()), cn.addr)
-			}
-			body = rd.Src
-		}
-		if err := resp.ReadFrom(body); err != nil {
-			return nil, fmt.Errorf("%s answer from %s: %w", name(req.Key()), cn.addr, err)
-		}
-		return resp, nil
+	case r = <-ch:
+	case <-expired:
+		// The answer would have come by now, REQUEST_TIMED_OUT at worst:
+		// the connection is broken without saying so. (An answer that
+		// came meanwhile is in ch; else fail puts the error there.)
+		cn.fail(fmt.Errorf("%w: no answer from %s to %s within its timeout, %d ms, and %v more",
+			ErrConnection, cn.addr, name(req.Key()), req.(kmsg.TimeoutRequest).Timeout(), cn.c.cfg.RequestTimeoutOverhead))
+		r = <-ch
 	case <-ctx.Done():
 		cn.mu.Lock()
 		if cn.pending != nil {
@@ -350,6 +364,25 @@ func (cn *conn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, e
 		cn.mu.Unlock()
 		return nil, ctx.Err()
 	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(v)
+	body := r.body
+	if req.IsFlexible() {
+		// Response header v1: an empty tagged-field section.
+		rd := kbin.Reader{Src: body}
+		kmsg.SkipTags(&rd)
+		if err := rd.Complete(); err != nil {
+			return nil, fmt.Errorf("%w: %s answer from %s: bad header", ErrConnection, name(req.Key()), cn.addr)
+		}
+		body = rd.Src
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%s answer from %s: %w", name(req.Key()), cn.addr, err)
+	}
+	return resp, nil
 }
 
 // readLoop reads answer frames and hands each to its request.

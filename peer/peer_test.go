@@ -416,6 +416,9 @@ type cutProxy struct {
 	ln     net.Listener
 	target string
 	cutOn  atomic.Bool
+	// silent drops answers without closing anything, as a peer cut
+	// off by the network does.
+	silent atomic.Bool
 	wg     sync.WaitGroup
 }
 
@@ -452,7 +455,7 @@ func (p *cutProxy) serve(c net.Conn) {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := u.Read(buf)
-			if n > 0 && !p.cutOn.Load() {
+			if n > 0 && !p.cutOn.Load() && !p.silent.Load() {
 				c.Write(buf[:n])
 			}
 			if err != nil {
@@ -524,6 +527,98 @@ func TestRouterConnectionLost(t *testing.T) {
 	px.cutOn.Store(false)
 	if l := r.ListOffsets(ctx, diskless.TopicPartition{TopicID: topic.ID}, diskless.ListOffsetsLatest); l.Err != nil || l.Offset != 1 {
 		t.Fatalf("ListOffsets after the cuts: %+v", l)
+	}
+}
+
+// TestClientNoAnswer: a peer that keeps the connection open but never
+// answers (as one cut off by the network does) fails the request with
+// ErrConnection once its TimeoutMs and the overhead passed — not
+// ErrNotSent: it left — and the next request dials again.
+func TestClientNoAnswer(t *testing.T) {
+	b := startNode(t, 2)
+	px := newCutProxy(t, b.srv.Addr().String())
+	cl := NewClient(ClientConfig{Logger: quiet, RequestTimeoutOverhead: 200 * time.Millisecond})
+	defer cl.Close()
+	addr := px.ln.Addr().String()
+	describe := func() error {
+		req := rpcmsg.NewDescribeFilesRequest()
+		req.TimeoutMs, req.ShardID = 100, 0
+		_, err := cl.Request(context.Background(), addr, req)
+		return err
+	}
+	if err := describe(); err != nil {
+		t.Fatal(err)
+	}
+	px.silent.Store(true)
+	start := time.Now()
+	err := describe()
+	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrNotSent) {
+		t.Fatalf("a request never answered: %v, want ErrConnection (sent)", err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("given up after %v, before its TimeoutMs and the overhead (300 ms)", waited)
+	}
+	px.silent.Store(false)
+	if err := describe(); err != nil {
+		t.Fatalf("after the silence: %v", err)
+	}
+}
+
+// TestRouterOwnerMovedWhileWaiting: a CommitFile waiting for an owner that
+// went silent is given up with ErrConnection (sent) as soon as the
+// placement names another owner, long before the client's bound; a read
+// goes on with the new owner.
+func TestRouterOwnerMovedWhileWaiting(t *testing.T) {
+	a, b, c := startNode(t, 1), startNode(t, 2), startNode(t, 3)
+	ctx := context.Background()
+	px := newCutProxy(t, b.srv.Addr().String())
+	pa := px.ln.Addr().(*net.TCPAddr)
+	pl := newPlacement(diskless.Sidecar{NodeID: 2, Host: pa.IP.String(), Port: int32(pa.Port)})
+	r, _ := newRouter(t, a, pl)
+	topic, err := b.coord.CreateTopic(ctx, "t", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.coord.ShardFor(topic.ID, 0)
+	tp := diskless.TopicPartition{TopicID: topic.ID}
+	if l := r.ListOffsets(ctx, tp, diskless.ListOffsetsLatest); l.Err != nil {
+		t.Fatal(l.Err)
+	}
+	px.silent.Store(true)
+	type answer struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req := commitReq(topic, 0, "wal/silent", 1, -1, 0)
+		req.OwnerIDs = []int32{s}
+		_, err := r.CommitFile(ctx, s, req)
+		done <- answer{err, time.Now()}
+	}()
+	// The commit reached B, whose answer is dropped.
+	for b.coord.ListOffsets(ctx, tp, diskless.ListOffsetsLatest).Offset != 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case got := <-done:
+		t.Fatalf("CommitFile answered while its owner stayed silent: %v", got.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cs := c.srv.Addr().(*net.TCPAddr)
+	movedAt := time.Now()
+	pl.move(s, &diskless.Sidecar{NodeID: 3, Host: cs.IP.String(), Port: int32(cs.Port)})
+	got := <-done
+	if !errors.Is(got.err, ErrConnection) || errors.Is(got.err, ErrNotSent) {
+		t.Fatalf("CommitFile to an owner that moved away: %v, want ErrConnection (sent)", got.err)
+	}
+	if d := got.at.Sub(movedAt); d > 5*time.Second {
+		t.Fatalf("given up %v after the move, not at once", d)
+	}
+	// A read goes to the new owner, C, whose catalog lacks the topic (B
+	// would not answer).
+	if l := r.ListOffsets(ctx, tp, diskless.ListOffsetsLatest); l.Err != kerr.UnknownTopicOrPartition {
+		t.Fatalf("ListOffsets after the move: %+v, want C's UNKNOWN_TOPIC_OR_PARTITION", l)
 	}
 }
 

@@ -99,7 +99,9 @@ type RouterConfig struct {
 // after it was sent. A CommitFile whose connection failed after the
 // request left is not resent here: its answer is unknown, and the
 // committer's retry, counted as a new attempt, resends it (CommitFile is
-// idempotent by object key).
+// idempotent by object key). A call still waiting for its answer when the
+// placement names another owner is given up the same way, as if its
+// connection failed: an owner cut off from the cluster may never answer.
 type Router struct {
 	cfg RouterConfig
 }
@@ -130,7 +132,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 // route calls do with shard's owner until it succeeds or fails for good
 // (see Router). read selects ReadWait and resending after a connection
 // failed mid-request.
-func (r *Router) route(ctx context.Context, shard int32, read bool, do func(owner diskless.Sidecar, local bool) error) error {
+func (r *Router) route(ctx context.Context, shard int32, read bool, do func(ctx context.Context, owner diskless.Sidecar, local bool) error) error {
 	wait := r.cfg.WriteWait
 	if read {
 		wait = r.cfg.ReadWait
@@ -143,7 +145,7 @@ func (r *Router) route(ctx context.Context, shard int32, read bool, do func(owne
 		if !ok {
 			err = fmt.Errorf("%w: no live sidecar hosts shard %d", diskless.ErrNotCoordinator, shard)
 		} else {
-			err = do(owner, owner.NodeID == r.cfg.NodeID)
+			err = r.call(ctx, shard, owner, do)
 			if err == nil || !resend(err, read) {
 				return err
 			}
@@ -161,6 +163,52 @@ func (r *Router) route(ctx context.Context, shard int32, read bool, do func(owne
 		}
 		t.Stop()
 	}
+}
+
+// errOwnerMoved cancels a call to a shard's owner once the placement
+// names another.
+var errOwnerMoved = errors.New("the shard moved to another sidecar")
+
+// call calls do with owner: this sidecar's coordinator when it is the
+// owner, else the RPC, given up with ErrConnection as soon as the
+// placement names another live sidecar as shard's owner. An owner that
+// left the cluster — cut off from the others by the network, say — may
+// leave the connection open with nothing coming back until the client's
+// bound (the request's TimeoutMs and the overhead, 40 s for a commit);
+// the others' placement moves the shard within the session timeout, and
+// the call goes on with the new owner (a read here, a commit through the
+// committer's retry: whether the old owner decided it is unknown).
+func (r *Router) call(ctx context.Context, shard int32, owner diskless.Sidecar,
+	do func(ctx context.Context, owner diskless.Sidecar, local bool) error) error {
+	if owner.NodeID == r.cfg.NodeID {
+		return do(ctx, owner, true)
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			changed := r.cfg.Placement.Changed()
+			if o, ok := r.cfg.Placement.Owner(shard); ok && o.NodeID != owner.NodeID {
+				cancel(errOwnerMoved)
+				return
+			}
+			select {
+			case <-changed:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	err := do(cctx, owner, false)
+	close(stop)
+	<-stopped
+	moved := errors.Is(context.Cause(cctx), errOwnerMoved)
+	cancel(nil)
+	if err != nil && moved && ctx.Err() == nil {
+		return fmt.Errorf("%w: no answer from %s for shard %d: %w", ErrConnection, owner.Addr(), shard, errOwnerMoved)
+	}
+	return err
 }
 
 // resend reports whether a call that failed with err may go again to the
@@ -200,7 +248,7 @@ func (r *Router) Watch() <-chan struct{} { return r.cfg.Local.Watch() }
 // CommitFile commits req's batches to shard (commit.Shards).
 func (r *Router) CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
 	var out []diskless.CommitBatchResult
-	err := r.route(ctx, shard, false, func(owner diskless.Sidecar, local bool) (err error) {
+	err := r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 		if local {
 			out, err = r.cfg.Local.CommitFile(ctx, shard, req)
 		} else {
@@ -229,7 +277,7 @@ func (r *Router) FindBatches(ctx context.Context, reqs []diskless.FindBatchesReq
 			sub[j] = reqs[i]
 		}
 		var got []diskless.FindBatchesResult
-		err := r.route(ctx, shard, true, func(owner diskless.Sidecar, local bool) (err error) {
+		err := r.route(ctx, shard, true, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 			if local {
 				got = r.cfg.Local.FindBatches(ctx, sub)
 				if shardMoved(got) {
@@ -303,7 +351,7 @@ func (r *Router) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition
 func (r *Router) listOffsets(ctx context.Context, tp diskless.TopicPartition, timestamp, from int64) diskless.ListOffsetsResult {
 	shard := r.ShardFor(tp.TopicID, tp.Partition)
 	var out diskless.ListOffsetsResult
-	err := r.route(ctx, shard, true, func(owner diskless.Sidecar, local bool) (err error) {
+	err := r.route(ctx, shard, true, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 		if local {
 			if from < 0 {
 				out = r.cfg.Local.ListOffsets(ctx, tp, timestamp)
@@ -328,7 +376,7 @@ func (r *Router) listOffsets(ctx context.Context, tp diskless.TopicPartition, ti
 // (coordinator.FileDescriber).
 func (r *Router) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error) {
 	var out []diskless.FileState
-	err := r.route(ctx, shard, true, func(owner diskless.Sidecar, local bool) (err error) {
+	err := r.route(ctx, shard, true, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 		if local {
 			out, err = r.cfg.Local.DescribeFiles(ctx, shard, keys)
 		} else {
@@ -344,7 +392,7 @@ func (r *Router) DescribeFiles(ctx context.Context, shard int32, keys []string) 
 func (r *Router) DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error) {
 	shard := r.ShardFor(tp.TopicID, tp.Partition)
 	var out int64
-	err := r.route(ctx, shard, false, func(owner diskless.Sidecar, local bool) (err error) {
+	err := r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 		if local {
 			out, err = r.cfg.Local.DeleteRecords(ctx, tp, offset)
 		} else {
@@ -358,7 +406,7 @@ func (r *Router) DeleteRecords(ctx context.Context, tp diskless.TopicPartition, 
 // CreatePartitionsIn creates partitions in shard (record 100) at its
 // owner.
 func (r *Router) CreatePartitionsIn(ctx context.Context, shard int32, topics []diskless.TopicPartitions) error {
-	return r.route(ctx, shard, false, func(owner diskless.Sidecar, local bool) error {
+	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
 		if local {
 			return r.cfg.Local.CreatePartitionsIn(ctx, shard, topics)
 		}
@@ -368,7 +416,7 @@ func (r *Router) CreatePartitionsIn(ctx context.Context, shard int32, topics []d
 
 // DeleteTopicsIn marks topics deleted in shard (record 101) at its owner.
 func (r *Router) DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless.TopicID) error {
-	return r.route(ctx, shard, false, func(owner diskless.Sidecar, local bool) error {
+	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
 		if local {
 			return r.cfg.Local.DeleteTopicsIn(ctx, shard, ids)
 		}
@@ -378,7 +426,7 @@ func (r *Router) DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless
 
 // CloseFiles closes released files in shard (record 106) at its owner.
 func (r *Router) CloseFiles(ctx context.Context, shard, deleter int32, keys []string) error {
-	return r.route(ctx, shard, false, func(owner diskless.Sidecar, local bool) error {
+	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
 		if local {
 			return r.cfg.Local.CloseFiles(ctx, shard, deleter, keys)
 		}
@@ -393,7 +441,7 @@ func (r *Router) AllocateProducerIDBlock(ctx context.Context, node int32) (int64
 		first int64
 		size  int32
 	)
-	err := r.route(ctx, 0, false, func(owner diskless.Sidecar, local bool) (err error) {
+	err := r.route(ctx, 0, false, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
 		if local {
 			first, size, err = r.cfg.Local.AllocateProducerIDBlock(ctx, node)
 		} else {
