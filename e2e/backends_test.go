@@ -52,9 +52,20 @@ func sharedKafka(t *testing.T) *kafkatest.Cluster {
 	kafkatest.Require(t)
 	shared.once.Do(func() {
 		t0 := time.Now()
+		// The cluster logs to t while it starts, to stderr afterwards:
+		// it outlives t (a log to t after t ended panics).
+		var started atomic.Bool
+		logf := func(format string, args ...any) {
+			if !started.Load() {
+				t.Logf(format, args...)
+				return
+			}
+			fmt.Fprintf(os.Stderr, "e2e: shared Kafka: "+format+"\n", args...)
+		}
 		// Three JVMs starting on a machine running the rest of the suite
 		// may take well over the harness's default 2 minutes.
-		shared.c, shared.err = kafkatest.StartShared(kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute}, t.Logf)
+		shared.c, shared.err = kafkatest.StartShared(kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute}, logf)
+		started.Store(true)
 		t.Logf("the package's Apache Kafka cluster started in %v", time.Since(t0).Round(time.Millisecond))
 	})
 	if shared.err != nil {

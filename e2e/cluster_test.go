@@ -33,6 +33,9 @@ type sidecarCluster struct {
 	scs  map[int32]*Sidecar
 	// racks overrides a sidecar's broker.rack (default zone-<id>).
 	racks map[int32]string
+	// hosts holds the network namespace of a sidecar started on a host
+	// of its own (startOnHost).
+	hosts map[int32]*netHost
 }
 
 const clusterShards = 6
@@ -49,7 +52,8 @@ func startSidecarCluster(t *testing.T, n int, extra ...string) *sidecarCluster {
 func startSidecarClusterRacks(t *testing.T, n int, racks map[int32]string, extra ...string) *sidecarCluster {
 	t.Helper()
 	k := sharedKafka(t)
-	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}, racks: racks}
+	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}, racks: racks,
+		hosts: map[int32]*netHost{}}
 	sc.sets = append(kafkaLogOn(k, sc.meta),
 		"diskless.cluster.enable=true",
 		fmt.Sprintf("diskless.metadata.topic.num.partitions=%d", clusterShards),
@@ -124,14 +128,43 @@ func (sc *sidecarCluster) waitSettled() {
 // data.dir, as a replacement machine would have).
 func (sc *sidecarCluster) start(id int32) *Sidecar {
 	sc.t.Helper()
-	rack := fmt.Sprintf("zone-%d", id)
-	if r, ok := sc.racks[id]; ok {
-		rack = r
-	}
 	s := StartSidecarS3(sc.t, sc.s3, "", append(slices.Clone(sc.sets),
-		fmt.Sprintf("node.id=%d", id), "broker.rack="+rack)...)
+		fmt.Sprintf("node.id=%d", id), "broker.rack="+sc.rack(id))...)
 	sc.scs[id] = s
 	return s
+}
+
+// startOnHost starts the sidecar of broker id on a host of its own: a
+// network namespace reaching the Kafka brokers and the other running
+// sidecars over a veth the test can cut (netHost), and the object store
+// directly (not cut). Clients and the other sidecars reach it at a
+// loopback address of the test's namespace (its advertised listener),
+// over the same veth.
+func (sc *sidecarCluster) startOnHost(id int32) *Sidecar {
+	sc.t.Helper()
+	h := newNetHost(sc.t)
+	h.Reach(strings.Split(sc.k.BootstrapServers(), ",")...)
+	for other, s := range sc.scs {
+		if other != id && s.Alive() {
+			h.Reach(s.Addr)
+		}
+	}
+	h.ReachDirect(strings.TrimPrefix(sc.s3.Proxy.URL, "http://"))
+	outside, port := h.Expose()
+	s := startSidecarS3Cmd(sc.t, h.Command, sc.s3, "", append(slices.Clone(sc.sets),
+		fmt.Sprintf("node.id=%d", id), "broker.rack="+sc.rack(id),
+		"listeners=PLAINTEXT://"+h.HostAddr(port), "advertised.listeners=PLAINTEXT://"+outside)...)
+	s.Addr, s.HTTP = outside, "" // its HTTP endpoint is inside the host
+	sc.scs[id], sc.hosts[id] = s, h
+	return s
+}
+
+// rack is sidecar id's broker.rack.
+func (sc *sidecarCluster) rack(id int32) string {
+	if r, ok := sc.racks[id]; ok {
+		return r
+	}
+	return fmt.Sprintf("zone-%d", id)
 }
 
 // brokers returns the node ids s's Metadata names.
@@ -408,11 +441,19 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 //     the others within the session timeout; its producer's client, told
 //     of the others by Metadata, goes on through them; a replacement
 //     started later rejoins and takes its shards back.
+//     The replacement runs on a host of its own (a network namespace,
+//     netHost), for NetworkPartition.
+//   - NetworkPartition: that sidecar, hosting shards, cut off from Kafka
+//     and the other sidecars (and its clients) by its veth going down,
+//     then healed: the others take its shards over and go on; its
+//     clients go on through the others; healed, it rejoins, its claims
+//     on its shards fenced, and takes them back; it never exits.
 //   - BrokerKill: the broker leading a metadata partition SIGKILLed: the
 //     shard moves to the sidecar next to the new leader.
 func TestClusterFailover(t *testing.T) {
 	cl := startSidecarCluster(t, 3)
 	t.Run("SidecarKill", func(t *testing.T) { testClusterSidecarKill(t, cl) })
+	t.Run("NetworkPartition", func(t *testing.T) { testClusterPartition(t, cl) })
 	t.Run("BrokerKill", func(t *testing.T) { testClusterBrokerKill(t, cl) })
 }
 
@@ -523,14 +564,77 @@ func testClusterSidecarKill(t *testing.T, cl *sidecarCluster) {
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+2_000)
 	}
-	// A replacement of the dead sidecar: an empty data.dir, a new port.
-	cl.start(victim)
+	// A replacement of the dead sidecar: an empty data.dir, a new port,
+	// on a host of its own where the machine allows (NetworkPartition).
+	if netHostOK() {
+		cl.startOnHost(victim)
+	} else {
+		cl.start(victim)
+	}
 	cl.waitBrokers(1, 2, 3)
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+1_000)
 	}
 	l.checkResumed(t, killedAt)
 	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
+}
+
+func testClusterPartition(t *testing.T, cl *sidecarCluster) {
+	requireNetHost(t)
+	const partitions = 6
+	ctx := testCtx(t, 8*time.Minute)
+	victim := int32(3)
+	if cl.hosts[victim] == nil || !cl.scs[victim].Alive() {
+		// SidecarKill did not leave it on a host of its own: move it.
+		if cl.scs[victim].Alive() {
+			cl.scs[victim].Stop()
+		}
+		cl.waitBrokers(1, 2)
+		cl.startOnHost(victim)
+		cl.waitBrokers(1, 2, 3)
+	}
+	cl.waitSettled()
+	host, s := cl.hosts[victim], cl.scs[victim]
+	hosted := slices.Sorted(maps.Keys(cl.hostingNow(s)))
+	if len(hosted) == 0 {
+		t.Fatalf("sidecar %d hosts no shard: the cut would show nothing", victim)
+	}
+	topic := "failover-partition"
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	h := history.New()
+	l := loadOnAll(ctx, t, cl, h, topic, partitions)
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, 2_000)
+	}
+	cutAt := time.Now()
+	host.Cut()
+	cl.waitBrokers(1, 2)
+	t.Logf("sidecar %d (hosting shards %v) cut off; gone from the others' Metadata after %v", victim, hosted, time.Since(cutAt).Round(time.Millisecond))
+	// Every producer, its own included, goes on through the others.
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+2_000)
+	}
+	t.Logf("every producer acknowledged 2,000 more records %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+	if !s.Alive() {
+		t.Fatalf("sidecar %d exited while cut off", victim)
+	}
+	healAt := time.Now()
+	host.Heal()
+	cl.waitBrokers(1, 2, 3)
+	t.Logf("healed; sidecar %d back in every sidecar's Metadata after %v", victim, time.Since(healAt).Round(time.Millisecond))
+	cl.waitSettled()
+	t.Logf("placement settled %v after the heal: sidecar %d hosts shards %v", time.Since(healAt).Round(time.Millisecond),
+		victim, slices.Sorted(maps.Keys(cl.hostingNow(s))))
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+1_000)
+	}
+	l.checkResumed(t, cutAt)
+	finalRead(t, ctx, cl.scs[1], topic, partitions, h)
+	for id, s := range cl.scs {
+		if !s.Alive() {
+			t.Errorf("sidecar %d exited", id)
+		}
+	}
 }
 
 func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {

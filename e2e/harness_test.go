@@ -113,6 +113,13 @@ func StartSidecar(t *testing.T, dataDir string, sets ...string) *Sidecar {
 // startSidecar is StartSidecar with extra environment variables.
 func startSidecar(t *testing.T, dataDir string, env []string, sets ...string) *Sidecar {
 	t.Helper()
+	return startSidecarCmd(t, exec.Command, dataDir, env, sets...)
+}
+
+// startSidecarCmd is startSidecar with the binary run by command (a
+// netHost's Command runs it in a network namespace).
+func startSidecarCmd(t *testing.T, command func(string, ...string) *exec.Cmd, dataDir string, env []string, sets ...string) *Sidecar {
+	t.Helper()
 	skipIfShort(t)
 	if dataDir == "" {
 		dataDir = t.TempDir()
@@ -127,7 +134,7 @@ func startSidecar(t *testing.T, dataDir string, env []string, sets ...string) *S
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	s := &Sidecar{t: t, DataDir: dataDir, cmd: exec.Command(sidecarBin, args...), exited: make(chan struct{})}
+	s := &Sidecar{t: t, DataDir: dataDir, cmd: command(sidecarBin, args...), exited: make(chan struct{})}
 	if env != nil {
 		s.cmd.Env = append(os.Environ(), env...)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"testing"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
@@ -35,6 +36,12 @@ func StartS3(t *testing.T) *S3Store {
 // an operator would run it.
 func StartSidecarS3(t *testing.T, st *S3Store, dataDir string, sets ...string) *Sidecar {
 	t.Helper()
+	return startSidecarS3Cmd(t, exec.Command, st, dataDir, sets...)
+}
+
+// startSidecarS3Cmd is StartSidecarS3 with the binary run by command.
+func startSidecarS3Cmd(t *testing.T, command func(string, ...string) *exec.Cmd, st *S3Store, dataDir string, sets ...string) *Sidecar {
+	t.Helper()
 	env := []string{
 		"AWS_ACCESS_KEY_ID=" + versitygw.AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + versitygw.SecretKey,
@@ -48,7 +55,7 @@ func StartSidecarS3(t *testing.T, st *S3Store, dataDir string, sets ...string) *
 		"diskless.storage.s3.path.style=true",
 		"diskless.storage.s3.region=" + versitygw.Region,
 	}
-	return startSidecar(t, dataDir, env, append(base, sets...)...)
+	return startSidecarCmd(t, command, dataDir, env, append(base, sets...)...)
 }
 
 // NoOpenUploads fails the test if a multipart upload is left open in the
