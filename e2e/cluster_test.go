@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -221,12 +222,25 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //   - RetryThroughAnotherSidecar: an idempotent produce whose answer is
 //     lost after the commit, sent again through another sidecar, is
 //     stored once, at its original offset.
+//   - LongPollAcrossSidecars: a fetch long-polling at the high watermark
+//     on a sidecar that does not host the partition's shard is woken by a
+//     produce through the third sidecar (committed over the RPC to the
+//     owner, seen by the waiting sidecar's replica), with the record.
+//   - ProducerIDsAcrossSidecars: InitProducerId through every sidecar at
+//     once, past a block of ids on each: no id handed out twice.
+//   - DisablementEverySidecar: diskless disabled on a topic through one
+//     sidecar: DISABLED on every sidecar's /v1/topics, produce through
+//     each refused with POLICY_VIOLATION, the records kept readable
+//     through each (policy retain).
 func TestCluster(t *testing.T) {
 	cl := startSidecarCluster(t, 3)
 	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
 	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
 	t.Run("KcatAndJava", func(t *testing.T) { testClusterKcatJava(t, cl) })
 	t.Run("RetryThroughAnotherSidecar", func(t *testing.T) { testRetryThroughAnotherSidecar(t, cl) })
+	t.Run("LongPollAcrossSidecars", func(t *testing.T) { testLongPollAcrossSidecars(t, cl) })
+	t.Run("ProducerIDsAcrossSidecars", func(t *testing.T) { testProducerIDsAcrossSidecars(t, cl) })
+	t.Run("DisablementEverySidecar", func(t *testing.T) { testClusterDisablement(t, cl) })
 	for id, s := range cl.scs {
 		t.Logf("sidecar %d hosted shards %v", id, cl.hosted(s))
 	}
@@ -379,6 +393,163 @@ func testRetryThroughAnotherSidecar(t *testing.T, cl *sidecarCluster) {
 	bases, counts := batchesIn(t, f2.RecordBatches)
 	if f2.HighWatermark != 5 || !slices.Equal(bases, []int64{0, 2}) || !slices.Equal(counts, []int32{2, 3}) {
 		t.Fatalf("stored: hwm %d batches %v counts %v; want the retried batch once, at 2", f2.HighWatermark, bases, counts)
+	}
+}
+
+func testLongPollAcrossSidecars(t *testing.T, cl *sidecarCluster) {
+	ctx := testCtx(t, 3*time.Minute)
+	const topic, rounds = "cluster-longpoll", 10
+	createTopic(t, ctx, cl.scs[1], topic, 1, nil)
+	var id diskless.TopicID
+	waitFor(t, time.Minute, "the topic in every sidecar's catalog", func() bool {
+		for _, s := range cl.scs {
+			var ok bool
+			if id, ok = topicOf(ctx, s, topic); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	shard := int(diskless.ShardFor(id, 0, clusterShards))
+	var owner, waiter, via int32 = -1, -1, -1
+	for _, n := range slices.Sorted(maps.Keys(cl.scs)) {
+		switch {
+		case cl.hostingNow(cl.scs[n])[shard]:
+			owner = n
+		case waiter < 0:
+			waiter = n
+		default:
+			via = n
+		}
+	}
+	if owner < 0 || waiter < 0 || via < 0 {
+		t.Fatalf("shard %d: owner %d, no two other sidecars (waiter %d, via %d)", shard, owner, waiter, via)
+	}
+	t.Logf("shard %d hosted by sidecar %d; long-polls on sidecar %d, produce through sidecar %d", shard, owner, waiter, via)
+	wrc, prc := cl.scs[waiter].DialRaw(), cl.scs[via].DialRaw()
+	var worst time.Duration
+	for i := range int64(rounds) {
+		type result struct {
+			p   kmsg.FetchResponseTopicPartition
+			err error
+			at  time.Time
+		}
+		done := make(chan result, 1)
+		go func() {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 11, -1, 60000, 1, 1<<20, -1
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = topic
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = i, 1<<20, -1
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			resp, err := wrc.TryRequest(req)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{p: resp.(*kmsg.FetchResponse).Topics[0].Partitions[0], at: time.Now()}
+		}()
+		time.Sleep(300 * time.Millisecond) // let the fetch start waiting
+		waitProduced(t, ctx, prc, topic, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values(fmt.Sprint("lp", i), 1)...), i)
+		acked := time.Now()
+		select {
+		case r := <-done:
+			mustNoErr(t, "long-poll fetch", r.err)
+			bases, _ := batchesIn(t, r.p.RecordBatches)
+			if r.p.ErrorCode != 0 || len(bases) != 1 || bases[0] != i {
+				t.Fatalf("round %d: the long-poll answered error %d, batches %v; want the one at %d", i, r.p.ErrorCode, bases, i)
+			}
+			worst = max(worst, r.at.Sub(acked))
+		case <-ctx.Done():
+			t.Fatalf("round %d: a fetch waiting on sidecar %d was not woken by a commit through sidecar %d", i, waiter, via)
+		}
+	}
+	// A figure, not a bound (the replica lag is measured by
+	// TestBenchClusterProduce): the long-polls ended at most this long
+	// after their produce was acknowledged.
+	t.Logf("%d long-polls woken; the latest %v after the produce's acknowledgement", rounds, worst.Round(time.Millisecond))
+}
+
+func testProducerIDsAcrossSidecars(t *testing.T, cl *sidecarCluster) {
+	// Past a block (1,000 ids, record 105) on every sidecar: each asks
+	// the owner of shard 0 for a second one.
+	const perSidecar = 1_100
+	type got struct {
+		node int32
+		ids  []int64
+		err  error
+	}
+	out := make(chan got, len(cl.scs))
+	for n, s := range cl.scs {
+		rc := s.DialRaw()
+		go func() {
+			g := got{node: n}
+			for range perSidecar {
+				init := kmsg.NewPtrInitProducerIDRequest()
+				init.Version = 4
+				init.TransactionTimeoutMillis = 60000
+				init.ProducerID, init.ProducerEpoch = -1, -1
+				resp, err := rc.TryRequest(init)
+				if err != nil {
+					g.err = err
+					break
+				}
+				ir := resp.(*kmsg.InitProducerIDResponse)
+				if ir.ErrorCode != 0 || ir.ProducerID < 0 {
+					g.err = fmt.Errorf("InitProducerId: error %d, id %d", ir.ErrorCode, ir.ProducerID)
+					break
+				}
+				g.ids = append(g.ids, ir.ProducerID)
+			}
+			out <- g
+		}()
+	}
+	seen := map[int64]int32{}
+	for range cl.scs {
+		g := <-out
+		if g.err != nil {
+			t.Fatalf("through sidecar %d: %v", g.node, g.err)
+		}
+		for _, id := range g.ids {
+			if other, dup := seen[id]; dup {
+				t.Fatalf("producer id %d handed out by sidecar %d and by sidecar %d", id, other, g.node)
+			}
+			seen[id] = g.node
+		}
+	}
+	t.Logf("%d producer ids through %d sidecars, each once", len(seen), len(cl.scs))
+}
+
+func testClusterDisablement(t *testing.T, cl *sidecarCluster) {
+	kafkatest.Require(t)
+	ctx := testCtx(t, 3*time.Minute)
+	const topic = "cluster-disable"
+	createTopic(t, ctx, cl.scs[1], topic, 1, nil)
+	ids := slices.Sorted(maps.Keys(cl.scs))
+	for i, n := range ids {
+		waitProduced(t, ctx, cl.scs[n].DialRaw(), topic,
+			batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values(fmt.Sprint("d", n), 1)...), int64(i))
+	}
+	// Through a sidecar that may not host shard 0: the alter is forwarded
+	// to the one that does (the controller), which drives the disablement.
+	tool(t, ctx, cl.scs[ids[len(ids)-1]], "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", topic,
+		"--add-config", "diskless.enable=false,diskless.disable.policy=retain")
+	for _, n := range ids {
+		if st := waitState(t, cl.scs[n], topic, "DISABLED", time.Minute); st.Epoch != 1 || st.Policy != "retain" {
+			t.Fatalf("sidecar %d: %+v, want DISABLED at epoch 1, policy retain", n, st)
+		}
+	}
+	for _, n := range ids {
+		p := produceRaw(t, cl.scs[n].DialRaw(), topic, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("late", 1)...))[0]
+		if p.ErrorCode != kerr.PolicyViolation.Code {
+			t.Fatalf("produce through sidecar %d to a DISABLED topic: error %d, want POLICY_VIOLATION", n, p.ErrorCode)
+		}
+		f := fetchRaw(t, cl.scs[n].DialRaw(), topic, 0, 0, 1<<20, 0)
+		if bases, _ := batchesIn(t, f.RecordBatches); f.ErrorCode != 0 || len(bases) != len(ids) {
+			t.Fatalf("fetch through sidecar %d after the disablement: error %d, batches %v; want the %d records kept", n, f.ErrorCode, bases, len(ids))
+		}
 	}
 }
 
