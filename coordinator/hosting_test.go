@@ -39,6 +39,7 @@ func newCluster(t *testing.T, n int, mutate ...func(*Config)) *cluster {
 			OpenLog:           func(s int32) (metalog.Log, error) { return cl.mem.Open(s) },
 			OpenFollower:      func(s int32) (metalog.Follower, error) { return cl.mem.Follow(s) },
 			Remote:            remote{cl},
+			Files:             remote{cl},
 		}
 		for _, m := range mutate {
 			m(&cfg)
@@ -112,6 +113,14 @@ func (r remote) AllocateProducerIDBlock(ctx context.Context, node int32) (int64,
 		return -1, 0, err
 	}
 	return c.AllocateProducerIDBlock(ctx, node)
+}
+
+func (r remote) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error) {
+	c, err := r.at(shard)
+	if err != nil {
+		return nil, err
+	}
+	return c.DescribeFiles(ctx, shard, keys)
 }
 
 // waitFor waits until cond holds, woken by c's commit signal (a replica
