@@ -64,12 +64,30 @@ const (
 
 var netHosts atomic.Int32
 
+// sweepNetHosts removes the namespaces of test processes that are gone
+// (killed before their cleanups ran: a timeout's panic, SIGKILL), once
+// per process.
+var sweepNetHosts = sync.OnceFunc(func() {
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		var pid, n int
+		var end string
+		if _, err := fmt.Sscanf(e.Name(), "dse2e-%d-%d-%s", &pid, &n, &end); err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
+})
+
 // newNetHost creates the two namespaces and the veth between them,
 // removed at the end of the test (after the processes started in the
 // host, which are killed first: cleanups run last-in first-out).
 func newNetHost(t *testing.T) *netHost {
 	t.Helper()
 	requireNetHost(t)
+	sweepNetHosts()
 	ip := "ip"
 	n := netHosts.Add(1)
 	h := &netHost{t: t, host: fmt.Sprintf("dse2e-%d-%d-h", os.Getpid(), n), wire: fmt.Sprintf("dse2e-%d-%d-w", os.Getpid(), n),
