@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -41,34 +42,45 @@ func BenchmarkClassicRebalance(b *testing.B) {
 }
 
 // BenchmarkConsumerGroupJoin: 1,000 KIP-848 members join a group
-// subscribed to 10 topics of 1,000 partitions (10,000 partitions), each
-// join a new group epoch and target assignment (uniform), then every
-// member heartbeats until the group is Stable — per op.
+// subscribed to 10 topics of 1,000 partitions (10,000 partitions) at one
+// moment, then every member heartbeats until the group is Stable — per
+// op. interval=default: assignor runs batched by
+// group.consumer.assignment.interval.ms (the first join's at once, the
+// other 999 in one run a second later); interval=none (-1): a run per
+// join, as before batching (O(members² + members × partitions)).
 func BenchmarkConsumerGroupJoin(b *testing.B) {
 	const members = 1000
-	b.ReportAllocs()
-	for b.Loop() {
-		h := newHarness(b, Config{})
-		var names []string
-		for i := range 10 {
-			n := fmt.Sprintf("t%d", i)
-			h.topics.set(n, 1000)
-			names = append(names, n)
-		}
-		ms := make([]*member, members)
-		for i := range members {
-			id := fmt.Sprintf("m%04d", i)
-			r := h.cgh(cghReq("g", id, 0, nil, names, nil))
-			ms[i] = &member{id: id, epoch: r.MemberEpoch, owns: owned(r, nil)}
-		}
-		for round := 0; h.c.consumer["g"].state() != cStateStable; round++ {
-			if round > 5 {
-				b.Fatalf("not stable after %d rounds", round)
+	for _, iv := range []struct {
+		name     string
+		interval time.Duration
+	}{{"interval=default", 0}, {"interval=none", -1}} {
+		b.Run(iv.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				h := newHarness(b, Config{AssignmentInterval: iv.interval})
+				var names []string
+				for i := range 10 {
+					n := fmt.Sprintf("t%d", i)
+					h.topics.set(n, 1000)
+					names = append(names, n)
+				}
+				ms := make([]*member, members)
+				for i := range members {
+					id := fmt.Sprintf("m%04d", i)
+					r := h.cgh(cghReq("g", id, 0, nil, names, nil))
+					ms[i] = &member{id: id, epoch: r.MemberEpoch, owns: owned(r, nil)}
+				}
+				h.advance(DefaultAssignmentInterval)
+				for round := 0; h.c.consumer["g"].state() != cStateStable; round++ {
+					if round > 5 {
+						b.Fatalf("not stable after %d rounds", round)
+					}
+					for _, m := range ms {
+						h.beat("g", m)
+					}
+				}
 			}
-			for _, m := range ms {
-				h.beat("g", m)
-			}
-		}
+		})
 	}
 }
 

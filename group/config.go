@@ -19,6 +19,7 @@ const (
 	DefaultConsumerHeartbeat       = 5 * time.Second
 	DefaultConsumerMaxSize         = math.MaxInt32
 	DefaultRegexRefreshInterval    = 10 * time.Minute
+	DefaultAssignmentInterval      = time.Second
 	DefaultNewMemberJoinTimeout    = 5 * time.Minute
 	DefaultOffsetsRetentionCheck   = 10 * time.Minute
 	maxRebalanceTimeoutMs          = math.MaxInt32
@@ -70,6 +71,15 @@ type Config struct {
 	// Assignors are the server-side assignors offered to KIP-848 groups,
 	// the first the default (group.consumer.assignors, "uniform,range").
 	Assignors []string
+	// AssignmentInterval is the least time between two runs of a KIP-848
+	// group's assignor (group.consumer.assignment.interval.ms, 1000;
+	// KIP-1263's assignment batching): a group epoch bumped within it —
+	// members joining, leaving, changing their subscriptions — is
+	// assigned when it has passed, once for all of them, so that a large
+	// group coming up runs its assignor about once a second rather than
+	// once per member, each run on the shard's driver. A group's first
+	// run is at once. Negative: every epoch at once (the key's 0).
+	AssignmentInterval time.Duration
 	// RegexRefreshInterval is how often a KIP-848 group's subscribed
 	// regular expressions are resolved again even when the topic catalog
 	// did not change (group.consumer.regex.refresh.interval.ms, 600000).
@@ -90,6 +100,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ConsumerSessionTimeout, DefaultConsumerSessionTimeout)
 	def(&c.ConsumerHeartbeatInterval, DefaultConsumerHeartbeat)
 	def(&c.RegexRefreshInterval, DefaultRegexRefreshInterval)
+	def(&c.AssignmentInterval, DefaultAssignmentInterval)
 	if c.MaxSize == 0 {
 		c.MaxSize = DefaultMaxSize
 	}
@@ -124,6 +135,7 @@ func (c Config) Validate() error {
 		{"group.consumer.session.timeout.ms", c.ConsumerSessionTimeout},
 		{"group.consumer.heartbeat.interval.ms", c.ConsumerHeartbeatInterval},
 		{"group.consumer.regex.refresh.interval.ms", c.RegexRefreshInterval},
+		{"group.consumer.assignment.interval.ms", max(c.AssignmentInterval, 0)},
 	} {
 		if err := pos(f.key, f.d); err != nil {
 			return err

@@ -76,6 +76,16 @@ type consumerGroup struct {
 	partitions     map[string]topicMeta
 	catalogVersion uint64
 	catalogSeen    bool
+	// assignedAt is when the assignor last ran for the group (ms); ran
+	// tells whether it ever did (Config.AssignmentInterval).
+	assignedAt int64
+	ran        bool
+	// byName counts the members subscribing to each topic by name, so
+	// that the group's subscribed topics are known without visiting every
+	// member; subscribed caches subscribedNames while subscribedOK.
+	byName       map[string]int
+	subscribed   []string
+	subscribedOK bool
 }
 
 type topicMeta struct {
@@ -95,7 +105,22 @@ func newConsumerGroup(id string) *consumerGroup {
 		id: id, members: map[string]*consumerMember{}, static: map[string]string{},
 		target: map[string]assignment{}, owners: map[[16]byte]map[int32]string{},
 		regexes: map[string]*resolvedRegex{}, partitions: map[string]topicMeta{},
+		byName: map[string]int{},
 	}
+}
+
+// setNames changes a member's subscription by name, keeping byName.
+func (g *consumerGroup) setNames(m *consumerMember, names []string) {
+	for _, n := range m.names {
+		if g.byName[n]--; g.byName[n] <= 0 {
+			delete(g.byName, n)
+		}
+	}
+	for _, n := range names {
+		g.byName[n]++
+	}
+	m.names = names
+	g.invalidateSubscribed()
 }
 
 func (g *consumerGroup) state() consumerState {
@@ -114,19 +139,29 @@ func (g *consumerGroup) state() consumerState {
 }
 
 // subscribedNames returns every topic the members subscribe to, by name or
-// by expression, sorted.
+// by expression, sorted (read-only: the slice is cached until a
+// subscription changes, invalidateSubscribed).
 func (g *consumerGroup) subscribedNames() []string {
-	set := map[string]bool{}
-	for _, m := range g.members {
-		for _, n := range m.names {
+	if g.subscribedOK {
+		return g.subscribed
+	}
+	g.subscribed, g.subscribedOK = g.computeSubscribed(), true
+	return g.subscribed
+}
+
+// invalidateSubscribed drops subscribedNames' cache: a member came or
+// went, or a subscription or an expression's topics changed.
+func (g *consumerGroup) invalidateSubscribed() { g.subscribed, g.subscribedOK = nil, false }
+
+func (g *consumerGroup) computeSubscribed() []string {
+	set := make(map[string]bool, len(g.byName))
+	for n := range g.byName {
+		set[n] = true
+	}
+	// g.regexes holds the expressions members use (dropUnusedRegexes).
+	for _, r := range g.regexes {
+		for _, n := range r.topics {
 			set[n] = true
-		}
-		if m.regex != nil {
-			if r := g.regexes[*m.regex]; r != nil {
-				for _, n := range r.topics {
-					set[n] = true
-				}
-			}
 		}
 	}
 	return sortedKeys(set)
@@ -273,7 +308,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 		names := slices.Sorted(slices.Values(req.SubscribedTopicNames))
 		names = slices.Compact(names)
 		if !slices.Equal(names, m.names) {
-			m.names = names
+			g.setNames(m, names)
 			bump = true
 		}
 	}
@@ -288,6 +323,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 				g.regexes[*newRegex] = &resolvedRegex{re: re}
 			}
 			c.dropUnusedRegexes(g)
+			g.invalidateSubscribed()
 			bump = true
 		}
 	}
@@ -297,9 +333,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 	if bump {
 		g.epoch++
 	}
-	if g.epoch > g.assignmentEpoch {
-		c.computeTarget(g)
-	}
+	c.maybeComputeTarget(g, ms)
 	c.reconcile(g, m, req.Topics, ms)
 	c.timers.schedule(timerKey{timerConsumerSession, g.id, m.id}, ms+c.cfg.ConsumerSessionTimeout.Milliseconds(), func(now int64) {
 		c.fenceConsumerMember(g.id, m.id, now)
@@ -425,6 +459,7 @@ func (c *Coordinator) consumerMemberFor(g *consumerGroup, req *kmsg.ConsumerGrou
 		assigned: old.assigned, revoking: assignment{},
 	}
 	g.members[memberID] = m
+	g.invalidateSubscribed()
 	g.static[inst] = memberID
 	if t, ok := g.target[oldID]; ok {
 		delete(g.target, oldID)
@@ -497,6 +532,7 @@ func (c *Coordinator) refreshMetadata(g *consumerGroup, now int64) bool {
 		slices.Sort(matched)
 		if !slices.Equal(matched, r.topics) {
 			r.topics = matched
+			g.invalidateSubscribed()
 			changed = true
 		}
 		r.version, r.resolvedAt = version, now
@@ -521,6 +557,28 @@ func (c *Coordinator) refreshMetadata(g *consumerGroup, now int64) bool {
 	g.partitions = meta
 	g.catalogVersion, g.catalogSeen = version, true
 	return changed
+}
+
+// maybeComputeTarget runs the group's assignor for a group epoch the
+// target assignment is behind, unless it ran less than AssignmentInterval
+// ago: then the run is scheduled for when the interval has passed, and
+// members reconcile toward the current target meanwhile (the group is
+// Assigning). Kafka 4.4 batches assignor runs the same way (KIP-1263).
+func (c *Coordinator) maybeComputeTarget(g *consumerGroup, now int64) {
+	if g.epoch <= g.assignmentEpoch {
+		return
+	}
+	if every := c.cfg.AssignmentInterval.Milliseconds(); g.ran && every > 0 && now-g.assignedAt < every {
+		c.timers.schedule(timerKey{timerConsumerAssign, g.id, ""}, g.assignedAt+every, func(now int64) {
+			if c.consumer[g.id] == g {
+				c.maybeComputeTarget(g, now)
+			}
+		})
+		return
+	}
+	c.timers.cancel(timerKey{timerConsumerAssign, g.id, ""})
+	c.computeTarget(g)
+	g.assignedAt, g.ran = now, true
 }
 
 // computeTarget runs the group's assignor for the group epoch.
@@ -735,6 +793,7 @@ func (c *Coordinator) fenceConsumerMember(group, memberID string, now int64) {
 
 func (c *Coordinator) removeConsumerMember(g *consumerGroup, m *consumerMember, now int64) {
 	g.setOwned(m, false)
+	g.setNames(m, nil)
 	delete(g.members, m.id)
 	delete(g.target, m.id)
 	if m.instanceID != nil && g.static[*m.instanceID] == m.id {
@@ -751,6 +810,7 @@ func (c *Coordinator) removeConsumerMember(g *consumerGroup, m *consumerMember, 
 }
 
 func (c *Coordinator) deleteConsumerGroup(g *consumerGroup) {
+	c.timers.cancel(timerKey{timerConsumerAssign, g.id, ""})
 	delete(c.consumer, g.id)
 }
 

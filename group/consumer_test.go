@@ -1,6 +1,8 @@
 package group
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -26,7 +28,49 @@ func cghReq(group, member string, epoch int32, instance *string, names []string,
 }
 
 func (h *harness) cgh(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
-	return h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	resp := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	if t, ok := h.t.(*testing.T); ok { // not in benchmarks: it visits every member
+		checkSubscriptions(t, h.c)
+	}
+	return resp
+}
+
+// checkSubscriptions holds every consumer group's counts of name
+// subscriptions and subscribed topics equal to what its members say.
+func checkSubscriptions(t *testing.T, c *Coordinator) {
+	t.Helper()
+	for id, g := range c.consumer {
+		want := map[string]int{}
+		for _, m := range g.members {
+			for _, n := range m.names {
+				want[n]++
+			}
+		}
+		if !maps.Equal(want, g.byName) {
+			t.Fatalf("group %s: name subscriptions counted %v, members say %v", id, g.byName, want)
+		}
+		if got, all := g.subscribedNames(), g.computeSubscribedByMembers(); !slices.Equal(got, all) {
+			t.Fatalf("group %s: subscribed %v, members say %v", id, got, all)
+		}
+	}
+}
+
+// computeSubscribedByMembers is subscribedNames the slow way.
+func (g *consumerGroup) computeSubscribedByMembers() []string {
+	set := map[string]bool{}
+	for _, m := range g.members {
+		for _, n := range m.names {
+			set[n] = true
+		}
+		if m.regex != nil {
+			if r := g.regexes[*m.regex]; r != nil {
+				for _, n := range r.topics {
+					set[n] = true
+				}
+			}
+		}
+	}
+	return sortedKeys(set)
 }
 
 // consumerJoin joins a member (v1: the client picks its id).
@@ -82,7 +126,9 @@ func (h *harness) beat(group string, m *member) *kmsg.ConsumerGroupHeartbeatResp
 }
 
 func TestConsumerJoinRevokeBeforeReassign(t *testing.T) {
-	h := newHarness(t, Config{})
+	// Every epoch assigned at once: the test is about reconciliation
+	// (TestConsumerAssignmentInterval batches).
+	h := newHarness(t, Config{AssignmentInterval: -1})
 	r := h.consumerJoin("g", "a", nil, []string{"t"})
 	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
 	if a.epoch != 1 || count(a.owns) != 8 {
@@ -178,7 +224,9 @@ func TestConsumerRebalanceTimeoutFencesMemberThatDoesNotRevoke(t *testing.T) {
 }
 
 func TestConsumerEpochFencing(t *testing.T) {
-	h := newHarness(t, Config{})
+	// Every epoch assigned at once: the test is about reconciliation
+	// (TestConsumerAssignmentInterval batches).
+	h := newHarness(t, Config{AssignmentInterval: -1})
 	r := h.consumerJoin("g", "a", nil, []string{"t"})
 	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
 	h.consumerJoin("g", "b", nil, []string{"t"})
@@ -280,7 +328,9 @@ func TestConsumerAndClassicAreExclusive(t *testing.T) {
 }
 
 func TestConsumerRegexSubscription(t *testing.T) {
-	h := newHarness(t, Config{})
+	// Every epoch assigned at once: the test is about reconciliation
+	// (TestConsumerAssignmentInterval batches).
+	h := newHarness(t, Config{AssignmentInterval: -1})
 	req := cghReq("g", "a", 0, nil, nil, nil)
 	req.SubscribedTopicRegex = strp("^[tu]$")
 	r := h.cgh(req)
@@ -301,4 +351,88 @@ func TestConsumerRegexSubscription(t *testing.T) {
 		t.Fatalf("describe: %+v", d[0])
 	}
 	wantCode(t, "describe unknown", d[1].ErrorCode, kerr.GroupIDNotFound)
+}
+
+// TestConsumerAssignmentInterval: the assignor runs at most once per
+// group.consumer.assignment.interval.ms (KIP-1263): the group's first
+// epoch is assigned at once; members joining within the interval after a
+// run are assigned together when it has passed (Tick), the group
+// Assigning meanwhile, their first heartbeats reconciling toward the
+// current target; then every member reconciles to the one new target.
+func TestConsumerAssignmentInterval(t *testing.T) {
+	h := newHarness(t, Config{}) // the default: 1 s
+	a := &member{id: "a"}
+	r := h.cgh(cghReq("g", "a", 0, nil, []string{"t"}, nil))
+	a.epoch, a.owns = r.MemberEpoch, owned(r, nil)
+	if count(a.owns) != 8 || r.MemberEpoch != 1 {
+		t.Fatalf("the first member: epoch %d, %d partitions; want its target at once (epoch 1, 8)", r.MemberEpoch, count(a.owns))
+	}
+	// Three more join 100 ms apart: no run yet.
+	ms := []*member{a}
+	for _, id := range []string{"b", "c", "d"} {
+		h.advance(100 * time.Millisecond)
+		r := h.cgh(cghReq("g", id, 0, nil, []string{"t"}, nil))
+		m := &member{id: id, epoch: r.MemberEpoch, owns: owned(r, nil)}
+		if count(m.owns) != 0 || m.epoch != 1 {
+			t.Fatalf("%s joining within the interval: epoch %d, %d partitions; want the current target's epoch 1 and none", id, m.epoch, count(m.owns))
+		}
+		ms = append(ms, m)
+	}
+	g := h.c.consumer["g"]
+	if g.state() != cStateAssigning || g.epoch != 4 || g.assignmentEpoch != 1 {
+		t.Fatalf("group %v, epoch %d, assignment epoch %d; want Assigning at 4 over 1", g.state(), g.epoch, g.assignmentEpoch)
+	}
+	if at, ok := h.c.NextDeadline(); !ok || !at.Equal(epoch0.Add(time.Second)) {
+		t.Fatalf("next deadline %v (%v), want the run a second after the first", at, ok)
+	}
+	h.advance(700 * time.Millisecond) // 1 s after the first run
+	if g.assignmentEpoch != 4 {
+		t.Fatalf("assignment epoch %d after the interval, want 4 (one run for the three joins)", g.assignmentEpoch)
+	}
+	for round := 0; g.state() != cStateStable; round++ {
+		if round > 5 {
+			t.Fatalf("not Stable after %d rounds: %v", round, g.state())
+		}
+		for _, m := range ms {
+			h.beat("g", m)
+		}
+	}
+	for _, m := range ms {
+		if count(m.owns) != 2 || m.epoch != 4 {
+			t.Fatalf("%s: epoch %d, %d partitions; want 4 and 2", m.id, m.epoch, count(m.owns))
+		}
+	}
+	// A leave more than an interval after the last run is assigned at
+	// its next heartbeat.
+	h.advance(2 * time.Second)
+	leave := cghReq("g", "d", leaveEpoch, nil, nil, nil)
+	if r := h.cgh(leave); r.ErrorCode != 0 {
+		t.Fatalf("leave: %s", errName(r.ErrorCode))
+	}
+	h.beat("g", a)
+	if g.assignmentEpoch != g.epoch {
+		t.Fatalf("assignment epoch %d, group epoch %d: a heartbeat past the interval runs the assignor", g.assignmentEpoch, g.epoch)
+	}
+}
+
+// TestConsumerGroupMaxSize: group.consumer.max.size bounds a KIP-848 group
+// at the size of the large group: the 1,000th member joins, the
+// 1,001st gets GROUP_MAX_SIZE_REACHED (Kafka's code), a member already in
+// heartbeats on, and once one leaves another may join.
+func TestConsumerGroupMaxSize(t *testing.T) {
+	const size = 1000
+	h := newHarness(t, Config{ConsumerMaxSize: size})
+	h.topics.set("big", 10_000)
+	for i := range size {
+		if r := h.c.ConsumerGroupHeartbeat(h.now, cghReq("g", fmt.Sprintf("m%04d", i), 0, nil, []string{"big"}, nil), "c", "/h"); r.ErrorCode != 0 {
+			t.Fatalf("member %d: %s", i, errName(r.ErrorCode))
+		}
+	}
+	r := h.cgh(cghReq("g", "one-too-many", 0, nil, []string{"big"}, nil))
+	wantCode(t, "join past group.consumer.max.size", r.ErrorCode, kerr.GroupMaxSizeReached)
+	beat := cghReq("g", "m0000", h.c.consumer["g"].members["m0000"].epoch, nil, nil, nil)
+	beat.Topics = nil
+	wantCode(t, "heartbeat of a member of a full group", h.cgh(beat).ErrorCode, nil)
+	wantCode(t, "leave", h.cgh(cghReq("g", "m0001", leaveEpoch, nil, nil, nil)).ErrorCode, nil)
+	wantCode(t, "join after a leave", h.cgh(cghReq("g", "one-too-many", 0, nil, []string{"big"}, nil)).ErrorCode, nil)
 }

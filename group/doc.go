@@ -18,7 +18,9 @@
 // The KIP-848 consumer protocol (ConsumerGroupHeartbeat v0–v1,
 // ConsumerGroupDescribe v0–v1) computes assignments on the coordinator
 // with the uniform or range assignor (group.consumer.assignors) for the
-// group epoch, and reconciles each member toward its target: partitions a
+// group epoch — at most once per group.consumer.assignment.interval.ms
+// (KIP-1263's batching: epochs bumped within it are assigned together) —
+// and reconciles each member toward its target: partitions a
 // member gives up are revoked before any other member gets them, and a
 // member's epoch moves to the target epoch once it owns nothing it must
 // give up. Subscriptions are topic names or an RE2 regular expression

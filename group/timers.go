@@ -13,6 +13,7 @@ const (
 	timerClassicSync                        // the sync phase's end (rebalance timeout)
 	timerConsumerSession                    // a KIP-848 member's session timeout
 	timerConsumerRebalance                  // a KIP-848 member's revocation deadline
+	timerConsumerAssign                     // a KIP-848 group's next assignor run (AssignmentInterval)
 )
 
 type timerKey struct {

@@ -164,6 +164,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 			OffsetsRetention:          time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute,
 			ConsumerSessionTimeout:    cfg.GroupConsumerSessionTimeout,
 			ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+			AssignmentInterval:        assignmentInterval(cfg.GroupConsumerAssignmentInterval),
 			ConsumerMaxSize:           cfg.GroupConsumerMaxSize,
 		},
 		OffsetsRetentionCheckInterval: cfg.OffsetsRetentionCheckInterval,
@@ -604,4 +605,14 @@ func logDir(cfg Config) string {
 		return "s3://" + cfg.S3Bucket + "/" + cfg.S3Prefix
 	}
 	return filepath.Join(cfg.DataDir, "objects")
+}
+
+// assignmentInterval is group.consumer.assignment.interval.ms as
+// group.Config takes it: the key's 0 (no batching) is negative there,
+// where zero means the default.
+func assignmentInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -104,9 +104,12 @@ type Config struct {
 	GroupMaxSize                   int
 	GroupConsumerSessionTimeout    time.Duration
 	GroupConsumerHeartbeatInterval time.Duration
-	GroupConsumerMaxSize           int
-	OffsetsRetentionMinutes        int64
-	OffsetsRetentionCheckInterval  time.Duration
+	// GroupConsumerAssignmentInterval is group.consumer.assignment.interval.ms
+	// (0: every group epoch assigned at once).
+	GroupConsumerAssignmentInterval time.Duration
+	GroupConsumerMaxSize            int
+	OffsetsRetentionMinutes         int64
+	OffsetsRetentionCheckInterval   time.Duration
 
 	HTTPListener string
 
@@ -348,6 +351,7 @@ var options = []option{
 	intOption("group.max.size", itoa(group.DefaultMaxSize), "Most members of a classic consumer group; past it JoinGroup gets GROUP_MAX_SIZE_REACHED.", 1, maxInt32, func(c *Config) *int { return &c.GroupMaxSize }),
 	msOption("group.consumer.session.timeout.ms", ms(group.DefaultConsumerSessionTimeout), "Session timeout of a KIP-848 consumer group member, ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }),
 	msOption("group.consumer.heartbeat.interval.ms", ms(group.DefaultConsumerHeartbeat), "Heartbeat interval KIP-848 members are told to use, ms; below group.consumer.session.timeout.ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }),
+	msOption("group.consumer.assignment.interval.ms", ms(group.DefaultAssignmentInterval), "Least time between two runs of a KIP-848 consumer group's server-side assignor, ms: members joining or leaving within it are assigned together when it has passed (KIP-1263); 0 runs it for every group epoch.", 0, 86400000, func(c *Config) *time.Duration { return &c.GroupConsumerAssignmentInterval }),
 	intOption("group.consumer.max.size", itoa(group.DefaultConsumerMaxSize), "Most members of a KIP-848 consumer group; past it the heartbeat gets GROUP_MAX_SIZE_REACHED.", 1, maxInt32, func(c *Config) *int { return &c.GroupConsumerMaxSize }),
 	intOption("offsets.retention.minutes", itoa(int64(group.DefaultOffsetsRetention/time.Minute)), "How long committed offsets of an empty consumer group (or of topics a group no longer consumes) are kept, minutes.", 1, math.MaxInt32, func(c *Config) *int64 { return &c.OffsetsRetentionMinutes }),
 	periodOption("offsets.retention.check.interval.ms", ms(coordinator.DefaultOffsetsRetentionCheckInterval), "How often each coordinator shard removes expired committed offsets, ms; -1 disables it.", 86400000, func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
