@@ -178,3 +178,26 @@ func BenchmarkDeleteTopicOffsets(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumerAssignorRun: one run of the uniform assignor for a
+// KIP-848 group of 1,000 members subscribed to 10 topics of 1,000
+// partitions — the longest single piece of work a large group puts on its
+// shard's driver, at most once per group.consumer.assignment.interval.ms.
+func BenchmarkConsumerAssignorRun(b *testing.B) {
+	h := newHarness(b, Config{})
+	var names []string
+	for i := range 10 {
+		n := fmt.Sprintf("t%d", i)
+		h.topics.set(n, 1000)
+		names = append(names, n)
+	}
+	for i := range 1000 {
+		h.cgh(cghReq("g", fmt.Sprintf("m%04d", i), 0, nil, names, nil))
+	}
+	g := h.c.consumer["g"]
+	b.ReportAllocs()
+	for b.Loop() {
+		g.epoch++
+		h.c.computeTarget(g)
+	}
+}
