@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
@@ -58,4 +61,98 @@ func BenchmarkOffsetCommit(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkGroupHeartbeat measures how many classic Heartbeats one
+// shard's driver answers per second: members of a Stable group (one per
+// caller) heartbeating through the driver, as group requests share it
+// with file commits. At concurrency 64 the driver is the bottleneck, so
+// heartbeats/s is its capacity for group requests that write nothing, and
+// a storm's request rate divided by it the share of the driver it takes
+// from commits (bench/RESULTS.md entry 14).
+func BenchmarkGroupHeartbeat(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			cfg := Config{NumShards: 1, SnapshotIntervalRecords: -1, Logger: discardLogger(), OffsetsRetentionCheckInterval: -1,
+				OpenLog: (&metalogtest.Memory{Discard: true}).Open}
+			cfg.Groups.InitialRebalanceDelay = time.Millisecond
+			c, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			members, gen := stableClassicGroup(b, c, "hb", callers)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, m := range members {
+				req := kmsg.NewPtrHeartbeatRequest()
+				req.Version, req.Group, req.MemberID, req.Generation = 4, "hb", m, gen
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						resp, err := c.Heartbeat(ctx, req)
+						if err != nil || resp.ErrorCode != 0 {
+							b.Errorf("heartbeat: %v %+v", err, resp)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "heartbeats/s")
+		})
+	}
+}
+
+// stableClassicGroup joins n classic members to group through c (JoinGroup
+// v9 twice each, concurrently), syncs them and returns their ids and the
+// generation.
+func stableClassicGroup(b *testing.B, c *Coordinator, group string, n int) ([]string, int32) {
+	ctx := context.Background()
+	ids := make([]string, n)
+	var (
+		wg  sync.WaitGroup
+		gen atomic.Int32
+	)
+	for i := range n {
+		wg.Go(func() {
+			join := kmsg.NewPtrJoinGroupRequest()
+			join.Version, join.Group = 9, group
+			join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 600_000, 60_000
+			join.ProtocolType = "consumer"
+			join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0}}}
+			var resp *kmsg.JoinGroupResponse
+			for range 2 {
+				r, err := c.JoinGroup(ctx, join, "c", "/h")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp = r
+				join.MemberID = r.MemberID
+			}
+			if resp.ErrorCode != 0 {
+				b.Errorf("join: %d", resp.ErrorCode)
+				return
+			}
+			ids[i] = resp.MemberID
+			gen.Store(resp.Generation)
+			sync := kmsg.NewPtrSyncGroupRequest()
+			sync.Version, sync.Group, sync.MemberID, sync.Generation = 5, group, resp.MemberID, resp.Generation
+			sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), resp.Protocol
+			if resp.LeaderID == resp.MemberID {
+				for _, m := range resp.Members {
+					sync.GroupAssignment = append(sync.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.MemberID, MemberAssignment: []byte{}})
+				}
+			}
+			if r, err := c.SyncGroup(ctx, sync); err != nil || r.ErrorCode != 0 {
+				b.Errorf("sync: %v %+v", err, r)
+			}
+		})
+	}
+	wg.Wait()
+	return ids, gen.Load()
 }
