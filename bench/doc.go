@@ -25,4 +25,11 @@
 //     batch — heap, metadata log bytes, snapshot bytes, replay and
 //     snapshot load time — over 1000 partitions; bench/heap measures the
 //     heap per batch of the running binary from outside (issue 17).
+//   - BenchmarkJoinGroupStorm, BenchmarkLargeGroupRebalance: an in-process
+//     sidecar (inproc_test.go: the real server, coordinator, produce
+//     pipeline, cache and fetch) under steady kgo produce, with a storm of
+//     classic groups joining and leaving in alternate phases of one run, or
+//     a 1,000-member group over 10,000 partitions rebalancing (classic and
+//     KIP-848) beside a small group; produce, CommitFile and the small
+//     group's latencies by phase (issue 10).
 package bench

@@ -25,8 +25,8 @@ import (
 var (
 	stormGroups  = flag.Int("storm-groups", 100, "BenchmarkJoinGroupStorm: groups in the storm")
 	stormMembers = flag.Int("storm-members", 5, "BenchmarkJoinGroupStorm: members per group")
-	stormPhase   = flag.Duration("storm-phase", 4*time.Second, "BenchmarkJoinGroupStorm: length of each quiet and storm phase")
-	stormCycles  = flag.Int("storm-cycles", 5, "BenchmarkJoinGroupStorm: quiet+storm phase pairs per run")
+	stormPhase   = flag.Duration("storm-phase", 3*time.Second, "BenchmarkJoinGroupStorm: length of each quiet and storm phase")
+	stormCycles  = flag.Int("storm-cycles", 3, "BenchmarkJoinGroupStorm: quiet+storm phase pairs per run")
 	stormPause   = flag.Duration("storm-pause", time.Second, "BenchmarkJoinGroupStorm: how long a member waits after leaving before it joins again (jittered ±50%); 0: at once")
 	produceRate  = flag.Int("produce-rate", 1000, "group benchmarks: records/s of steady produce (1 KiB each)")
 )
