@@ -304,12 +304,16 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 		m.instanceID = req.InstanceID
 	}
 	bump := g.epoch == 0
+	// subscriptionChanged is Kafka's hasSubscriptionChanged: the member's
+	// own subscription changed in this request (reconcile revokes what it
+	// no longer subscribes to, ahead of the next assignor run).
+	subscriptionChanged := false
 	if req.SubscribedTopicNames != nil {
 		names := slices.Sorted(slices.Values(req.SubscribedTopicNames))
 		names = slices.Compact(names)
 		if !slices.Equal(names, m.names) {
 			g.setNames(m, names)
-			bump = true
+			bump, subscriptionChanged = true, true
 		}
 	}
 	if req.SubscribedTopicRegex != nil {
@@ -324,7 +328,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 			}
 			c.dropUnusedRegexes(g)
 			g.invalidateSubscribed()
-			bump = true
+			bump, subscriptionChanged = true, true
 		}
 	}
 	if c.refreshMetadata(g, ms) {
@@ -334,7 +338,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGr
 		g.epoch++
 	}
 	c.maybeComputeTarget(g, ms)
-	c.reconcile(g, m, req.Topics, ms)
+	c.reconcile(g, m, req.Topics, subscriptionChanged, ms)
 	c.timers.schedule(timerKey{timerConsumerSession, g.id, m.id}, ms+c.cfg.ConsumerSessionTimeout.Milliseconds(), func(now int64) {
 		c.fenceConsumerMember(g.id, m.id, now)
 	})
@@ -642,26 +646,105 @@ func compareID(a, b [16]byte) int {
 	return 0
 }
 
-// reconcile moves the member toward its target (Kafka's
+// reconcile moves the member toward its target (Kafka 4.4's
 // CurrentAssignmentBuilder): partitions it must give up are revoked first
 // (its epoch stays until it stops reporting them); partitions it gains are
-// assigned only once no other member owns them.
-func (c *Coordinator) reconcile(g *consumerGroup, m *consumerMember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic, now int64) {
+// assigned only once no other member owns them. The target is taken only
+// for the topics the member subscribes to now: with assignor runs batched
+// (Config.AssignmentInterval) a target can be older than a subscription,
+// so a member whose subscription changed gives up the topics it left at
+// once (revokeUnsubscribed) and is never given one it does not subscribe
+// to, as Kafka does since KIP-1263.
+func (c *Coordinator) reconcile(g *consumerGroup, m *consumerMember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic, subscriptionChanged bool, now int64) {
 	target := g.assignmentEpoch
-	if m.reconciledTo(target) {
-		return
-	}
 	switch m.state {
 	case mStable:
+		if m.epoch == target {
+			if subscriptionChanged {
+				c.revokeUnsubscribed(g, m, owned, now)
+			}
+			return
+		}
 		c.computeNext(g, m, m.epoch, owned, now)
 	case mUnrevoked:
 		if ownsAny(owned, m.revoking) {
+			if subscriptionChanged {
+				c.revokeUnsubscribed(g, m, owned, now)
+			}
 			return
 		}
 		c.computeNext(g, m, m.epoch+1, owned, now)
 	case mUnreleased:
 		c.computeNext(g, m, m.epoch, owned, now)
 	}
+}
+
+// memberTopics returns the ids of the topics the member subscribes to now
+// (by name or expression) that exist, as of the group's last catalog
+// refresh (refreshMetadata).
+func (g *consumerGroup) memberTopics(m *consumerMember) map[[16]byte]bool {
+	out := make(map[[16]byte]bool, len(m.names))
+	for _, n := range m.names {
+		if tm, ok := g.partitions[n]; ok {
+			out[tm.id] = true
+		}
+	}
+	if m.regex != nil {
+		if r := g.regexes[*m.regex]; r != nil {
+			for _, n := range r.topics {
+				if tm, ok := g.partitions[n]; ok {
+					out[tm.id] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// revokeUnsubscribed is Kafka's updateCurrentAssignment: a member whose
+// subscription changed while its epoch is the target's (or while it is
+// still revoking) gives up the partitions of topics it no longer
+// subscribes to without waiting for the next assignor run. If it still
+// reports one of them it must revoke them first (Unrevoked, under its
+// rebalance timeout); its epoch does not change.
+func (c *Coordinator) revokeUnsubscribed(g *consumerGroup, m *consumerMember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic, now int64) {
+	subscribed := g.memberTopics(m)
+	kept, revoke := assignment{}, cloneAssignment(m.revoking)
+	moved := false
+	for t, ps := range m.assigned {
+		if subscribed[t] {
+			kept[t] = ps
+			continue
+		}
+		revoke[t] = append(revoke[t], ps...)
+		slices.Sort(revoke[t])
+		revoke[t] = slices.Compact(revoke[t])
+		moved = true
+	}
+	if !moved {
+		return
+	}
+	g.setOwned(m, false)
+	m.assigned = kept
+	m.setEpoch(m.epoch)
+	if ownsAny(owned, revoke) {
+		m.state, m.revoking = mUnrevoked, revoke
+		c.scheduleRevocation(g, m, now)
+	}
+	g.setOwned(m, true)
+}
+
+// scheduleRevocation fences the member if it is still revoking at its
+// current epoch when its rebalance timeout has passed.
+func (c *Coordinator) scheduleRevocation(g *consumerGroup, m *consumerMember, now int64) {
+	epoch := m.epoch
+	c.timers.schedule(timerKey{timerConsumerRebalance, g.id, m.id}, now+int64(m.rebalanceTimeout), func(now int64) {
+		if cg := c.consumer[g.id]; cg != nil {
+			if cur := cg.members[m.id]; cur != nil && cur.epoch == epoch && cur.state == mUnrevoked {
+				c.fenceConsumerMember(g.id, m.id, now)
+			}
+		}
+	})
 }
 
 // ownsAny reports whether the member still reports a partition of a (an
@@ -682,12 +765,13 @@ func ownsAny(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a assignment) bool
 
 func (c *Coordinator) computeNext(g *consumerGroup, m *consumerMember, epoch int32, owned []kmsg.ConsumerGroupHeartbeatRequestTopic, now int64) {
 	tgt := g.target[m.id]
+	subscribed := g.memberTopics(m)
 	targetEpoch := g.assignmentEpoch
 	kept, revoke, gain := assignment{}, assignment{}, assignment{}
 	unreleased := false
 	for t, ps := range m.assigned {
 		for _, p := range ps {
-			if tgt.has(t, p) {
+			if subscribed[t] && tgt.has(t, p) {
 				kept[t] = append(kept[t], p)
 			} else {
 				revoke[t] = append(revoke[t], p)
@@ -695,6 +779,9 @@ func (c *Coordinator) computeNext(g *consumerGroup, m *consumerMember, epoch int
 		}
 	}
 	for t, ps := range tgt {
+		if !subscribed[t] {
+			continue
+		}
 		for _, p := range ps {
 			if kept.has(t, p) {
 				continue
@@ -712,13 +799,7 @@ func (c *Coordinator) computeNext(g *consumerGroup, m *consumerMember, epoch int
 		m.setEpoch(epoch)
 		m.assigned, m.revoking = kept, revoke
 		g.setOwned(m, true)
-		c.timers.schedule(timerKey{timerConsumerRebalance, g.id, m.id}, now+int64(m.rebalanceTimeout), func(now int64) {
-			if cg := c.consumer[g.id]; cg != nil {
-				if cur := cg.members[m.id]; cur != nil && cur.epoch == epoch && cur.state == mUnrevoked {
-					c.fenceConsumerMember(g.id, m.id, now)
-				}
-			}
-		})
+		c.scheduleRevocation(g, m, now)
 		return
 	}
 	c.timers.cancel(timerKey{timerConsumerRebalance, g.id, m.id})

@@ -436,3 +436,113 @@ func TestConsumerGroupMaxSize(t *testing.T) {
 	wantCode(t, "leave", h.cgh(cghReq("g", "m0001", leaveEpoch, nil, nil, nil)).ErrorCode, nil)
 	wantCode(t, "join after a leave", h.cgh(cghReq("g", "one-too-many", 0, nil, []string{"big"}, nil)).ErrorCode, nil)
 }
+
+// topicsOf returns the names (by the harness's ids) of the topics in an
+// owned list.
+func topicsOf(o []kmsg.ConsumerGroupHeartbeatRequestTopic) []string {
+	var out []string
+	for _, t := range o {
+		if len(t.Partitions) > 0 {
+			out = append(out, string(t.TopicID[:1]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestConsumerSubscriptionChangeWithinInterval: with assignor runs batched
+// the target can be older than a subscription; as Kafka 4.4 reconciles
+// (KIP-1263), a member that leaves a topic within the interval gives up
+// its partitions at once (revoking them first while it still reports
+// them, its epoch unchanged), and a member is never given a partition of
+// a topic it no longer subscribes to that its older target still holds.
+func TestConsumerSubscriptionChangeWithinInterval(t *testing.T) {
+	h := newHarness(t, Config{}) // the default interval: 1 s
+	r := h.consumerJoin("g", "a", nil, []string{"t", "u"})
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	if count(a.owns) != 12 {
+		t.Fatalf("a: %d partitions, want 12 (t's 8, u's 4)", count(a.owns))
+	}
+
+	// a leaves u 100 ms later: no assignor run yet, but u is revoked at
+	// once. Its heartbeat still reports u's partitions, so it must revoke
+	// them before they count as released.
+	h.advance(100 * time.Millisecond)
+	req := cghReq("g", "a", a.epoch, nil, []string{"t"}, a.owns)
+	r = h.cgh(req)
+	wantCode(t, "a leaves u", r.ErrorCode, nil)
+	g := h.c.consumer["g"]
+	if g.assignmentEpoch == g.epoch {
+		t.Fatalf("assignor ran within the interval (epoch %d)", g.epoch)
+	}
+	if r.Assignment == nil || r.MemberEpoch != 1 {
+		t.Fatalf("a after leaving u: epoch %d, assignment %v; want epoch 1 and a new assignment", r.MemberEpoch, r.Assignment)
+	}
+	a.owns = owned(r, a.owns)
+	if got := topicsOf(a.owns); !slices.Equal(got, []string{"t"}) || count(a.owns) != 8 {
+		t.Fatalf("a after leaving u owns %v (%d partitions), want t's 8", got, count(a.owns))
+	}
+	if m := g.members["a"]; m.state != mUnrevoked || m.revoking.count() != 4 {
+		t.Fatalf("a: state %d, %d partitions revoking; want Unrevoked, 4", m.state, m.revoking.count())
+	}
+	h.beat("g", a) // reports t only: u released
+	if m := g.members["a"]; m.state != mStable || m.revoking.count() != 0 || a.epoch != 1 {
+		t.Fatalf("a after revoking u: state %d, %d revoking, epoch %d", m.state, m.revoking.count(), a.epoch)
+	}
+
+	// Later, b joins subscribed to t and u: a run at once (the interval
+	// passed) gives b u's 4 and half of t, the halves of t a still owns
+	// withheld. Then b leaves u before the next run: it is not given
+	// u's partitions its target still holds.
+	h.advance(2 * time.Second)
+	h.beat("g", a)
+	r = h.consumerJoin("g", "b", nil, []string{"t", "u"})
+	b := &member{id: "b", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	if g.assignmentEpoch != g.epoch {
+		t.Fatalf("b's join past the interval: assignment epoch %d, group epoch %d", g.assignmentEpoch, g.epoch)
+	}
+	if tgt := g.target["b"]; !slices.Contains(topicsOfAssignment(tgt), "u") {
+		t.Fatalf("b's target %v holds no partition of u", tgt)
+	}
+	if !slices.Equal(topicsOf(b.owns), []string{"u"}) {
+		t.Fatalf("b joining owns %v, want u's partitions (free) only", topicsOf(b.owns))
+	}
+	// b drops u at once: it owns u's 4, which it revokes.
+	h.advance(100 * time.Millisecond)
+	r = h.cgh(cghReq("g", "b", b.epoch, nil, []string{"t"}, b.owns))
+	wantCode(t, "b leaves u", r.ErrorCode, nil)
+	b.epoch, b.owns = r.MemberEpoch, owned(r, b.owns)
+	if len(topicsOf(b.owns)) != 0 {
+		t.Fatalf("b after leaving u owns %v, want nothing (u revoked, t still a's)", topicsOf(b.owns))
+	}
+	for range 3 {
+		h.beat("g", a)
+		h.beat("g", b)
+	}
+	if got := topicsOf(b.owns); !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("b owns %v once a revoked, want t only (its target's u not given: it left u)", got)
+	}
+	// The next run assigns by the new subscriptions: u to nobody.
+	h.advance(time.Second)
+	for round := 0; g.state() != cStateStable || g.assignmentEpoch != g.epoch; round++ {
+		if round > 5 {
+			t.Fatalf("not Stable after %d rounds: %v", round, g.state())
+		}
+		h.beat("g", a)
+		h.beat("g", b)
+	}
+	if count(a.owns)+count(b.owns) != 8 || !slices.Equal(topicsOf(a.owns), []string{"t"}) || !slices.Equal(topicsOf(b.owns), []string{"t"}) {
+		t.Fatalf("after the next run a owns %v, b %v (%d, %d): want t's 8 between them", topicsOf(a.owns), topicsOf(b.owns), count(a.owns), count(b.owns))
+	}
+}
+
+func topicsOfAssignment(a assignment) []string {
+	var out []string
+	for t, ps := range a {
+		if len(ps) > 0 {
+			out = append(out, string(t[:1]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
