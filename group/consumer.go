@@ -673,7 +673,11 @@ func (c *Coordinator) reconcile(g *consumerGroup, m *consumerMember, owned []kms
 			}
 			return
 		}
-		c.computeNext(g, m, m.epoch+1, owned, now)
+		// Revoked: reconciled from its own epoch, as Kafka 4.4 does — not
+		// epoch+1, which, for a revocation a subscription change started at
+		// the target's epoch, would be an epoch no assignor run produced
+		// (TestConsumerSecondSubscriptionChangeWhileRevoking).
+		c.computeNext(g, m, m.epoch, owned, now)
 	case mUnreleased:
 		c.computeNext(g, m, m.epoch, owned, now)
 	}

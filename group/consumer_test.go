@@ -31,8 +31,56 @@ func (h *harness) cgh(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGro
 	resp := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
 	if t, ok := h.t.(*testing.T); ok { // not in benchmarks: it visits every member
 		checkSubscriptions(t, h.c)
+		checkReconciliation(t, h.c)
 	}
 	return resp
+}
+
+// checkReconciliation holds every consumer group to what reconciliation
+// promises (Kafka 4.4's CurrentAssignmentBuilder), whatever the
+// heartbeats and the assignor runs' timing: no member's epoch is ahead of
+// the last completed assignor run, nor that run ahead of the group epoch;
+// a member at the run's epoch holds only partitions that run gave it; and
+// no partition is held (assigned or pending revocation) by two members,
+// the owners index agreeing.
+func checkReconciliation(t *testing.T, c *Coordinator) {
+	t.Helper()
+	for id, g := range c.consumer {
+		if g.assignmentEpoch > g.epoch {
+			t.Fatalf("group %s: assignment epoch %d ahead of group epoch %d", id, g.assignmentEpoch, g.epoch)
+		}
+		owners := map[[16]byte]map[int32]string{}
+		for _, m := range g.members {
+			if m.epoch > g.assignmentEpoch {
+				t.Fatalf("group %s: member %s at epoch %d (state %d), ahead of the assignment epoch %d", id, m.id, m.epoch, m.state, g.assignmentEpoch)
+			}
+			if m.epoch == g.assignmentEpoch {
+				for tp, ps := range m.assigned {
+					for _, p := range ps {
+						if !g.target[m.id].has(tp, p) {
+							t.Fatalf("group %s: member %s at epoch %d holds %x/%d, not in that epoch's target %v", id, m.id, m.epoch, tp[:1], p, g.target[m.id])
+						}
+					}
+				}
+			}
+			for _, a := range []assignment{m.assigned, m.revoking} {
+				for tp, ps := range a {
+					for _, p := range ps {
+						if o, ok := owners[tp][p]; ok && o != m.id {
+							t.Fatalf("group %s: %x/%d held by %s and %s", id, tp[:1], p, o, m.id)
+						}
+						if owners[tp] == nil {
+							owners[tp] = map[int32]string{}
+						}
+						owners[tp][p] = m.id
+					}
+				}
+			}
+		}
+		if !maps.EqualFunc(owners, g.owners, func(a, b map[int32]string) bool { return maps.Equal(a, b) }) {
+			t.Fatalf("group %s: owners index %v, members hold %v", id, g.owners, owners)
+		}
+	}
 }
 
 // checkSubscriptions holds every consumer group's counts of name
@@ -545,4 +593,73 @@ func topicsOfAssignment(a assignment) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ownedOf returns the part of an owned list of the named topics (by the
+// harness's ids).
+func ownedOf(o []kmsg.ConsumerGroupHeartbeatRequestTopic, names ...string) []kmsg.ConsumerGroupHeartbeatRequestTopic {
+	out := []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	for _, t := range o {
+		if slices.Contains(names, string(t.TopicID[:1])) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// TestConsumerSecondSubscriptionChangeWhileRevoking: a member revoking a
+// topic it left within the assignment interval (Unrevoked at the target's
+// epoch) leaves another topic in the heartbeat that acknowledges the
+// first revocation. It must revoke the second topic too, at the same
+// epoch: as in Kafka 4.4, a member that has revoked what it had to is
+// reconciled at its own epoch, never moved past the last completed
+// assignor run (its epoch would be one no run produced, ahead of the
+// group's assignment epoch).
+func TestConsumerSecondSubscriptionChangeWhileRevoking(t *testing.T) {
+	h := newHarness(t, Config{}) // the default interval: 1 s
+	h.topics.set("v", 2)
+	r := h.consumerJoin("g", "a", nil, []string{"t", "u", "v"})
+	a := &member{id: "a", epoch: r.MemberEpoch, owns: owned(r, nil)}
+	if count(a.owns) != 14 || a.epoch != 1 {
+		t.Fatalf("a: epoch %d, %d partitions; want 1, 14", a.epoch, count(a.owns))
+	}
+	g := h.c.consumer["g"]
+
+	// Leave u, still reporting it: u pending revocation, epoch 1.
+	h.advance(100 * time.Millisecond)
+	r = h.cgh(cghReq("g", "a", a.epoch, nil, []string{"t", "v"}, a.owns))
+	wantCode(t, "a leaves u", r.ErrorCode, nil)
+	if m := g.members["a"]; m.state != mUnrevoked || r.MemberEpoch != 1 {
+		t.Fatalf("a after leaving u: state %d, epoch %d; want Unrevoked at 1", m.state, r.MemberEpoch)
+	}
+
+	// Acknowledge u's revocation and leave v in the same heartbeat, still
+	// reporting v: v pending revocation, the epoch still 1.
+	h.advance(100 * time.Millisecond)
+	r = h.cgh(cghReq("g", "a", 1, nil, []string{"t"}, ownedOf(a.owns, "t", "v")))
+	wantCode(t, "a revokes u, leaves v", r.ErrorCode, nil)
+	if g.assignmentEpoch != 1 {
+		t.Fatalf("assignor ran within the interval: assignment epoch %d", g.assignmentEpoch)
+	}
+	m := g.members["a"]
+	if r.MemberEpoch != 1 || m.state != mUnrevoked || m.revoking.count() != 2 {
+		t.Fatalf("a after leaving v: epoch %d, state %d, %d revoking; want epoch 1 (the last run's), Unrevoked, v's 2", r.MemberEpoch, m.state, m.revoking.count())
+	}
+	a.epoch, a.owns = r.MemberEpoch, owned(r, a.owns)
+	if got := topicsOf(a.owns); !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("a is told it owns %v, want t", got)
+	}
+
+	// v revoked; the next run (the interval passed) assigns t alone.
+	h.beat("g", a)
+	h.advance(time.Second)
+	for round := 0; g.state() != cStateStable; round++ {
+		if round > 5 {
+			t.Fatalf("not Stable after %d rounds: %v", round, g.state())
+		}
+		h.beat("g", a)
+	}
+	if a.epoch != g.assignmentEpoch || g.assignmentEpoch != g.epoch || count(a.owns) != 8 {
+		t.Fatalf("a: epoch %d, %d partitions; group epoch %d, assignment epoch %d", a.epoch, count(a.owns), g.epoch, g.assignmentEpoch)
+	}
 }
