@@ -125,8 +125,11 @@ func (m *stormMember) leave() error {
 // each join, sync, heartbeat and leave in a loop (raw requests, a
 // connection per member), waiting about -storm-pause before joining
 // again, in every other phase. Reports produce p50/p99 of
-// the records sent in quiet and in storm phases, their ratio, and the
-// storm's JoinGroup and request rates.
+// the records sent in quiet and in storm phases (not those of the
+// warm-up before the first phase or of the tail after the last), their
+// ratio, the records sent per second in each (the offered load, kept on
+// schedule), the pipeline's CommitFile p99 in each, and the storm's
+// JoinGroup and request rates.
 //
 // Sub-benchmarks: the default diskless.append.commit.interval.ms (250 ms)
 // and 10 ms, where a commit delayed on the driver weighs more; and where
@@ -206,13 +209,13 @@ func runStorm(b *testing.B, commitInterval time.Duration, sameShard bool) {
 		reqs, joins atomic.Int64
 		wg          sync.WaitGroup
 		failed      atomic.Pointer[error]
+		cur         atomic.Pointer[string]
 	)
-	phase := func() string {
-		if storm.Load() {
-			return "storm"
-		}
-		return "quiet"
-	}
+	// The phase records are timed under: "warmup" and "tail" (before the
+	// first and after the last phase) count in neither.
+	setPhase := func(p string) { cur.Store(&p); sc.setPhase(p) }
+	phase := func() string { return *cur.Load() }
+	setPhase("warmup")
 	meta := consumerMeta("storm-consume")
 	for g := range *stormGroups {
 		for range *stormMembers {
@@ -254,18 +257,18 @@ func runStorm(b *testing.B, commitInterval time.Duration, sameShard bool) {
 	var stormJoins, stormReqs int64
 	for range *stormCycles {
 		storm.Store(false)
-		sc.setPhase("quiet")
+		setPhase("quiet")
 		time.Sleep(*stormPhase)
 		j0, r0, t0 := joins.Load(), reqs.Load(), time.Now()
 		storm.Store(true)
-		sc.setPhase("storm")
+		setPhase("storm")
 		time.Sleep(*stormPhase)
 		stormJoins += joins.Load() - j0
 		stormReqs += reqs.Load() - r0
 		stormTime += time.Since(t0)
 	}
 	storm.Store(false)
-	sc.setPhase("")
+	setPhase("tail")
 	time.Sleep(*stormPhase / 2)
 	cancel()
 	prod.wait()
@@ -289,6 +292,8 @@ func runStorm(b *testing.B, commitInterval time.Duration, sameShard bool) {
 	b.ReportMetric(cs99, "commit-storm-p99-ms")
 	b.ReportMetric(float64(stormJoins)/stormTime.Seconds(), "joins/s")
 	b.ReportMetric(float64(stormReqs)/stormTime.Seconds(), "group-reqs/s")
+	b.ReportMetric(float64(qn)/(float64(*stormCycles)*stormPhase.Seconds()), "quiet-records/s")
+	b.ReportMetric(float64(sn)/stormTime.Seconds(), "storm-records/s")
 	b.Logf("records: %d quiet, %d storm", qn, sn)
 }
 

@@ -211,7 +211,9 @@ func (p *phased) quantileMs(phase string, q float64) (float64, int64) {
 // idempotent kgo client (acks=all, the defaults), recording each record's
 // produce latency (promise time minus Produce call time) under the phase
 // current when it was sent, until ctx ends; wait returns once every
-// promise ran.
+// promise ran. The rate is kept on a schedule: records the sending
+// goroutine could not send on time (a busy machine delays it) are sent
+// at its next turn, so that every phase is offered the same load.
 type producer struct {
 	lat   *phased
 	phase func() string
@@ -235,22 +237,25 @@ func startProducer(b testing.TB, ctx context.Context, addr, topic string, rate, 
 		defer tick.Stop()
 		var inflight sync.WaitGroup
 		defer inflight.Wait()
+		begin, sent := time.Now(), int64(0)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			start, ph := time.Now(), p.phase()
-			inflight.Add(1)
-			cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-				defer inflight.Done()
-				if err != nil {
-					p.errs.Store(err.Error(), true)
-					return
-				}
-				p.lat.record(ph, time.Since(start))
-			})
+			for due := int64(time.Since(begin)) * int64(rate) / int64(time.Second); sent < due; sent++ {
+				start, ph := time.Now(), p.phase()
+				inflight.Add(1)
+				cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					defer inflight.Done()
+					if err != nil {
+						p.errs.Store(err.Error(), true)
+						return
+					}
+					p.lat.record(ph, time.Since(start))
+				})
+			}
 		}
 	}()
 	return p
