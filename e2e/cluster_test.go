@@ -215,6 +215,10 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //   - Groups: a kgo consumer group with members on two sidecars reads
 //     every record once; the group's coordinator is wherever its shard
 //     is hosted.
+//   - GroupsOnTheWrongCoordinator: a group's requests sent to a sidecar
+//     that does not host its shard (not the one FindCoordinator names)
+//     get NOT_COORDINATOR, as a Kafka broker that is not the group's
+//     coordinator answers; the named one serves them.
 //   - KcatAndJava: kcat and the Java client given all three addresses:
 //     kcat produces a text file (the topic auto-created through a
 //     sidecar that may not be the controller) and reads it back in
@@ -236,6 +240,7 @@ func TestCluster(t *testing.T) {
 	cl := startSidecarCluster(t, 3)
 	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
 	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
+	t.Run("GroupsOnTheWrongCoordinator", func(t *testing.T) { testClusterGroupNotCoordinator(t, cl) })
 	t.Run("KcatAndJava", func(t *testing.T) { testClusterKcatJava(t, cl) })
 	t.Run("RetryThroughAnotherSidecar", func(t *testing.T) { testRetryThroughAnotherSidecar(t, cl) })
 	t.Run("LongPollAcrossSidecars", func(t *testing.T) { testLongPollAcrossSidecars(t, cl) })
@@ -307,6 +312,49 @@ func testClusterGroups(t *testing.T, cl *sidecarCluster) {
 		if seen[v] != 1 {
 			t.Fatalf("record %q read %d times", v, seen[v])
 		}
+	}
+}
+
+func testClusterGroupNotCoordinator(t *testing.T, cl *sidecarCluster) {
+	ctx := testCtx(t, 2*time.Minute)
+	topic, group := "cluster-wrong-coordinator", "wrong-coordinator-group"
+	createTopic(t, ctx, cl.scs[1], topic, 2, nil)
+	// Every sidecar learns of the topic from the catalog's log; until the
+	// coordinator has, a commit of it gets UNKNOWN_TOPIC_OR_PARTITION (as
+	// from a Kafka broker whose metadata cache lags).
+	for id, s := range cl.scs {
+		waitFor(t, time.Minute, fmt.Sprintf("sidecar %d knowing %s", id, topic), func() bool { _, ok := topicOf(ctx, s, topic); return ok })
+	}
+	coordinatorOf := func() int32 {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.Version, fc.CoordinatorKeys = 4, []string{group}
+		r := cl.scs[1].DialRaw().Request(fc).(*kmsg.FindCoordinatorResponse)
+		if len(r.Coordinators) != 1 || r.Coordinators[0].ErrorCode != 0 || cl.scs[r.Coordinators[0].NodeID] == nil {
+			t.Fatalf("FindCoordinator(%s) = %+v; want one of the sidecars", group, r.Coordinators)
+		}
+		return r.Coordinators[0].NodeID
+	}
+	commit := func(s *Sidecar) int16 {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Version, r.Group, r.Generation = 8, group, -1
+		r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+		return s.DialRaw().Request(r).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	join := func(s *Sidecar) int16 {
+		return s.DialRaw().Request(joinReq(group, "", nil, 3000)).(*kmsg.JoinGroupResponse).ErrorCode
+	}
+	owner := coordinatorOf()
+	for id, s := range cl.scs {
+		if id == owner {
+			continue
+		}
+		wantCode(t, fmt.Sprintf("OffsetCommit through sidecar %d (the coordinator is %d)", id, owner), commit(s), kerr.NotCoordinator)
+		wantCode(t, fmt.Sprintf("JoinGroup through sidecar %d (the coordinator is %d)", id, owner), join(s), kerr.NotCoordinator)
+	}
+	wantCode(t, fmt.Sprintf("OffsetCommit through the coordinator, sidecar %d", owner), commit(cl.scs[owner]), nil)
+	wantCode(t, fmt.Sprintf("JoinGroup through the coordinator, sidecar %d", owner), join(cl.scs[owner]), kerr.MemberIDRequired)
+	if now := coordinatorOf(); now != owner {
+		t.Fatalf("the group's shard moved from sidecar %d to %d during the test (nothing should move it)", owner, now)
 	}
 }
 

@@ -33,9 +33,11 @@ func errCode(e *kerr.Error) int16 {
 }
 
 // TestGroupsBadInput drives the group APIs over raw connections and checks
-// Kafka's error codes: MEMBER_ID_REQUIRED, ILLEGAL_GENERATION,
+// Kafka's error codes: MEMBER_ID_REQUIRED, ILLEGAL_GENERATION (a sync,
+// heartbeat or commit of another generation, a commit of a stale one),
 // UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, GROUP_MAX_SIZE_REACHED
-// (group.max.size), FENCED_INSTANCE_ID, NON_EMPTY_GROUP,
+// (group.max.size), FENCED_INSTANCE_ID (a heartbeat and a commit of a
+// static member id its instance's new join fenced), NON_EMPTY_GROUP,
 // GROUP_ID_NOT_FOUND, and FindCoordinator's batched keys and OffsetFetch
 // v8's several groups; the sidecar stays up.
 func TestGroupsBadInput(t *testing.T) {
@@ -137,6 +139,7 @@ func TestGroupsBadInput(t *testing.T) {
 	if jr.Generation != 2 || len(jr.Members) != 2 {
 		t.Fatalf("rejoin: generation %d with %d members; want 2 and 2", jr.Generation, len(jr.Members))
 	}
+	wantCode(t, "OffsetCommit of the stale generation 1", commit("g", m1, 1), kerr.IllegalGeneration)
 	rc3 := sc.DialRaw()
 	jr3 := rc3.Request(joinReq("g", "", nil, 3000)).(*kmsg.JoinGroupResponse)
 	if jr3.ErrorCode == errCode(kerr.MemberIDRequired) {
@@ -159,6 +162,10 @@ func TestGroupsBadInput(t *testing.T) {
 	r := kmsg.NewPtrHeartbeatRequest()
 	r.Version, r.Group, r.MemberID, r.Generation, r.InstanceID = 4, "static", old, js.Generation, inst
 	wantCode(t, "Heartbeat of the fenced static member id", rs.Request(r).(*kmsg.HeartbeatResponse).ErrorCode, kerr.FencedInstanceID)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Version, oc.Group, oc.MemberID, oc.Generation, oc.InstanceID = 8, "static", old, js.Generation, inst
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "bad-groups", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
+	wantCode(t, "OffsetCommit of the fenced static member id", rs.Request(oc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode, kerr.FencedInstanceID)
 
 	// KIP-848: a heartbeat into a classic group with members, and an
 	// unknown member of a consumer group.

@@ -288,6 +288,20 @@ func TestClassicStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 		req := kmsg.NewPtrHeartbeatRequest()
 		req.Version, req.Group, req.MemberID, req.Generation, req.InstanceID = 4, "g", old, 1, inst
 		wantCode(t, "old instance heartbeat", h.c.Heartbeat(h.now, req).ErrorCode, kerr.FencedInstanceID)
+		// So are its commits; the instance's new member id commits.
+		commit := func(member string) int16 {
+			c := kmsg.NewPtrOffsetCommitRequest()
+			c.Version, c.Group, c.MemberID, c.Generation, c.InstanceID = 8, "g", member, 1, inst
+			c.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}}}
+			resp, rec := h.c.CommitOffsets(h.now, c)
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 || rec == nil {
+				return code
+			}
+			h.apply(rec)
+			return 0
+		}
+		wantCode(t, "old instance commit", commit(old), kerr.FencedInstanceID)
+		wantCode(t, "rejoined instance commit", commit(r.resp.MemberID), nil)
 		old = r.resp.MemberID
 	}
 	wantCode(t, "other member heartbeat", h.heartbeat("g", other, 1), nil)
