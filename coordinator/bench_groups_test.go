@@ -69,7 +69,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 // with file commits. At concurrency 64 the driver is the bottleneck, so
 // heartbeats/s is its capacity for group requests that write nothing, and
 // a storm's request rate divided by it the share of the driver it takes
-// from commits (bench/RESULTS.md entry 14).
+// from commits (bench/RESULTS.md entry 15).
 func BenchmarkGroupHeartbeat(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
