@@ -33,9 +33,9 @@ type Shards interface {
 	CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error)
 }
 
-// Committer commits objects to shards. It is safe for concurrent use but is
-// called by one goroutine (the produce committer) so that objects commit in
-// seal order.
+// Committer commits objects to shards. It is safe for concurrent use: the
+// produce pipeline's commit workers call it for files that share no
+// producer and partition (DESIGN §Produce step 6).
 type Committer struct {
 	cfg    Config
 	shards Shards

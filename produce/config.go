@@ -38,7 +38,8 @@ type Config struct {
 	// INVALID_REQUEST. No key; default DefaultMaxBatchesPerFile.
 	MaxBatchesPerFile int
 	// UploadConcurrency is the number of sealed files uploaded at once,
-	// ≥ 1. Files are still committed in the order they were sealed. Key
+	// ≥ 1. A producer's batches of one partition still commit in seal
+	// order (DESIGN §Produce step 6). Key
 	// diskless.upload.max.inflight.files; default DefaultUploadConcurrency.
 	UploadConcurrency int
 	// MeterProvider receives the pipeline's metrics (file stage times,

@@ -51,17 +51,28 @@ type file struct {
 	created, sealed time.Time
 	sealReason      string
 
-	// Set by the upload worker before uploaded is closed.
+	// Set by the upload worker before it hands the file to the committer
+	// (Handler.uploadedC).
 	object     []byte
 	key        string
 	locs       []wal.Location
 	uploadErr  error
 	uploadDone time.Time
-	uploaded   chan struct{}
 
-	// Set by the committer before done is closed; read-only afterwards.
-	results []diskless.CommitBatchResult
-	done    chan struct{}
+	// The committer's own (commitLoop): the file's keys and how many of
+	// them an earlier unfinished file holds (commitOrder), whether it is
+	// registered, uploaded, free of earlier files, and answered.
+	keys                                        []orderKey
+	blockers                                    int
+	registered, uploadSeen, unblocked, answered bool
+
+	// Set by the commit worker before done is closed; read-only afterwards.
+	commitStart time.Time
+	results     []diskless.CommitBatchResult
+	done        chan struct{}
+	// prefixDone is closed by the committer once this file and every file
+	// sealed before it have been answered (Drain).
+	prefixDone chan struct{}
 }
 
 // append adds one request's entries to the active file, creating it (and
@@ -98,10 +109,10 @@ func (h *Handler) append(entries []pendingEntry, bytes int, memory int64) (*file
 	if f == nil {
 		h.mu.seq++
 		f = &file{
-			created:  time.Now(),
-			seq:      h.mu.seq,
-			uploaded: make(chan struct{}),
-			done:     make(chan struct{}),
+			created:    time.Now(),
+			seq:        h.mu.seq,
+			done:       make(chan struct{}),
+			prefixDone: make(chan struct{}),
 		}
 		seq := f.seq
 		f.timer = time.AfterFunc(h.cfg.CommitInterval, func() { h.sealByAge(seq) })
@@ -138,8 +149,9 @@ const (
 	sealClose = "close" // the handler is closing
 )
 
-// sealLocked hands the active file to the pipeline. Sending to both queues
-// under mu keeps the commit order equal to the seal order.
+// sealLocked hands the active file to the pipeline. Sending to the commit
+// queue under mu makes the committer's order of registration the seal
+// order, on which commitOrder rests.
 func (h *Handler) sealLocked(reason string) {
 	f := h.mu.active
 	if f == nil {

@@ -17,11 +17,13 @@ type metrics struct {
 	bytes   metric.Int64Histogram
 	batches metric.Int64Histogram
 	files   metric.Int64Counter
+	early   metric.Int64Counter
 }
 
 var (
 	stageBuffer = metric.WithAttributes(attribute.String("stage", "buffer"))
 	stageUpload = metric.WithAttributes(attribute.String("stage", "upload"))
+	stageWait   = metric.WithAttributes(attribute.String("stage", "wait"))
 	stageCommit = metric.WithAttributes(attribute.String("stage", "commit"))
 )
 
@@ -35,7 +37,7 @@ func newMetrics(mp metric.MeterProvider, pending func() int64) (*metrics, error)
 		err error
 	)
 	if ms.stage, err = m.Float64Histogram("diskless.produce.file.stage.duration", metric.WithUnit("s"),
-		metric.WithDescription("time a file spent in each stage: buffer (first batch to seal), upload (seal to stored), commit (stored to committed)"),
+		metric.WithDescription("time a file spent in each stage: buffer (first batch to seal), upload (seal to stored), wait (stored to its commit's start: an earlier file holding batches of one of its producers and partitions had not finished), commit (its commit, to the answer)"),
 		metric.WithExplicitBucketBoundaries(.001, .005, .01, .025, .05, .1, .15, .2, .25, .3, .5, 1, 2, 5, 10)); err != nil {
 		return nil, err
 	}
@@ -53,6 +55,11 @@ func newMetrics(mp metric.MeterProvider, pending func() int64) (*metrics, error)
 		metric.WithDescription("files sealed, by reason: size, age, count or close")); err != nil {
 		return nil, err
 	}
+	if ms.early, err = m.Int64Counter("diskless.produce.files.committed.early", metric.WithUnit("{file}"),
+		metric.WithDescription("files whose commit started while a file sealed before them was still uploading or committing (no batch of one producer and partition in common)")); err != nil {
+		return nil, err
+	}
+	ms.early.Add(context.Background(), 0) // exported from the start, 0 until the first
 	if _, err = m.Int64ObservableGauge("diskless.produce.pending", metric.WithUnit("By"),
 		metric.WithDescription("record-batch bytes buffered, uploading or committing (bounded by diskless.append.max.pending.bytes)"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -69,8 +76,9 @@ func (m *metrics) file(f *file, done time.Time) {
 	ctx := context.Background()
 	m.stage.Record(ctx, f.sealed.Sub(f.created).Seconds(), stageBuffer)
 	m.stage.Record(ctx, f.uploadDone.Sub(f.sealed).Seconds(), stageUpload)
+	m.stage.Record(ctx, f.commitStart.Sub(f.uploadDone).Seconds(), stageWait)
 	if f.uploadErr == nil {
-		m.stage.Record(ctx, done.Sub(f.uploadDone).Seconds(), stageCommit)
+		m.stage.Record(ctx, done.Sub(f.commitStart).Seconds(), stageCommit)
 	}
 	m.bytes.Record(ctx, int64(f.size))
 	m.batches.Record(ctx, int64(len(f.batches)))

@@ -3,6 +3,7 @@ package produce
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,8 +12,9 @@ import (
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
-// uploadLoop packs and uploads sealed files until toUpload is closed. Files
-// may finish out of order; the committer restores seal order.
+// uploadLoop packs and uploads sealed files until toUpload is closed, and
+// hands each to the committer. Files may finish out of order; the
+// committer decides when each may commit (commitOrder).
 func (h *Handler) uploadLoop() {
 	var packer wal.Packer
 	for f := range h.toUpload {
@@ -23,16 +25,84 @@ func (h *Handler) uploadLoop() {
 		if f.uploadErr == nil && h.cache != nil {
 			h.cache.Put(f.key, f.object)
 		}
-		close(f.uploaded)
+		h.uploadedC <- f
 	}
 }
 
-// commitLoop commits uploaded files in seal order, so that one producer's
-// batches keep their order across files (DESIGN §Produce step 6), and
-// answers their requests.
+// commitLoop is the committer: it registers sealed files in seal order
+// (toCommit), learns of their uploads (uploadedC) and of their commits
+// (finishedC), and hands each file to a commit worker (runC) once it is
+// uploaded and no earlier unfinished file holds one of its keys
+// (commitOrder: per producer and partition, files are decided in seal
+// order, DESIGN §Produce step 6). It closes each file's prefixDone once
+// it and every file sealed before it have been answered (Drain). It
+// returns once toCommit is closed and every file has been answered,
+// closing runC.
 func (h *Handler) commitLoop() {
-	for f := range h.toCommit {
-		<-f.uploaded
+	order := newCommitOrder()
+	var (
+		runnable   []*file // may commit, in seal order
+		unanswered []*file // registered, in seal order, from the oldest not answered on
+		open       = 0     // registered files not yet answered
+		toCommit   = h.toCommit
+	)
+	ready := func(f *file) {
+		i, _ := slices.BinarySearchFunc(runnable, f, bySeq)
+		runnable = slices.Insert(runnable, i, f)
+	}
+	for toCommit != nil || open > 0 {
+		var run chan<- *file
+		var next *file
+		if len(runnable) > 0 {
+			run, next = h.runC, runnable[0]
+		}
+		select {
+		case f, ok := <-toCommit:
+			if !ok {
+				toCommit = nil
+				continue
+			}
+			open++
+			f.registered = true
+			unanswered = append(unanswered, f)
+			if f.unblocked = order.add(f); f.unblocked && f.uploadSeen {
+				ready(f)
+			}
+		case f := <-h.uploadedC:
+			// An upload may end before its file's registration reaches
+			// this loop: both queues are sent to at the seal.
+			f.uploadSeen = true
+			if f.registered && f.unblocked {
+				ready(f)
+			}
+		case run <- next:
+			runnable = runnable[1:]
+			if unanswered[0] != next {
+				h.metrics.early.Add(context.Background(), 1)
+			}
+		case f := <-h.finishedC:
+			open--
+			f.answered = true
+			for _, g := range order.finish(f) {
+				g.unblocked = true
+				if g.uploadSeen {
+					ready(g)
+				}
+			}
+			for len(unanswered) > 0 && unanswered[0].answered {
+				close(unanswered[0].prefixDone)
+				unanswered = unanswered[1:]
+			}
+		}
+	}
+	close(h.runC)
+}
+
+// commitWorker commits the files the committer hands it and answers
+// their requests, until runC is closed.
+func (h *Handler) commitWorker() {
+	for f := range h.runC {
+		f.commitStart = time.Now()
 		h.commit(f)
 		h.metrics.file(f, time.Now())
 		h.pending.Add(-int64(f.size))
@@ -41,6 +111,7 @@ func (h *Handler) commitLoop() {
 		f.object, f.batches, f.commits, f.locs = nil, nil, nil, nil
 		h.memory.Release(f.memory)
 		close(f.done)
+		h.finishedC <- f
 	}
 }
 
@@ -76,8 +147,9 @@ func failed(n int, err *kerr.Error) []diskless.CommitBatchResult {
 
 // Drain waits until every batch accepted before the call has its answer:
 // the active file and every sealed file have been committed (or failed)
-// and answered. Files are answered in seal order, so it waits for the
-// newest. It seals nothing: the active file seals by size or age as
+// and answered. Files may be answered out of seal order, so it waits for
+// the newest file's prefixDone (it and every file before it answered). It
+// seals nothing: the active file seals by size or age as
 // usual. A sidecar confirms a topic's disablement (SPEC §10) after it,
 // so that the batches it took before it began refusing the topic are
 // decided and answered first. Errors: ctx's, when it ends first.
@@ -92,7 +164,7 @@ func (h *Handler) Drain(ctx context.Context) error {
 		return nil
 	}
 	select {
-	case <-f.done:
+	case <-f.prefixDone:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

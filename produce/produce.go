@@ -10,13 +10,15 @@
 //
 //	Produce: validate ─▶ admit (wait for memory) ─▶ append (active file) ─▶ seal
 //	  ─▶ upload worker: wal.Pack, Uploader.Upload, ObjectCache.Put
-//	  ─▶ committer (seal order): Committer.Commit ─▶ results ─▶ response
+//	  ─▶ committer (seal order per producer and partition, commitOrder)
+//	  ─▶ commit worker: Committer.Commit ─▶ results ─▶ response
 //
-// Goroutines: UploadConcurrency upload workers and one committer, started by
-// New and stopped by Close. Lock order: Handler.mu (the active file) is
-// never held while waiting for memory or for the pipeline queues, except
-// the hand-off of a sealed file to the queues, which is what keeps seal
-// order equal to commit order.
+// Goroutines: UploadConcurrency upload workers, one committer and
+// commitWorkers commit workers, started by New and stopped by Close. Lock
+// order: Handler.mu (the active file) is never held while waiting for
+// memory or for the pipeline queues, except the hand-off of a sealed file
+// to the queues, which is what makes the committer's order of
+// registration the seal order.
 package produce
 
 import (
@@ -63,6 +65,12 @@ type ObjectCache interface {
 // seal waits when it is full. A variable so tests can make it small.
 var queueDepth = 1024
 
+// commitWorkers is the number of files committed at once: files that no
+// earlier unfinished file constrains (commitOrder) may commit side by
+// side, and a shard's driver takes their CommitFiles in one group commit
+// (one fsync).
+const commitWorkers = 4
+
 // ErrClosed is returned by Close when called twice.
 var ErrClosed = errors.New("produce: handler closed")
 
@@ -98,8 +106,11 @@ type Handler struct {
 	// diskless.produce.pending gauge).
 	pending atomic.Int64
 
-	toUpload chan *file // sealed files, in seal order, to upload workers
-	toCommit chan *file // sealed files, in seal order, to the committer
+	toUpload  chan *file // sealed files, in seal order, to upload workers
+	toCommit  chan *file // sealed files, in seal order, to the committer
+	uploadedC chan *file // uploaded (or failed) files, from upload workers to the committer
+	runC      chan *file // files that may commit, from the committer to commit workers
+	finishedC chan *file // answered files, from commit workers to the committer
 
 	// pipeCtx is cancelled when Close gives up waiting for the drain.
 	pipeCtx    context.Context
@@ -123,8 +134,11 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 		logs:      ratelog.New(cfg.Logger, ratelog.Config{}),
 		// The queues hold pointers only; their depth is bounded in bytes
 		// by memory, so a generous length never grows the heap much.
-		toUpload: make(chan *file, queueDepth),
-		toCommit: make(chan *file, queueDepth),
+		toUpload:  make(chan *file, queueDepth),
+		toCommit:  make(chan *file, queueDepth),
+		uploadedC: make(chan *file, queueDepth),
+		runC:      make(chan *file),
+		finishedC: make(chan *file, commitWorkers),
 	}
 	var err error
 	if h.metrics, err = newMetrics(cfg.MeterProvider, h.pending.Load); err != nil {
@@ -133,6 +147,9 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 	h.pipeCtx, h.pipeCancel = context.WithCancel(context.Background())
 	for range cfg.UploadConcurrency {
 		h.wg.Go(h.uploadLoop)
+	}
+	for range commitWorkers {
+		h.wg.Go(h.commitWorker)
 	}
 	h.wg.Go(h.commitLoop)
 	return h, nil

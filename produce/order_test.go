@@ -1,0 +1,334 @@
+package produce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
+)
+
+// orderFile is a file for commitOrder's tests: one batch per (partition,
+// producer id) given.
+func orderFile(seq uint64, keys ...[2]int64) *file {
+	f := &file{seq: seq}
+	for _, k := range keys {
+		f.commits = append(f.commits, diskless.CommitBatch{TopicID: diskless.TopicID{1}, Partition: int32(k[0]), ProducerID: k[1]})
+	}
+	return f
+}
+
+// TestCommitOrder drives commitOrder through adds and finishes: a file may
+// commit once no earlier unfinished file holds one of its (partition,
+// producer) keys; batches without a producer id share their partition's
+// key.
+func TestCommitOrder(t *testing.T) {
+	type step struct {
+		add    *file  // register this file…
+		may    bool   // …and whether it may commit at once
+		finish uint64 // or finish the file of this seq…
+		freed  []uint64
+	}
+	f := orderFile
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"disjoint producers commit at once", []step{
+			{add: f(1, [2]int64{0, 7}), may: true},
+			{add: f(2, [2]int64{0, 8}), may: true}, // same partition, another producer
+			{add: f(3, [2]int64{1, 7}), may: true}, // same producer, another partition
+			{finish: 2}, {finish: 1}, {finish: 3},
+		}},
+		{"a producer's partition waits for the earlier file", []step{
+			{add: f(1, [2]int64{0, 7}), may: true},
+			{add: f(2, [2]int64{0, 7}, [2]int64{1, 8}), may: false},
+			{finish: 1, freed: []uint64{2}},
+			{finish: 2},
+		}},
+		{"waits for every earlier holder, in seal order", []step{
+			{add: f(1, [2]int64{0, 7}), may: true},
+			{add: f(2, [2]int64{0, 7}), may: false},
+			{add: f(3, [2]int64{0, 7}, [2]int64{1, 9}), may: false},
+			{finish: 1, freed: []uint64{2}},
+			{finish: 2, freed: []uint64{3}},
+			{finish: 3},
+		}},
+		{"two keys, two earlier files: free after both", []step{
+			{add: f(1, [2]int64{0, 7}), may: true},
+			{add: f(2, [2]int64{1, 8}), may: true},
+			{add: f(3, [2]int64{0, 7}, [2]int64{1, 8}), may: false},
+			{finish: 2},
+			{finish: 1, freed: []uint64{3}},
+			{finish: 3},
+		}},
+		{"a middle file finishing first frees nothing", []step{
+			// 2 failed (its upload) before 1 finished: 3 still waits for 1.
+			{add: f(1, [2]int64{0, 7}), may: true},
+			{add: f(2, [2]int64{0, 7}), may: false},
+			{add: f(3, [2]int64{0, 7}), may: false},
+			{finish: 2},
+			{finish: 1, freed: []uint64{3}},
+			{finish: 3},
+		}},
+		{"batches without a producer id keep their partition's seal order", []step{
+			{add: f(1, [2]int64{0, -1}), may: true},
+			{add: f(2, [2]int64{1, -1}), may: true},
+			{add: f(3, [2]int64{0, -1}), may: false},
+			{add: f(4, [2]int64{0, 5}), may: true}, // an idempotent producer is its own key
+			{finish: 1, freed: []uint64{3}},
+			{finish: 2}, {finish: 3}, {finish: 4},
+		}},
+		{"several freed at once come in seal order", []step{
+			{add: f(1, [2]int64{0, 1}, [2]int64{0, 2}), may: true},
+			{add: f(2, [2]int64{0, 2}), may: false},
+			{add: f(3, [2]int64{0, 1}), may: false},
+			{finish: 1, freed: []uint64{2, 3}},
+			{finish: 3}, {finish: 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newCommitOrder()
+			files := map[uint64]*file{}
+			for i, s := range tt.steps {
+				if s.add != nil {
+					files[s.add.seq] = s.add
+					if got := o.add(s.add); got != s.may {
+						t.Fatalf("step %d: add(%d) may commit %t, want %t", i, s.add.seq, got, s.may)
+					}
+					continue
+				}
+				var freed []uint64
+				for _, g := range o.finish(files[s.finish]) {
+					freed = append(freed, g.seq)
+				}
+				if !slices.Equal(freed, s.freed) {
+					t.Fatalf("step %d: finish(%d) freed %v, want %v", i, s.finish, freed, s.freed)
+				}
+			}
+			if len(o.holders) != 0 {
+				t.Fatalf("keys left after every file finished: %v", o.holders)
+			}
+		})
+	}
+}
+
+func TestFileKeys(t *testing.T) {
+	f := orderFile(1, [2]int64{0, 7}, [2]int64{0, 7}, [2]int64{1, 7}, [2]int64{0, 7}, [2]int64{0, -1}, [2]int64{0, -5})
+	got := fileKeys(f.commits, nil)
+	want := []orderKey{{diskless.TopicID{1}, 0, 7}, {diskless.TopicID{1}, 1, 7}, {diskless.TopicID{1}, 0, -1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v", got, want)
+	}
+}
+
+// seqCommitter is a committer that checks idempotent sequences as a
+// coordinator shard does (SPEC §3, without epochs): per partition and
+// producer, a batch's base sequence must follow the last one committed,
+// else OUT_OF_ORDER_SEQUENCE_NUMBER; a producer without state starts
+// anywhere. It assigns offsets per partition and records the commit order
+// and each partition's log.
+type seqCommitter struct {
+	mu    sync.Mutex
+	hwm   map[int32]int64
+	last  map[[2]int64]int32 // (partition, producer) → last sequence
+	order []string
+	log   map[int32][]string // per partition: "producer:sequence" in offset order
+}
+
+func (c *seqCommitter) Commit(_ context.Context, key string, _ int64, bs []diskless.CommitBatch) []diskless.CommitBatchResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hwm == nil {
+		c.hwm, c.last, c.log = map[int32]int64{}, map[[2]int64]int32{}, map[int32][]string{}
+	}
+	c.order = append(c.order, key)
+	rs := make([]diskless.CommitBatchResult, len(bs))
+	for i, b := range bs {
+		k := [2]int64{int64(b.Partition), b.ProducerID}
+		if last, ok := c.last[k]; b.ProducerID >= 0 && ok && b.BaseSequence != last+1 {
+			rs[i].Err = kerr.OutOfOrderSequenceNumber
+			continue
+		}
+		if b.ProducerID >= 0 {
+			c.last[k] = b.LastSequence
+		}
+		rs[i].BaseOffset = c.hwm[b.Partition]
+		c.hwm[b.Partition] += int64(b.LastOffsetDelta) + 1
+		c.log[b.Partition] = append(c.log[b.Partition], fmt.Sprintf("%d:%d", b.ProducerID, b.BaseSequence))
+	}
+	return rs
+}
+
+// idem is a one-record batch of an idempotent producer at sequence seq.
+func idem(pid int64, seq int32) []byte {
+	o := batchtest.Plain(time.Now().UnixMilli())
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence = pid, 0, seq
+	return batchtest.Make(o, batchtest.Values("v", 1)...)
+}
+
+// TestLaterFileCommitsPastSlowUpload: file 1 (producer 7) uploads slowly;
+// file 2 (producer 8, same partition) is uploaded and committed before it
+// and answered first, with the partition's first offset; file 3 (producer
+// 7 again, the next sequence) waits for file 1 and commits after it, so
+// producer 7's batches keep their order and no sequence is refused.
+func TestLaterFileCommitsPastSlowUpload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		cm := &seqCommitter{}
+		up := &fakeUploader{block: func(n int) {
+			if n == 1 {
+				<-release
+			}
+		}}
+		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, cm, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		produce := func(pid int64, seq int32) func() int64 {
+			w := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(pid, seq)}))
+			synctest.Wait() // sealed by age, uploading
+			time.Sleep(2 * time.Millisecond)
+			return func() int64 {
+				p := w().Topics[0].Partitions[0]
+				if p.ErrorCode != 0 {
+					t.Fatalf("producer %d seq %d: error %d", pid, seq, p.ErrorCode)
+				}
+				return p.BaseOffset
+			}
+		}
+		w1 := produce(7, 0) // file 1: held
+		w2 := produce(8, 0) // file 2: another producer
+		w3 := produce(7, 1) // file 3: producer 7's next batch
+		if off := w2(); off != 0 {
+			t.Fatalf("file 2 at offset %d, want 0: it must not wait for file 1", off)
+		}
+		synctest.Wait()
+		if got := cm.order; !slices.Equal(got, []string{"wal/0002"}) {
+			t.Fatalf("commits %v before file 1's upload ended, want only file 2's", got)
+		}
+		close(release)
+		if o1, o3 := w1(), w3(); o1 != 1 || o3 != 2 {
+			t.Fatalf("producer 7 at offsets %d then %d, want 1 then 2", o1, o3)
+		}
+		if got := cm.order; !slices.Equal(got, []string{"wal/0002", "wal/0001", "wal/0003"}) {
+			t.Fatalf("commit order %v", got)
+		}
+		if got := cm.log[0]; !slices.Equal(got, []string{"8:0", "7:0", "7:1"}) {
+			t.Fatalf("partition 0 holds %v", got)
+		}
+	})
+}
+
+// TestEarlierFileFailsAfterLaterCommitted: file 1 (producer 7, sequence 0)
+// is still uploading when file 2 (producer 8) commits; then file 1's
+// upload fails: its batch gets KAFKA_STORAGE_ERROR, and file 3 (producer
+// 7, sequence 1) — decided only after file 1 — is refused
+// OUT_OF_ORDER_SEQUENCE_NUMBER by the shard as when every file waited for
+// the one before: a Kafka client resends from the first failed batch
+// (DESIGN §Produce step 6).
+func TestEarlierFileFailsAfterLaterCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		cm := &seqCommitter{}
+		// Producer 7 already has state at the shard: sequence 0 is next.
+		cm.Commit(context.Background(), "wal/earlier", 0, []diskless.CommitBatch{{Partition: 0, ProducerID: 7, BaseSequence: -1, LastSequence: -1}})
+		up := &failingUploader{fail: map[int]bool{1: true}, release: release}
+		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4, Logger: slog.New(slog.DiscardHandler)}, newCatalog(), up, cm, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		var ws []func() int16
+		for _, b := range []struct {
+			pid int64
+			seq int32
+		}{{7, 0}, {8, 0}, {7, 1}} {
+			w := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(b.pid, b.seq)}))
+			synctest.Wait()
+			time.Sleep(2 * time.Millisecond)
+			ws = append(ws, func() int16 { return w().Topics[0].Partitions[0].ErrorCode })
+		}
+		if c := ws[1](); c != 0 {
+			t.Fatalf("file 2: error %d", c)
+		}
+		synctest.Wait()
+		if len(cm.order) != 2 {
+			t.Fatalf("commits %v before file 1 failed, want file 2's alone after the first", cm.order)
+		}
+		close(release)
+		if c := ws[0](); c != kerr.KafkaStorageError.Code {
+			t.Fatalf("file 1: error %d, want KAFKA_STORAGE_ERROR", c)
+		}
+		if c := ws[2](); c != kerr.OutOfOrderSequenceNumber.Code {
+			t.Fatalf("file 3: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", c)
+		}
+	})
+}
+
+// failingUploader fails the uploads whose number is in fail once release
+// is closed; the others succeed at once.
+type failingUploader struct {
+	mu      sync.Mutex
+	n       int
+	fail    map[int]bool
+	release chan struct{}
+}
+
+func (u *failingUploader) Upload(ctx context.Context, data []byte) (string, error) {
+	u.mu.Lock()
+	u.n++
+	n := u.n
+	u.mu.Unlock()
+	if u.fail[n] {
+		<-u.release
+		return "", fmt.Errorf("upload %d: store gone", n)
+	}
+	return fmt.Sprintf("wal/%04d", n), nil
+}
+
+// TestDrainWaitsForEarlierFiles: a later file answered first does not end
+// Drain while an earlier one is unanswered.
+func TestDrainWaitsForEarlierFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		up := &fakeUploader{block: func(n int) {
+			if n == 1 {
+				<-release
+			}
+		}}
+		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, &seqCommitter{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		w1 := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(7, 0)}))
+		synctest.Wait()
+		time.Sleep(2 * time.Millisecond)
+		w2 := h.Produce(context.Background(), request(9, -1, "ct", part{1, idem(8, 0)}))
+		w2() // answered, file 1 still uploading
+		drained := make(chan error, 1)
+		go func() { drained <- h.Drain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("Drain returned (%v) while file 1 was unanswered", err)
+		default:
+		}
+		close(release)
+		w1()
+		if err := <-drained; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
