@@ -25,6 +25,7 @@ const (
 	metricProduced       = "diskless_produce_received_bytes_total" // record-batch bytes produced
 	metricS3Requests     = "diskless_s3_requests_total"            // every S3 HTTP attempt, by operation (S3 backend only)
 	metricUploadHedges   = "diskless_upload_hedges_total"          // hedged uploads' second attempts: extra PUTs
+	metricHedgeWins      = "diskless_upload_hedge_wins_total"      // hedged uploads whose second attempt won
 	// s3OpPrefix keys the S3 requests of one operation in counters.
 	s3OpPrefix = metricS3Requests + ":"
 	// scrapeTimeKey holds the scrape's time in counters, Unix seconds.
@@ -65,17 +66,19 @@ type Cost struct {
 	// ReadPerGiB bytes read from the store per byte fetched.
 	UploadedPerGiB *float64 `json:"uploaded_gib_per_gib_produced,omitempty"`
 	ReadPerGiB     *float64 `json:"read_gib_per_gib_fetched,omitempty"`
-	// MonthlyUSD is a 30-day month of requests at the measured rate:
-	// PUT-class plus GET-class, at the list prices (Prices).
 	// Hedges is the hedged uploads' second attempts in the window, and
 	// HedgePercent their share of the objects uploaded: the extra PUTs
 	// hedging cost (in Puts already); nil from a sidecar without hedging.
-	Hedges        *float64 `json:"hedges,omitempty"`
-	HedgePercent  *float64 `json:"hedge_percent,omitempty"`
-	MonthlyPutUSD float64  `json:"monthly_put_usd"`
-	MonthlyGetUSD float64  `json:"monthly_get_usd"`
-	MonthlyUSD    float64  `json:"monthly_usd"`
-	Prices        string   `json:"prices"`
+	// HedgeWins is how many of them stored their object first.
+	Hedges       *float64 `json:"hedges,omitempty"`
+	HedgePercent *float64 `json:"hedge_percent,omitempty"`
+	HedgeWins    *float64 `json:"hedge_wins,omitempty"`
+	// MonthlyUSD is a 30-day month of requests at the measured rate:
+	// PUT-class plus GET-class, at the list prices (Prices).
+	MonthlyPutUSD float64 `json:"monthly_put_usd"`
+	MonthlyGetUSD float64 `json:"monthly_get_usd"`
+	MonthlyUSD    float64 `json:"monthly_usd"`
+	Prices        string  `json:"prices"`
 }
 
 // costDelta derives the request bill from two scrapes, or nil when the
@@ -121,6 +124,10 @@ func costDelta(before, after counters) *Cost {
 	if _, ok := after[metricUploadHedges]; ok {
 		h := d(metricUploadHedges)
 		c.Hedges = &h
+		if _, ok := after[metricHedgeWins]; ok {
+			w := d(metricHedgeWins)
+			c.HedgeWins = &w
+		}
 		if objs := d(metricUploadObjects); objs > 0 {
 			pct := h / objs * 100
 			c.HedgePercent = &pct
@@ -142,6 +149,9 @@ func costLine(target string, c *Cost) string {
 	hedges := ""
 	if c.Hedges != nil {
 		hedges = fmt.Sprintf(", %.0f of them hedges", *c.Hedges)
+		if c.HedgeWins != nil {
+			hedges += fmt.Sprintf(", %.0f won", *c.HedgeWins)
+		}
 		if c.HedgePercent != nil {
 			hedges += fmt.Sprintf(" (%.1f%% of the objects uploaded)", *c.HedgePercent)
 		}

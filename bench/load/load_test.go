@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -588,5 +589,37 @@ diskless_cache_store_read_bytes_total 1073741824
 		if !strings.Contains(report.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, report.String())
 		}
+	}
+}
+
+// TestStageQuantile: a stage's quantiles from the histogram's buckets
+// between two scrapes, interpolated inside a bucket.
+func TestStageQuantile(t *testing.T) {
+	text := `# TYPE diskless_produce_file_stage_duration_seconds histogram
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="0.1"} 10
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="0.2"} 50
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="0.5"} 99
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="1"} 100
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="+Inf"} 100
+diskless_produce_file_stage_duration_seconds_sum{stage="upload"} 25
+diskless_produce_file_stage_duration_seconds_count{stage="upload"} 100
+`
+	after, err := parseCounters(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := counters{}
+	for _, tt := range []struct{ q, want float64 }{{0.05, 50}, {0.5, 200}, {0.9, 200 + 300*40.0/49}, {0.99, 500}, {0.995, 750}} {
+		got := stageQuantile(before, after, "upload", tt.q)
+		if got == nil || math.Abs(*got-tt.want) > 1e-6 {
+			t.Errorf("q %v: %v ms, want %v", tt.q, got, tt.want)
+		}
+	}
+	s := storeDelta(before, after)
+	if s.UploadP50Ms == nil || *s.UploadP50Ms != 200 || s.StageMs["upload"] != 250 {
+		t.Errorf("store figures: p50 %v, stage means %v", s.UploadP50Ms, s.StageMs)
+	}
+	if stageQuantile(before, after, "commit", 0.5) != nil {
+		t.Error("a quantile of a stage without buckets")
 	}
 }

@@ -100,6 +100,8 @@ func reportRows() []reportRow {
 		reportRow{"mean object size", optional(func(r Result) *float64 { return r.Store.AvgObjectMiB }), mib, false, false},
 		reportRow{"GETs per GiB fetched", optional(func(r Result) *float64 { return r.Store.GetsPerGiB }), twoDec, false, false},
 		stageRow("buffer"), stageRow("upload"), stageRow("wait"), stageRow("commit"),
+		reportRow{"file upload p50 (buckets)", optional(func(r Result) *float64 { return r.Store.UploadP50Ms }), fmtMs, false, true},
+		reportRow{"file upload p99 (buckets)", optional(func(r Result) *float64 { return r.Store.UploadP99Ms }), fmtMs, false, true},
 		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false, false},
 		reportRow{"extra PUTs (hedges) %", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.HedgePercent }) }), oneDec, false, true},
 		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false, false},

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,10 +28,13 @@ const (
 	metricFileStages = "diskless_produce_file_stage_duration_seconds"
 	stageSumPrefix   = metricFileStages + "_sum:"
 	stageCountPrefix = metricFileStages + "_count:"
+	// stageBucketPrefix + stage + ":" + upper bound (seconds) holds a
+	// bucket's cumulative count.
+	stageBucketPrefix = metricFileStages + "_bucket:"
 )
 
 var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
-	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges}
+	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges, metricHedgeWins}
 
 // scrapeTimeout bounds one scrape; the endpoint answers from memory.
 const scrapeTimeout = 5 * time.Second
@@ -105,6 +111,9 @@ func parseCounters(r io.Reader) (counters, error) {
 			if h := m.GetHistogram(); h != nil {
 				out[stageSumPrefix+stage] += h.GetSampleSum()
 				out[stageCountPrefix+stage] += float64(h.GetSampleCount())
+				for _, b := range h.GetBucket() {
+					out[stageBucketPrefix+stage+":"+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] += float64(b.GetCumulativeCount())
+				}
 			}
 		}
 		break
@@ -169,6 +178,13 @@ type Store struct {
 	// upload, commit, …: diskless.produce.file.stage.duration); nil when
 	// not exposed.
 	StageMs map[string]float64 `json:"stage_ms,omitempty"`
+	// UploadP50Ms and UploadP99Ms are the upload stage's median and 99th
+	// percentile over the files answered in the window, ms, interpolated
+	// linearly inside the histogram's buckets (bounds 100, 150, 200, 250,
+	// 300, 500, 1000 ms …: coarse, for comparing runs); nil when not
+	// exposed.
+	UploadP50Ms *float64 `json:"upload_p50_ms,omitempty"`
+	UploadP99Ms *float64 `json:"upload_p99_ms,omitempty"`
 	// Cost is the request bill at S3 list prices for the rate measured
 	// (cost.go); nil when the counters were not there.
 	Cost *Cost `json:"cost,omitempty"`
@@ -231,9 +247,58 @@ func storeDelta(before, after counters) Store {
 			s.StageMs[stage] = (sum - before[k]) / n * 1e3
 		}
 	}
+	s.UploadP50Ms, s.UploadP99Ms = stageQuantile(before, after, "upload", 0.50), stageQuantile(before, after, "upload", 0.99)
 	s.Cost = costDelta(before, after)
 	if len(why) > 0 {
 		s.NA = strings.Join(why, "; ")
 	}
 	return s
+}
+
+// stageQuantile estimates the q quantile (0 < q < 1), ms, of a stage's
+// durations between two scrapes from the histogram's cumulative buckets,
+// interpolating linearly inside the bucket it falls in (from 0 for the
+// first); nil without buckets or files. A quantile in the +Inf bucket is
+// the last finite bound.
+func stageQuantile(before, after counters, stage string, q float64) *float64 {
+	prefix := stageBucketPrefix + stage + ":"
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for k, v := range after {
+		le, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{bound, v - before[k]})
+	}
+	if len(bs) == 0 {
+		return nil
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	total := bs[len(bs)-1].n
+	if n := after[stageCountPrefix+stage] - before[stageCountPrefix+stage]; n > total {
+		total = n // the +Inf bucket is not among the buckets
+	}
+	if total <= 0 {
+		return nil
+	}
+	rank := q * total
+	lo, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.n >= rank {
+			v := lo
+			if b.n > below {
+				v += (b.le - lo) * (rank - below) / (b.n - below)
+			}
+			v *= 1e3
+			return &v
+		}
+		lo, below = b.le, b.n
+	}
+	v := lo * 1e3
+	return &v
 }
