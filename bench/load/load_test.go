@@ -623,3 +623,17 @@ diskless_produce_file_stage_duration_seconds_count{stage="upload"} 100
 		t.Error("a quantile of a stage without buckets")
 	}
 }
+
+// TestEarlyPercent: files committed early as a share of the files sealed,
+// only from a sidecar that exports the counter.
+func TestEarlyPercent(t *testing.T) {
+	before := counters{metricFiles: 100, metricFilesEarly: 5}
+	after := counters{metricFiles: 300, metricFilesEarly: 25}
+	if s := storeDelta(before, after); s.EarlyPercent == nil || *s.EarlyPercent != 10 {
+		t.Fatalf("early %v, want 10%%", s.EarlyPercent)
+	}
+	delete(after, metricFilesEarly)
+	if s := storeDelta(before, after); s.EarlyPercent != nil {
+		t.Fatalf("early %v from a sidecar without the counter", *s.EarlyPercent)
+	}
+}

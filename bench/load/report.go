@@ -102,6 +102,7 @@ func reportRows() []reportRow {
 		stageRow("buffer"), stageRow("upload"), stageRow("wait"), stageRow("commit"),
 		reportRow{"file upload p50 (buckets)", optional(func(r Result) *float64 { return r.Store.UploadP50Ms }), fmtMs, false, true},
 		reportRow{"file upload p99 (buckets)", optional(func(r Result) *float64 { return r.Store.UploadP99Ms }), fmtMs, false, true},
+		reportRow{"files committed early %", optional(func(r Result) *float64 { return r.Store.EarlyPercent }), oneDec, false, true},
 		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false, false},
 		reportRow{"extra PUTs (hedges) %", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.HedgePercent }) }), oneDec, false, true},
 		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false, false},

@@ -31,10 +31,13 @@ const (
 	// stageBucketPrefix + stage + ":" + upper bound (seconds) holds a
 	// bucket's cumulative count.
 	stageBucketPrefix = metricFileStages + "_bucket:"
+	metricFiles       = "diskless_produce_files_total"                 // files sealed
+	metricFilesEarly  = "diskless_produce_files_committed_early_total" // files committed while an earlier one was unanswered
 )
 
 var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
-	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges, metricHedgeWins}
+	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges, metricHedgeWins,
+	metricFiles, metricFilesEarly}
 
 // scrapeTimeout bounds one scrape; the endpoint answers from memory.
 const scrapeTimeout = 5 * time.Second
@@ -185,6 +188,11 @@ type Store struct {
 	// exposed.
 	UploadP50Ms *float64 `json:"upload_p50_ms,omitempty"`
 	UploadP99Ms *float64 `json:"upload_p99_ms,omitempty"`
+	// EarlyPercent is the share of the files sealed in the window that
+	// were committed while a file sealed before them was unanswered
+	// (DESIGN §Produce step 6); nil from a sidecar that does not count
+	// them, or with no file sealed.
+	EarlyPercent *float64 `json:"early_percent,omitempty"`
 	// Cost is the request bill at S3 list prices for the rate measured
 	// (cost.go); nil when the counters were not there.
 	Cost *Cost `json:"cost,omitempty"`
@@ -245,6 +253,13 @@ func storeDelta(before, after counters) Store {
 				s.StageMs = make(map[string]float64)
 			}
 			s.StageMs[stage] = (sum - before[k]) / n * 1e3
+		}
+	}
+	if _, ok := after[metricFiles]; ok {
+		_, early := after[metricFilesEarly]
+		if files := after[metricFiles] - before[metricFiles]; files > 0 && early {
+			v := (after[metricFilesEarly] - before[metricFilesEarly]) / files * 100
+			s.EarlyPercent = &v
 		}
 	}
 	s.UploadP50Ms, s.UploadP99Ms = stageQuantile(before, after, "upload", 0.50), stageQuantile(before, after, "upload", 0.99)
