@@ -533,12 +533,14 @@ func cacheConfig(cfg Config) cache.Config {
 
 func uploadConfig(cfg Config) upload.Config {
 	return upload.Config{
-		Prefix:          cfg.ObjectKeyPrefix,
-		MaxAttempts:     cfg.UploadMaxAttempts,
-		InitialBackoff:  cfg.UploadBackoff,
-		MaxBackoff:      cfg.UploadBackoffMax,
-		AttemptTimeout:  cfg.UploadAttemptTimeout,
-		HedgeDisabled:   !cfg.UploadHedge,
+		Prefix:         cfg.ObjectKeyPrefix,
+		MaxAttempts:    cfg.UploadMaxAttempts,
+		InitialBackoff: cfg.UploadBackoff,
+		MaxBackoff:     cfg.UploadBackoffMax,
+		AttemptTimeout: cfg.UploadAttemptTimeout,
+		// The local store is never hedged: a second write to the same
+		// disk shares whatever stalls the first (DESIGN §Produce step 5).
+		HedgeDisabled:   !cfg.UploadHedge || cfg.StorageBackend != "s3",
 		HedgePercentile: cfg.UploadHedgePercentile,
 		HedgeMinDelay:   cfg.UploadHedgeMinDelay,
 		HedgeMaxDelay:   cfg.UploadHedgeMaxDelay,

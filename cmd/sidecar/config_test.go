@@ -63,7 +63,7 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.upload.retry.backoff.ms", uc.InitialBackoff, upload.DefaultInitialBackoff},
 		{"diskless.upload.retry.backoff.max.ms", uc.MaxBackoff, upload.DefaultMaxBackoff},
 		{"diskless.upload.attempt.timeout.ms", uc.AttemptTimeout, upload.DefaultAttemptTimeout},
-		{"diskless.upload.hedge.enable", uc.HedgeDisabled, false},
+		{"diskless.upload.hedge.enable", c.UploadHedge, true},
 		{"diskless.upload.hedge.percentile", uc.HedgePercentile, upload.DefaultHedgePercentile},
 		{"diskless.upload.hedge.min.delay.ms", uc.HedgeMinDelay, upload.DefaultHedgeMinDelay},
 		{"diskless.upload.hedge.max.delay.ms", uc.HedgeMaxDelay, upload.DefaultHedgeMaxDelay},
@@ -84,6 +84,27 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: the binary's default gives %v (%T), the package's default is %v (%T)", tc.key, tc.got, tc.got, tc.want, tc.want)
+		}
+	}
+}
+
+// TestHedgingOnlyOnS3: uploads are hedged with the S3 backend unless
+// diskless.upload.hedge.enable=false, never with the local store.
+func TestHedgingOnlyOnS3(t *testing.T) {
+	for _, tt := range []struct {
+		sets         []string
+		wantDisabled bool
+	}{
+		{nil, true},
+		{[]string{"diskless.storage.backend=s3", "diskless.storage.s3.bucket=b"}, false},
+		{[]string{"diskless.storage.backend=s3", "diskless.storage.s3.bucket=b", "diskless.upload.hedge.enable=false"}, true},
+	} {
+		c, err := LoadConfig("", tt.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := uploadConfig(c).HedgeDisabled; got != tt.wantDisabled {
+			t.Errorf("%v: HedgeDisabled %t, want %t", tt.sets, got, tt.wantDisabled)
 		}
 	}
 }
