@@ -20,7 +20,10 @@ import (
 // write the same partitions; internal/history checks that nothing
 // acknowledged is lost, moved or duplicated, no offset is assigned twice,
 // each producer's records are in send order in every partition, and the
-// logs are dense.
+// logs are dense; and no partition is answered an error (an idempotent
+// producer's batch decided before its earlier one would be refused
+// OUT_OF_ORDER_SEQUENCE_NUMBER, which the client's retry hides from the
+// history).
 func TestS3CommitOrder(t *testing.T) {
 	st := StartS3(t)
 	m, err := s3fault.ParseLatency("put=1:1-5,1:300-600", 7)
@@ -65,9 +68,27 @@ func TestS3CommitOrder(t *testing.T) {
 	mt := metricsText(t, sc)
 	t.Logf("files committed ahead of an earlier one: %v of %v sealed", metricValue(t, mt, "diskless_produce_files_committed_early_total"),
 		metricSum(t, mt, "diskless_produce_files_total"))
+	// Nothing fails here, so no partition is answered an error: in
+	// particular no OUT_OF_ORDER_SEQUENCE_NUMBER, which an idempotent
+	// producer's later batch decided before its earlier one would get (and
+	// the client's retry would hide from the history check).
+	if n := metricSum(t, mt, "diskless_produce_partition_errors_total"); n != 0 {
+		t.Errorf("%v produce partitions answered with an error: %v", n, metricLines(mt, "diskless_produce_partition_errors_total"))
+	}
 	finalRead(t, ctx, sc, topic, partitions, h)
 	sc.Stop()
 	st.NoOpenUploads(t)
+}
+
+// metricLines returns the samples of family name in Prometheus text.
+func metricLines(text, name string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // metricSum sums every sample of family name (all label sets) in

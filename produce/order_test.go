@@ -87,6 +87,16 @@ func TestCommitOrder(t *testing.T) {
 			{finish: 1, freed: []uint64{3}},
 			{finish: 2}, {finish: 3}, {finish: 4},
 		}},
+		{"a file of many partitions waits for the one key it shares", []step{
+			{add: f(1, spread(7, 100)...), may: true},
+			{add: f(2, append(spread(8, 100), [2]int64{57, 7})...), may: false}, // producer 7's partition 57
+			{add: f(3, spread(9, 100)...), may: true},
+			{add: f(4, spread(8, 100)...), may: false}, // producer 8 behind file 2
+			{finish: 3},
+			{finish: 1, freed: []uint64{2}},
+			{finish: 2, freed: []uint64{4}},
+			{finish: 4},
+		}},
 		{"several freed at once come in seal order", []step{
 			{add: f(1, [2]int64{0, 1}, [2]int64{0, 2}), may: true},
 			{add: f(2, [2]int64{0, 2}), may: false},
@@ -120,6 +130,15 @@ func TestCommitOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spread is one batch of producer pid in each of partitions 0…n-1.
+func spread(pid int64, n int) [][2]int64 {
+	keys := make([][2]int64, n)
+	for i := range keys {
+		keys[i] = [2]int64{int64(i), pid}
+	}
+	return keys
 }
 
 func TestFileKeys(t *testing.T) {
@@ -272,6 +291,56 @@ func TestEarlierFileFailsAfterLaterCommitted(t *testing.T) {
 		}
 		if c := ws[2](); c != kerr.OutOfOrderSequenceNumber.Code {
 			t.Fatalf("file 3: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", c)
+		}
+	})
+}
+
+// TestBatchesWithoutProducerKeepSealOrder: batches without a producer id
+// have no sequence for the shard to check, so only the commit order keeps
+// a non-idempotent producer's batches of a partition in the order it sent
+// them. File 1 (partition 0) uploads slowly; file 2 (partition 0 again)
+// waits for it although it is uploaded first, while file 3 (partition 1)
+// commits at once.
+func TestBatchesWithoutProducerKeepSealOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		cm := &seqCommitter{}
+		up := &fakeUploader{block: func(n int) {
+			if n == 1 {
+				<-release
+			}
+		}}
+		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, cm, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		var ws []func() int64
+		for _, p := range []int32{0, 0, 1} {
+			w := h.Produce(context.Background(), request(9, -1, "ct", part{p, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("v", 1)...)}))
+			synctest.Wait() // sealed by age, uploading
+			time.Sleep(2 * time.Millisecond)
+			ws = append(ws, func() int64 {
+				p := w().Topics[0].Partitions[0]
+				if p.ErrorCode != 0 {
+					t.Fatalf("error %d", p.ErrorCode)
+				}
+				return p.BaseOffset
+			})
+		}
+		if off := ws[2](); off != 0 {
+			t.Fatalf("file 3 at offset %d, want 0", off)
+		}
+		synctest.Wait()
+		if got := cm.order; !slices.Equal(got, []string{"wal/0003"}) {
+			t.Fatalf("commits %v before file 1's upload ended, want only file 3's: file 2 must wait for file 1", got)
+		}
+		close(release)
+		if o1, o2 := ws[0](), ws[1](); o1 != 0 || o2 != 1 {
+			t.Fatalf("partition 0: file 1 at offset %d, file 2 at %d, want 0 then 1", o1, o2)
+		}
+		if got := cm.order; !slices.Equal(got, []string{"wal/0003", "wal/0001", "wal/0002"}) {
+			t.Fatalf("commit order %v", got)
 		}
 	})
 }
