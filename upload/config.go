@@ -36,7 +36,7 @@ const (
 	// half of DefaultHedgeMaxPercent. Not the 90th: at 230 ms an attempt
 	// of the model's 150–300 ms band has less left to run than a new
 	// attempt takes at best (60 ms), so such hedges lose and cost a PUT
-	// each; measured at p90, 1 hedge of 35 won (bench/RESULTS.md entry 14).
+	// each; measured at p90, 1 hedge of 35 won (bench/RESULTS.md entry 17).
 	DefaultHedgePercentile = 95
 	// DefaultHedgeMinDelay floors the hedge delay: an attempt younger than
 	// this is never hedged, so a fast store (a local disk: ~25 ms per 7 MiB
