@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -221,6 +222,21 @@ func (op *fetchOp) poll(ctx context.Context) {
 	if failed || found >= minBytes || wait <= 0 || op.disabling() {
 		return
 	}
+	ctx, span := op.h.tr.Start(ctx, "fetch.long_poll")
+	outcome := op.wait(ctx, watch, wait, minBytes)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("diskless.fetch.max_wait_ms", wait.Milliseconds()),
+			attribute.String("diskless.fetch.outcome", outcome))
+	}
+	span.End()
+}
+
+// wait is poll's long-poll: it waits for a commit (watch), then looks
+// again, until min_bytes are found, a partition fails, the topic is being
+// disabled, wait passes (one last look) or ctx ends. It returns which
+// ended it, for the span: "min_bytes", "error", "disabling", "expired"
+// or "cancelled".
+func (op *fetchOp) wait(ctx context.Context, watch <-chan struct{}, wait time.Duration, minBytes int64) string {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for expired := false; !expired; {
@@ -230,14 +246,20 @@ func (op *fetchOp) poll(ctx context.Context) {
 			expired = true // one last look, as Kafka does when the wait ends
 		case <-ctx.Done():
 			op.cancelled = true
-			return
+			return "cancelled"
 		}
 		watch = op.h.coord.Watch()
-		found, failed = op.look(ctx)
-		if failed || found >= minBytes || op.disabling() {
-			return
+		found, failed := op.look(ctx)
+		switch {
+		case failed:
+			return "error"
+		case found >= minBytes:
+			return "min_bytes"
+		case op.disabling():
+			return "disabling"
 		}
 	}
+	return "expired"
 }
 
 // disabling reports whether a topic of the request is no longer ENABLED
@@ -258,6 +280,18 @@ func (op *fetchOp) disabling() bool {
 // budgets and fills in each partition's offsets and error. It returns the
 // bytes chosen and whether any partition has an error.
 func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
+	ctx, span := op.h.tr.Start(ctx, "fetch.find")
+	found, failed = op.find(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("diskless.partitions", len(op.finds)),
+			attribute.Int64("diskless.bytes", found), attribute.Bool("diskless.fetch.failed", failed))
+	}
+	span.End()
+	return found, failed
+}
+
+// find is look's work, under its span.
+func (op *fetchOp) find(ctx context.Context) (found int64, failed bool) {
 	results := op.h.coord.FindBatches(ctx, op.finds)
 	if len(results) != len(op.finds) {
 		// Every fetch would run into it: rate-limited too.
@@ -344,7 +378,21 @@ func (op *fetchOp) read(ctx context.Context) {
 		spans = appendSpans(spans, i, p.sel, p.tail, p.buf)
 	}
 	op.readAhead()
-	op.h.readSpans(ctx, spans)
+	rctx, span := op.h.tr.Start(ctx, "fetch.read")
+	op.h.readSpans(rctx, spans)
+	if span.IsRecording() {
+		var n int64
+		failed := 0
+		for i := range spans {
+			n += int64(len(spans[i].dst))
+			if spans[i].err != nil {
+				failed++
+			}
+		}
+		span.SetAttributes(attribute.Int("diskless.fetch.ranges", len(spans)), attribute.Int64("diskless.bytes", n),
+			attribute.Int("diskless.fetch.ranges.failed", failed))
+	}
+	span.End()
 	for i := range spans {
 		s := &spans[i]
 		if s.err == nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for the zero values of [Config].
@@ -86,6 +88,12 @@ type Config struct {
 	// Logger receives warnings about failed reads and corrupt batches.
 	// nil means slog.Default().
 	Logger *slog.Logger
+
+	// TracerProvider receives a Fetch's spans (fetch.find, fetch.long_poll,
+	// fetch.read: DESIGN §Observability, Traces), children of the span in
+	// the request's context. nil, or the noop provider, means no spans and
+	// no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports every invalid field of c, each error naming the

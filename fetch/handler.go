@@ -11,6 +11,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/ratelog"
+	"github.com/diskless-sidecar/sidecar/internal/tracing"
 )
 
 // Coordinator is what fetch needs from the coordinator shards: topic
@@ -83,6 +84,8 @@ type Handler struct {
 	// a timestamp lookup sends to decompress a batch and receives when
 	// done.
 	decompressSlots chan struct{}
+	// tr starts a Fetch's spans when tracing is on.
+	tr tracing.Tracer
 }
 
 // New returns a Handler over c and r. Errors: an invalid cfg (naming the
@@ -101,6 +104,7 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 		r:               r,
 		rl:              ratelog.New(cfg.Logger, ratelog.Config{}),
 		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
+		tr:              tracing.New(cfg.TracerProvider),
 	}, nil
 }
 

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/commit"
@@ -46,6 +49,8 @@ type app struct {
 	served   chan error    // Serve's result
 	http     *httpEndpoint // nil when http.listener is empty
 	metrics  *telemetry.Prometheus
+	// tracing exports spans over OTLP; nil when tracing is off.
+	tracing *telemetry.Tracing
 	// closeStore releases the object store (the S3 client's connections).
 	closeStore func()
 	// metaTopic is the metadata log's topic with diskless.metadata.log=kafka.
@@ -57,7 +62,12 @@ type app struct {
 
 // start opens data.dir and every component, binds the listener and starts
 // serving. On error everything opened so far is closed again.
-func start(cfg Config, log *slog.Logger) (_ *app, err error) {
+func start(cfg Config, log *slog.Logger) (*app, error) { return startTraced(cfg, log, nil) }
+
+// startTraced is start with tp, when not nil, receiving the spans instead
+// of the OTLP export the configuration describes (the trace tests' in-memory
+// exporter); the caller shuts tp down.
+func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app, err error) {
 	a := &app{log: log, served: make(chan error, 1)}
 	// closers undo what was opened so far if a later step fails; they
 	// refer to a, which stays set whatever start returns.
@@ -91,7 +101,19 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		closers = append(closers, func() { a.http.close(context.Background()) })
 	}
 
-	store, closeStore, err := openStore(cfg, log.With(slog.String("component", "objstore")), metrics)
+	// Traces (DESIGN §Observability, Traces): tp stays nil when off, and
+	// then nothing is wrapped nor any span started.
+	if tp == nil {
+		if a.tracing, err = openTracing(cfg, log); err != nil {
+			return nil, err
+		}
+		if a.tracing != nil {
+			tp = a.tracing
+			closers = append(closers, func() { a.tracing.Shutdown(context.Background()) })
+		}
+	}
+
+	store, closeStore, err := openStore(cfg, log.With(slog.String("component", "objstore")), metrics, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +145,9 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		cfg.ObjectKeyPrefix += "/" + a.metaTopic.Name()
 	}
 	abortStaleUploads(store, cfg, log.With(slog.String("component", "objstore")))
+	if tp != nil {
+		store = telemetry.TraceStore(tp, store)
+	}
 
 	sidecars := &localSidecar{node: cfg.NodeID}
 	var (
@@ -225,12 +250,16 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 	if err := telemetry.ObserveUpload(metrics, uploader.Stats()); err != nil {
 		return nil, err
 	}
+	var commitShards commit.Shards = telemetry.NewShards(metrics, shards)
+	if tp != nil {
+		commitShards = telemetry.TraceShards(tp, commitShards)
+	}
 	committer, err := commit.New(commit.Config{
 		NodeID:      cfg.NodeID,
 		MaxAttempts: cfg.CommitMaxAttempts,
 		Logger:      log.With(slog.String("component", "commit")),
 		Objects:     store,
-	}, telemetry.NewShards(metrics, shards))
+	}, commitShards)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +280,7 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 
 	fcfg := fetchConfig(cfg)
 	fcfg.Logger = log.With(slog.String("component", "fetch"))
+	fcfg.TracerProvider = tp
 	fetcher, err := fetch.New(fcfg, fetchCoord, a.cache)
 	if err != nil {
 		return nil, err
@@ -281,7 +311,14 @@ func start(cfg Config, log *slog.Logger) (_ *app, err error) {
 		scfg.Cluster = a.cluster.placed
 		scfg.Controller = controller{coord: a.coord, place: a.cluster.placed, peers: a.cluster.peers}
 	}
-	a.server, err = server.New(scfg, telemetry.NewProducer(metrics, a.produce), telemetry.NewFetcher(metrics, fetcher), catalog)
+	var (
+		producer server.Producer = telemetry.NewProducer(metrics, a.produce)
+		fetching server.Fetcher  = telemetry.NewFetcher(metrics, fetcher)
+	)
+	if tp != nil {
+		producer, fetching = telemetry.TraceProducer(tp, producer), telemetry.TraceFetcher(tp, fetching)
+	}
+	a.server, err = server.New(scfg, producer, fetching, catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -356,12 +393,56 @@ func (a *app) shutdown(timeout time.Duration) error {
 		a.http.close(ctx)
 	}
 	a.metrics.Shutdown(ctx)
+	if a.tracing != nil {
+		// The spans still queued, within what is left of the timeout.
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn("tracing: spans not exported at the stop", slog.Any("err", err))
+		}
+	}
 	if a.metaTopic != nil {
 		a.metaTopic.Close()
 	}
 	a.closeStore()
 	a.dir.close()
 	return errors.Join(errs...)
+}
+
+// openTracing returns the OTLP trace exporter's provider of
+// otel.exporter.otlp.endpoint, otel.traces.sampler.ratio and the OTEL_*
+// variables, or nil when tracing is off. An OTEL_* setting the sidecar
+// cannot honour is a configuration error (exit 2) naming the variable.
+// Export failures (a receiver down) are logged, at most one line per
+// export attempt (one per batch of spans, every 5 s by default).
+func openTracing(cfg Config, log *slog.Logger) (*telemetry.Tracing, error) {
+	t, err := telemetry.NewTracing(context.Background(), telemetry.TraceConfig{
+		Endpoint:        cfg.OTLPEndpoint,
+		SampleRatio:     cfg.TraceSampleRatio,
+		ServiceInstance: strconv.Itoa(int(cfg.NodeID)),
+	})
+	if err != nil {
+		if errors.Is(err, telemetry.ErrTraceEnv) {
+			return nil, fmt.Errorf("%w: %w", errInvalidConfig, err)
+		}
+		return nil, &ConfigError{Key: "otel.exporter.otlp.endpoint", Value: cfg.OTLPEndpoint, Err: err}
+	}
+	if t == nil {
+		return nil, nil
+	}
+	tlog := log.With(slog.String("component", "tracing"))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		tlog.Warn("trace export failed", slog.Any("err", err))
+	}))
+	endpoint := cfg.OTLPEndpoint
+	if endpoint == "" {
+		endpoint = "(OTEL_EXPORTER_OTLP_* variables)"
+	}
+	ratio := "OTEL_TRACES_SAMPLER"
+	if cfg.TraceSampleRatio >= 0 {
+		ratio = strconv.FormatFloat(cfg.TraceSampleRatio, 'g', -1, 64)
+	}
+	tlog.Info("exporting traces over OTLP", slog.String("endpoint", endpoint),
+		slog.String("protocol", t.Protocol), slog.String("sampler.ratio", ratio))
+	return t, nil
 }
 
 // storeCheckTimeout bounds the start-up requests to S3 (the bucket check
@@ -378,7 +459,7 @@ const storeCheckTimeout = 30 * time.Second
 // that cannot be reached is a runtime failure (exit 1), so a supervisor
 // retries. (abortStaleUploads then sweeps what a dead process left, once
 // the WAL prefix is known.)
-func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.Store, func(), error) {
+func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) (objstore.Store, func(), error) {
 	if cfg.StorageBackend != "s3" {
 		d, err := objstore.NewDir(filepath.Join(cfg.DataDir, "objects"))
 		if err != nil {
@@ -391,6 +472,7 @@ func openStore(cfg Config, log *slog.Logger, mp metric.MeterProvider) (objstore.
 	scfg := s3Config(cfg)
 	scfg.Logger = log
 	scfg.MeterProvider = mp
+	scfg.TracerProvider = tp
 	s, err := s3.New(ctx, scfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errInvalidConfig, err)

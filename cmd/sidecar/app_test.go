@@ -88,10 +88,14 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 		{"cache smaller than a block", []string{"diskless.cache.max.bytes=4096"}, "diskless.cache.max.bytes"},
 		{"backoff above its cap", []string{"diskless.upload.retry.backoff.ms=5000"}, "diskless.upload.retry.backoff.max.ms"},
 		{"bad key prefix", []string{"diskless.object.key.prefix=../x"}, "diskless.object.key.prefix"},
+		{"an OTLP protocol the sidecar lacks", []string{"otel.exporter.otlp.endpoint=http://127.0.0.1:4318"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{"bad metadata topic", []string{"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1", "diskless.metadata.topic=a/b"}, "diskless.metadata.topic"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if strings.HasPrefix(c.key, "OTEL_") {
+				t.Setenv(c.key, "http/json") // a variable the case names: a value the sidecar refuses
+			}
 			cfg := testConfig(t)
 			cfg, err := LoadConfig("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0", "data.dir=" + cfg.DataDir}, c.sets...))
 			if err != nil {

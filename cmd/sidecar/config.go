@@ -18,6 +18,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/membership"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
@@ -112,6 +113,9 @@ type Config struct {
 	OffsetsRetentionCheckInterval   time.Duration
 
 	HTTPListener string
+
+	OTLPEndpoint     string  // "": OTEL_EXPORTER_OTLP_*ENDPOINT, else no tracing
+	TraceSampleRatio float64 // in [0, 1]; -1: OTEL_TRACES_SAMPLER
 
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
@@ -339,6 +343,31 @@ var options = []option{
 				}
 			}
 			c.HTTPListener = v
+			return nil
+		}},
+	{key: "otel.exporter.otlp.endpoint", def: "",
+		doc: "Base URL of an OTLP receiver (http://host:4318 over http/protobuf, http://host:4317 with OTEL_EXPORTER_OTLP_PROTOCOL=grpc; https:// for TLS) to export traces to; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, and no tracing without them. The other OTEL_* variables apply.",
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if err := telemetry.ValidateEndpoint(v); err != nil {
+				return err
+			}
+			c.OTLPEndpoint = v
+			return nil
+		}},
+	{key: "otel.traces.sampler.ratio", def: "",
+		doc: "Share of requests traced, in [0, 1] (parent-based ratio sampling: a request's spans, and those of the files carrying its batches, are kept or dropped together); empty: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, by default every request.",
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				c.TraceSampleRatio = -1
+				return nil
+			}
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(r) || r < 0 || r > 1 {
+				return fmt.Errorf("must be a number in [0, 1], or empty")
+			}
+			c.TraceSampleRatio = r
 			return nil
 		}},
 	periodOption("diskless.retention.check.interval.ms", ms(coordinator.DefaultRetentionCheckInterval), "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),

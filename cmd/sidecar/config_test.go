@@ -157,6 +157,10 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"kafka log without servers", []string{"diskless.metadata.log=kafka"}, "diskless.metadata.kafka.bootstrap.servers"},
 		{"bootstrap server without a port", []string{"diskless.metadata.kafka.bootstrap.servers=kafka-1"}, "diskless.metadata.kafka.bootstrap.servers"},
 		{"replication factor of 0", []string{"diskless.metadata.topic.replication.factor=0"}, "diskless.metadata.topic.replication.factor"},
+		{"OTLP endpoint without a scheme", []string{"otel.exporter.otlp.endpoint=collector:4318"}, "otel.exporter.otlp.endpoint"},
+		{"OTLP endpoint of another scheme", []string{"otel.exporter.otlp.endpoint=grpc://collector:4317"}, "otel.exporter.otlp.endpoint"},
+		{"sampler ratio above 1", []string{"otel.traces.sampler.ratio=1.5"}, "otel.traces.sampler.ratio"},
+		{"sampler ratio not a number", []string{"otel.traces.sampler.ratio=half"}, "otel.traces.sampler.ratio"},
 		{"wal prefix on the snapshots", []string{"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:9092", "diskless.object.key.prefix=snapshots"}, "diskless.object.key.prefix"},
 	}
 	for _, c := range cases {

@@ -250,5 +250,5 @@ func openInspectedStore(cfg Config) (objstore.Store, func(), error) {
 			return nil, nil, fmt.Errorf("the file store of data.dir %s: %w", cfg.DataDir, err)
 		}
 	}
-	return openStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	return openStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 }

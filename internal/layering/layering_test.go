@@ -142,3 +142,23 @@ func TestLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestStagesLinkNoOTelSDK: the stages take the OpenTelemetry API's meter and
+// tracer providers (noop by default) and never link its SDK, nor an
+// exporter; cmd/sidecar wires those in through internal/telemetry (DESIGN
+// §Observability).
+func TestStagesLinkNoOTelSDK(t *testing.T) {
+	all := deps(t)
+	for _, s := range append(slices.Clone(stages), "objstore/s3", "internal/tracing") {
+		ds, ok := all[module+"/"+s]
+		if !ok {
+			t.Errorf("%s is not a package of the module any more: update the list", s)
+		}
+		for _, d := range ds {
+			if strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(d, "go.opentelemetry.io/otel/exporters") {
+				t.Errorf("%s links %s: only the API (go.opentelemetry.io/otel/{trace,metric,attribute}) on the hot paths", s, d)
+				break
+			}
+		}
+	}
+}

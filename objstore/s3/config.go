@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
@@ -117,6 +118,11 @@ type Config struct {
 	// diskless.s3.requests{operation, outcome} and
 	// diskless.s3.request.duration{operation}, seconds. nil: none.
 	MeterProvider metric.MeterProvider
+	// TracerProvider receives a span per HTTP attempt ("s3.PutObject",
+	// "s3.UploadPart", "s3.GetObject", ...: DESIGN §Observability,
+	// Traces), a child of the span in the caller's context. nil, or the
+	// noop provider, means none.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {

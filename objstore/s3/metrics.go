@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -263,18 +265,43 @@ func (m attemptMeter) HandleDeserialize(ctx context.Context, in middleware.Deser
 	middleware.DeserializeOutput, middleware.Metadata, error,
 ) {
 	op := s3OpOf(awsmiddleware.GetOperationName(ctx))
+	ctx, span := m.s.tr.Start(ctx, s3SpanNames[op], trace.WithSpanKind(trace.SpanKindClient))
 	start := time.Now()
 	out, md, err := next.HandleDeserialize(ctx, in)
 	if err == nil && op == OpGetObject {
 		if res, ok := out.Result.(*awss3.GetObjectOutput); ok && res.Body != nil {
 			// The answer's body is where a GET mostly fails or waits:
 			// the attempt ends with it.
-			res.Body = &meteredBody{ReadCloser: res.Body, s: m.s, start: start}
+			res.Body = &meteredBody{ReadCloser: res.Body, s: m.s, start: start, span: span}
 			return out, md, err
 		}
 	}
-	m.s.record(op, s3OutcomeOf(op, err), time.Since(start))
+	outcome := s3OutcomeOf(op, err)
+	m.s.record(op, outcome, time.Since(start))
+	endAttemptSpan(span, m.s.cfg.Bucket, outcome, err)
 	return out, md, err
+}
+
+// s3SpanNames are the attempt spans' names: "s3." and the operation.
+var s3SpanNames = func() (names [NumOps]string) {
+	for op := range NumOps {
+		names[op] = "s3." + op.String()
+	}
+	return names
+}()
+
+// endAttemptSpan ends an attempt's span with its outcome (and error, if
+// the outcome is not ok).
+func endAttemptSpan(span trace.Span, bucket string, outcome Outcome, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("rpc.system", "aws-api"), attribute.String("rpc.service", "S3"),
+			attribute.String("aws.s3.bucket", bucket), attribute.String("diskless.s3.outcome", outcome.String()))
+		if outcome != OutcomeOK && err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, outcome.String())
+		}
+	}
+	span.End()
 }
 
 // meteredBody is a GetObject answer's body that records its attempt when
@@ -284,6 +311,7 @@ type meteredBody struct {
 	io.ReadCloser
 	s     *Store
 	start time.Time
+	span  trace.Span // the attempt's
 	done  atomic.Bool
 }
 
@@ -314,5 +342,7 @@ func (b *meteredBody) end(err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	b.s.record(OpGetObject, s3Outcome(err), time.Since(b.start))
+	outcome := s3Outcome(err)
+	b.s.record(OpGetObject, outcome, time.Since(b.start))
+	endAttemptSpan(b.span, b.s.cfg.Bucket, outcome, err)
 }

@@ -10,6 +10,9 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 	"github.com/diskless-sidecar/sidecar/objstore"
@@ -62,7 +65,8 @@ func durationsOf(t *testing.T, r *sdkmetric.ManualReader) (timed counts, untimed
 // proxy and pins Stats exactly: every HTTP attempt counted once, by
 // operation and outcome, SDK retries and ReadRange's own retries included;
 // and every successful attempt, and only those, is timed in the duration
-// histogram.
+// histogram. Each attempt is also one span "s3.<operation>" with its
+// outcome, a child of the caller's span (DESIGN §Observability, Traces).
 func TestS3RequestMetrics(t *testing.T) {
 	const part = s3.MinPartSize
 	small := randomBytes(1000)
@@ -76,19 +80,21 @@ func TestS3RequestMetrics(t *testing.T) {
 	if err := e.store(t, s3.Config{}).Put(t.Context(), obj, large); err != nil {
 		t.Fatal(err)
 	}
-	put := func(data []byte) func(*testing.T, *s3.Store) error {
-		return func(t *testing.T, s *s3.Store) error { return s.Put(t.Context(), "metrics/"+t.Name(), data) }
+	put := func(data []byte) func(context.Context, *s3.Store) error {
+		return func(ctx context.Context, s *s3.Store) error {
+			return s.Put(ctx, "metrics/"+fmt.Sprint(time.Now().UnixNano()), data)
+		}
 	}
-	read := func(t *testing.T, s *s3.Store) error {
+	read := func(ctx context.Context, s *s3.Store) error {
 		p := make([]byte, 600_000)
-		_, _, err := s.ReadRange(t.Context(), obj, 300_000, p)
+		_, _, err := s.ReadRange(ctx, obj, 300_000, p)
 		return err
 	}
 	tests := []struct {
 		name    string
 		cfg     s3.Config
 		rules   []*s3fault.Rule
-		run     func(*testing.T, *s3.Store) error
+		run     func(context.Context, *s3.Store) error
 		wantErr bool
 		want    counts // every count that is not zero
 	}{
@@ -130,7 +136,7 @@ func TestS3RequestMetrics(t *testing.T) {
 			want:  counts{"GetObject/network": 1, "GetObject/ok": 1}},
 		{name: "a missing bucket is a client error", // a HEAD's 404 carries no NoSuchBucket code
 			rules:   []*s3fault.Rule{{Kind: s3fault.Other, Fault: s3fault.Error(404, "NoSuchBucket")}},
-			run:     func(t *testing.T, s *s3.Store) error { return s.Check(t.Context()) },
+			run:     func(ctx context.Context, s *s3.Store) error { return s.Check(ctx) },
 			wantErr: true,
 			want:    counts{"HeadBucket/client_error": 1}},
 		{name: "GET body slower than the timeout", cfg: s3.Config{RequestTimeout: time.Second},
@@ -142,33 +148,33 @@ func TestS3RequestMetrics(t *testing.T) {
 			wantErr: true,
 			want:    counts{"GetObject/throttled": 3}},
 		{name: "missing key and range past the end are answers",
-			run: func(t *testing.T, s *s3.Store) error {
+			run: func(ctx context.Context, s *s3.Store) error {
 				p := make([]byte, 10)
-				if _, _, err := s.ReadRange(t.Context(), "metrics/missing", 0, p); err == nil {
+				if _, _, err := s.ReadRange(ctx, "metrics/missing", 0, p); err == nil {
 					return fmt.Errorf("read of a missing key succeeded")
 				}
-				if _, _, err := s.ReadRange(t.Context(), "metrics/missing", 0, nil); err == nil {
+				if _, _, err := s.ReadRange(ctx, "metrics/missing", 0, nil); err == nil {
 					return fmt.Errorf("empty read of a missing key succeeded")
 				}
 				// A 416, then a HEAD for the size.
-				if n, size, err := s.ReadRange(t.Context(), obj, int64(len(large)), p); n != 0 || size != int64(len(large)) || err != nil {
+				if n, size, err := s.ReadRange(ctx, obj, int64(len(large)), p); n != 0 || size != int64(len(large)) || err != nil {
 					return fmt.Errorf("read past the end = %d, size %d, %v", n, size, err)
 				}
 				return nil
 			},
 			want: counts{"GetObject/ok": 2, "HeadObject/ok": 2}},
 		{name: "the other operations",
-			run: func(t *testing.T, s *s3.Store) error {
-				if err := s.Check(t.Context()); err != nil {
+			run: func(ctx context.Context, s *s3.Store) error {
+				if err := s.Check(ctx); err != nil {
 					return err
 				}
-				if err := s.List(t.Context(), "metrics/none/", func(objstore.ObjectInfo) error { return nil }); err != nil {
+				if err := s.List(ctx, "metrics/none/", func(objstore.ObjectInfo) error { return nil }); err != nil {
 					return err
 				}
-				if err := s.Delete(t.Context(), "metrics/none/x"); err != nil {
+				if err := s.Delete(ctx, "metrics/none/x"); err != nil {
 					return err
 				}
-				_, err := s.AbortStaleUploads(t.Context(), "metrics/none/", time.Hour)
+				_, err := s.AbortStaleUploads(ctx, "metrics/none/", time.Hour)
 				return err
 			},
 			want: counts{"HeadBucket/ok": 1, "ListObjectsV2/ok": 1, "DeleteObject/ok": 1, "ListMultipartUploads/ok": 1}},
@@ -179,12 +185,18 @@ func TestS3RequestMetrics(t *testing.T) {
 			cfg := tt.cfg
 			cfg.PartSize = part
 			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			defer tp.Shutdown(context.Background())
+			cfg.TracerProvider = tp
 			s := e.store(t, quick(cfg))
 			e.proxy.Clear()
 			for _, r := range tt.rules {
 				e.proxy.Add(r)
 			}
-			err := tt.run(t, s)
+			ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+			err := tt.run(ctx, s)
+			parent.End()
 			e.proxy.Clear()
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("error: %v, want one: %v", err, tt.wantErr)
@@ -200,6 +212,28 @@ func TestS3RequestMetrics(t *testing.T) {
 			}
 			if timed, untimed := durationsOf(t, reader); !maps.Equal(timed, wantTimed) || len(untimed) > 0 {
 				t.Errorf("durations timed %v (without a duration: %v), want %v", timed, untimed, wantTimed)
+			}
+			spans := counts{}
+			for _, sp := range rec.Ended() {
+				if sp.Name() == "caller" {
+					continue
+				}
+				var outcome string
+				for _, kv := range sp.Attributes() {
+					if kv.Key == "diskless.s3.outcome" {
+						outcome = kv.Value.AsString()
+					}
+				}
+				spans[strings.TrimPrefix(sp.Name(), "s3.")+"/"+outcome]++
+				if sp.Parent().TraceID() != parent.SpanContext().TraceID() {
+					t.Errorf("span %s is not in the caller's trace", sp.Name())
+				}
+				if sp.SpanKind() != trace.SpanKindClient {
+					t.Errorf("span %s: kind %v, want client", sp.Name(), sp.SpanKind())
+				}
+			}
+			if !maps.Equal(spans, tt.want) {
+				t.Errorf("spans %v, want one per attempt: %v", spans, tt.want)
 			}
 		})
 	}

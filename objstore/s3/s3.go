@@ -34,6 +34,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
+	"github.com/diskless-sidecar/sidecar/internal/tracing"
 	"github.com/diskless-sidecar/sidecar/objstore"
 )
 
@@ -77,7 +78,8 @@ type Store struct {
 	pageSize int32 // keys per List page; 0: the store's (1000 on S3); tests
 	stats    Stats
 	metrics  metrics
-	sweep    staleSweep // SweepStaleUploads' retries
+	tr       tracing.Tracer // a span per attempt, when tracing is on
+	sweep    staleSweep     // SweepStaleUploads' retries
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -93,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, log: cfg.Logger, now: time.Now,
 		sweep: staleSweep{attempts: staleSweepAttempts, initial: staleSweepBackoff, maxBackoff: staleSweepBackoffMax}}
 	var err error
+	s.tr = tracing.New(cfg.TracerProvider)
 	if s.metrics, err = newMetrics(cfg.MeterProvider, &s.stats); err != nil {
 		return nil, fmt.Errorf("objstore: s3: metrics: %w", err)
 	}

@@ -1,0 +1,54 @@
+package tracing
+
+import (
+	"context"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+func TestOff(t *testing.T) {
+	for name, tr := range map[string]Tracer{"zero": {}, "nil": New(nil), "noop": New(noop.NewTracerProvider())} {
+		if tr.On() {
+			t.Errorf("%s: On", name)
+		}
+		ctx := context.Background()
+		got, span := tr.Start(ctx, "x")
+		if got != ctx {
+			t.Errorf("%s: Start returned another context", name)
+		}
+		if span.IsRecording() || span.SpanContext().IsValid() {
+			t.Errorf("%s: the span records", name)
+		}
+		span.End()
+		if n := testing.AllocsPerRun(100, func() {
+			_, s := tr.Start(ctx, "x")
+			s.End()
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per span, want 0", name, n)
+		}
+	}
+}
+
+func TestOn(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	tr := New(tp)
+	if !tr.On() {
+		t.Fatal("off with an SDK provider")
+	}
+	ctx, parent := tr.Start(context.Background(), "parent")
+	_, child := tr.Start(ctx, "child")
+	child.End()
+	parent.End()
+	ended := rec.Ended()
+	if len(ended) != 2 || ended[0].Name() != "child" || ended[0].Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatalf("spans %v: want child under parent", ended)
+	}
+	if ended[1].InstrumentationScope().Name != Scope {
+		t.Errorf("scope %q", ended[1].InstrumentationScope().Name)
+	}
+}
