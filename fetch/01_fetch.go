@@ -222,7 +222,7 @@ func (op *fetchOp) poll(ctx context.Context) {
 	if failed || found >= minBytes || wait <= 0 || op.disabling() {
 		return
 	}
-	ctx, span := op.h.tr.Start(ctx, "fetch.long_poll")
+	ctx, span := op.h.tr.Start(ctx, "fetch.long_poll", 0)
 	outcome := op.wait(ctx, watch, wait, minBytes)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int64("diskless.fetch.max_wait_ms", wait.Milliseconds()),
@@ -280,7 +280,7 @@ func (op *fetchOp) disabling() bool {
 // budgets and fills in each partition's offsets and error. It returns the
 // bytes chosen and whether any partition has an error.
 func (op *fetchOp) look(ctx context.Context) (found int64, failed bool) {
-	ctx, span := op.h.tr.Start(ctx, "fetch.find")
+	ctx, span := op.h.tr.Start(ctx, "fetch.find", 0)
 	found, failed = op.find(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("diskless.partitions", len(op.finds)),
@@ -378,7 +378,7 @@ func (op *fetchOp) read(ctx context.Context) {
 		spans = appendSpans(spans, i, p.sel, p.tail, p.buf)
 	}
 	op.readAhead()
-	rctx, span := op.h.tr.Start(ctx, "fetch.read")
+	rctx, span := op.h.tr.Start(ctx, "fetch.read", 0)
 	op.h.readSpans(rctx, spans)
 	if span.IsRecording() {
 		var n int64

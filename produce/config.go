@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/wal"
@@ -45,6 +46,13 @@ type Config struct {
 	// MeterProvider receives the pipeline's metrics (file stage times,
 	// sizes, seal reasons, pending bytes); nil means no metrics.
 	MeterProvider metric.MeterProvider
+	// TracerProvider receives the produce path's spans (DESIGN
+	// §Observability, Traces): produce.validate, produce.wait_memory and
+	// produce.buffer, children of the span in the request's context, and
+	// per file produce.file.upload and produce.file.commit, linked to the
+	// sampled requests whose batches the file carries. nil, or the noop
+	// provider, means no spans and no cost.
+	TracerProvider trace.TracerProvider
 	// Logger receives pipeline events; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock used for the timestamp window checks; nil means

@@ -3,6 +3,8 @@ package produce
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/wal"
@@ -47,6 +49,12 @@ type file struct {
 	memory  int64 // bytes acquired from Handler.memory for this file
 	timer   *time.Timer
 
+	// links are the span contexts of the sampled requests whose batches
+	// the file carries, at most maxFileLinks (tracing only; nil when off),
+	// and requests their number, all of them.
+	links    []trace.Link
+	requests int
+
 	// created, sealed and sealReason time the file for the metrics.
 	created, sealed time.Time
 	sealReason      string
@@ -75,6 +83,11 @@ type file struct {
 	prefixDone chan struct{}
 }
 
+// maxFileLinks bounds the requests a file's spans link to: the SDK's
+// default limit of links per span (sdktrace.SpanLimits, 128), past which
+// it would drop them anyway.
+const maxFileLinks = 128
+
 // append adds one request's entries to the active file, creating it (and
 // its age timer) if needed, and seals the file once it has reached
 // BufferMaxBytes: a file sealed by size holds between BufferMaxBytes and
@@ -86,8 +99,9 @@ type file struct {
 // or past wal.MaxObjectBytes. It returns the file and the index of the
 // request's first entry in it. bytes is the sum of the entries' batch
 // lengths; memory is the amount the caller acquired, released when the
-// file is answered.
-func (h *Handler) append(entries []pendingEntry, bytes int, memory int64) (*file, int, error) {
+// file is answered; sc is the request's span context, linked from the
+// file's spans if sampled.
+func (h *Handler) append(entries []pendingEntry, bytes int, memory int64, sc trace.SpanContext) (*file, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.closed {
@@ -119,6 +133,12 @@ func (h *Handler) append(entries []pendingEntry, bytes int, memory int64) (*file
 		h.mu.active = f
 	}
 	first := len(f.batches)
+	if sc.IsSampled() {
+		f.requests++
+		if len(f.links) < maxFileLinks {
+			f.links = append(f.links, trace.Link{SpanContext: sc})
+		}
+	}
 	for i := range entries {
 		f.batches = append(f.batches, entries[i].Entry)
 		f.commits = append(f.commits, entries[i].commit)

@@ -20,7 +20,9 @@ func (h *Handler) uploadLoop() {
 	for f := range h.toUpload {
 		f.locs = make([]wal.Location, len(f.batches))
 		f.object = packer.Pack(make([]byte, 0, f.size), f.batches, f.locs)
-		f.key, f.uploadErr = h.uploader.Upload(h.pipeCtx, f.object)
+		ctx, span := h.fileSpan(h.pipeCtx, f, "produce.file.upload")
+		f.key, f.uploadErr = h.uploader.Upload(ctx, f.object)
+		endFileSpan(span, f, f.uploadErr)
 		f.uploadDone = time.Now()
 		if f.uploadErr == nil && h.cache != nil {
 			h.cache.Put(f.key, f.object)
@@ -131,7 +133,9 @@ func (h *Handler) commit(f *file) {
 	for i := range f.commits {
 		f.commits[i].ByteOffset = f.locs[i].ByteOffset
 	}
-	f.results = h.committer.Commit(h.pipeCtx, f.key, int64(len(f.object)), f.commits)
+	ctx, span := h.fileSpan(h.pipeCtx, f, "produce.file.commit")
+	f.results = h.committer.Commit(ctx, f.key, int64(len(f.object)), f.commits)
+	endFileSpan(span, f, nil)
 	if len(f.results) != len(f.commits) {
 		panic("produce: committer returned a result count different from the batch count")
 	}

@@ -30,11 +30,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/ratelog"
+	"github.com/diskless-sidecar/sidecar/internal/tracing"
 )
 
 // Catalog resolves the topics a Produce request names.
@@ -100,6 +104,8 @@ type Handler struct {
 	}
 
 	metrics *metrics
+	// tr starts the produce path's spans when tracing is on.
+	tr tracing.Tracer
 	// logs rate-limits the lines producers can cause again and again.
 	logs *ratelog.Limiter
 	// pending is the record-batch bytes in files not yet answered (the
@@ -132,6 +138,7 @@ func New(cfg Config, cat Catalog, up Uploader, cm Committer, cache ObjectCache) 
 		cache:     cache,
 		memory:    semaphore.NewWeighted(cfg.MaxPendingBytes),
 		logs:      ratelog.New(cfg.Logger, ratelog.Config{}),
+		tr:        tracing.New(cfg.TracerProvider),
 		// The queues hold pointers only; their depth is bounded in bytes
 		// by memory, so a generous length never grows the heap much.
 		toUpload:  make(chan *file, queueDepth),
@@ -194,20 +201,42 @@ func (h *Handler) APIVersions() []kmsg.ApiVersionsResponseApiKey {
 // stops.
 func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	_, span := h.tr.Start(ctx, "produce.validate", 0)
 	if errc := refuseRequest(req); errc != nil {
 		fillAll(req, resp, errc)
+		endStep(span, errc)
 		return answered(req, resp)
 	}
 	a := h.validate(req, resp)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("diskless.batches", len(a.entries)), attribute.Int64("diskless.bytes", a.size),
+			attribute.Int64("diskless.bytes.refused", a.offered-a.size))
+	}
+	span.End()
 	if len(a.entries) == 0 {
 		return answered(req, resp)
 	}
+	_, span = h.tr.Start(ctx, "produce.wait_memory", 0)
 	need, errc := h.admit(ctx, req.TimeoutMillis, &a)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("diskless.bytes", need))
+	}
+	endStep(span, errc)
 	if errc != nil {
 		a.fail(errc)
 		return answered(req, resp)
 	}
-	f, first, errc := h.appendAccepted(&a, need)
+	// The request's span, if sampled, is linked from its file's spans.
+	var sc trace.SpanContext
+	if h.tr.On() {
+		sc = trace.SpanContextFromContext(ctx)
+	}
+	_, span = h.tr.Start(ctx, "produce.buffer", 0)
+	f, first, errc := h.appendAccepted(&a, need, sc)
+	if span.IsRecording() && f != nil {
+		span.SetAttributes(attribute.Int64("diskless.file.seq", int64(f.seq)))
+	}
+	endStep(span, errc)
 	if errc != nil {
 		a.fail(errc)
 		return answered(req, resp)
@@ -218,6 +247,15 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		return func() *kmsg.ProduceResponse { return nil }
 	}
 	return await(ctx, resp, f, first, a.refs)
+}
+
+// endStep ends the span of one step of Produce, failed with errc's name
+// if the step refused the request.
+func endStep(span trace.Span, errc *kerr.Error) {
+	if errc != nil && span.IsRecording() {
+		span.SetStatus(otelcodes.Error, errc.Message)
+	}
+	span.End()
 }
 
 // refuseRequest returns the error every partition of req gets when the
@@ -436,7 +474,7 @@ func (h *Handler) admit(ctx context.Context, timeoutMillis int32, a *accepted) (
 // the pipeline's memory bound counts accepted bytes only, so the file must
 // not keep the refused bytes alive uncounted. One buffer serves the whole
 // request: its entries all go into one file and are freed together.
-func (h *Handler) appendAccepted(a *accepted, need int64) (*file, int, *kerr.Error) {
+func (h *Handler) appendAccepted(a *accepted, need int64, sc trace.SpanContext) (*file, int, *kerr.Error) {
 	if a.size < a.offered {
 		buf := make([]byte, 0, a.size)
 		for i := range a.entries {
@@ -445,7 +483,7 @@ func (h *Handler) appendAccepted(a *accepted, need int64) (*file, int, *kerr.Err
 			a.entries[i].Batch = batch.Header(buf[start:len(buf):len(buf)])
 		}
 	}
-	f, first, err := h.append(a.entries, int(a.size), need)
+	f, first, err := h.append(a.entries, int(a.size), need, sc)
 	if err != nil {
 		h.memory.Release(need)
 		return nil, 0, kerr.NotLeaderForPartition

@@ -266,6 +266,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	pcfg := produceConfig(cfg)
 	pcfg.Logger = log.With(slog.String("component", "produce"))
 	pcfg.MeterProvider = metrics
+	pcfg.TracerProvider = tp
 	a.produce, err = produce.New(pcfg, a.coord, uploader, committer, a.cache)
 	if err != nil {
 		return nil, err

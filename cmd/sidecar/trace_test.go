@@ -197,27 +197,105 @@ func TestTraceFetch(t *testing.T) {
 	}
 }
 
-// TestTraceProduce: a Produce through the real server is one "produce"
-// span (server kind, a root); the file carrying its batch is put to the
-// object store (objstore.Put) and committed to one coordinator shard
-// (coordinator.commit, naming the object put).
+// linksTo reports whether sp links to the span context sc.
+func linksTo(sp sdktrace.ReadOnlySpan, sc trace.SpanContext) bool {
+	for _, l := range sp.Links() {
+		if l.SpanContext.SpanID() == sc.SpanID() && l.SpanContext.TraceID() == sc.TraceID() {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTraceProduce: Produce requests through the real server, from two
+// clients at once, are one "produce" span each (server kind, a root) with
+// the steps validate, wait_memory and buffer as children; the file
+// carrying a request's batch has an upload and a commit span, both
+// linked to every produce span whose batch it carries (the buffer span
+// names the file), a child of the first of them; under the upload span
+// the object-store Put, under the commit span the coordinator commit of
+// the same object.
 func TestTraceProduce(t *testing.T) {
-	s := startTracedSidecar(t)
+	s := startTracedSidecar(t, "diskless.append.commit.interval.ms=1000")
+	s.produceOne(t, "traced") // creates the topic
+	s.rec.Reset()
+	other, err := kgo.NewClient(kgo.SeedBrokers(s.a.server.Addr().String()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- other.ProduceSync(context.Background(), &kgo.Record{Topic: "traced", Value: []byte("other")}).FirstErr()
+	}()
 	s.produceOne(t, "traced")
-	p := one(t, "produce", s.named("produce"))
-	if p.SpanKind() != trace.SpanKindServer || p.Parent().IsValid() {
-		t.Errorf("produce: kind %v, parent %v: want a server root span", p.SpanKind(), p.Parent())
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	if v, _ := attr(p, "diskless.acks"); v.AsInt64() != -1 {
-		t.Errorf("produce: diskless.acks %v, want -1", v)
+
+	produces := s.named("produce")
+	if len(produces) != 2 {
+		t.Fatalf("%d produce spans, want 2: %s", len(produces), names(produces))
 	}
-	put := one(t, "objstore.Put", s.named("objstore.Put"))
-	commit := one(t, "coordinator.commit", s.named("coordinator.commit"))
-	key, _ := attr(put, "diskless.object.key")
-	if ck, _ := attr(commit, "diskless.object.key"); key.AsString() == "" || ck.AsString() != key.AsString() {
-		t.Errorf("coordinator.commit of object %q, objstore.Put of %q: want the same", ck.AsString(), key.AsString())
+	uploads, commits := s.named("produce.file.upload"), s.named("produce.file.commit")
+	if len(uploads) == 0 || len(uploads) != len(commits) {
+		t.Fatalf("%d upload and %d commit spans, want one each per file", len(uploads), len(commits))
 	}
-	if v, _ := attr(commit, "diskless.batches"); v.AsInt64() != 1 {
-		t.Errorf("coordinator.commit: %v batches, want 1", v)
+	for _, p := range produces {
+		if p.SpanKind() != trace.SpanKindServer || p.Parent().IsValid() {
+			t.Errorf("produce: kind %v, parent %v: want a server root span", p.SpanKind(), p.Parent())
+		}
+		if v, _ := attr(p, "diskless.acks"); v.AsInt64() != -1 {
+			t.Errorf("produce: diskless.acks %v, want -1", v)
+		}
+		c := s.children(p)
+		one(t, "produce.validate", c["produce.validate"])
+		one(t, "produce.wait_memory", c["produce.wait_memory"])
+		buf := one(t, "produce.buffer", c["produce.buffer"])
+		seq, _ := attr(buf, "diskless.file.seq")
+		for _, file := range [][]sdktrace.ReadOnlySpan{uploads, commits} {
+			var linked []sdktrace.ReadOnlySpan
+			for _, f := range file {
+				if linksTo(f, p.SpanContext()) {
+					linked = append(linked, f)
+				}
+			}
+			f := one(t, "file spans linked to a produce", linked)
+			if fs, _ := attr(f, "diskless.file.seq"); fs.AsInt64() != seq.AsInt64() {
+				t.Errorf("%s of file %d links to a produce buffered in file %d", f.Name(), fs.AsInt64(), seq.AsInt64())
+			}
+		}
 	}
+	for i, up := range uploads {
+		if !linksTo(up, up.Parent()) {
+			t.Errorf("produce.file.upload: its parent is not one of its requests")
+		}
+		if n := len(up.Links()); n > 1 {
+			t.Logf("one file carried %d requests", n)
+		}
+		put := one(t, "objstore.Put under produce.file.upload", s.children(up)["objstore.Put"])
+		key, _ := attr(put, "diskless.object.key")
+		var commit sdktrace.ReadOnlySpan
+		for _, c := range commits {
+			if cs, _ := attr(c, "diskless.file.seq"); cs == mustAttr(t, up, "diskless.file.seq") {
+				commit = c
+			}
+		}
+		if commit == nil {
+			t.Fatalf("upload %d: no commit span of its file", i)
+		}
+		cc := one(t, "coordinator.commit under produce.file.commit", s.children(commit)["coordinator.commit"])
+		if ck, _ := attr(cc, "diskless.object.key"); key.AsString() == "" || ck.AsString() != key.AsString() {
+			t.Errorf("coordinator.commit of object %q, objstore.Put of %q: want the same", ck.AsString(), key.AsString())
+		}
+	}
+}
+
+func mustAttr(t *testing.T, sp sdktrace.ReadOnlySpan, key string) attribute.Value {
+	t.Helper()
+	v, ok := attr(sp, key)
+	if !ok {
+		t.Fatalf("%s has no attribute %s", sp.Name(), key)
+	}
+	return v
 }

@@ -44,7 +44,10 @@ func (p *TracedProducer) APIVersions() []kmsg.ApiVersionsResponseApiKey {
 
 // Produce implements server.Producer.
 func (p *TracedProducer) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
-	ctx, span := p.tr.Start(ctx, "produce", trace.WithSpanKind(trace.SpanKindServer))
+	if !p.tr.On() {
+		return p.next.Produce(ctx, req) // no wait function of its own
+	}
+	ctx, span := p.tr.Start(ctx, "produce", trace.SpanKindServer)
 	if span.IsRecording() {
 		var parts int
 		var n int64
@@ -109,7 +112,7 @@ func TraceFetcher(tp trace.TracerProvider, next FetchHandler) *TracedFetcher {
 
 // Fetch implements server.Fetcher.
 func (f *TracedFetcher) Fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
-	ctx, span := f.tr.Start(ctx, "fetch", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := f.tr.Start(ctx, "fetch", trace.SpanKindServer)
 	defer span.End()
 	resp := f.FetchHandler.Fetch(ctx, req)
 	if span.IsRecording() && resp != nil {
@@ -149,7 +152,7 @@ func TraceShards(tp trace.TracerProvider, next ShardCommitter) *TracedShards {
 
 // CommitFile implements commit.Shards.
 func (s *TracedShards) CommitFile(ctx context.Context, shard int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
-	ctx, span := s.tr.Start(ctx, "coordinator.commit")
+	ctx, span := s.tr.Start(ctx, "coordinator.commit", trace.SpanKindInternal)
 	defer span.End()
 	rs, err := s.ShardCommitter.CommitFile(ctx, shard, req)
 	if span.IsRecording() {
@@ -188,11 +191,9 @@ func TraceStore(tp trace.TracerProvider, next objstore.Store) *TracedStore {
 	return &TracedStore{next: next, tr: tracing.New(tp)}
 }
 
-var clientKind = trace.WithSpanKind(trace.SpanKindClient)
-
 // Put implements objstore.Store.
 func (s *TracedStore) Put(ctx context.Context, key string, data []byte) error {
-	ctx, span := s.tr.Start(ctx, "objstore.Put", clientKind)
+	ctx, span := s.tr.Start(ctx, "objstore.Put", trace.SpanKindClient)
 	defer span.End()
 	err := s.next.Put(ctx, key, data)
 	if span.IsRecording() {
@@ -206,7 +207,7 @@ func (s *TracedStore) Put(ctx context.Context, key string, data []byte) error {
 
 // ReadRange implements objstore.Store.
 func (s *TracedStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int, int64, error) {
-	ctx, span := s.tr.Start(ctx, "objstore.ReadRange", clientKind)
+	ctx, span := s.tr.Start(ctx, "objstore.ReadRange", trace.SpanKindClient)
 	defer span.End()
 	n, size, err := s.next.ReadRange(ctx, key, off, p)
 	if span.IsRecording() {
@@ -221,7 +222,7 @@ func (s *TracedStore) ReadRange(ctx context.Context, key string, off int64, p []
 
 // Delete implements objstore.Store.
 func (s *TracedStore) Delete(ctx context.Context, key string) error {
-	ctx, span := s.tr.Start(ctx, "objstore.Delete", clientKind)
+	ctx, span := s.tr.Start(ctx, "objstore.Delete", trace.SpanKindClient)
 	defer span.End()
 	err := s.next.Delete(ctx, key)
 	if span.IsRecording() {
@@ -235,7 +236,7 @@ func (s *TracedStore) Delete(ctx context.Context, key string) error {
 
 // List implements objstore.Store.
 func (s *TracedStore) List(ctx context.Context, prefix string, fn func(objstore.ObjectInfo) error) error {
-	ctx, span := s.tr.Start(ctx, "objstore.List", clientKind)
+	ctx, span := s.tr.Start(ctx, "objstore.List", trace.SpanKindClient)
 	defer span.End()
 	n := 0
 	err := s.next.List(ctx, prefix, func(o objstore.ObjectInfo) error {

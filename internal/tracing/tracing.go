@@ -47,12 +47,23 @@ func (t Tracer) On() bool { return t.t != nil }
 // off is the span of a Tracer that is off: it records nothing.
 var off = trace.SpanFromContext(context.Background())
 
-// Start starts a span named name, a child of ctx's span if it has one,
+// Start starts a span named name of kind (trace.SpanKindUnspecified
+// means internal), a child of ctx's span if it has one, linked to links,
 // and returns ctx with it. When t is off it returns ctx and a span that
-// does nothing, allocating nothing.
-func (t Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+// does nothing, allocating nothing: the options are built only when on
+// (a caller's variadic options would escape to the heap on every call,
+// on or off). Neither does it start a child of a span that was not
+// sampled: the sidecar's samplers are parent-based, which would drop it
+// (a request sampled out costs its root span only).
+func (t Tracer) Start(ctx context.Context, name string, kind trace.SpanKind, links ...trace.Link) (context.Context, trace.Span) {
 	if t.t == nil {
 		return ctx, off
 	}
-	return t.t.Start(ctx, name, opts...)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+		return ctx, off
+	}
+	if len(links) == 0 {
+		return t.t.Start(ctx, name, trace.WithSpanKind(kind))
+	}
+	return t.t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithLinks(links...))
 }

@@ -265,7 +265,7 @@ func (m attemptMeter) HandleDeserialize(ctx context.Context, in middleware.Deser
 	middleware.DeserializeOutput, middleware.Metadata, error,
 ) {
 	op := s3OpOf(awsmiddleware.GetOperationName(ctx))
-	ctx, span := m.s.tr.Start(ctx, s3SpanNames[op], trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := m.s.tr.Start(ctx, s3SpanNames[op], trace.SpanKindClient)
 	start := time.Now()
 	out, md, err := next.HandleDeserialize(ctx, in)
 	if err == nil && op == OpGetObject {
