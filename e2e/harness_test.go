@@ -93,11 +93,13 @@ func skipIfShort(t *testing.T) {
 type Sidecar struct {
 	t       *testing.T
 	DataDir string
-	Addr    string // host:port of the Kafka listener
-	HTTP    string // host:port of the HTTP endpoint (/metrics, /healthz, /readyz)
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
+	Addr    string // host:port of the Kafka listener (the first one)
+	// Listeners are the bound host:port of each Kafka listener by name.
+	Listeners map[string]string
+	HTTP      string // host:port of the HTTP endpoint (/metrics, /healthz, /readyz)
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	exitErr   error
 
 	mu   sync.Mutex
 	logs bytes.Buffer
@@ -146,6 +148,7 @@ func startSidecarCmd(t *testing.T, command func(string, ...string) *exec.Cmd, da
 		t.Fatal(err)
 	}
 	addrC := make(chan string, 1)
+	listenersC := make(chan string, 1)
 	httpC := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -157,12 +160,17 @@ func startSidecarCmd(t *testing.T, command func(string, ...string) *exec.Cmd, da
 			s.logs.WriteByte('\n')
 			s.mu.Unlock()
 			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
+				Msg       string `json:"msg"`
+				Addr      string `json:"addr"`
+				Listeners string `json:"listeners"`
 			}
 			if json.Unmarshal(line, &rec) == nil {
 				switch rec.Msg {
 				case "kafka listener started":
+					select {
+					case listenersC <- rec.Listeners:
+					default:
+					}
 					select {
 					case addrC <- rec.Addr:
 					default:
@@ -193,6 +201,12 @@ func startSidecarCmd(t *testing.T, command func(string, ...string) *exec.Cmd, da
 	})
 	select {
 	case s.Addr = <-addrC:
+		s.Listeners = map[string]string{}
+		for _, l := range strings.Split(<-listenersC, ",") {
+			if name, addr, ok := strings.Cut(l, "="); ok {
+				s.Listeners[name] = addr
+			}
+		}
 		select {
 		case s.HTTP = <-httpC: // logged before the Kafka listener
 		default:

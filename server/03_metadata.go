@@ -41,7 +41,7 @@ var metadataVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 3, MinVersion: 0, 
 // UNKNOWN_TOPIC_ID.
 func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	sidecars := s.sidecars()
+	sidecars := s.sidecars(ctx)
 	for _, sc := range sidecars {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = sc.NodeID, sc.Host, sc.Port

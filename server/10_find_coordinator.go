@@ -29,7 +29,7 @@ const (
 // coordinator configured every key gets COORDINATOR_NOT_AVAILABLE.
 func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := s.advertised()
+	host, port := s.advertised(ctx)
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Host: "", Port: -1}
 		var err *kerr.Error

@@ -16,7 +16,7 @@ var describeClusterVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 60, MinVers
 // (the one sidecar without a Cluster; not fenced), and −2^31 authorized operations unless they were asked for.
 // An endpoint type other than brokers (the controllers, 2) is
 // UNSUPPORTED_ENDPOINT_TYPE: the sidecar has no controller listener.
-func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
+func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = 1
 	if req.Version >= 1 && req.EndpointType != 1 {
@@ -24,7 +24,7 @@ func (s *Server) handleDescribeCluster(_ context.Context, req *kmsg.DescribeClus
 		resp.ErrorMessage = kmsg.StringPtr("the sidecar serves only the brokers endpoint type")
 		return resp
 	}
-	for _, sc := range s.sidecars() {
+	for _, sc := range s.sidecars(ctx) {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = sc.NodeID, sc.Host, sc.Port
 		if sc.Rack != "" {

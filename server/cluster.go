@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -92,13 +93,13 @@ func (s *Server) zoneOf(c client) string {
 
 // sidecars returns the sidecars Metadata names: the cluster's live ones,
 // or this one alone (without a cluster, or while it is not a member).
-func (s *Server) sidecars() []diskless.Sidecar {
+func (s *Server) sidecars(ctx context.Context) []diskless.Sidecar {
 	if s.cfg.Cluster != nil {
 		if ss := s.cfg.Cluster.Sidecars(); len(ss) > 0 {
 			return ss
 		}
 	}
-	host, port := s.advertised()
+	host, port := s.advertised(ctx)
 	return []diskless.Sidecar{{NodeID: s.cfg.NodeID, Host: host, Port: port, Rack: s.cfg.Rack}}
 }
 

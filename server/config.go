@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 )
 
@@ -41,6 +39,13 @@ const (
 // constants above); Validate reports invalid fields naming their
 // configuration keys.
 type Config struct {
+	// Listeners are the Kafka listeners (listeners,
+	// listener.security.protocol.map, advertised.listeners, ssl.*; SPEC §14,
+	// Listeners), names unique; each client is told the addresses of the
+	// listener it connected to. Empty: one PLAINTEXT listener named
+	// PLAINTEXT from Addr, AdvertisedHost and AdvertisedPort, which must
+	// be empty when Listeners is set.
+	Listeners []Listener
 	// Addr is the host:port to listen on (from `listeners`). Port 0 picks a
 	// free port; Addr() then returns it. An empty host listens on all
 	// interfaces.
@@ -115,6 +120,16 @@ type Config struct {
 	Disabler TopicDisabler
 }
 
+// listeners returns the listeners to bind: Listeners, or the one
+// PLAINTEXT listener Addr and AdvertisedHost/Port describe.
+func (c Config) listeners() []Listener {
+	if len(c.Listeners) > 0 {
+		return c.Listeners
+	}
+	return []Listener{{Name: string(Plaintext), Protocol: Plaintext, Addr: c.Addr,
+		AdvertisedHost: c.AdvertisedHost, AdvertisedPort: c.AdvertisedPort}}
+}
+
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
 	if c.NumPartitions == 0 {
@@ -146,13 +161,16 @@ func (c Config) withDefaults() Config {
 // (the field, for those without one).
 func (c Config) Validate() error {
 	var errs []error
-	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("listeners %q: invalid address: %w", c.Addr, err))
-	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		errs = append(errs, fmt.Errorf("listeners %q: invalid port %q", c.Addr, port))
+	if len(c.Listeners) > 0 && (c.Addr != "" || c.AdvertisedHost != "" || c.AdvertisedPort != 0) {
+		errs = append(errs, errors.New("listeners: Addr and AdvertisedHost/Port must be empty when Listeners is set"))
 	}
-	if c.AdvertisedPort < 0 || c.AdvertisedPort > 65535 {
-		errs = append(errs, fmt.Errorf("advertised.listeners: port %d out of range 0–65535", c.AdvertisedPort))
+	names := map[string]bool{}
+	for _, l := range c.listeners() {
+		errs = append(errs, l.validate()...)
+		if names[l.Name] {
+			errs = append(errs, fmt.Errorf("listeners: listener name %s used twice", l.Name))
+		}
+		names[l.Name] = true
 	}
 	if c.NodeID < 0 {
 		errs = append(errs, fmt.Errorf("node.id %d: must be ≥ 0", c.NodeID))

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,11 @@ const keepWriteBuffer = 1 << 20
 // conn is one client connection: a reader goroutine that decodes requests
 // and a writer goroutine that answers them in order.
 type conn struct {
-	s      *Server
+	s *Server
+	// listener is the listener the connection came in on.
+	listener *boundListener
+	// nc is the connection, a *tls.Conn on an SSL or SASL_SSL listener
+	// (its handshake run by the reader before the first request).
 	nc     net.Conn
 	remote string
 	// host is remote without its port: the subject of the connection's
@@ -61,6 +66,11 @@ type conn struct {
 	// log is the connection-scoped logger; the reader replaces it when the
 	// client id changes.
 	log atomic.Pointer[slog.Logger]
+
+	// principal is who the connection authenticated as (SPEC §14,
+	// Principals): AnonymousPrincipal until the TLS handshake or SASL
+	// says otherwise. Requests read it through their context.
+	principal principalBox
 }
 
 // pending is one request read and not yet answered.
@@ -84,19 +94,25 @@ type pending struct {
 	panicked bool
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, l *boundListener, nc net.Conn) *conn {
 	n := s.cfg.MaxInflightPerConn
+	remote := nc.RemoteAddr()
+	if l.TLS != nil {
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
 		s:        s,
+		listener: l,
 		nc:       nc,
-		remote:   nc.RemoteAddr().String(),
-		host:     peerHost(nc.RemoteAddr()),
+		remote:   remote.String(),
+		host:     peerHost(remote),
 		queue:    make(chan *pending, n),
 		inflight: make(chan struct{}, n),
 		stopRead: make(chan struct{}),
 	}
 	c.readCtx, c.readCancel = context.WithCancel(context.Background())
 	c.log.Store(s.log.With("remote", c.remote))
+	c.principal.set(AnonymousPrincipal)
 	return c
 }
 
@@ -139,7 +155,10 @@ func (c *conn) readLoop(ctx context.Context) {
 	defer close(c.queue)
 	stop := context.AfterFunc(ctx, c.readCancel)
 	defer stop()
-	c.log.Load().Debug("connection opened")
+	c.log.Load().Debug("connection opened", "listener", c.listener.Name)
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(ctx, tc) {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	var ident clientIdent
 	for {
@@ -170,6 +189,34 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		c.queue <- p
 	}
+}
+
+// handshake runs the TLS handshake within DefaultTLSHandshakeTimeout and
+// takes the principal from the client's certificate. A failure (no TLS,
+// a certificate refused, expired or mapped by no rule, a timeout) is
+// logged rate-limited, as Kafka logs a failed authentication, and closes
+// the connection: it reports false.
+func (c *conn) handshake(ctx context.Context, tc *tls.Conn) bool {
+	hctx, cancel := context.WithTimeout(ctx, DefaultTLSHandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.readCtx, cancel) // Shutdown
+	defer stop()
+	err := tc.HandshakeContext(hctx)
+	principal := AnonymousPrincipal
+	if err == nil {
+		principal, err = c.listener.certPrincipal(tc.ConnectionState())
+	}
+	if err != nil {
+		if !c.stopping() && ctx.Err() == nil {
+			c.limited(slog.LevelInfo, "", "failed authentication: TLS handshake failed",
+				slog.String("listener", c.listener.Name), slog.Any("err", err))
+		}
+		c.fail()
+		return false
+	}
+	c.principal.set(principal)
+	c.log.Load().Debug("TLS handshake done", "principal", principal, "version", tls.VersionName(tc.ConnectionState().Version))
+	return true
 }
 
 var (

@@ -39,7 +39,7 @@ func FuzzConn(f *testing.F) {
 			t.Fatal(err)
 		}
 		fc := newScriptConn(data)
-		s.startConn(context.Background(), fc)
+		s.startConn(context.Background(), &boundListener{Listener: Listener{Name: "PLAINTEXT", Protocol: Plaintext}}, fc)
 		c := func() *conn {
 			s.mu.Lock()
 			defer s.mu.Unlock()

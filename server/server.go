@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -50,10 +48,8 @@ type Server struct {
 	// lifecycle flags.
 	mu struct {
 		sync.Mutex
-		ln net.Listener
-		// advHost and advPort are what Metadata advertises; set by Listen.
-		advHost string
-		advPort int32
+		// lns are the bound listeners, in Config order; set by Listen.
+		lns     []*boundListener
 		serving bool
 		// closing is set by Shutdown or a hard stop: no connection is
 		// accepted any more.
@@ -86,61 +82,77 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	return s, nil
 }
 
-// Listen binds Config.Addr. After it returns, Addr is the bound address and
-// Metadata advertises AdvertisedHost:AdvertisedPort with the defaults
-// resolved. Calling it twice is an error.
+// Listen binds every listener (Config.Listeners, or Config.Addr). After it
+// returns, Addr is the first one's bound address and Metadata advertises
+// each listener's advertised address, the defaults resolved, to its
+// clients. Calling it twice is an error; if one listener cannot bind,
+// none stays bound.
 func (s *Server) Listen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.ln != nil {
+	if s.mu.lns != nil {
 		return errors.New("server: already listening")
 	}
 	if s.mu.closing {
 		return errors.New("server: shut down")
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
-	}
-	host, _, _ := net.SplitHostPort(s.cfg.Addr)
-	advHost := s.cfg.AdvertisedHost
-	if advHost == "" {
-		advHost = host
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			if hn, err := os.Hostname(); err == nil && hn != "" {
-				advHost = hn
+	var lns []*boundListener
+	for _, l := range s.cfg.listeners() {
+		bl, err := bind(l)
+		if err != nil {
+			for _, b := range lns {
+				_ = b.ln.Close()
 			}
+			return err
 		}
+		lns = append(lns, bl)
 	}
-	advPort := s.cfg.AdvertisedPort
-	if advPort == 0 {
-		_, p, _ := net.SplitHostPort(ln.Addr().String())
-		n, _ := strconv.Atoi(p)
-		advPort = int32(n)
-	}
-	s.mu.ln, s.mu.advHost, s.mu.advPort = ln, advHost, advPort
+	s.mu.lns = lns
 	return nil
 }
 
-// Addr returns the bound address, or nil before Listen.
+// Addr returns the first listener's bound address, or nil before Listen.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.ln == nil {
+	if s.mu.lns == nil {
 		return nil
 	}
-	return s.mu.ln.Addr()
+	return s.mu.lns[0].ln.Addr()
+}
+
+// ListenerAddr returns the bound address of the listener named name, or
+// nil before Listen or for a name not configured.
+func (s *Server) ListenerAddr(name string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.mu.lns {
+		if l.Name == name {
+			return l.ln.Addr()
+		}
+	}
+	return nil
 }
 
 // Advertised returns the host and port Metadata advertises for this
-// sidecar, resolved by Listen.
-func (s *Server) Advertised() (string, int32) { return s.advertised() }
-
-// advertised returns the host and port Metadata advertises.
-func (s *Server) advertised() (string, int32) {
+// sidecar on its first listener, resolved by Listen.
+func (s *Server) Advertised() (string, int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.mu.advHost, s.mu.advPort
+	if s.mu.lns == nil {
+		return "", 0
+	}
+	return s.mu.lns[0].advHost, s.mu.lns[0].advPort
+}
+
+// advertised returns the host and port Metadata advertises to the client
+// of ctx: those of the listener it connected to (the first listener for a
+// context without one).
+func (s *Server) advertised(ctx context.Context) (string, int32) {
+	if l := listenerOf(ctx); l != nil {
+		return l.advHost, l.advPort
+	}
+	return s.Advertised()
 }
 
 // Serve accepts connections until ctx is done or Shutdown is called, then
@@ -151,7 +163,7 @@ func (s *Server) advertised() (string, int32) {
 // listen or was called twice.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
-	needListen := s.mu.ln == nil && !s.mu.closing
+	needListen := s.mu.lns == nil && !s.mu.closing
 	s.mu.Unlock()
 	if needListen {
 		if err := s.Listen(); err != nil {
@@ -167,7 +179,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("server: Serve called twice")
 	}
 	s.mu.serving = true
-	ln, closing := s.mu.ln, s.mu.closing
+	lns, closing := s.mu.lns, s.mu.closing
 	s.mu.Unlock()
 	if closing {
 		return nil
@@ -175,18 +187,35 @@ func (s *Server) Serve(ctx context.Context) error {
 	stopWatch := context.AfterFunc(ctx, s.hardStop)
 	defer stopWatch()
 
-	s.log.Debug("kafka listener serving", "addr", ln.Addr().String())
+	// One accept loop per listener, owned here: each ends when its
+	// listener is closed (Shutdown, hard stop).
+	var accepting sync.WaitGroup
+	for _, l := range lns {
+		accepting.Add(1)
+		go func() {
+			defer accepting.Done()
+			s.acceptLoop(ctx, l)
+		}()
+	}
+	accepting.Wait()
+	s.conns.Wait()
+	return nil
+}
+
+// acceptLoop accepts l's connections until it is closed.
+func (s *Server) acceptLoop(ctx context.Context, l *boundListener) {
+	s.log.Debug("kafka listener serving", "listener", l.Name, "protocol", string(l.Protocol), "addr", l.ln.Addr().String())
 	var backoff time.Duration
 	for {
-		nc, err := ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if s.isClosing() || errors.Is(err, net.ErrClosed) {
-				break
+				return
 			}
 			// Accept errors other than a closed listener are transient
 			// (EMFILE, ECONNABORTED, …): back off as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			s.log.Warn("accept failed; retrying", "listener", l.Name, "err", err, "backoff", backoff)
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
@@ -196,25 +225,23 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		s.startConn(ctx, nc)
+		s.startConn(ctx, l, nc)
 	}
-	s.conns.Wait()
-	return nil
 }
 
 // startConn registers nc and starts its reader and writer, unless the server
 // is closing, in which case nc is closed at once.
-func (s *Server) startConn(ctx context.Context, nc net.Conn) {
+func (s *Server) startConn(ctx context.Context, l *boundListener, nc net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closing {
 		_ = nc.Close()
 		return
 	}
-	c := newConn(s, nc)
+	c := newConn(s, l, nc)
 	s.mu.conns[c] = struct{}{}
 	s.conns.Add(2)
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(withListener(context.WithValue(ctx, principalKey{}, &c.principal), l))
 	c.cancel = cancel
 	go c.readLoop(cctx)
 	go c.writeLoop(cctx)
@@ -239,8 +266,8 @@ func (s *Server) hardStop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.closing = true
-	if s.mu.ln != nil {
-		_ = s.mu.ln.Close()
+	for _, l := range s.mu.lns {
+		_ = l.ln.Close()
 	}
 	for c := range s.mu.conns {
 		c.fail()
@@ -259,8 +286,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopDrainer()
 	s.mu.Lock()
 	s.mu.closing = true
-	if s.mu.ln != nil {
-		_ = s.mu.ln.Close()
+	for _, l := range s.mu.lns {
+		_ = l.ln.Close()
 	}
 	for c := range s.mu.conns {
 		c.stopReading()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -288,11 +287,12 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	}
 	a.fetch = fetcher
 
-	adv := cfg.Advertised
+	listeners, err := serverListeners(cfg, log.With(slog.String("component", "server")))
+	if err != nil {
+		return nil, err
+	}
 	scfg := server.Config{
-		Addr:                  net.JoinHostPort(cfg.Listener.Host, fmt.Sprint(cfg.Listener.Port)),
-		AdvertisedHost:        adv.Host,
-		AdvertisedPort:        int32(adv.Port),
+		Listeners:             listeners,
 		NodeID:                cfg.NodeID,
 		ClusterID:             a.dir.clusterID,
 		AutoCreateTopics:      cfg.AutoCreateTopics,
@@ -324,7 +324,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		return nil, err
 	}
 	if err := a.server.Listen(); err != nil {
-		return nil, &ConfigError{Key: "listeners", Value: cfg.Listener.String(), Err: err}
+		return nil, &ConfigError{Key: "listeners", Value: listenersString(cfg.Listeners), Err: err}
 	}
 	if a.cluster != nil {
 		// Known only now: the address the other sidecars and clients
@@ -338,8 +338,13 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	if a.http != nil {
 		a.http.ready.Store(true)
 	}
+	var bound []string
+	for _, l := range cfg.Listeners {
+		bound = append(bound, l.Name+"="+a.server.ListenerAddr(l.Name).String())
+	}
 	log.Info("kafka listener started",
 		slog.String("addr", a.server.Addr().String()),
+		slog.String("listeners", strings.Join(bound, ",")),
 		slog.String("data.dir", cfg.DataDir),
 		slog.String("cluster.id", a.dir.clusterID),
 		slog.Int("node.id", int(cfg.NodeID)))
@@ -564,9 +569,9 @@ func kafkaKeyValue(cfg Config, key string) string {
 }
 
 func kafkaLogConfig(cfg Config) kafkalog.Config {
-	name := cfg.Advertised
-	if name == (Listener{}) {
-		name = cfg.Listener
+	name := cfg.Listeners[0]
+	if a, ok := cfg.advertisedFor(name.Name); ok {
+		name = a
 	}
 	return kafkalog.Config{
 		Brokers:           cfg.MetadataKafkaBrokers,

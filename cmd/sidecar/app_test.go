@@ -86,6 +86,13 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 	}{
 		{"listener in use", []string{"listeners=PLAINTEXT://" + busy.Addr().String()}, "listeners"},
 		{"cache smaller than a block", []string{"diskless.cache.max.bytes=4096"}, "diskless.cache.max.bytes"},
+		{"TLS listener without a keystore", []string{"listeners=SSL://127.0.0.1:0"}, "ssl.keystore.location"},
+		{"missing keystore file", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/nonexistent/k.pem"}, "ssl.keystore.location"},
+		{"JKS keystore", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.type=JKS"}, "ssl.keystore.type"},
+		{"encrypted key", []string{"listeners=SSL://127.0.0.1:0", "ssl.key.password=secret"}, "ssl.key.password"},
+		{"TLS 1.1", []string{"listeners=SSL://127.0.0.1:0", "ssl.enabled.protocols=TLSv1.1,TLSv1.2"}, "ssl.enabled.protocols"},
+		{"bad client auth on one listener", []string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "listener.name.ssl.ssl.client.auth=always"}, "listener.name.ssl.ssl.client.auth"},
+		{"bad mapping rule", []string{"listeners=SSL://127.0.0.1:0", "ssl.principal.mapping.rules=RULE:x"}, "ssl.principal.mapping.rules"},
 		{"backoff above its cap", []string{"diskless.upload.retry.backoff.ms=5000"}, "diskless.upload.retry.backoff.max.ms"},
 		{"bad key prefix", []string{"diskless.object.key.prefix=../x"}, "diskless.object.key.prefix"},
 		{"an OTLP protocol the sidecar lacks", []string{"otel.exporter.otlp.endpoint=http://127.0.0.1:4318"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},

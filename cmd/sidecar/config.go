@@ -33,10 +33,15 @@ import (
 // DESIGN §Configuration) read from a properties file and overridden by
 // --set key=value. Every key has a default that works on one machine.
 type Config struct {
-	Listener   Listener
-	Advertised Listener
-	NodeID     int32
-	DataDir    string
+	Listeners   []Listener
+	Advertised  []Listener
+	ProtocolMap map[string]server.SecurityProtocol
+	// SSL holds the broker-wide ssl.* keys' values, ListenerOverrides the
+	// listener.name.<name>.ssl.* ones by listener name (upper case).
+	SSL               map[string]string
+	ListenerOverrides map[string]map[string]string
+	NodeID            int32
+	DataDir           string
 
 	AutoCreateTopics      bool
 	NumPartitions         int32
@@ -122,16 +127,6 @@ type Config struct {
 	LogFormat       string
 }
 
-// Listener is one PLAINTEXT://host:port endpoint.
-type Listener struct {
-	Host string
-	Port int
-}
-
-func (l Listener) String() string {
-	return "PLAINTEXT://" + net.JoinHostPort(l.Host, strconv.Itoa(l.Port))
-}
-
 // option is one configuration key: its default, documentation, and how a
 // value is checked and stored. The table below is the only place a key is
 // defined; the README's table is checked against it by a test. A key that
@@ -215,18 +210,32 @@ const (
 
 var options = []option{
 	{key: "listeners", def: "PLAINTEXT://127.0.0.1:9092",
-		doc: "The Kafka listener, PLAINTEXT://host:port (one listener; port 0 picks a free port).",
-		set: func(c *Config, v string) (err error) { c.Listener, err = parseListener(v); return err }},
+		doc: "The Kafka listeners, NAME://host:port separated by commas (port 0 picks a free port); each name's security protocol is in listener.security.protocol.map.",
+		set: func(c *Config, v string) (err error) { c.Listeners, err = parseListeners(v); return err }},
+	{key: "listener.security.protocol.map", def: defaultProtocolMap,
+		doc: "Each listener name's security protocol, NAME:PROTOCOL separated by commas; PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+		set: func(c *Config, v string) (err error) { c.ProtocolMap, err = parseProtocolMap(v); return err }},
 	{key: "advertised.listeners", def: "",
-		doc: "The address clients are told to connect to; empty means the listener's. Required when listeners binds a wildcard host.",
+		doc: "The addresses clients of each listener are told to connect to, NAME://host:port separated by commas; a listener not named advertises its own. Required for a listener binding a wildcard host.",
 		set: func(c *Config, v string) (err error) {
 			if strings.TrimSpace(v) == "" {
-				c.Advertised = Listener{}
+				c.Advertised = nil
 				return nil
 			}
-			c.Advertised, err = parseListener(v)
+			c.Advertised, err = parseListeners(v)
 			return err
 		}},
+	sslOption("ssl.keystore.type", "PEM", "The keystore's format; only PEM."),
+	sslOption("ssl.keystore.location", "", "A PEM file holding the TLS listeners' private key (unencrypted) and certificate chain; re-read when it changes."),
+	sslOption("ssl.keystore.certificate.chain", "", "The certificate chain in PEM, inline (instead of ssl.keystore.location)."),
+	sslOption("ssl.keystore.key", "", "The private key in PEM, inline, unencrypted (instead of ssl.keystore.location)."),
+	sslOption("ssl.key.password", "", "Not supported: encrypted private keys are refused."),
+	sslOption("ssl.truststore.type", "PEM", "The truststore's format; only PEM."),
+	sslOption("ssl.truststore.location", "", "A PEM file of the CA certificates client certificates are verified against; re-read when it changes. Empty: the system's."),
+	sslOption("ssl.truststore.certificates", "", "The truststore's certificates in PEM, inline (instead of ssl.truststore.location)."),
+	sslOption("ssl.client.auth", "none", "Client certificates on SSL listeners: none, requested or required (SASL_SSL listeners only by listener.name.<name>.ssl.client.auth)."),
+	sslOption("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions accepted, TLSv1.2 and/or TLSv1.3."),
+	sslOption("ssl.principal.mapping.rules", "DEFAULT", "Maps a client certificate's subject name to its principal: DEFAULT or RULE:pattern/replacement/[LU], separated by commas."),
 	intOption("node.id", "0", "This sidecar's node id, reported as the broker id in Metadata.", 0, maxInt32, func(c *Config) *int32 { return &c.NodeID }),
 	{key: "data.dir", def: "./data", doc: "Directory for the coordinator logs and, with the local store, the objects.",
 		set: func(c *Config, v string) error {
@@ -398,24 +407,16 @@ var options = []option{
 		}},
 }
 
-func parseListener(v string) (Listener, error) {
-	v = strings.TrimSpace(v)
-	if strings.Contains(v, ",") {
-		return Listener{}, fmt.Errorf("only one listener is supported")
-	}
-	rest, ok := strings.CutPrefix(v, "PLAINTEXT://")
-	if !ok {
-		return Listener{}, fmt.Errorf("must be PLAINTEXT://host:port (other security protocols are not supported)")
-	}
-	host, port, err := net.SplitHostPort(rest)
-	if err != nil {
-		return Listener{}, err
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 0 || p > 65535 {
-		return Listener{}, fmt.Errorf("bad port %q", port)
-	}
-	return Listener{Host: host, Port: p}, nil
+// sslOption is a broker-wide ssl.* key; listener.name.<name>.<key>
+// overrides it for one listener.
+func sslOption(key, def, doc string) option {
+	return option{key: key, def: def, doc: doc, set: func(c *Config, v string) error {
+		if c.SSL == nil {
+			c.SSL = map[string]string{}
+		}
+		c.SSL[key] = v
+		return nil
+	}}
 }
 
 // ConfigError names the key whose value was refused.
@@ -470,6 +471,16 @@ func LoadConfig(path string, sets []string) (Config, error) {
 	}
 	apply := func(k, v string) error {
 		o, ok := byKey[k]
+		if name, key, prefixed := listenerPrefixed(k); !ok && prefixed {
+			if c.ListenerOverrides == nil {
+				c.ListenerOverrides = map[string]map[string]string{}
+			}
+			if c.ListenerOverrides[name] == nil {
+				c.ListenerOverrides[name] = map[string]string{}
+			}
+			c.ListenerOverrides[name][key] = v
+			return nil
+		}
 		if !ok {
 			return &ConfigError{Key: k}
 		}
@@ -507,12 +518,8 @@ func LoadConfig(path string, sets []string) (Config, error) {
 
 // check enforces rules between keys.
 func (c *Config) check() error {
-	if c.Advertised == (Listener{}) {
-		switch c.Listener.Host {
-		case "", "0.0.0.0", "::":
-			return &ConfigError{Key: "advertised.listeners", Value: "",
-				Err: fmt.Errorf("must be set when listeners binds the wildcard address %q", c.Listener.Host)}
-		}
+	if err := c.checkListeners(); err != nil {
+		return err
 	}
 	if c.StorageBackend == "s3" && c.S3Bucket == "" {
 		return &ConfigError{Key: "diskless.storage.s3.bucket", Value: "",

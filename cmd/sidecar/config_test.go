@@ -25,7 +25,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listener != (Listener{Host: "127.0.0.1", Port: 9092}) || c.NodeID != 0 || c.DataDir != "./data" ||
+	if !slices.Equal(c.Listeners, []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}) || c.NodeID != 0 || c.DataDir != "./data" ||
 		!c.AutoCreateTopics || c.NumPartitions != 1 || c.AppendBufferMaxBytes != 8388608 ||
 		c.AppendCommitInterval != 250*time.Millisecond || c.AppendMaxPendingBytes != 256<<20 ||
 		c.StorageBackend != "file" || c.UploadPartBytes != 8<<20 || c.UploadConcurrency != 4 {
@@ -120,7 +120,7 @@ func TestLoadConfigFileThenSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.NodeID != 4 || c.AppendCommitInterval != 100*time.Millisecond || c.AutoCreateTopics ||
-		c.Listener.Port != 9093 || c.Advertised.Host != "kafka-1.example" {
+		c.Listeners[0].Port != 9093 || c.Advertised[0].Host != "kafka-1.example" {
 		t.Fatalf("got %+v", c)
 	}
 }
@@ -135,8 +135,14 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"not a number", []string{"node.id=abc"}, "node.id"},
 		{"negative", []string{"num.partitions=0"}, "num.partitions"},
 		{"bad bool", []string{"auto.create.topics.enable=yes"}, "auto.create.topics.enable"},
-		{"bad listener", []string{"listeners=SSL://127.0.0.1:9093"}, "listeners"},
-		{"two listeners", []string{"listeners=PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners"},
+		{"bad listener", []string{"listeners=PLAINTEXT:/127.0.0.1:9093"}, "listeners"},
+		{"two listeners of one name", []string{"listeners=PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners"},
+		{"listener without protocol", []string{"listeners=CLIENT://127.0.0.1:9093"}, "listener.security.protocol.map"},
+		{"unknown protocol", []string{"listener.security.protocol.map=CLIENT:TLS"}, "listener.security.protocol.map"},
+		{"advertised listener not bound", []string{"advertised.listeners=SSL://a:1"}, "advertised.listeners"},
+		{"override of no listener", []string{"listener.name.ssl.ssl.client.auth=required"}, "listener.name.ssl.ssl.client.auth"},
+		{"cluster with a TLS listener", []string{"listeners=SSL://127.0.0.1:9093", "diskless.cluster.enable=true",
+			"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1"}, "listeners"},
 		{"wildcard without advertised", []string{"listeners=PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"},
 		{"pending below buffer", []string{"diskless.append.max.pending.bytes=10"}, "diskless.append.max.pending.bytes"},
 		{"bad log level", []string{"log.level=loud"}, "log.level"},
@@ -202,7 +208,7 @@ func TestDeployExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listener.Port == 9092 {
+	if cfg.Listeners[0].Port == 9092 {
 		t.Error("the example takes port 9092, the broker's next to it")
 	}
 }
@@ -236,7 +242,7 @@ func TestEnvSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NodeID != 7 || c.NumPartitions != 5 || c.AppendCommitInterval != 90*time.Millisecond || c.Advertised.Host != "kafka-2.kafka" {
+	if c.NodeID != 7 || c.NumPartitions != 5 || c.AppendCommitInterval != 90*time.Millisecond || c.Advertised[0].Host != "kafka-2.kafka" {
 		t.Fatalf("got node.id %d, num.partitions %d, commit interval %v, advertised %v", c.NodeID, c.NumPartitions, c.AppendCommitInterval, c.Advertised)
 	}
 	_, err = LoadConfig("", EnvSets([]string{"DISKLESS_SIDECAR_NODE_IDD=1"}))

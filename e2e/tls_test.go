@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-sidecar/sidecar/internal/certtest"
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+)
+
+// tlsFiles are a CA and the PEM files of a sidecar's keystore and
+// truststore and of a client's certificate.
+type tlsFiles struct {
+	ca                         *certtest.CA
+	dir                        string
+	serverKeystore, truststore string
+	client                     *certtest.Leaf
+	// clientKeystore holds the client's key and chain (Java's PEM
+	// keystore); clientCert and clientKey the same apart (kcat).
+	clientKeystore, clientCert, clientKey string
+}
+
+func newTLSFiles(t *testing.T) *tlsFiles {
+	t.Helper()
+	f := &tlsFiles{ca: certtest.NewCA(t, "e2e-ca"), dir: t.TempDir()}
+	srv := f.ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "sidecar-1"}, Server: true})
+	f.serverKeystore, _, _ = srv.Files(t, f.dir, "server")
+	f.truststore = filepath.Join(f.dir, "ca.pem")
+	certtest.WriteFile(t, f.truststore, f.ca.PEM)
+	f.client = f.ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "e2e-client", Organization: []string{"Example"}}})
+	f.clientKeystore, f.clientCert, f.clientKey = f.client.Files(t, f.dir, "client")
+	return f
+}
+
+// clientTLS is a crypto/tls client config presenting leaf (none if nil).
+func (f *tlsFiles) clientTLS(t *testing.T, leaf *certtest.Leaf) *tls.Config {
+	c := &tls.Config{RootCAs: f.ca.Pool(), MinVersion: tls.VersionTLS12}
+	if leaf != nil {
+		c.Certificates = []tls.Certificate{leaf.TLSCertificate(t)}
+	}
+	return c
+}
+
+// TestTLSClients: a sidecar with a PLAINTEXT and an mTLS (SSL,
+// ssl.client.auth=required) listener; kgo, kcat and the Java client
+// produce and consume over TLS with their client certificates, each told
+// the TLS listener's address by Metadata (a client given the plaintext
+// one would fail its handshake); refused cases leave it serving; a
+// rotated keystore is served without a restart.
+func TestTLSClients(t *testing.T) {
+	f := newTLSFiles(t)
+	sc := StartSidecar(t, "",
+		"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+		"ssl.keystore.location="+f.serverKeystore,
+		"ssl.truststore.location="+f.truststore,
+		"ssl.client.auth=required")
+	ssl := sc.Listeners["SSL"]
+	if ssl == "" || sc.Listeners["PLAINTEXT"] != sc.Addr {
+		t.Fatalf("listeners %v", sc.Listeners)
+	}
+	ctx := testCtx(t, 4*time.Minute)
+
+	t.Run("kgo", func(t *testing.T) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(ssl), kgo.DialTLSConfig(f.clientTLS(t, f.client)),
+			kgo.DefaultProduceTopic("tls-kgo"), kgo.ConsumeTopics("tls-kgo"), kgo.AllowAutoTopicCreation())
+		mustNoErr(t, "kgo client", err)
+		defer cl.Close()
+		for i := range 100 {
+			mustNoErr(t, "produce", cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("v%d", i))).FirstErr())
+		}
+		got := 0
+		for got < 100 {
+			fs := cl.PollFetches(ctx)
+			mustNoErr(t, "poll", fs.Err0())
+			fs.EachRecord(func(r *kgo.Record) {
+				if want := fmt.Sprintf("v%d", got); string(r.Value) != want {
+					t.Fatalf("record %d: %q, want %q", got, r.Value, want)
+				}
+				got++
+			})
+		}
+	})
+
+	t.Run("kcat", func(t *testing.T) {
+		tlsArgs := []string{"-b", ssl, "-X", "security.protocol=ssl", "-X", "ssl.ca.location=" + f.truststore,
+			"-X", "ssl.certificate.location=" + f.clientCert, "-X", "ssl.key.location=" + f.clientKey}
+		in := filepath.Join(t.TempDir(), "lines")
+		mustNoErr(t, "write", os.WriteFile(in, []byte("one\ntwo\nthree\n"), 0o644))
+		kcat(t, ctx, append(tlsArgs, "-P", "-t", "tls-kcat", "-l", in)...)
+		out := kcat(t, ctx, append(tlsArgs, "-C", "-t", "tls-kcat", "-o", "beginning", "-e", "-q", "-f", "%s\n")...)
+		if out != "one\ntwo\nthree\n" {
+			t.Fatalf("kcat consumed %q", out)
+		}
+		meta := kcat(t, ctx, append(tlsArgs, "-L")...)
+		if !strings.Contains(meta, ssl) {
+			t.Fatalf("kcat -L over TLS does not name the TLS listener %s:\n%s", ssl, meta)
+		}
+	})
+
+	t.Run("java", func(t *testing.T) {
+		props := []string{"--property", "security.protocol=SSL",
+			"--property", "ssl.truststore.type=PEM", "--property", "ssl.truststore.location=" + f.truststore,
+			"--property", "ssl.keystore.type=PEM", "--property", "ssl.keystore.location=" + f.clientKeystore}
+		cmd, err := kafkatest.JavaCommand(ctx, "Produce", append([]string{"--bootstrap-server", ssl, "--topic", "tls-java"}, props...)...)
+		mustNoErr(t, "java Produce", err)
+		cmd.Stdin = strings.NewReader("a\nb\nc\n")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "produced 3 records, 0 failed") {
+			t.Fatalf("java Produce over TLS: %v\n%s", err, out)
+		}
+		stdout, stderr, err := kafkatest.Java(ctx, "Consume", append([]string{"--bootstrap-server", ssl, "--topic", "tls-java", "--max-records", "3"}, props...)...)
+		if err != nil {
+			t.Fatalf("java Consume over TLS: %v\n%s", err, stderr)
+		}
+		recs, err := kafkatest.ParseRecords(stdout)
+		mustNoErr(t, "parse", err)
+		var vals []string
+		for _, r := range recs {
+			vals = append(vals, string(r.Value))
+		}
+		if strings.Join(vals, ",") != "a,b,c" {
+			t.Fatalf("java consumed %q", vals)
+		}
+	})
+
+	// Each refused connection fails its client and nothing else: a kgo
+	// client over TLS produces after each.
+	good, err := kgo.NewClient(kgo.SeedBrokers(ssl), kgo.DialTLSConfig(f.clientTLS(t, f.client)),
+		kgo.DefaultProduceTopic("tls-after"), kgo.AllowAutoTopicCreation())
+	mustNoErr(t, "kgo client", err)
+	defer good.Close()
+	expired := f.ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "expired"},
+		NotBefore: time.Now().Add(-72 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
+	stranger := certtest.NewCA(t, "other-ca").Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "stranger"}})
+	for _, c := range []struct {
+		name string
+		addr string
+		tls  *tls.Config
+	}{
+		{"expired certificate", ssl, f.clientTLS(t, expired)},
+		{"no certificate", ssl, f.clientTLS(t, nil)},
+		{"certificate of another CA", ssl, f.clientTLS(t, stranger)},
+		{"plaintext to the TLS port", ssl, nil},
+		{"TLS hello to the plaintext port", sc.Addr, f.clientTLS(t, f.client)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := []kgo.Opt{kgo.SeedBrokers(c.addr), kgo.RequestRetries(0), kgo.RetryTimeout(2 * time.Second),
+				kgo.DialTimeout(3 * time.Second), kgo.RequestTimeoutOverhead(3 * time.Second)}
+			if c.tls != nil {
+				opts = append(opts, kgo.DialTLSConfig(c.tls))
+			}
+			bad, err := kgo.NewClient(opts...)
+			mustNoErr(t, "kgo client", err)
+			defer bad.Close()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := bad.Ping(pctx); err == nil {
+				t.Fatal("ping succeeded")
+			}
+			mustNoErr(t, "produce after the refusal", good.ProduceSync(ctx, kgo.StringRecord(c.name)).FirstErr())
+			if !sc.Alive() {
+				t.Fatal("sidecar exited")
+			}
+		})
+	}
+	if n := strings.Count(sc.Logs(), "failed authentication: TLS handshake failed"); n < 1 || n > 2 {
+		t.Errorf("%d lines of failed TLS handshakes, want the first one (and at most a summary)", n)
+	}
+
+	t.Run("rotation", func(t *testing.T) {
+		next := f.ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "sidecar-2"}, Server: true})
+		certtest.WriteFile(t, f.serverKeystore, next.Keystore())
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cn := servedCN(t, ssl, f.clientTLS(t, f.client))
+			if cn == "sidecar-2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still serving %q 30 s after the keystore changed", cn)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		mustNoErr(t, "produce after the rotation", good.ProduceSync(ctx, kgo.StringRecord("rotated")).FirstErr())
+	})
+}
+
+// servedCN is the common name of the certificate the listener at addr
+// presents.
+func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	mustNoErr(t, "TLS dial", err)
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+}
