@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/diskless-sidecar/sidecar/internal/certtest"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
@@ -203,4 +208,110 @@ func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
 	mustNoErr(t, "TLS dial", err)
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+}
+
+// TestSASLClients: a sidecar with a PLAINTEXT and a SASL_SSL listener
+// offering PLAIN; kgo, kcat and the Java client produce and consume over
+// SASL_SSL; a wrong password and an unknown user are refused with
+// SASL_AUTHENTICATION_FAILED and leave the sidecar serving; with
+// connections.max.reauth.ms the Java client re-authenticates on its
+// connection and keeps producing.
+func TestSASLClients(t *testing.T) {
+	f := newTLSFiles(t)
+	sc := StartSidecar(t, "",
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.location="+f.serverKeystore,
+		"sasl.enabled.mechanisms=PLAIN",
+		"connections.max.reauth.ms=2000",
+		`listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";`)
+	addr := sc.Listeners["SASL_SSL"]
+	ctx := testCtx(t, 4*time.Minute)
+	tlsCfg := f.clientTLS(t, nil)
+
+	t.Run("kgo", func(t *testing.T) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
+			kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()),
+			kgo.DefaultProduceTopic("sasl-kgo"), kgo.ConsumeTopics("sasl-kgo"), kgo.AllowAutoTopicCreation())
+		mustNoErr(t, "kgo client", err)
+		defer cl.Close()
+		for i := range 50 {
+			mustNoErr(t, "produce", cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("v%d", i))).FirstErr())
+		}
+		got := 0
+		for got < 50 {
+			fs := cl.PollFetches(ctx)
+			mustNoErr(t, "poll", fs.Err0())
+			got += fs.NumRecords()
+		}
+	})
+
+	t.Run("kcat", func(t *testing.T) {
+		args := []string{"-b", addr, "-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + f.truststore,
+			"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=bob", "-X", "sasl.password=bob-secret"}
+		in := filepath.Join(t.TempDir(), "lines")
+		mustNoErr(t, "write", os.WriteFile(in, []byte("one\ntwo\n"), 0o644))
+		kcat(t, ctx, append(args, "-P", "-t", "sasl-kcat", "-l", in)...)
+		if out := kcat(t, ctx, append(args, "-C", "-t", "sasl-kcat", "-o", "beginning", "-e", "-q", "-f", "%s\n")...); out != "one\ntwo\n" {
+			t.Fatalf("kcat consumed %q", out)
+		}
+	})
+
+	t.Run("java with re-authentication", func(t *testing.T) {
+		props := []string{"--property", "security.protocol=SASL_SSL", "--property", "sasl.mechanism=PLAIN",
+			"--property", `sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`,
+			"--property", "ssl.truststore.type=PEM", "--property", "ssl.truststore.location=" + f.truststore}
+		cmd, err := kafkatest.JavaCommand(ctx, "Produce", append([]string{"--bootstrap-server", addr, "--topic", "sasl-java"}, props...)...)
+		mustNoErr(t, "java Produce", err)
+		// Lines over 5 s: the 2 s sessions end twice while the producer
+		// holds its connection; it re-authenticates (KIP-368) and keeps
+		// going.
+		pr, pw := io.Pipe()
+		cmd.Stdin = pr
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		mustNoErr(t, "start", cmd.Start())
+		for i := range 10 {
+			fmt.Fprintf(pw, "line-%d\n", i)
+			time.Sleep(500 * time.Millisecond)
+		}
+		pw.Close()
+		if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "produced 10 records, 0 failed") {
+			t.Fatalf("java Produce over SASL_SSL: %v\n%s", err, out.String())
+		}
+		if !strings.Contains(sc.Logs(), "SASL re-authentication done") {
+			t.Errorf("no re-authentication in the sidecar's log")
+		}
+		stdout, stderr, err := kafkatest.Java(ctx, "Consume", append([]string{"--bootstrap-server", addr, "--topic", "sasl-java", "--max-records", "10"}, props...)...)
+		if err != nil {
+			t.Fatalf("java Consume over SASL_SSL: %v\n%s", err, stderr)
+		}
+		if recs, err := kafkatest.ParseRecords(stdout); err != nil || len(recs) != 10 {
+			t.Fatalf("java consumed %d records (%v)", len(recs), err)
+		}
+	})
+
+	good, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
+		kgo.SASL(plain.Auth{User: "bob", Pass: "bob-secret"}.AsMechanism()),
+		kgo.DefaultProduceTopic("sasl-after"), kgo.AllowAutoTopicCreation())
+	mustNoErr(t, "kgo client", err)
+	defer good.Close()
+	for _, c := range []struct{ name, user, pass string }{
+		{"wrong password", "alice", "bob-secret"},
+		{"unknown user", "mallory", "x"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg), kgo.RequestRetries(0),
+				kgo.SASL(plain.Auth{User: c.user, Pass: c.pass}.AsMechanism()))
+			mustNoErr(t, "kgo client", err)
+			defer bad.Close()
+			err = bad.Ping(ctx)
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				t.Fatalf("ping: %v, want SASL_AUTHENTICATION_FAILED", err)
+			}
+			mustNoErr(t, "produce after the refusal", good.ProduceSync(ctx, kgo.StringRecord(c.name)).FirstErr())
+		})
+	}
+	if strings.Contains(sc.Logs(), "alice-secret") || strings.Contains(sc.Logs(), "bob-secret") {
+		t.Error("a password in the sidecar's log")
+	}
 }

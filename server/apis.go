@@ -23,6 +23,8 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	deleteRecordsVersions, initProducerIDVersions, describeConfigsVersions,
 	deleteTopicsVersions, alterConfigsVersions, describeLogDirsVersions, createPartitionsVersions,
 	incrementalAlterConfigsVersions, describeClusterVersions,
+	// SASL (sasl.go answers them while a connection authenticates).
+	saslHandshakeVersions, saslAuthenticateVersions,
 	// Consumer groups (groups.go).
 	offsetCommitVersions, offsetFetchVersions, findCoordinatorVersions, joinGroupVersions,
 	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
@@ -121,6 +123,8 @@ var routes = map[int16]route{
 	37: async((*Server).handleCreatePartitions),
 	44: async((*Server).handleIncrementalAlterConfigs),
 	60: async((*Server).handleDescribeCluster),
+	17: async((*Server).handleSaslHandshake),
+	36: async((*Server).handleSaslAuthenticate),
 	// Consumer groups (groups.go).
 	8:  async((*Server).handleOffsetCommit),
 	9:  async((*Server).handleOffsetFetch),

@@ -86,6 +86,17 @@ type Config struct {
 	// response could not be written for this long (a client that stopped
 	// reading). Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// MaxReauth is connections.max.reauth.ms: a SASL session lasts this
+	// long, then the client must re-authenticate on the connection
+	// (KIP-368) or it is closed at its next request; 0 (default): sessions
+	// do not expire.
+	MaxReauth time.Duration
+	// FailedAuthDelay is connection.failed.authentication.delay.ms: a
+	// connection whose authentication failed is closed this long after
+	// the answer; default DefaultFailedAuthDelay.
+	FailedAuthDelay time.Duration
+	// Now is the clock of SASL sessions (tests); default time.Now.
+	Now func() time.Time
 	// LogDir is the log dir DescribeLogDirs reports (where the objects
 	// are, e.g. s3://bucket/prefix). Default DefaultLogDir.
 	LogDir string
@@ -150,6 +161,12 @@ func (c Config) withDefaults() Config {
 	if c.LogDir == "" {
 		c.LogDir = DefaultLogDir
 	}
+	if c.FailedAuthDelay == 0 {
+		c.FailedAuthDelay = DefaultFailedAuthDelay
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -186,6 +203,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("socket.request.max.bytes %d: must be > 0", d.MaxRequestBytes))
 	} else if d.MaxQueuedRequestBytes < int64(d.MaxRequestBytes) {
 		errs = append(errs, fmt.Errorf("queued.max.request.bytes %d: must be ≥ socket.request.max.bytes (%d)", d.MaxQueuedRequestBytes, d.MaxRequestBytes))
+	}
+	if d.MaxReauth < 0 {
+		errs = append(errs, fmt.Errorf("connections.max.reauth.ms %v: must be ≥ 0", d.MaxReauth))
+	}
+	if d.FailedAuthDelay < 0 {
+		errs = append(errs, fmt.Errorf("connection.failed.authentication.delay.ms %v: must be ≥ 0", d.FailedAuthDelay))
 	}
 	if d.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms %v: must be > 0", d.IdleTimeout))

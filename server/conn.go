@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,10 @@ type conn struct {
 	// client id changes.
 	log atomic.Pointer[slog.Logger]
 
+	// sasl is the authentication state of a SASL listener's connection
+	// (sasl.go), nil on the others; only the reader touches it.
+	sasl *saslConn
+
 	// principal is who the connection authenticated as (SPEC §14,
 	// Principals): AnonymousPrincipal until the TLS handshake or SASL
 	// says otherwise. Requests read it through their context.
@@ -82,6 +87,14 @@ type pending struct {
 	flexibleHeader bool
 	// noResponse is set for acks=0 produce: nothing is written.
 	noResponse bool
+	// raw answers a bare SASL message (after SaslHandshake v0): rawAnswer
+	// is written with a size prefix only.
+	raw       bool
+	rawAnswer []byte
+	// closeAfter ends the connection once this answer is written (a failed
+	// authentication): the reader reads no more, and the writer closes
+	// the connection FailedAuthDelay after writing.
+	closeAfter bool
 	// budget is the request bytes taken from Server.reqBudget for this
 	// request's frame, given back once it is answered.
 	budget int64
@@ -113,6 +126,9 @@ func newConn(s *Server, l *boundListener, nc net.Conn) *conn {
 	c.readCtx, c.readCancel = context.WithCancel(context.Background())
 	c.log.Store(s.log.With("remote", c.remote))
 	c.principal.set(AnonymousPrincipal)
+	if len(l.SASL) > 0 {
+		c.sasl = &saslConn{mechs: l.SASL}
+	}
 	return c
 }
 
@@ -175,7 +191,10 @@ func (c *conn) readLoop(ctx context.Context) {
 			if errors.Is(err, errIdleButBusy) {
 				continue
 			}
-			if errors.Is(err, errBadRequest) {
+			if errors.Is(err, errSASLState) {
+				c.limited(slog.LevelInfo, "", "closing connection: request refused by the SASL state", slog.Any("err", err))
+				c.fail()
+			} else if errors.Is(err, errBadRequest) {
 				c.limited(slog.LevelInfo, "", "closing connection: bad request", slog.Any("err", err))
 				c.fail()
 			} else {
@@ -188,6 +207,9 @@ func (c *conn) readLoop(ctx context.Context) {
 			return
 		}
 		c.queue <- p
+		if p.closeAfter {
+			return
+		}
 	}
 }
 
@@ -263,6 +285,11 @@ func (c *conn) readRequest(ctx context.Context, br *bufio.Reader, ident *clientI
 		c.s.reqBudget.Release(budget)
 		return nil, err
 	}
+	if c.sasl != nil && c.sasl.step == saslRawToken {
+		p := c.saslRawTokenPending(frame)
+		p.budget = budget
+		return p, nil
+	}
 	p, err := c.decode(ctx, frame, ident)
 	if err != nil {
 		c.s.reqBudget.Release(budget)
@@ -306,6 +333,11 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 		}
 	}()
 
+	if c.sasl != nil {
+		if err := c.saslAdmit(h.key); err != nil {
+			return nil, err
+		}
+	}
 	lo, hi, known := c.s.versionRange(h.key)
 	if h.key == apiVersionsKey && (h.version < lo || h.version > hi) {
 		// The body's format is unknown: answer without reading it.
@@ -336,6 +368,13 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	p = &pending{key: h.key, version: h.version, correlationID: h.correlationID, flexibleHeader: flexHeader}
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResponse = true
+	}
+	if c.sasl != nil && (h.key == saslHandshakeVersions.ApiKey || h.key == saslAuthenticateVersions.ApiKey) {
+		if resp, closeAfter, ok := c.saslRequest(req); ok {
+			p = c.ready(h, flexHeader, resp)
+			p.closeAfter = closeAfter
+			return p, nil
+		}
 	}
 	switch h.key {
 	case joinGroupVersions.ApiKey, consumerGroupHeartbeatVersions.ApiKey, metadataVersions.ApiKey, findCoordinatorVersions.ApiKey,
@@ -455,16 +494,23 @@ func (c *conn) writeLoop(ctx context.Context) {
 			continue
 		}
 		if p.noResponse {
+			if p.closeAfter {
+				c.closeAfterFailedAuth(ctx)
+			}
 			continue
 		}
-		if resp == nil {
+		if p.raw {
+			buf = appendRaw(buf[:0], p.rawAnswer)
+		} else if resp == nil {
 			c.limited(slog.LevelError, nameForKey(p.key), "closing connection: handler returned no response",
 				slog.String("api", nameForKey(p.key)), slog.Int("version", int(p.version)))
 			c.fail()
 			continue
 		}
 		var err error
-		buf, err = c.encode(buf[:0], p, resp)
+		if !p.raw {
+			buf, err = c.encode(buf[:0], p, resp)
+		}
 		if err != nil {
 			c.limited(slog.LevelError, nameForKey(p.key), "closing connection: cannot encode response",
 				slog.String("api", nameForKey(p.key)), slog.Int("version", int(p.version)), slog.Any("err", err))
@@ -481,10 +527,32 @@ func (c *conn) writeLoop(ctx context.Context) {
 			c.fail()
 			continue
 		}
+		if p.closeAfter {
+			c.closeAfterFailedAuth(ctx)
+		}
 		if cap(buf) > keepWriteBuffer {
 			buf = nil
 		}
 	}
+}
+
+// closeAfterFailedAuth closes the connection FailedAuthDelay after a failed
+// authentication's answer (Kafka's connection.failed.authentication.delay.ms).
+func (c *conn) closeAfterFailedAuth(ctx context.Context) {
+	t := time.NewTimer(c.s.cfg.FailedAuthDelay)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	case <-c.stopRead:
+		t.Stop()
+	}
+	c.fail()
+}
+
+// appendRaw appends a size-prefixed bare SASL message.
+func appendRaw(dst, msg []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(dst, uint32(len(msg))), msg...)
 }
 
 // encode appends p's response frame to dst. The response is forced to the

@@ -23,56 +23,63 @@ func FuzzConn(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		logs := &logSink{}
-		cat := newFakeCatalog()
-		if _, err := cat.CreateTopic(context.Background(), "existing", 3, nil); err != nil {
-			t.Fatal(err)
-		}
-		s, err := New(Config{
-			Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "fuzz", AutoCreateTopics: true,
-			MaxRequestBytes: 1 << 20, MaxInflightPerConn: 4, Logger: logs.logger(),
-			Shards: &fakeShards{commitFn: func(_ int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
-				return make([]diskless.CommitBatchResult, len(req.Batches)), nil
-			}},
-		}, &fakeProducer{}, &fakeFetcher{}, cat)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fc := newScriptConn(data)
-		s.startConn(context.Background(), &boundListener{Listener: Listener{Name: "PLAINTEXT", Protocol: Plaintext}}, fc)
-		c := func() *conn {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for c := range s.mu.conns {
-				return c
-			}
-			return nil
-		}()
-
-		done := make(chan struct{})
-		go func() { s.conns.Wait(); close(done) }()
-		deadline := time.After(testTimeout)
-	wait:
-		for {
-			select {
-			case <-done:
-				break wait
-			case <-deadline:
-				t.Fatalf("connection goroutines still running after %v", testTimeout)
-			case <-fc.drained:
-				// Input consumed; close once every request read is answered
-				// (the reader itself holds one in-flight token while reading).
-				if c != nil && len(c.inflight) <= 1 {
-					fc.Close()
-				} else {
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
-		}
-		if n := logs.errors.Load(); n != 0 {
-			t.Fatalf("%d error logs:\n%s", n, logs.String())
-		}
+		fuzzOneConn(t, data, &boundListener{Listener: Listener{Name: "PLAINTEXT", Protocol: Plaintext}})
 	})
+}
+
+// fuzzOneConn runs one connection of listener l over data: nothing may
+// panic or log an error, no goroutine may hang, every request read is
+// answered before the connection closes.
+func fuzzOneConn(t *testing.T, data []byte, l *boundListener) {
+	logs := &logSink{}
+	cat := newFakeCatalog()
+	if _, err := cat.CreateTopic(context.Background(), "existing", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{
+		Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "fuzz", AutoCreateTopics: true,
+		MaxRequestBytes: 1 << 20, MaxInflightPerConn: 4, Logger: logs.logger(), FailedAuthDelay: time.Microsecond,
+		Shards: &fakeShards{commitFn: func(_ int32, req *diskless.CommitFileRequest) ([]diskless.CommitBatchResult, error) {
+			return make([]diskless.CommitBatchResult, len(req.Batches)), nil
+		}},
+	}, &fakeProducer{}, &fakeFetcher{}, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newScriptConn(data)
+	s.startConn(context.Background(), l, fc)
+	c := func() *conn {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.mu.conns {
+			return c
+		}
+		return nil
+	}()
+
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	deadline := time.After(testTimeout)
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-deadline:
+			t.Fatalf("connection goroutines still running after %v", testTimeout)
+		case <-fc.drained:
+			// Input consumed; close once every request read is answered
+			// (the reader itself holds one in-flight token while reading).
+			if c != nil && len(c.inflight) <= 1 {
+				fc.Close()
+			} else {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}
+	if n := logs.errors.Load(); n != 0 {
+		t.Fatalf("%d error logs:\n%s", n, logs.String())
+	}
 }
 
 // scriptConn is a net.Conn whose reads return a fixed input, then block

@@ -81,6 +81,10 @@ type Listener struct {
 	// Principals); nil maps every certificate to its subject's
 	// distinguished name. An error refuses the connection.
 	Principal func(*x509.Certificate) (string, error)
+	// SASL are the mechanisms a SASL_PLAINTEXT or SASL_SSL listener
+	// offers (sasl.enabled.mechanisms), in order; required for those,
+	// refused for the others.
+	SASL []SASLMechanism
 }
 
 // validate reports what is wrong with l, naming the keys it comes from.
@@ -100,8 +104,11 @@ func (l Listener) validate() []error {
 	if l.AdvertisedPort < 0 || l.AdvertisedPort > 65535 {
 		errs = append(errs, fmt.Errorf("advertised.listeners: listener %s: port %d out of range 0–65535", l.Name, l.AdvertisedPort))
 	}
-	if l.Protocol == SASLPlaintext || l.Protocol == SASLSSL {
-		errs = append(errs, fmt.Errorf("listener.security.protocol.map: listener %s: %s is not served yet", l.Name, l.Protocol))
+	switch sasl := l.Protocol == SASLPlaintext || l.Protocol == SASLSSL; {
+	case sasl && len(l.SASL) == 0:
+		errs = append(errs, fmt.Errorf("sasl.enabled.mechanisms: listener %s (%s) needs a SASL mechanism", l.Name, l.Protocol))
+	case !sasl && len(l.SASL) > 0:
+		errs = append(errs, fmt.Errorf("listener.security.protocol.map: listener %s is %s, which has no SASL", l.Name, l.Protocol))
 	}
 	switch {
 	case l.Protocol.TLS() && l.TLS == nil:

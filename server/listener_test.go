@@ -240,14 +240,14 @@ func TestListenerConfigRefused(t *testing.T) {
 		ls  []Listener
 		key string
 	}{
-		"SSL without TLS":      {[]Listener{{Name: "SSL", Protocol: SSL, Addr: "127.0.0.1:0"}}, "ssl.keystore.location"},
-		"PLAINTEXT with TLS":   {[]Listener{{Name: "P", Protocol: Plaintext, Addr: "127.0.0.1:0", TLS: f.server.TLSConfig()}}, "listener.security.protocol.map"},
-		"TLS 1.1":              {[]Listener{{Name: "SSL", Protocol: SSL, Addr: "127.0.0.1:0", TLS: old}}, "ssl.enabled.protocols"},
-		"SASL":                 {[]Listener{{Name: "SASL_PLAINTEXT", Protocol: SASLPlaintext, Addr: "127.0.0.1:0"}}, "listener.security.protocol.map"},
-		"unknown protocol":     {[]Listener{{Name: "X", Protocol: "TLS", Addr: "127.0.0.1:0"}}, "listener.security.protocol.map"},
-		"a name twice":         {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0"}, {Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0"}}, "listeners"},
-		"bad address":          {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1"}}, "listeners"},
-		"advertised port past": {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0", AdvertisedPort: 70000}}, "advertised.listeners"},
+		"SSL without TLS":        {[]Listener{{Name: "SSL", Protocol: SSL, Addr: "127.0.0.1:0"}}, "ssl.keystore.location"},
+		"PLAINTEXT with TLS":     {[]Listener{{Name: "P", Protocol: Plaintext, Addr: "127.0.0.1:0", TLS: f.server.TLSConfig()}}, "listener.security.protocol.map"},
+		"TLS 1.1":                {[]Listener{{Name: "SSL", Protocol: SSL, Addr: "127.0.0.1:0", TLS: old}}, "ssl.enabled.protocols"},
+		"SASL without mechanism": {[]Listener{{Name: "SASL_PLAINTEXT", Protocol: SASLPlaintext, Addr: "127.0.0.1:0"}}, "sasl.enabled.mechanisms"},
+		"unknown protocol":       {[]Listener{{Name: "X", Protocol: "TLS", Addr: "127.0.0.1:0"}}, "listener.security.protocol.map"},
+		"a name twice":           {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0"}, {Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0"}}, "listeners"},
+		"bad address":            {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1"}}, "listeners"},
+		"advertised port past":   {[]Listener{{Name: "A", Protocol: Plaintext, Addr: "127.0.0.1:0", AdvertisedPort: 70000}}, "advertised.listeners"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := Config{Listeners: c.ls, ClusterID: "c"}.Validate()

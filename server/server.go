@@ -229,6 +229,9 @@ func (s *Server) acceptLoop(ctx context.Context, l *boundListener) {
 	}
 }
 
+// now is the clock of SASL sessions.
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
 // startConn registers nc and starts its reader and writer, unless the server
 // is closing, in which case nc is closed at once.
 func (s *Server) startConn(ctx context.Context, l *boundListener, nc net.Conn) {

@@ -293,6 +293,8 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	}
 	scfg := server.Config{
 		Listeners:             listeners,
+		MaxReauth:             cfg.MaxReauth,
+		FailedAuthDelay:       cfg.FailedAuthDelay,
 		NodeID:                cfg.NodeID,
 		ClusterID:             a.dir.clusterID,
 		AutoCreateTopics:      cfg.AutoCreateTopics,

@@ -93,6 +93,10 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 		{"TLS 1.1", []string{"listeners=SSL://127.0.0.1:0", "ssl.enabled.protocols=TLSv1.1,TLSv1.2"}, "ssl.enabled.protocols"},
 		{"bad client auth on one listener", []string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "listener.name.ssl.ssl.client.auth=always"}, "listener.name.ssl.ssl.client.auth"},
 		{"bad mapping rule", []string{"listeners=SSL://127.0.0.1:0", "ssl.principal.mapping.rules=RULE:x"}, "ssl.principal.mapping.rules"},
+		{"SASL mechanism not served", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=GSSAPI"}, "sasl.enabled.mechanisms"},
+		{"PLAIN without users", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		{"PLAIN users unparsable", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0",
+			`listener.name.sasl_plaintext.plain.sasl.jaas.config=PlainLoginModule required user_a="top-secret"`}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
 		{"backoff above its cap", []string{"diskless.upload.retry.backoff.ms=5000"}, "diskless.upload.retry.backoff.max.ms"},
 		{"bad key prefix", []string{"diskless.object.key.prefix=../x"}, "diskless.object.key.prefix"},
 		{"an OTLP protocol the sidecar lacks", []string{"otel.exporter.otlp.endpoint=http://127.0.0.1:4318"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
@@ -112,6 +116,9 @@ func TestStartFailuresNameTheKey(t *testing.T) {
 			var ce *ConfigError
 			if err == nil || !(errors.As(err, &ce) || errors.Is(err, errInvalidConfig)) || !strings.Contains(err.Error(), c.key) {
 				t.Fatalf("start: %v, want a configuration error naming %s", err, c.key)
+			}
+			if strings.Contains(err.Error(), "top-secret") {
+				t.Fatalf("start: %v shows a password", err)
 			}
 			// Everything opened was closed: the data.dir can be used again.
 			ok := testConfig(t)

@@ -40,8 +40,14 @@ type Config struct {
 	// listener.name.<name>.ssl.* ones by listener name (upper case).
 	SSL               map[string]string
 	ListenerOverrides map[string]map[string]string
-	NodeID            int32
-	DataDir           string
+	// SASLMechanisms is sasl.enabled.mechanisms; MaxReauth
+	// connections.max.reauth.ms; FailedAuthDelay
+	// connection.failed.authentication.delay.ms.
+	SASLMechanisms  string
+	MaxReauth       time.Duration
+	FailedAuthDelay time.Duration
+	NodeID          int32
+	DataDir         string
 
 	AutoCreateTopics      bool
 	NumPartitions         int32
@@ -235,6 +241,11 @@ var options = []option{
 	sslOption("ssl.truststore.certificates", "", "The truststore's certificates in PEM, inline (instead of ssl.truststore.location)."),
 	sslOption("ssl.client.auth", "none", "Client certificates on SSL listeners: none, requested or required (SASL_SSL listeners only by listener.name.<name>.ssl.client.auth)."),
 	sslOption("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions accepted, TLSv1.2 and/or TLSv1.3."),
+	{key: "sasl.enabled.mechanisms", def: "PLAIN",
+		doc: "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer, separated by commas: PLAIN (users in listener.name.<name>.plain.sasl.jaas.config).",
+		set: func(c *Config, v string) error { c.SASLMechanisms = v; return nil }},
+	msOption("connections.max.reauth.ms", "0", "A SASL session's lifetime: the client must re-authenticate on its connection before it ends, or the connection is closed at its next request; 0: sessions do not expire, ms.", 0, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.MaxReauth }),
+	msOption("connection.failed.authentication.delay.ms", ms(server.DefaultFailedAuthDelay), "A connection whose authentication failed is closed this long after the answer, ms (at least 1).", 1, 60000, func(c *Config) *time.Duration { return &c.FailedAuthDelay }),
 	sslOption("ssl.principal.mapping.rules", "DEFAULT", "Maps a client certificate's subject name to its principal: DEFAULT or RULE:pattern/replacement/[LU], separated by commas."),
 	intOption("node.id", "0", "This sidecar's node id, reported as the broker id in Metadata.", 0, maxInt32, func(c *Config) *int32 { return &c.NodeID }),
 	{key: "data.dir", def: "./data", doc: "Directory for the coordinator logs and, with the local store, the objects.",

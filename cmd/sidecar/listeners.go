@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-sidecar/sidecar/internal/sasl"
 	"github.com/diskless-sidecar/sidecar/internal/tlsconfig"
 	"github.com/diskless-sidecar/sidecar/server"
 )
@@ -97,6 +98,13 @@ var sslKeys = []string{
 	"ssl.client.auth", "ssl.enabled.protocols", "ssl.principal.mapping.rules",
 }
 
+// listenerOnlyKeys exist only with a listener-name prefix: the PLAIN
+// users of a listener (SPEC §14, SASL).
+var listenerOnlyKeys = []string{"plain.sasl.jaas.config"}
+
+// prefixableKeys are the keys listener.name.<name>. may prefix.
+var prefixableKeys = append(append([]string{"sasl.enabled.mechanisms"}, sslKeys...), listenerOnlyKeys...)
+
 // listenerPrefixed splits listener.name.<name>.<key> into the listener's
 // name (upper case) and the key, for the keys a listener may override.
 func listenerPrefixed(k string) (name, key string, ok bool) {
@@ -104,7 +112,7 @@ func listenerPrefixed(k string) (name, key string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	for _, sk := range sslKeys {
+	for _, sk := range prefixableKeys {
 		if n, found := strings.CutSuffix(rest, "."+sk); found && n != "" && !strings.Contains(n, ".") {
 			return strings.ToUpper(n), sk, true
 		}
@@ -163,7 +171,7 @@ func (c *Config) checkListeners() error {
 	for name, keys := range c.ListenerOverrides {
 		if !slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Name == name }) {
 			for k, v := range keys {
-				return &ConfigError{Key: "listener.name." + strings.ToLower(name) + "." + k, Value: v,
+				return &ConfigError{Key: "listener.name." + strings.ToLower(name) + "." + k, Value: shownValue(k, v),
 					Err: fmt.Errorf("listener %s is not in listeners", name)}
 			}
 		}
@@ -217,6 +225,13 @@ func serverListeners(c Config, log *slog.Logger) ([]server.Listener, error) {
 				return nil, err
 			}
 			sl.TLS, sl.Principal = tc, principal
+		}
+		if proto == server.SASLPlaintext || proto == server.SASLSSL {
+			mechs, err := listenerSASL(c, l.Name, proto)
+			if err != nil {
+				return nil, err
+			}
+			sl.SASL = mechs
 		}
 		out = append(out, sl)
 	}
@@ -287,10 +302,48 @@ func listenerTLS(c Config, name string, proto server.SecurityProtocol, log *slog
 	return src.TLSConfig(), mapper.Principal, nil
 }
 
+// listenerSASL builds listener name's SASL mechanisms from
+// sasl.enabled.mechanisms and, for PLAIN, its users
+// (listener.name.<name>.plain.sasl.jaas.config).
+func listenerSASL(c Config, name string, proto server.SecurityProtocol) ([]server.SASLMechanism, error) {
+	mechKey := "sasl.enabled.mechanisms"
+	enabled := c.SASLMechanisms
+	if v, ok := c.ListenerOverrides[name][mechKey]; ok {
+		mechKey, enabled = c.sslKeyName(name, mechKey), v
+	}
+	var out []server.SASLMechanism
+	for _, m := range strings.Split(enabled, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "":
+		case "PLAIN":
+			jaasKey := "listener.name." + strings.ToLower(name) + ".plain.sasl.jaas.config"
+			jaas, ok := c.ListenerOverrides[name]["plain.sasl.jaas.config"]
+			if !ok {
+				return nil, &ConfigError{Key: jaasKey, Value: "", Err: fmt.Errorf("listener %s offers PLAIN: its users are needed", name)}
+			}
+			users, err := sasl.ParseJAASUsers(jaas)
+			if err != nil {
+				return nil, &ConfigError{Key: jaasKey, Value: "[hidden]", Err: err}
+			}
+			p, err := sasl.NewPlain(users)
+			if err != nil {
+				return nil, &ConfigError{Key: jaasKey, Value: "[hidden]", Err: err}
+			}
+			out = append(out, p)
+		default:
+			return nil, &ConfigError{Key: mechKey, Value: enabled, Err: fmt.Errorf("mechanism %q is not supported (PLAIN is)", m)}
+		}
+	}
+	if len(out) == 0 {
+		return nil, &ConfigError{Key: mechKey, Value: enabled, Err: fmt.Errorf("listener %s is %s: it needs a mechanism", name, proto)}
+	}
+	return out, nil
+}
+
 // shownValue is v as an error may show it: secrets (a private key, its
 // password) never appear in a message or a log.
 func shownValue(key, v string) string {
-	if v != "" && (key == "ssl.keystore.key" || key == "ssl.key.password") {
+	if v != "" && (key == "ssl.keystore.key" || key == "ssl.key.password" || strings.HasSuffix(key, "sasl.jaas.config")) {
 		return "[hidden]"
 	}
 	return v
