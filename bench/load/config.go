@@ -183,13 +183,18 @@ func (c Config) acks() (kgo.Acks, error) {
 	return kgo.Acks{}, fmt.Errorf("acks %q: want all, 1 or 0", c.Acks)
 }
 
+// securityOpts are the TLS and SASL options of -tls-ca and -sasl-plain,
+// set by main before any client exists (only with the sidecar as the one
+// target).
+var securityOpts []kgo.Opt
+
 // clientOpts are the options every client of a run shares: the seed
-// brokers and a client id that shows up in broker logs.
+// brokers, a client id that shows up in broker logs, and TLS and SASL.
 func clientOpts(brokers []string) []kgo.Opt {
-	return []kgo.Opt{
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID("diskless-sidecar-load"),
-	}
+	}, securityOpts...)
 }
 
 // producerOpts are a producer client's options; c must be valid.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +12,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 )
@@ -104,8 +109,20 @@ Flags:
 	fs.BoolVar(&o.json, "json", false, "after the text report, print the settings and results as JSON (for bench/RESULTS.md)")
 	fs.StringVar(&o.plot, "plot", "", "after the report, write the measured window's produce and end-to-end latencies of every target as latency-by-percentile lines to this file (.svg or .png)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting the CA certificates of this PEM file (the sidecar alone: not with -kafka, -kafka-brokers, -kfake or -sidecar-bin)")
+	saslPlain := fs.String("sasl-plain", "", "authenticate with SASL PLAIN as user:password (the sidecar alone, as -tls-ca)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, o, err
+	}
+	if *tlsCA != "" || *saslPlain != "" {
+		if o.kafka.start || o.kafkaBrokers != "" || o.kfake || o.onlyKfake || o.rig.bin != "" {
+			return cfg, o, errors.New("-tls-ca and -sasl-plain drive a running sidecar alone")
+		}
+		opts, err := securityFlags(*tlsCA, *saslPlain)
+		if err != nil {
+			return cfg, o, err
+		}
+		securityOpts = opts
 	}
 	if fs.NArg() > 0 {
 		return cfg, o, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -284,4 +301,28 @@ func splitBrokers(s string) []string {
 		}
 	}
 	return out
+}
+
+// securityFlags turns -tls-ca and -sasl-plain into client options.
+func securityFlags(caFile, userPass string) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if caFile != "" {
+		pemBytes, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate", caFile)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	if userPass != "" {
+		user, pass, ok := strings.Cut(userPass, ":")
+		if !ok || user == "" {
+			return nil, errors.New("-sasl-plain: want user:password")
+		}
+		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+	}
+	return opts, nil
 }
