@@ -229,7 +229,13 @@ func (c *conn) handshake(ctx context.Context, tc *tls.Conn) bool {
 		principal, err = c.listener.certPrincipal(tc.ConnectionState())
 	}
 	if err != nil {
-		if !c.stopping() && ctx.Err() == nil {
+		switch {
+		case c.stopping() || ctx.Err() != nil:
+		case errors.Is(err, io.EOF):
+			// Closed before a hello: a client that dialed and changed its
+			// mind (kgo does at close), not a failed authentication.
+			c.log.Load().Debug("connection closed before the TLS handshake", "listener", c.listener.Name)
+		default:
 			c.limited(slog.LevelInfo, "", "failed authentication: TLS handshake failed",
 				slog.String("listener", c.listener.Name), slog.Any("err", err))
 		}
