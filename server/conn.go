@@ -265,7 +265,12 @@ func (c *conn) readRequest(ctx context.Context, br *bufio.Reader, ident *clientI
 	if c.stopping() {
 		return nil, nil
 	}
-	n, read, err := readFrameSize(br, c.s.cfg.MaxRequestBytes)
+	maxBytes := c.s.cfg.MaxRequestBytes
+	if c.sasl != nil && c.sasl.step != saslDone {
+		// Before authentication: Kafka's sasl.server.max.receive.size.
+		maxBytes = min(maxBytes, saslMaxReceive)
+	}
+	n, read, err := readFrameSize(br, maxBytes)
 	if err != nil {
 		if read == 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.stopping() && len(c.inflight) > 1 {
 			return nil, errIdleButBusy

@@ -27,6 +27,12 @@ type SASLMechanism interface {
 // after its answer is written, which slows a client guessing passwords.
 const DefaultFailedAuthDelay = 100 * time.Millisecond
 
+// saslMaxReceive bounds a frame read before a SASL connection is
+// authenticated (Kafka's sasl.server.max.receive.size default, 512 KiB):
+// a client that has not logged in cannot make the sidecar hold
+// socket.request.max.bytes for it. A larger frame closes the connection.
+const saslMaxReceive = 524288
+
 // saslStep is where a SASL connection's authentication stands (SPEC §14,
 // SASL).
 type saslStep int

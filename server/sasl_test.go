@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -165,6 +166,15 @@ func TestSASLPlain(t *testing.T) {
 		c = dialRaw(t, addr)
 		c.roundTrip(handshake(1, "PLAIN"))
 		c.send(metadataReq())
+		c.expectClosed()
+	})
+	t.Run("large frame before authentication", func(t *testing.T) {
+		c := dialRaw(t, addr)
+		c.write(binary.BigEndian.AppendUint32(nil, saslMaxReceive+1))
+		c.expectClosed()
+		c = dialRaw(t, addr)
+		c.roundTrip(handshake(0, "PLAIN"))
+		c.write(binary.BigEndian.AppendUint32(nil, saslMaxReceive+1))
 		c.expectClosed()
 	})
 	t.Run("SASL on a PLAINTEXT listener", func(t *testing.T) {
