@@ -26,9 +26,9 @@ var replayBatches = flag.Int("replay-batches", 1_000_000, "batches committed bef
 // (RF 3, min.insync.replicas 2): -replay-batches batches committed as
 // files of 1000 (over 100 partitions, idempotent producers) by 8
 // concurrent committers, then, per iteration, a new Topic handle and
-// coordinator.Open — InitProducerId on the shard's transactional ids, the
-// read_committed read of the whole partition and the rebuild of the index
-// — timed until Open returns. No snapshot is taken (10,000 files stay
+// coordinator.Open — the takeover's claim, the read of the whole
+// partition through the validity rule and the rebuild of the index —
+// timed until Open returns. No snapshot is taken (10,000 files stay
 // below the default snapshot interval of 100,000 records), so every batch
 // is replayed from Kafka records. Reported: seconds per replay and
 // batches replayed per second.
@@ -59,7 +59,7 @@ func BenchmarkReplayKafka(b *testing.B) {
 	}
 
 	// Build the log: committers in parallel, so that the shard groups
-	// several files per Kafka transaction, as under load.
+	// several files per Append, as under load.
 	t0 := time.Now()
 	tp, co := open()
 	f := &commitFixture{c: co}

@@ -156,6 +156,7 @@ func TestKafkaLog(t *testing.T) {
 	})
 	t.Run("FollowerSkipsFencedWriter", func(t *testing.T) { testFollowerSkipsFencedWriter(t, e) })
 	t.Run("FencedTruncate", func(t *testing.T) { testFencedTruncate(t, e) })
+	t.Run("OwnLateClaim", func(t *testing.T) { testOwnLateClaim(t, e) })
 	t.Run("IndexesAcrossClaims", func(t *testing.T) { testIndexesAcrossClaims(t, e) })
 	t.Run("SnapshotDamaged", func(t *testing.T) { testSnapshotDamaged(t, e) })
 	t.Run("SnapshotTakeover", func(t *testing.T) { testSnapshotTakeover(t, e) })
@@ -537,6 +538,47 @@ func testFencedTruncate(t *testing.T, e *env) {
 	}
 	if idx, p, err := cur.ReadSnapshot(ctx); err != nil || idx != 4 || string(p) != "s4" {
 		t.Fatalf("the new owner's ReadSnapshot = %d, %q, %v; want the fenced writer's snapshot at 4", idx, p, err)
+	}
+}
+
+// testOwnLateClaim: a takeover claim of the writer's own lands after the
+// one its Replay went on under (the first claim's produce failed and a
+// retry's landed first): the writer's next Append fails without fencing
+// it, and its Replay finds the claim in force its own and goes on.
+func testOwnLateClaim(t *testing.T, e *env) {
+	tp, _ := e.topic(t, 1)
+	ctx := context.Background()
+	l, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	replayAll(t, l, 0)
+	g1, g2, g3 := group("g1", 2), group("g2", 1), group("g3", 3)
+	mustAppend(t, l, g1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tp.cfg.Brokers...), kgo.DefaultProduceTopic(tp.cfg.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, l.claimRecord(takeover)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(ctx, g2); err == nil || errors.Is(err, metalog.ErrFenced) {
+		t.Fatalf("an Append after the writer's own late claim: %v, want an error other than ErrFenced", err)
+	}
+	if got, _ := replayAll(t, l, 0); fmt.Sprint(got) != fmt.Sprint(strs(g1)) {
+		t.Fatalf("the writer replays %v, want %v", got, strs(g1))
+	}
+	mustAppend(t, l, g3)
+	later, err := tp.OpenLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	if got, _ := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(strs(g1, g3)) {
+		t.Fatalf("a later owner replays %v, want %v", got, strs(g1, g3))
 	}
 }
 

@@ -448,6 +448,12 @@ func (l *Log) check(ctx context.Context, recs []*kgo.Record, n int) error {
 		return fmt.Errorf("reading offsets [%d, %d] to check them: %w", l.pos, last, err)
 	}
 	if sc.st.epoch != l.st.epoch {
+		if sc.st.ownerKnown && sc.st.owner == l.id {
+			// A claim of this writer's own that landed late (its produce
+			// failed, a later one's went first): not a takeover. Replay
+			// finds the claim in force its own and goes on under it.
+			return fmt.Errorf("a late claim of this writer's own at offset %d is in force; Replay", sc.st.epoch)
+		}
 		return l.fence(cmp.Or(foreign, fmt.Sprintf("epoch %d in force at offset %d", sc.st.epoch, last)))
 	}
 	if !ok || !sc.clean() || (n > 0 && counted != 1) || (n == 0 && (ptr == nil || counted != 0)) {
