@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
@@ -212,11 +213,19 @@ func testTopicCreated(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 3)
 	adm := kadm.NewClient(tp.cl)
 	ctx := context.Background()
-	md, err := tp.metadata(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Open saw every partition with a leader on one broker; the broker
+	// this request goes to may learn of the new topic a moment later.
+	var td kmsg.MetadataResponseTopic
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		md, err := tp.metadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if td = md.Topics[0]; td.ErrorCode == 0 && len(td.Partitions) == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	td := md.Topics[0]
 	if len(td.Partitions) != 3 {
 		t.Fatalf("%d partitions, want 3", len(td.Partitions))
 	}
