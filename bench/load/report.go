@@ -119,14 +119,14 @@ func reportRows() []reportRow {
 				return nil
 			}
 			return r.PeerCPU.PerGiB
-		}), twoDec, true, false},
+		}), twoDec, false, true},
 		reportRow{"CPU s per GiB, with peer", optional(func(r Result) *float64 {
 			if r.PeerCPU == nil || r.PeerCPU.PerGiB == nil || r.CPU.PerGiB == nil {
 				return nil
 			}
 			v := *r.CPU.PerGiB + *r.PeerCPU.PerGiB
 			return &v
-		}), twoDec, true, false},
+		}), twoDec, false, true},
 		reportRow{fmt.Sprintf("records/s per core (of %d)", machineCores), func(r Result) (float64, bool) { return r.Produced.RecordsPerSec / float64(machineCores), true }, count, false, false},
 		reportRow{fmt.Sprintf("MB/s per core (of %d)", machineCores), func(r Result) (float64, bool) { return r.Produced.MBPerSec / float64(machineCores), true }, oneDec, false, false},
 	)
