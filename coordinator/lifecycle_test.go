@@ -40,7 +40,17 @@ type testLog struct {
 	// set, makes WriteSnapshot fail with its answer.
 	saveHook func(index int64)
 	saveErr  func(index int64) error
-	mu       sync.Mutex
+	// replayErrs, when set (under mu), are the errors the next Replays
+	// fail with, one each, before any reaches the log; readSnapshots
+	// counts ReadSnapshot calls.
+	replayErrs    []error
+	readSnapshots atomic.Int64
+	// failPrepare makes PrepareSnapshot fail, after which, as the
+	// contract allows (metalog.Log), Append fails until a Replay.
+	failPrepare atomic.Bool
+	needsReplay atomic.Bool
+	replayWaits chan struct{} // when set, told each time a Replay waits at replayGate
+	mu          sync.Mutex
 }
 
 var _ metalog.Log = (*testLog)(nil)
@@ -51,15 +61,40 @@ func (l *testLog) Replay(ctx context.Context, from int64, fn func(int64, []byte)
 	}
 	l.mu.Lock()
 	gate := l.replayGate
-	l.mu.Unlock()
-	if gate != nil {
-		<-gate
+	var inject error
+	if len(l.replayErrs) > 0 {
+		inject, l.replayErrs = l.replayErrs[0], l.replayErrs[1:]
 	}
-	return l.inner.Replay(ctx, from, fn)
+	waits := l.replayWaits
+	l.mu.Unlock()
+	if inject != nil {
+		return 0, inject
+	}
+	if gate != nil {
+		if waits != nil {
+			select {
+			case waits <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	next, err := l.inner.Replay(ctx, from, fn)
+	if err == nil {
+		l.needsReplay.Store(false)
+	}
+	return next, err
 }
 
 func (l *testLog) Append(ctx context.Context, bodies [][]byte) error {
 	l.appends.Add(1)
+	if l.needsReplay.Load() {
+		return errors.New("test: Append before Replay (after a failed PrepareSnapshot)")
+	}
 	l.mu.Lock()
 	fail := l.failAppend
 	l.mu.Unlock()
@@ -84,9 +119,14 @@ func (l *testLog) setFail(f func([][]byte) (bool, error)) {
 
 func (l *testLog) Close() error { return l.inner.Close() }
 func (l *testLog) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	l.readSnapshots.Add(1)
 	return l.inner.ReadSnapshot(ctx)
 }
 func (l *testLog) PrepareSnapshot(ctx context.Context, index int64) error {
+	if l.failPrepare.Load() {
+		l.needsReplay.Store(true)
+		return errors.New("injected PrepareSnapshot failure")
+	}
 	return l.inner.PrepareSnapshot(ctx, index)
 }
 func (l *testLog) WriteSnapshot(ctx context.Context, index int64, data []byte) error {
@@ -107,6 +147,12 @@ func (l *testLog) TruncateBefore(ctx context.Context, index int64) error {
 // withTestLogs makes the env open file logs wrapped in testLogs, which
 // logs[shard] holds (replaced on every reopen).
 func withTestLogs(logs map[int32]*testLog, mu *sync.Mutex) func(*Config) {
+	return withTestLogsInit(logs, mu, nil)
+}
+
+// withTestLogsInit is withTestLogs, calling init (when not nil) on each
+// testLog before the coordinator uses it.
+func withTestLogsInit(logs map[int32]*testLog, mu *sync.Mutex, init func(shard int32, l *testLog)) func(*Config) {
 	return func(c *Config) {
 		dir := c.Dir
 		c.OpenLog = func(shard int32) (metalog.Log, error) {
@@ -115,6 +161,9 @@ func withTestLogs(logs map[int32]*testLog, mu *sync.Mutex) func(*Config) {
 				return nil, err
 			}
 			l := &testLog{inner: inner}
+			if init != nil {
+				init(shard, l)
+			}
 			mu.Lock()
 			logs[shard] = l
 			mu.Unlock()

@@ -506,9 +506,27 @@ func (s *shard) answer(ps []pending) {
 	}
 }
 
+// loadAttempts bounds how often load reads the snapshot again after the
+// records after it were truncated away meanwhile (metalog.ErrTruncated:
+// with the Kafka log, the previous owner snapshotted and truncated while
+// this one started; its next truncation finds this one's claim and fails,
+// so one more attempt normally suffices).
+const loadAttempts = 4
+
 // load replays the log (from its latest snapshot, if any) into a fresh
 // state, fully published.
 func (s *shard) load(ctx context.Context) (*state, error) {
+	for attempt := 1; ; attempt++ {
+		st, err := s.loadOnce(ctx)
+		if !errors.Is(err, metalog.ErrTruncated) || attempt == loadAttempts || ctx.Err() != nil {
+			return st, err
+		}
+		s.c.logger.Warn("coordinator: the metadata log was truncated after the snapshot read; reading the latest snapshot again",
+			"shard", s.id, "attempt", attempt, "err", err)
+	}
+}
+
+func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 	st := newState(s.id, s.c.cfg.ProducerIDExpirationMs, s.c.logger)
 	from := int64(0)
 	idx, data, err := s.log.ReadSnapshot(ctx)
@@ -553,6 +571,17 @@ func (s *shard) load(ctx context.Context) (*state, error) {
 func (s *shard) rebuild() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// The coordinator's Close or Release ends the rebuild (the shard then
+	// fails; it is no longer served anyway): a log that cannot be reached
+	// must not hold up the shutdown.
+	stop := s.stopChan()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	s.rebuilding.Store(true)
 	defer s.rebuilding.Store(false)
 	// Replay must not run while a snapshot is written (metalog.Log).
@@ -601,8 +630,15 @@ func (s *shard) maybeSnapshot() {
 	index := s.logNext
 	s.snapshotAt = index // on failure, retry after another interval
 	if err := s.log.PrepareSnapshot(context.Background(), index); err != nil {
-		// The log is intact; only replay gets longer.
-		s.c.logger.Warn("coordinator: starting a snapshot failed", "shard", s.id, "index", index, "err", err)
+		if errors.Is(err, metalog.ErrFenced) {
+			s.fence(err)
+			return
+		}
+		// The records are intact, but the log must be replayed before the
+		// next append (metalog.Log): rebuild now rather than fail the
+		// next commit group.
+		s.c.logger.Warn("coordinator: starting a snapshot failed; rebuilding shard state from the log", "shard", s.id, "index", index, "err", err)
+		s.rebuild()
 		return
 	}
 	s.mu.RLock()

@@ -37,7 +37,9 @@ type Follower interface {
 	Close() error
 }
 
-// ErrTruncated is returned (wrapped) by Follower.Replay when records it
-// was asked for were truncated away: the follower fell behind a snapshot
+// ErrTruncated is returned (wrapped) by Follower.Replay, and by
+// Log.Replay of a backend with takeovers, when records it was asked for
+// were truncated away: the reader fell behind a snapshot (a follower; a
+// new owner whose predecessor snapshotted and truncated while it started)
 // and starts again from it.
-var ErrTruncated = errors.New("metalog: records truncated before the follower read them")
+var ErrTruncated = errors.New("metalog: records truncated before they were read")

@@ -47,17 +47,23 @@ type Log interface {
 	// the index the next appended record gets. It must be called before
 	// the first Append and may be called again, e.g. after a failed
 	// Append, to learn what is durable. A torn tail is repaired first.
-	// Errors: ErrCorrupt when records that were acknowledged are damaged
-	// or missing — among them records below from that TruncateBefore
-	// removed; ErrFenced; ErrClosed; fn's error, wrapped (the log is left
-	// as it was: Replay again before appending); IO errors.
+	// Errors: ErrTruncated, from a backend with takeovers, when records
+	// at from were removed by TruncateBefore — a previous owner's, racing
+	// this handle's start, or this handle's own: read the latest snapshot
+	// again and replay from it; ErrCorrupt when records that were
+	// acknowledged are damaged or missing (a backend held exclusively,
+	// as the file log, reports records below from that its
+	// TruncateBefore removed so); ErrFenced; ErrClosed; fn's error,
+	// wrapped (the log is left as it was: Replay again before
+	// appending); IO errors.
 	Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (next int64, err error)
 	// Append appends bodies, in order, as one group and returns once all
 	// of them are durable. An empty bodies appends nothing. Errors: ctx's
 	// error when ctx was done before the call (nothing written); a body of
 	// 0 or more than MaxRecordBytes bytes (nothing written); an Append
-	// before the first Replay; ErrFenced (the group may still be durable:
-	// the new owner decides); ErrClosed; IO errors. After any error,
+	// before the first Replay; ErrFenced (the new owner's replay decides
+	// whether the group is durable; the Kafka backend's never is: the
+	// takeover came before it); ErrClosed; IO errors. After any error,
 	// Replay before appending again.
 	Append(ctx context.Context, bodies [][]byte) error
 
@@ -74,7 +80,8 @@ type Log interface {
 	// It runs on the commit path, so it is quick: the file log starts a
 	// new segment at index (two fsyncs), so that TruncateBefore(index)
 	// later deletes whole files; the Kafka log appends the snapshot's
-	// pointer record (one produce).
+	// pointer record (one produce). After an error, Replay before
+	// appending again.
 	PrepareSnapshot(ctx context.Context, index int64) error
 	// WriteSnapshot stores payload durably as the state after records
 	// [0, index), where index was given to the latest PrepareSnapshot.
@@ -85,7 +92,7 @@ type Log interface {
 	// snapshots older than the one at index; index must not be above the
 	// latest snapshot written. A backend may keep some of those records;
 	// Replay from below index then either returns them or fails with
-	// ErrCorrupt.
+	// ErrTruncated or ErrCorrupt.
 	TruncateBefore(ctx context.Context, index int64) error
 
 	// Close releases the log's resources; a group being appended

@@ -259,7 +259,7 @@ func (l *memLog) Replay(ctx context.Context, from int64, fn func(index int64, bo
 	l.ready = false
 	if from < l.s.first {
 		l.m.mu.Unlock()
-		return 0, fmt.Errorf("%w: records [%d, %d) are gone (truncated)", metalog.ErrCorrupt, from, l.s.first)
+		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, l.s.first)
 	}
 	if from > l.next() {
 		l.m.mu.Unlock()
