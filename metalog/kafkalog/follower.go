@@ -326,8 +326,11 @@ func (t *Topic) fetchHighWatermark(ctx context.Context, cl *kgo.Client, leader, 
 			switch err := kerr.ErrorForCode(p.ErrorCode); {
 			case err == nil:
 				return p.HighWatermark, nil
-			case errors.Is(err, kerr.OffsetOutOfRange) && p.LogStartOffset > offset:
-				return -1, errOutOfRange
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				if err := t.outOfRange(ctx, partition, offset); err != nil {
+					return -1, err
+				}
+				return -1, kerr.OffsetOutOfRange // behind: the caller asks the leader again
 			default:
 				return -1, err
 			}

@@ -158,6 +158,7 @@ func TestKafkaLog(t *testing.T) {
 	t.Run("FollowerSkipsFencedWriter", func(t *testing.T) { testFollowerSkipsFencedWriter(t, e) })
 	t.Run("FencedTruncate", func(t *testing.T) { testFencedTruncate(t, e) })
 	t.Run("OwnLateClaim", func(t *testing.T) { testOwnLateClaim(t, e) })
+	t.Run("ReadAhead", func(t *testing.T) { testReadAhead(t, e) })
 	t.Run("IndexesAcrossClaims", func(t *testing.T) { testIndexesAcrossClaims(t, e) })
 	t.Run("SnapshotDamaged", func(t *testing.T) { testSnapshotDamaged(t, e) })
 	t.Run("SnapshotTakeover", func(t *testing.T) { testSnapshotTakeover(t, e) })

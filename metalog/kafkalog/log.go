@@ -482,8 +482,15 @@ func (l *Log) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 		if err == nil {
 			break
 		}
+		// Deleted under the read (the owner truncated meanwhile): read
+		// again from the new log start, a few times.
 		if !errors.Is(err, errOutOfRange) || attempt == 5 {
 			return 0, nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 		}
 	}
 	l.snap.Lock()

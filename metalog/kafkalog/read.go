@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ const (
 	fetchMaxBytes          = 64 << 20
 	fetchPartitionMaxBytes = 32 << 20
 	// fetchMaxWaitMs is how long the broker may wait for data; a replay
-	// only asks below the last stable offset, where data is there, so it
+	// only asks below the high watermark, where data is there, so it
 	// matters only while a new leader catches up.
 	fetchMaxWaitMs = 200
 )
@@ -25,6 +26,24 @@ const (
 // below the partition's log start offset: records were deleted under the
 // read.
 var errOutOfRange = errors.New("kafkalog: offset below the log start offset")
+
+// outOfRange tells why a broker answered a fetch at off with
+// OFFSET_OUT_OF_RANGE. Kafka 4.4 gives no log start offset in such an
+// answer (−1), and any replica answers a consumer's fetch (Fetch v11+),
+// so off may be deleted, or merely beyond the log of a replica that is
+// behind: it asks the leader for the log start offset (ListOffsets −2).
+// errOutOfRange (wrapped) when off is below it; nil when it is not (the
+// caller asks the leader again after a backoff); the ListOffsets error.
+func (t *Topic) outOfRange(ctx context.Context, partition int32, off int64) error {
+	ls, err := t.listOffset(ctx, partition, -2)
+	if err != nil {
+		return fmt.Errorf("kafkalog: partition %d of %s: offset %d out of range, and the log start offset: %w", partition, t.cfg.Topic, off, err)
+	}
+	if off < ls {
+		return fmt.Errorf("%w: partition %d of %s: offset %d (log start offset %d)", errOutOfRange, partition, t.cfg.Topic, off, ls)
+	}
+	return nil
+}
 
 // read fetches partition's records in [start, end) (isolation level
 // read_uncommitted: up to the high watermark, which every replica in sync
@@ -107,11 +126,13 @@ func (t *Topic) read(ctx context.Context, partition int32, start, end int64, fn 
 		switch err := kerr.ErrorForCode(p.ErrorCode); {
 		case err == nil:
 		case errors.Is(err, kerr.OffsetOutOfRange):
-			if off < p.LogStartOffset || p.LogStartOffset < 0 {
-				return fmt.Errorf("%w: partition %d of %s: offset %d (log start offset %d)", errOutOfRange, partition, t.cfg.Topic, off, p.LogStartOffset)
+			why := t.outOfRange(ctx, partition, off)
+			if errors.Is(why, errOutOfRange) {
+				return why
 			}
-			// Above the high watermark: a new leader still catching up.
-			if err := backoff(err); err != nil {
+			// Above the answering broker's log end: it is behind (a new
+			// leader catching up, or a replica that no longer leads).
+			if err := backoff(cmp.Or(why, err)); err != nil {
 				return err
 			}
 			continue
