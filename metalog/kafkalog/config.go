@@ -62,8 +62,7 @@ type Config struct {
 	// DefaultReplicationFactor. The topic is created with
 	// min.insync.replicas = max(1, ReplicationFactor − 1).
 	ReplicationFactor int16
-	// ClusterID names the deployment in the shards' transactional ids and
-	// snapshot object keys; "" selects the Kafka cluster's id (from
+	// ClusterID names the deployment in the shards' snapshot object keys; "" selects the Kafka cluster's id (from
 	// Metadata), so that every sidecar of one Kafka cluster agrees on it.
 	ClusterID string
 	// Snapshots stores the shards' snapshots. Required.

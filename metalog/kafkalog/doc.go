@@ -6,9 +6,11 @@
 //
 // Open connects and creates or checks the topic (Topic); Topic.OpenLog
 // opens a shard's log (Log). A writer appends with one idempotent producer
-// (acks=all, no transactions). Its first Replay takes the shard over by
-// appending a claim, whose offset becomes its epoch, and reads the
-// partition up to it; later Replays claim again, continuing that epoch.
+// (acks=all, no transactions). Its first Replay takes the shard over: it
+// reads the partition to its end and appends a claim naming the epoch in
+// force there, effective — its offset becomes the writer's epoch — unless
+// another claim landed first; later Replays claim again, naming the epoch
+// held.
 // Every reader decides what counts with the same rule (scan.go): a record
 // counts only when its epoch is that of the latest effective claim before
 // it, and counted records form whole groups of dense indexes. An Append

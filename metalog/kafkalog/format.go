@@ -14,9 +14,11 @@ import (
 const (
 	// keyMagic starts the key of every Kafka record this backend writes.
 	keyMagic = "DM"
-	// keyVersion is the key layout's version (1 was the transactional
-	// layout, never released; this build refuses it).
-	keyVersion = 2
+	// keyVersion is the key layout's version. 1 was the transactional
+	// layout, 2 had unconditional takeovers (a claim with epoch field −1
+	// was effective anywhere); neither was released, and this build
+	// refuses both.
+	keyVersion = 3
 	// keySize: magic, version, kind, epoch int64, index int64, part
 	// uint32, parts uint32, flags uint8.
 	keySize = 29
@@ -27,21 +29,24 @@ const (
 	// kindSnapshot marks a snapshot pointer: the value names the snapshot
 	// object of the state after records [0, index).
 	kindSnapshot = 2
-	// kindClaim marks a claim: a writer taking the shard (epoch −1) or
-	// continuing its ownership (epoch: the one it continues) under a new
-	// epoch, the claim's own offset.
+	// kindClaim marks a claim: a writer taking the shard, or continuing
+	// its ownership, under a new epoch, the claim's own offset. Its epoch
+	// field names the epoch the writer read in force (noEpoch: none), and
+	// the claim is effective only if that epoch is still in force where
+	// it lands.
 	kindClaim = 3
 
 	// flagGroupEnd, in the key's flags, marks the last Kafka record of an
 	// Append's group.
 	flagGroupEnd = 1
 
-	// takeover is a claim's epoch field when it takes the shard whoever
-	// holds it.
-	takeover = -1
+	// noEpoch is the epoch in force before a partition's first effective
+	// claim, and the epoch field of a claim that read none.
+	noEpoch = -1
 
-	// pointerVersion is the snapshot pointer value's layout version.
-	pointerVersion = 2
+	// pointerVersion is the snapshot pointer value's layout version (2,
+	// without the writer id, was never released).
+	pointerVersion = 3
 	// claimVersion is the claim value's layout version.
 	claimVersion = 1
 	// writerIDSize is the length of a writer's random id.
@@ -63,7 +68,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type recordKey struct {
 	kind uint8
 	// epoch is the writer's epoch (records, pointers) or the epoch a
-	// claim continues (takeover: any).
+	// claim names, which must be in force for it to be effective
+	// (noEpoch: none yet).
 	epoch int64
 	index int64
 	// part is this Kafka record's place among the parts of a metadata
@@ -109,7 +115,7 @@ func decodeKey(b []byte) (recordKey, error) {
 		return k, fmt.Errorf("record kind %d", k.kind)
 	case k.index < 0:
 		return k, fmt.Errorf("record index %d", k.index)
-	case k.epoch < takeover || k.epoch == takeover && k.kind != kindClaim:
+	case k.epoch < noEpoch || k.epoch == noEpoch && k.kind != kindClaim:
 		return k, fmt.Errorf("epoch %d", k.epoch)
 	case k.parts == 0 || k.part >= k.parts:
 		return k, fmt.Errorf("part %d of %d", k.part, k.parts)
@@ -158,9 +164,11 @@ func decodeClaim(v []byte) (claimValue, error) {
 // next record index was index, before the object itself (WriteSnapshot).
 type pointer struct {
 	index int64
-	// epoch is the writer's epoch, and offset the pointer's own Kafka
-	// offset: a scan may start there knowing its state (scanState.at).
+	// epoch is the writer's epoch, writer its id (the owner of that
+	// epoch), and offset the pointer's own Kafka offset: a scan may start
+	// there knowing its state (fromPointer).
 	epoch  int64
+	writer [writerIDSize]byte
 	offset int64
 	// key names the snapshot object.
 	key string
@@ -171,23 +179,27 @@ type pointer struct {
 
 func (p pointer) appendValue(b []byte) []byte {
 	b = append(b, pointerVersion)
+	b = append(b, p.writer[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(p.key)))
 	return append(b, p.key...)
 }
 
 // decodePointer decodes the value of the pointer whose key is k.
 func decodePointer(k recordKey, offset int64, v []byte) (pointer, error) {
-	if len(v) < 3 {
+	const head = 1 + writerIDSize + 2
+	if len(v) < head {
 		return pointer{}, fmt.Errorf("snapshot pointer of %d bytes", len(v))
 	}
 	if v[0] != pointerVersion {
 		return pointer{}, fmt.Errorf("snapshot pointer version %d, this build reads only version %d", v[0], pointerVersion)
 	}
-	n := int(binary.BigEndian.Uint16(v[1:]))
-	if len(v) != 3+n || n == 0 {
+	n := int(binary.BigEndian.Uint16(v[1+writerIDSize:]))
+	if len(v) != head+n || n == 0 {
 		return pointer{}, fmt.Errorf("snapshot pointer: key of %d bytes in a %d-byte value", n, len(v))
 	}
-	return pointer{index: k.index, epoch: k.epoch, offset: offset, key: string(v[3:])}, nil
+	p := pointer{index: k.index, epoch: k.epoch, offset: offset, key: string(v[head:])}
+	copy(p.writer[:], v[1:])
+	return p, nil
 }
 
 // encodeSnapshot returns the snapshot object for payload, the state after

@@ -23,18 +23,19 @@ import (
 // (docs/format/metadata-records.md §The Kafka backend; DESIGN §Fencing).
 //
 // A Log writes with one idempotent producer (acks=all, no transactions).
-// Its first Replay takes the shard over: it appends a claim, whose offset
-// becomes this writer's epoch, and reads the partition up to it. Every
-// Kafka record it appends carries its epoch and record index in its key;
-// what counts is decided by the validity rule (scanState), which every
-// reader applies alike: a record counts only when its epoch is that of the
-// latest effective claim before it. An Append returns nil only once its
-// records are in the partition and the rule counts them as its group:
-// when their offsets follow the writer's previous ones exactly (no one
-// wrote in between), at once; otherwise after reading the records in
-// between. A later Replay claims again, continuing the epoch it holds; a
-// continuation that is not effective (another writer's claim came first)
-// means this writer was fenced.
+// Its first Replay takes the shard over: it reads the partition to its
+// end and appends a claim naming the epoch in force there, which is
+// effective — its offset becomes this writer's epoch — unless another
+// claim landed first. Every Kafka record it appends carries its epoch and
+// record index in its key; what counts is decided by the validity rule
+// (scanState), which every reader applies alike: a record counts only when
+// its epoch is that of the latest effective claim before it. An Append
+// returns nil only once its records are in the partition and the rule
+// counts them as its group: when their offsets follow the writer's
+// previous ones exactly (no one wrote in between), at once; otherwise
+// after reading the records in between. A later Replay claims again,
+// naming the epoch it holds; when another writer's claim is in force
+// instead, this writer was fenced.
 //
 // Snapshots are objects in Config.Snapshots, named by a pointer record
 // that PrepareSnapshot appends before WriteSnapshot stores the object;
@@ -80,8 +81,11 @@ type Log struct {
 	anchored, ready, owned     bool
 	prepared                   *pointer // the latest PrepareSnapshot's pointer
 	beforeProduce, beforeCheck func()   // test hooks around an Append's produce
+	// produceFault, a test hook, makes an Append produce only the first
+	// n of its records and then fail (n = len: all of them landed).
+	produceFault func(recs []*kgo.Record) (n int)
 
-	// snap holds the counted snapshot pointers known, ascending by index;
+	// snap holds the counted snapshot pointers known, in offset order;
 	// shared by the driver and the snapshot writer.
 	snap struct {
 		sync.Mutex
@@ -181,24 +185,31 @@ func (l *Log) usable() error {
 	return nil
 }
 
-// claimRecord is a claim continuing epoch prev (takeover: any).
-func (l *Log) claimRecord(prev int64) *kgo.Record {
+// claimRecord is a claim naming epoch in force (noEpoch: none): it is
+// effective only if epoch is still in force where it lands.
+func (l *Log) claimRecord(epoch int64) *kgo.Record {
 	return &kgo.Record{
 		Partition: l.shard,
-		Key:       recordKey{kind: kindClaim, epoch: prev, parts: 1}.appendTo(nil),
+		Key:       recordKey{kind: kindClaim, epoch: epoch, parts: 1}.appendTo(nil),
 		Value:     claimValue{writer: l.id, description: l.description}.appendTo(nil),
 	}
 }
 
-// Replay implements metalog.Log. It appends a claim — a takeover the
-// first time, later one continuing this writer's epoch — and reads the
-// partition up to it from the best start at or before from (where this
-// writer's last Replay or Append ended, a snapshot pointer, or the log
-// start offset), applying the validity rule; this writer owns the shard
-// if the claim in force at the end is one of its own, and is fenced
-// otherwise. Transient failures (no leader, a broker down, the log
-// truncated under the read) are retried for up to Config.RequestTimeout ×
-// 4, each attempt with a claim of its own.
+// Replay implements metalog.Log. It reads the partition from the best
+// start at or before from (where this writer's last Replay or Append
+// ended, a snapshot pointer, or the log start offset) to its high
+// watermark, applying the validity rule and calling fn for the groups it
+// counts; then it appends a claim naming the epoch in force there and
+// reads on up to it. The claim is effective — this writer owns the shard
+// under a new epoch, the claim's offset — unless another claim landed
+// between the read and it. A writer that owned the shard is fenced when
+// the claim in force is not one of its own (ErrFenced, for good); one
+// taking the shard over names the newer epoch and claims again. Errors
+// also: metalog.ErrTruncated when the records at from were deleted (a
+// previous owner truncated after a later snapshot: read it again). A
+// claim whose produce failed, a broker down, no leader, records deleted
+// under a read that delivered nothing yet: retried for up to
+// Config.RequestTimeout × 4.
 func (l *Log) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*l.t.cfg.RequestTimeout)
 	defer cancel()
@@ -207,8 +218,14 @@ func (l *Log) Replay(ctx context.Context, from int64, fn func(index int64, body 
 		if err == nil {
 			return next, nil
 		}
+		if errors.Is(err, errOutOfRange) && delivered {
+			// fn saw records before the ones deleted under the read: the
+			// caller starts again from a newer snapshot.
+			return 0, fmt.Errorf("%w: %s: %w", metalog.ErrTruncated, l.where, err)
+		}
 		retry := !delivered && !errors.Is(err, metalog.ErrFenced) && !errors.Is(err, metalog.ErrClosed) &&
-			!errors.Is(err, metalog.ErrCorrupt) && !errors.Is(err, errCallback) && ctx.Err() == nil
+			!errors.Is(err, metalog.ErrCorrupt) && !errors.Is(err, metalog.ErrTruncated) && !errors.Is(err, errCallback) &&
+			ctx.Err() == nil
 		if !retry {
 			return 0, err
 		}
@@ -233,17 +250,19 @@ func (l *Log) replayOnce(ctx context.Context, from int64, fn func(int64, []byte)
 		return 0, false, err
 	}
 	l.ready = false
-	prev := int64(takeover)
-	if l.owned {
-		prev = l.st.epoch
-	}
-	claim := l.claimRecord(prev)
-	if err := l.produce(ctx, []*kgo.Record{claim}); err != nil {
-		return 0, false, fmt.Errorf("kafkalog: shard %d: appending a claim: %w", l.shard, err)
-	}
 	sc, start, err := l.anchor(ctx, from)
 	if err != nil {
 		return 0, false, err
+	}
+	pos := start
+	// held is the epoch this writer held (noEpoch: none). A claim of its
+	// own in force at another epoch is one it appended since it last
+	// held the shard — in this Replay or one that failed — after every
+	// Append it made under held: none of a claim made before can be in
+	// force, since each named an epoch older than held.
+	held := int64(noEpoch)
+	if l.owned {
+		held = l.st.epoch
 	}
 	var foreign string // the latest effective claim not this writer's
 	sc.claimSeen = func(off int64, c claimValue, effective bool) {
@@ -266,31 +285,68 @@ func (l *Log) replayOnce(ctx context.Context, from int64, fn func(int64, []byte)
 		}
 		return nil
 	}
-	if err := l.scanRange(ctx, sc, start, claim.Offset+1); err != nil {
-		return 0, delivered, err
+	// scanTo reads on from pos to end.
+	scanTo := func(end int64) error {
+		if err := l.scanRange(ctx, sc, pos, end); err != nil {
+			return err
+		}
+		pos = max(pos, end)
+		return nil
 	}
-	if sc.began > from {
-		return 0, delivered, fmt.Errorf("%w: %s: records [%d, %d) were deleted before a snapshot (the log starts at offset %d)",
-			metalog.ErrCorrupt, l.where, from, sc.began, start)
+	claims := 0
+	for {
+		end, err := l.t.listOffset(ctx, l.shard, -1)
+		if err != nil {
+			return 0, delivered, fmt.Errorf("kafkalog: shard %d: high watermark: %w", l.shard, err)
+		}
+		if err := scanTo(end); err != nil {
+			return 0, delivered, err
+		}
+		st := sc.st
+		own := st.epoch != held && st.ownerKnown && st.owner == l.id
+		switch {
+		case sc.needPointer:
+			return 0, delivered, fmt.Errorf("kafkalog: %s: the log start offset moved; nothing read", l.where)
+		case l.owned && st.epoch != held && !own:
+			return 0, delivered, l.fence(cmp.Or(foreign, fmt.Sprintf("the claim at offset %d is in force", st.epoch)))
+		case sc.began > from:
+			return 0, delivered, fmt.Errorf("%w: %s: records [%d, %d) were deleted after a snapshot (the log starts at offset %d)",
+				metalog.ErrTruncated, l.where, from, sc.began, start)
+		case st.next < from:
+			return 0, delivered, fmt.Errorf("%w: %s: the log ends at record %d, before %d", metalog.ErrCorrupt, l.where, st.next, from)
+		case own && sc.clean():
+			l.pos, l.st = pos, st
+			l.anchored, l.ready, l.owned = true, true, true
+			if claims > 1 {
+				l.logger.Info("kafkalog: took the shard over after claiming again", "claims", claims, "epoch", st.epoch)
+			}
+			return st.next, delivered, nil
+		}
+		claim := l.claimRecord(st.epoch)
+		claims++
+		pctx, cancel := context.WithTimeout(ctx, l.t.cfg.AppendTimeout)
+		err = l.produce(pctx, []*kgo.Record{claim})
+		cancel()
+		if err != nil {
+			// Its fate is unknown; reading on tells: if it landed, and
+			// nothing came between, it is in force.
+			if ctx.Err() != nil {
+				return 0, delivered, fmt.Errorf("kafkalog: shard %d: appending a claim: %w", l.shard, err)
+			}
+			l.logger.Warn("kafkalog: appending a claim failed; reading on", "err", err)
+			select {
+			case <-ctx.Done():
+				return 0, delivered, fmt.Errorf("kafkalog: shard %d: appending a claim: %w", l.shard, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		// Read on past the claim; the next round decides: in force, or
+		// another writer's claim came first.
+		if err := scanTo(claim.Offset + 1); err != nil {
+			return 0, delivered, err
+		}
 	}
-	st := sc.st
-	if !st.ownerKnown || st.owner != l.id {
-		// Only a continuation can be ineffective: another writer's claim
-		// came after this writer's epoch began.
-		return 0, delivered, l.fence(cmp.Or(foreign, fmt.Sprintf("the claim in force at offset %d is not this writer's", claim.Offset)))
-	}
-	if !sc.clean() {
-		// This writer's own earlier claim, whose answer was lost, is in
-		// force and its run holds records: impossible for a writer that
-		// never appended under it. Claim again.
-		return 0, delivered, fmt.Errorf("kafkalog: shard %d: records under this writer's lost claim %d", l.shard, st.epoch)
-	}
-	if st.next < from {
-		return 0, delivered, fmt.Errorf("%w: %s: the log ends at record %d, before %d", metalog.ErrCorrupt, l.where, st.next, from)
-	}
-	l.pos, l.st = claim.Offset+1, st
-	l.anchored, l.ready, l.owned = true, true, true
-	return st.next, delivered, nil
 }
 
 // anchor returns a scanner and the offset to start at for a read that
@@ -344,9 +400,10 @@ func (l *Log) chunks(n int) int { return max(1, (n+l.t.chunk-1)/l.t.chunk) }
 // Append implements metalog.Log: the group's records (a body larger than
 // the topic's batch limit split into parts), produced with acks=all under
 // this writer's epoch, the last one flagged as the group's end; nil once
-// the validity rule counts them as the group (check). A failed produce
-// leaves its records' fate to the next Replay, whose claim settles it;
-// ErrFenced when another writer's claim came before them.
+// the validity rule counts them as the group (check). ErrFenced when
+// another writer's claim came before them. A failed produce or check
+// leaves the records' fate — durable or not, the same for every reader —
+// to the next Replay, whose claim comes first when they land later.
 func (l *Log) Append(ctx context.Context, bodies [][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -389,6 +446,14 @@ func (l *Log) Append(ctx context.Context, bodies [][]byte) error {
 		l.beforeProduce()
 	}
 	span := fmt.Sprintf("records [%d, %d)", l.st.next, l.st.next+int64(len(bodies)))
+	if l.produceFault != nil {
+		if n := l.produceFault(recs); n > 0 {
+			if err := l.produce(actx, recs[:n]); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("kafkalog: shard %d: appending %s: test: the produce failed", l.shard, span)
+	}
 	if err := l.produce(actx, recs); err != nil {
 		return fmt.Errorf("kafkalog: shard %d: appending %s: %w", l.shard, span, err)
 	}
@@ -449,10 +514,11 @@ func (l *Log) check(ctx context.Context, recs []*kgo.Record, n int) error {
 	}
 	if sc.st.epoch != l.st.epoch {
 		if sc.st.ownerKnown && sc.st.owner == l.id {
-			// A claim of this writer's own that landed late (its produce
-			// failed, a later one's went first): not a takeover. Replay
-			// finds the claim in force its own and goes on under it.
-			return fmt.Errorf("a late claim of this writer's own at offset %d is in force; Replay", sc.st.epoch)
+			// A claim of this writer's own: none can be in force here,
+			// since each named an epoch read before the one the writer
+			// holds (a late one is not effective). Were one, it is no
+			// takeover: Replay goes on under it.
+			return fmt.Errorf("a claim of this writer's own at offset %d is in force; Replay", sc.st.epoch)
 		}
 		return l.fence(cmp.Or(foreign, fmt.Sprintf("epoch %d in force at offset %d", sc.st.epoch, last)))
 	}
@@ -570,27 +636,17 @@ func (l *Log) readSnapshot(ctx context.Context, p pointer) ([]byte, error) {
 	return slices.Clip(payload), nil
 }
 
-// addPointer remembers p (ascending by index; a later pointer of the
-// same index replaces an earlier one).
+// addPointer remembers p, in offset order (so ascending by index too). A
+// snapshot prepared again at the same index (no record appended between)
+// has a pointer of its own, naming its own object: both are kept, the
+// later one tried first.
 func (l *Log) addPointer(p pointer) {
 	l.snap.Lock()
 	defer l.snap.Unlock()
-	i, found := slices.BinarySearchFunc(l.snap.known, p.index, func(q pointer, idx int64) int {
-		switch {
-		case q.index < idx:
-			return -1
-		case q.index > idx:
-			return 1
-		}
-		return 0
-	})
-	if found {
-		if l.snap.known[i].offset != p.offset {
-			l.snap.known[i] = p
-		}
-		return
+	i, found := slices.BinarySearchFunc(l.snap.known, p.offset, func(q pointer, off int64) int { return cmp.Compare(q.offset, off) })
+	if !found {
+		l.snap.known = slices.Insert(l.snap.known, i, p)
 	}
-	l.snap.known = slices.Insert(l.snap.known, i, p)
 }
 
 // markWritten records that the object of the pointer at index (key) is
@@ -607,10 +663,9 @@ func (l *Log) markWritten(index int64, key string) {
 
 // PrepareSnapshot implements metalog.Log: it appends the snapshot's
 // pointer — naming the object WriteSnapshot will store — at the log's
-// next index, checked like an Append's group. A failed produce leaves
-// the log appendable: a pointer that lands anyway counts where it lands
-// only if that is still between groups at its index (else it breaks the
-// run, and the next Append fails and is replayed).
+// next index, checked like an Append's group. After it failed, as after
+// a failed Append, the log must be replayed before the next Append (a
+// pointer that lands late has a stale epoch by then).
 func (l *Log) PrepareSnapshot(ctx context.Context, index int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -625,8 +680,9 @@ func (l *Log) PrepareSnapshot(ctx context.Context, index int64) error {
 		return err
 	}
 	p := pointer{
-		index: index,
-		epoch: l.st.epoch,
+		index:  index,
+		epoch:  l.st.epoch,
+		writer: l.id,
 		key: fmt.Sprintf("%s/%s/%s/%d/%020d-%s", l.t.cfg.SnapshotPrefix, l.t.clusterID, l.t.cfg.Topic, l.shard,
 			index, hex.EncodeToString(rnd[:])),
 	}
@@ -637,10 +693,10 @@ func (l *Log) PrepareSnapshot(ctx context.Context, index int64) error {
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.t.cfg.AppendTimeout)
 	defer cancel()
+	l.ready = false
 	if err := l.produce(actx, []*kgo.Record{rec}); err != nil {
 		return fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err)
 	}
-	l.ready = false
 	if err := l.check(actx, []*kgo.Record{rec}, 0); err != nil {
 		return fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err)
 	}
@@ -701,7 +757,7 @@ func (l *Log) TruncateBefore(ctx context.Context, index int64) error {
 	if at != nil {
 		target = *at
 		for _, p := range l.snap.known {
-			if p.index < target.index {
+			if p.offset < target.offset {
 				older = append(older, p)
 			}
 		}
@@ -719,7 +775,7 @@ func (l *Log) TruncateBefore(ctx context.Context, index int64) error {
 		}
 	}
 	l.snap.Lock()
-	l.snap.known = slices.DeleteFunc(l.snap.known, func(p pointer) bool { return p.index < target.index })
+	l.snap.known = slices.DeleteFunc(l.snap.known, func(p pointer) bool { return p.offset < target.offset })
 	l.snap.Unlock()
 	return nil
 }

@@ -12,10 +12,14 @@ import (
 // runs the partition's records through a scanState in offset order, and
 // what it delivers is a function of the records up to that offset alone:
 //
-//   - A claim is effective when its epoch field is takeover (−1) or the
-//     current epoch; the current epoch then becomes the claim's own
-//     offset, and a group left incomplete by the epoch before is dropped
-//     (a torn group: its Append never returned nil).
+//   - A claim is effective when its epoch field names the current epoch
+//     (−1 while no claim was effective yet): a writer names the epoch it
+//     read in force, so a claim is a compare-and-set that fails when
+//     another claim landed between the writer's read and its own, and a
+//     claim that lands late (its produce failed and was retried, or a
+//     dead process's) never takes effect. The current epoch then becomes
+//     the claim's own offset, and a group left incomplete by the epoch
+//     before is dropped (a torn group: its Append never returned nil).
 //   - A metadata record or snapshot pointer counts only when its epoch is
 //     the current one; any other (a fenced writer's, written after the
 //     claim that fenced it) is skipped.
@@ -33,10 +37,10 @@ import (
 // starts there needs to know of what came before.
 type scanState struct {
 	// epoch is the current epoch: the offset of the latest effective
-	// claim, or −1 before the first one (nothing counts yet).
+	// claim, or −1 (noEpoch) before the first one (nothing counts yet).
 	epoch int64
-	// owner is the writer id of the claim that began epoch, when that
-	// claim was read (ownerKnown).
+	// owner is the writer id of the claim that began epoch (ownerKnown:
+	// there is one, and the scan read it or a pointer of its epoch).
 	owner      [writerIDSize]byte
 	ownerKnown bool
 	// next is the index the next delivered record has.
@@ -103,10 +107,14 @@ func fromLogStart(logStart int64, where string) *scanner {
 }
 
 // fromPointer returns a scanner starting at p's offset, knowing the state
-// there: p counted, so its epoch was current, no group was pending, and
-// the next index was p's.
+// there: p counted, so its epoch was current (its writer the epoch's
+// owner), no group was pending, and the next index was p's.
 func fromPointer(p pointer, where string) *scanner {
-	return newScanner(scanState{epoch: p.epoch, next: p.index}, where)
+	return newScanner(pointerState(p), where)
+}
+
+func pointerState(p pointer) scanState {
+	return scanState{epoch: p.epoch, owner: p.writer, ownerKnown: true, next: p.index}
 }
 
 func (s *scanner) corrupt(offset int64, format string, args ...any) error {
@@ -128,7 +136,11 @@ func (s *scanner) add(offset int64, key, value []byte) error {
 		}
 		// Only a counted pointer is ever truncated before (TruncateBefore),
 		// so its epoch was current and its index next there.
-		s.st = scanState{epoch: k.epoch, next: k.index}
+		p, err := decodePointer(k, offset, value)
+		if err != nil {
+			return s.corrupt(offset, "%v", err)
+		}
+		s.st = pointerState(p)
 		s.needPointer, s.began = false, k.index
 	}
 	if k.kind == kindClaim {
@@ -136,7 +148,7 @@ func (s *scanner) add(offset int64, key, value []byte) error {
 		if err != nil {
 			return s.corrupt(offset, "%v", err)
 		}
-		effective := k.epoch == takeover || k.epoch == s.st.epoch
+		effective := k.epoch == s.st.epoch
 		if effective {
 			if s.hasPending() {
 				s.drop(offset, fmt.Sprintf("the group from offset %d never ended: its Append failed (dropped at the claim at offset %d)", s.firstOffset, offset))

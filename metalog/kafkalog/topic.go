@@ -293,8 +293,7 @@ func (t *Topic) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
 	return resp, nil
 }
 
-// ClusterID returns the cluster id the topic's transactional ids and
-// snapshot keys use: Config.ClusterID, or the Kafka cluster's.
+// ClusterID returns the cluster id the topic's snapshot keys use: Config.ClusterID, or the Kafka cluster's.
 func (t *Topic) ClusterID() string { return t.clusterID }
 
 // Name returns the topic's name.
