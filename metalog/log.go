@@ -95,9 +95,11 @@ type Log interface {
 	// ErrTruncated or ErrCorrupt.
 	TruncateBefore(ctx context.Context, index int64) error
 
-	// Close releases the log's resources; a group being appended
-	// completes first. Later calls fail with ErrClosed; Close again
-	// returns nil.
+	// Close releases the log's resources. A call in progress completes
+	// first or — a backend whose storage may not answer, as Kafka — is
+	// ended at once and fails with ErrClosed (an Append's group is then
+	// durable or not, as after any failed Append). Later calls fail with
+	// ErrClosed; Close again returns nil.
 	Close() error
 }
 

@@ -25,7 +25,9 @@ const (
 	// be it: the orphan scan would take snapshots for orphans.
 	DefaultSnapshotPrefix = "snapshots"
 	// DefaultAppendTimeout bounds one Append's produce and check (and a
-	// claim's or pointer's).
+	// claim's or pointer's): one that has not ended by then fails, even
+	// when its batch was sent and its fate is unknown (the next Replay
+	// settles it).
 	DefaultAppendTimeout = 30 * time.Second
 	// DefaultRequestTimeout bounds one admin or fetch request and a whole
 	// replay's wait for a partition with no leader.

@@ -160,6 +160,7 @@ func TestKafkaLog(t *testing.T) {
 	t.Run("LateClaims", func(t *testing.T) { testLateClaims(t, e) })
 	t.Run("TruncatedUnderStart", func(t *testing.T) { testTruncatedUnderStart(t, e) })
 	t.Run("ReadAhead", func(t *testing.T) { testReadAhead(t, e) })
+	t.Run("AppendBounded", func(t *testing.T) { testAppendBounded(t, e) })
 	t.Run("CheckContiguity", func(t *testing.T) { testCheckContiguity(t, e) })
 	t.Run("FailedAppendSettled", func(t *testing.T) { testFailedAppendSettled(t, e) })
 	t.Run("IndexesAcrossClaims", func(t *testing.T) { testIndexesAcrossClaims(t, e) })
@@ -858,7 +859,10 @@ type dropConn struct {
 
 type dropper struct {
 	// request: lose the Produce request itself instead of its answer.
-	request    bool
+	request bool
+	// swallow, while set, makes every Produce request vanish on the way
+	// (the broker never sees it, the client never gets an answer).
+	swallow    atomic.Bool
 	armed      atomic.Bool
 	blockUntil atomic.Int64 // unix ns
 	cut        atomic.Int32
@@ -877,6 +881,9 @@ func (d *dropper) dial(ctx context.Context, network, host string) (net.Conn, err
 
 func (c *dropConn) Write(b []byte) (int, error) {
 	const produceKey = 0
+	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == produceKey && c.d.swallow.Load() {
+		return len(b), nil
+	}
 	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == produceKey && c.d.armed.CompareAndSwap(true, false) {
 		if c.d.request {
 			c.d.blockUntil.Store(time.Now().Add(4 * time.Second).UnixNano())

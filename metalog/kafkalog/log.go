@@ -44,7 +44,8 @@ import (
 //
 // Calls follow metalog.Log: the shard driver's one at a time (mu), and
 // WriteSnapshot and TruncateBefore, which append nothing, concurrently
-// with them.
+// with them. Every call is bounded in time (Config.AppendTimeout,
+// Config.RequestTimeout), and Close ends a call in progress at once.
 type Log struct {
 	t      *Topic
 	shard  int32
@@ -54,6 +55,9 @@ type Log struct {
 	// which process it is.
 	id          [writerIDSize]byte
 	description string
+	// closing is cancelled by Close, ending every call in progress.
+	closing   context.Context
+	stopCalls context.CancelFunc
 
 	// mu serialises the driver's calls and Close, and guards the fields
 	// in it.
@@ -98,6 +102,7 @@ var _ metalog.Log = (*Log)(nil)
 func (t *Topic) openLog(shard int32) (*Log, error) {
 	l := &Log{t: t, shard: shard, logger: t.logger.With(slog.Int("shard", int(shard))),
 		where: fmt.Sprintf("partition %d of %s", shard, t.cfg.Topic)}
+	l.closing, l.stopCalls = context.WithCancel(context.Background())
 	if _, err := rand.Read(l.id[:]); err != nil {
 		return nil, err
 	}
@@ -110,8 +115,37 @@ func (t *Topic) openLog(shard int32) (*Log, error) {
 	return l, nil
 }
 
+// callContext returns the context of one call: ctx, ended after timeout
+// (0: none) or by Close.
+func (l *Log) callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	stop := context.AfterFunc(l.closing, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// closedErr returns err, wrapping metalog.ErrClosed too when Close ended
+// the call that failed with it.
+func (l *Log) closedErr(err error) error {
+	if err != nil && l.closing.Err() != nil && !errors.Is(err, metalog.ErrClosed) {
+		return fmt.Errorf("%w: %w", metalog.ErrClosed, err)
+	}
+	return err
+}
+
 // producer returns the idempotent producer, creating it when absent;
-// l.mu must be held.
+// l.mu must be held. A produce that does not end by its context's
+// deadline fails (kgo.AllowIdempotentProduceCancellation: kgo would
+// otherwise wait as long as it takes to learn the fate of a batch it
+// sent); the producer is then dropped, and what the batch left in the
+// partition — now or later — is settled by the rule: a Replay's claim
+// follows before this writer appends again, so a batch landing after it
+// has a stale epoch and a claim landing late names an epoch no longer in
+// force.
 func (l *Log) producer() (*kgo.Client, error) {
 	if l.mu.cl != nil {
 		return l.mu.cl, nil
@@ -128,6 +162,7 @@ func (l *Log) producer() (*kgo.Client, error) {
 		kgo.ProducerBatchMaxBytes(t.batchMax),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(t.cfg.AppendTimeout),
+		kgo.AllowIdempotentProduceCancellation(),
 		kgo.RetryTimeout(t.cfg.RequestTimeout),
 	}, t.cfg.ClientOpts...)...)
 	if err != nil {
@@ -211,7 +246,7 @@ func (l *Log) claimRecord(epoch int64) *kgo.Record {
 // under a read that delivered nothing yet: retried for up to
 // Config.RequestTimeout × 4.
 func (l *Log) Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 4*l.t.cfg.RequestTimeout)
+	ctx, cancel := l.callContext(ctx, 4*l.t.cfg.RequestTimeout)
 	defer cancel()
 	for {
 		next, delivered, err := l.replayOnce(ctx, from, fn)
@@ -227,12 +262,12 @@ func (l *Log) Replay(ctx context.Context, from int64, fn func(index int64, body 
 			!errors.Is(err, metalog.ErrCorrupt) && !errors.Is(err, metalog.ErrTruncated) && !errors.Is(err, errCallback) &&
 			ctx.Err() == nil
 		if !retry {
-			return 0, err
+			return 0, l.closedErr(err)
 		}
 		l.logger.Warn("kafkalog: replay failed; retrying", "err", err)
 		select {
 		case <-ctx.Done():
-			return 0, err
+			return 0, l.closedErr(err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -401,9 +436,11 @@ func (l *Log) chunks(n int) int { return max(1, (n+l.t.chunk-1)/l.t.chunk) }
 // the topic's batch limit split into parts), produced with acks=all under
 // this writer's epoch, the last one flagged as the group's end; nil once
 // the validity rule counts them as the group (check). ErrFenced when
-// another writer's claim came before them. A failed produce or check
-// leaves the records' fate — durable or not, the same for every reader —
-// to the next Replay, whose claim comes first when they land later.
+// another writer's claim came before them. A produce or check that does
+// not end within Config.AppendTimeout (Kafka cannot be reached), or that
+// Close ends, fails: the records' fate — durable or not, the same for
+// every reader — is then settled by the next Replay, whose claim comes
+// first when they land later.
 func (l *Log) Append(ctx context.Context, bodies [][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -427,7 +464,7 @@ func (l *Log) Append(ctx context.Context, bodies [][]byte) error {
 	// Whatever happens below, only a counted group keeps the log's end
 	// known.
 	l.ready = false
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.t.cfg.AppendTimeout)
+	actx, cancel := l.callContext(context.WithoutCancel(ctx), l.t.cfg.AppendTimeout)
 	defer cancel()
 	var recs []*kgo.Record
 	for i, b := range bodies {
@@ -455,13 +492,13 @@ func (l *Log) Append(ctx context.Context, bodies [][]byte) error {
 		return fmt.Errorf("kafkalog: shard %d: appending %s: test: the produce failed", l.shard, span)
 	}
 	if err := l.produce(actx, recs); err != nil {
-		return fmt.Errorf("kafkalog: shard %d: appending %s: %w", l.shard, span, err)
+		return l.closedErr(fmt.Errorf("kafkalog: shard %d: appending %s: %w", l.shard, span, err))
 	}
 	if l.beforeCheck != nil {
 		l.beforeCheck()
 	}
 	if err := l.check(actx, recs, len(bodies)); err != nil {
-		return fmt.Errorf("kafkalog: shard %d: appending %s: %w", l.shard, span, err)
+		return l.closedErr(fmt.Errorf("kafkalog: shard %d: appending %s: %w", l.shard, span, err))
 	}
 	l.ready = true
 	return nil
@@ -543,6 +580,8 @@ func (l *Log) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ctx, cancel := l.callContext(ctx, 0)
+	defer cancel()
 	for attempt := 1; ; attempt++ {
 		err := l.scanPointers(ctx)
 		if err == nil {
@@ -551,11 +590,11 @@ func (l *Log) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 		// Deleted under the read (the owner truncated meanwhile): read
 		// again from the new log start, a few times.
 		if !errors.Is(err, errOutOfRange) || attempt == 5 {
-			return 0, nil, err
+			return 0, nil, l.closedErr(err)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, nil, err
+			return 0, nil, l.closedErr(err)
 		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 		}
 	}
@@ -570,7 +609,7 @@ func (l *Log) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, nil, err
+				return 0, nil, l.closedErr(err)
 			}
 			l.logger.Warn("kafkalog: passing over a snapshot that does not read back", "index", p.index, "object", p.key, "err", err)
 			continue
@@ -585,6 +624,8 @@ func (l *Log) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 // log start offset) to its high watermark, adding the pointers that
 // count.
 func (l *Log) scanPointers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*l.t.cfg.RequestTimeout)
+	defer cancel()
 	ls, err := l.t.listOffset(ctx, l.shard, -2)
 	if err != nil {
 		return fmt.Errorf("kafkalog: shard %d: log start offset: %w", l.shard, err)
@@ -691,14 +732,14 @@ func (l *Log) PrepareSnapshot(ctx context.Context, index int64) error {
 		Key:       recordKey{kind: kindSnapshot, epoch: p.epoch, index: index, parts: 1}.appendTo(nil),
 		Value:     p.appendValue(nil),
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.t.cfg.AppendTimeout)
+	actx, cancel := l.callContext(context.WithoutCancel(ctx), l.t.cfg.AppendTimeout)
 	defer cancel()
 	l.ready = false
 	if err := l.produce(actx, []*kgo.Record{rec}); err != nil {
-		return fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err)
+		return l.closedErr(fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err))
 	}
 	if err := l.check(actx, []*kgo.Record{rec}, 0); err != nil {
-		return fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err)
+		return l.closedErr(fmt.Errorf("kafkalog: shard %d: appending the pointer of the snapshot at %d: %w", l.shard, index, err))
 	}
 	l.ready = true
 	p.offset = rec.Offset
@@ -721,8 +762,10 @@ func (l *Log) WriteSnapshot(ctx context.Context, index int64, payload []byte) er
 	if prep == nil || prep.index != index {
 		return fmt.Errorf("kafkalog: shard %d: snapshot at record %d was not prepared (PrepareSnapshot first)", l.shard, index)
 	}
+	ctx, cancel := l.callContext(ctx, 0)
+	defer cancel()
 	if err := l.t.cfg.Snapshots.Put(ctx, prep.key, encodeSnapshot(index, payload)); err != nil {
-		return fmt.Errorf("kafkalog: shard %d: storing snapshot %s: %w", l.shard, prep.key, err)
+		return l.closedErr(fmt.Errorf("kafkalog: shard %d: storing snapshot %s: %w", l.shard, prep.key, err))
 	}
 	l.markWritten(index, prep.key)
 	return nil
@@ -737,8 +780,10 @@ func (l *Log) WriteSnapshot(ctx context.Context, index int64, payload []byte) er
 // keeps a fenced writer from moving the log start under a new owner's
 // replay).
 func (l *Log) TruncateBefore(ctx context.Context, index int64) error {
+	ctx, cancel := l.callContext(ctx, 4*l.t.cfg.RequestTimeout)
+	defer cancel()
 	if err := l.stillOwner(ctx); err != nil {
-		return err
+		return l.closedErr(err)
 	}
 	l.snap.Lock()
 	var at *pointer
@@ -767,7 +812,7 @@ func (l *Log) TruncateBefore(ctx context.Context, index int64) error {
 		return fmt.Errorf("kafkalog: shard %d: truncate before record %d: no stored snapshot at or after it with a pointer at or before it", l.shard, index)
 	}
 	if err := l.t.deleteRecords(ctx, l.shard, target.offset); err != nil {
-		return err
+		return l.closedErr(err)
 	}
 	for _, p := range older {
 		if err := l.t.cfg.Snapshots.Delete(ctx, p.key); err != nil {
@@ -815,9 +860,11 @@ func (l *Log) stillOwner(ctx context.Context) error {
 	return l.fence(foreign)
 }
 
-// Close implements metalog.Log. A group being appended completes first
-// (l.mu).
+// Close implements metalog.Log. A call in progress ends first, at once:
+// Close cancels it (an Append's group is then durable or not, as after
+// any failed Append, for the next owner's replay to settle).
 func (l *Log) Close() error {
+	l.stopCalls()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.closed {
