@@ -134,7 +134,7 @@ func (s *store) Tear(t *testing.T, shard int32, variant int) bool {
 // TestKafkaLog runs every test of the Kafka backend against one 3-broker
 // Apache Kafka cluster (internal/kafkatest).
 func TestKafkaLog(t *testing.T) {
-	e := &env{c: kafkatest.Start(t, kafkatest.Options{Brokers: 3})}
+	e := &env{c: kafkatest.Start(t, kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute})}
 
 	t.Run("Conformance", func(t *testing.T) {
 		metalogtest.Run(t, metalogtest.Backend{
