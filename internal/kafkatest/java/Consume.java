@@ -1,11 +1,13 @@
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -28,7 +30,11 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * synchronously after each poll's records are printed; without it every
  * partition of T is assigned and read from its beginning),
  * --max-records N (stop after N records; default unbounded),
- * --idle-timeout-ms M (stop when no record came for M ms; default 10000),
+ * --idle-timeout-ms M (stop when no record came for M ms; default 10000;
+ * with --group counted from the first assignment, the join itself given up
+ * to --join-timeout-ms J, default 120000: a loaded machine's JVM and the
+ * group's initial rebalance delay can take longer than M before the first
+ * partition is assigned),
  * --property key=value (any consumer config, repeatable; e.g.
  * isolation.level=read_committed, group.protocol=consumer).
  * It stops cleanly on SIGTERM. The last line on stderr is "consumed N records".
@@ -36,7 +42,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 public final class Consume {
     public static void main(String[] args) throws Exception {
         String bootstrap = null, topic = null, group = null;
-        long maxRecords = Long.MAX_VALUE, idleMs = 10000;
+        long maxRecords = Long.MAX_VALUE, idleMs = 10000, joinMs = 120000;
         Properties props = new Properties();
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -48,6 +54,7 @@ public final class Consume {
                 case "--group": group = v; break;
                 case "--max-records": maxRecords = Long.parseLong(v); break;
                 case "--idle-timeout-ms": idleMs = Long.parseLong(v); break;
+                case "--join-timeout-ms": joinMs = Long.parseLong(v); break;
                 case "--property": {
                     int eq = v.indexOf('=');
                     if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
@@ -71,21 +78,31 @@ public final class Consume {
             consumer.wakeup();
             try { closed.await(); } catch (InterruptedException e) { main.interrupt(); }
         }));
+        // lastEvent[0]: when the last record came or, before the first one,
+        // when partitions were assigned (set by the listener, which runs
+        // inside poll on this thread); assigned[0]: whether they were.
+        long[] lastEvent = {System.currentTimeMillis()};
+        boolean[] assigned = {group == null};
         try {
             if (group != null) {
-                consumer.subscribe(List.of(topic));
+                consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                    @Override public void onPartitionsRevoked(Collection<TopicPartition> parts) {}
+                    @Override public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                        if (!assigned[0]) lastEvent[0] = System.currentTimeMillis();
+                        assigned[0] = true;
+                    }
+                });
             } else {
                 List<TopicPartition> tps = new ArrayList<>();
                 for (PartitionInfo p : consumer.partitionsFor(topic)) tps.add(new TopicPartition(topic, p.partition()));
                 consumer.assign(tps);
                 consumer.seekToBeginning(tps);
             }
-            long lastRecord = System.currentTimeMillis();
             StringBuilder sb = new StringBuilder();
-            while (consumed < maxRecords && System.currentTimeMillis() - lastRecord < idleMs) {
+            while (consumed < maxRecords && System.currentTimeMillis() - lastEvent[0] < (assigned[0] ? idleMs : Math.max(idleMs, joinMs))) {
                 ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(200));
                 if (recs.isEmpty()) continue;
-                lastRecord = System.currentTimeMillis();
+                lastEvent[0] = System.currentTimeMillis();
                 for (ConsumerRecord<byte[], byte[]> r : recs) {
                     sb.setLength(0);
                     sb.append("{\"topic\":").append(quote(r.topic()))
