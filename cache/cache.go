@@ -69,7 +69,7 @@
 //     evict) and the data was written before the reach. Unless every block
 //     it needs is cached or loading, the whole object is then read with
 //     one GET (single-flight: concurrent readers of it share the read) into
-//     the catch-up segment, a small LRU of its own
+//     the catch-up segment, a small LRU of whole objects of its own
 //     (Config.CatchUpMaxBytes), outside the main LRU: the other partitions
 //     of that object, read by later fetches of the same consumer or by
 //     other lagging consumers, are hits, and nothing in the main LRU is
@@ -141,6 +141,18 @@ type Object struct {
 	// the oldest, if the ranges were committed at different times);
 	// negative means unknown, which always reads through the blocks.
 	WrittenMs int64
+	// SequentialEnd, when positive, says one reader reads the object front
+	// to back up to this byte and is then done with it: a segment object
+	// (its data's end; the index after it is read first). A read of a range
+	// ending there finishes the object, which the catch-up segment then
+	// evicts first; and the object is read whole into the catch-up segment
+	// (or read ahead) only if it fits beside the other such objects not
+	// finished yet, else it is read by exact ranged reads — evicting an
+	// object a reader is still reading would read it again, whole, at its
+	// next fetch. Such an object is not put in the cache when written, so
+	// once the cache is full a read of it is beyond reach whatever
+	// WrittenMs says.
+	SequentialEnd int64
 }
 
 // Range is one byte range of an object for ReadRanges: len(P) bytes at
@@ -187,7 +199,19 @@ type Cache struct {
 		loads   map[blockKey]*load
 		aheads  int // read-aheads in flight
 		closed  bool
+		// seq holds the objects with a SequentialEnd in, or being
+		// loaded into, the catch-up segment.
+		seq map[string]*seqObject
 	}
+}
+
+// seqObject is an object read front to back by one reader
+// (Object.SequentialEnd) in the catch-up segment.
+type seqObject struct {
+	size     int64 // the object's size: what it takes there once loaded
+	blocks   int   // its blocks cached in the catch-up segment
+	loading  bool  // a whole-object load of it is in flight
+	finished bool  // a read reached its SequentialEnd
 }
 
 // blockKey names block index of object key.
@@ -261,6 +285,7 @@ func New(cfg Config, r RangeReader) (*Cache, error) {
 		checkObject: cfg.CheckObject, catchUpMax: max(cfg.CatchUpMaxBytes, 0)}
 	c.mu.blocks = make(map[blockKey]*block)
 	c.mu.loads = make(map[blockKey]*load)
+	c.mu.seq = make(map[string]*seqObject)
 	c.mu.lru.next, c.mu.lru.prev = &c.mu.lru, &c.mu.lru
 	c.mu.catchUp.next, c.mu.catchUp.prev = &c.mu.catchUp, &c.mu.catchUp
 	return c, nil
@@ -360,6 +385,13 @@ func (c *Cache) ReadRanges(ctx context.Context, obj Object, rs []Range, check Ch
 		}
 		perRead = append(perRead, len(refs)-n)
 	}
+	if o := c.mu.seq[obj.Key]; o != nil && obj.SequentialEnd > 0 {
+		for i := range rs {
+			if end := rs[i].Off + int64(len(rs[i].P)); rs[i].Off < obj.SequentialEnd && end == obj.SequentialEnd {
+				o.finished = true
+			}
+		}
+	}
 	c.mu.Unlock()
 
 	var err, corrupt error
@@ -454,10 +486,10 @@ func allVerified(refs []ref) bool {
 // and for a catch-up read starts (or finds) the whole-object load.
 // checked says whether the reader checks what it reads.
 func (c *Cache) modeLocked(ctx context.Context, obj Object, rs []Range, checked bool) mode {
-	if !c.beyondReachLocked(obj.WrittenMs) || c.coveredLocked(obj.Key, rs) {
+	if !c.beyondReachLocked(obj) || c.coveredLocked(obj.Key, rs) {
 		return throughBlocks
 	}
-	if !c.catchUpFitsLocked(obj) {
+	if !c.catchUpFitsLocked(obj) || !c.sequentialFitsLocked(obj) {
 		return bypassRead
 	}
 	c.startCatchUpLocked(ctx, obj, false, checked)
@@ -469,6 +501,24 @@ func (c *Cache) modeLocked(ctx context.Context, obj Object, rs []Range, checked 
 // the segment (so an object being read does not evict the one before it).
 func (c *Cache) catchUpFitsLocked(obj Object) bool {
 	return c.catchUpMax > 0 && obj.Size > 0 && obj.Size <= c.catchUpMax/2
+}
+
+// sequentialFitsLocked reports whether obj, if read front to back by one
+// reader (Object.SequentialEnd), fits in the catch-up segment beside the
+// other such objects there or loading that are not finished: an object
+// read by sequential readers of several partitions at once must not evict
+// the one another of them is in the middle of.
+func (c *Cache) sequentialFitsLocked(obj Object) bool {
+	if obj.SequentialEnd <= 0 {
+		return true
+	}
+	open := obj.Size
+	for key, o := range c.mu.seq {
+		if key != obj.Key && !o.finished {
+			open += o.size
+		}
+	}
+	return open <= c.catchUpMax
 }
 
 // startCatchUpLocked starts one load of the whole of obj into the catch-up
@@ -490,6 +540,14 @@ func (c *Cache) startCatchUpLocked(ctx context.Context, obj Object, ahead, check
 	}
 	l := &load{key: obj.Key, first: 0, n: n, size: obj.Size, catchUp: true, whole: true, ahead: ahead,
 		trusted: !checked || c.checkObject == nil}
+	if obj.SequentialEnd > 0 {
+		o := c.mu.seq[obj.Key]
+		if o == nil {
+			o = &seqObject{size: obj.Size}
+			c.mu.seq[obj.Key] = o
+		}
+		o.loading, o.finished = true, false
+	}
 	if ahead {
 		c.mu.aheads++
 		c.stats.ReadAheads.Add(1)
@@ -498,15 +556,23 @@ func (c *Cache) startCatchUpLocked(ctx context.Context, obj Object, ahead, check
 	return true
 }
 
-// beyondReachLocked reports whether data written at writtenMs (ms; < 0:
-// unknown) is older than the cache's reach: the cache is full, and its
-// least recently used block was last used after the data was written.
-func (c *Cache) beyondReachLocked(writtenMs int64) bool {
-	if writtenMs < 0 || c.mu.bytes+c.blockSize <= c.maxBytes {
+// beyondReachLocked reports whether obj's data, written at obj.WrittenMs
+// (ms; < 0: unknown), is older than the cache's reach: the cache is full,
+// and its least recently used block was last used after the data was
+// written. An object read front to back (Object.SequentialEnd: a segment
+// object) is beyond reach whenever the cache is full: it is not put in the
+// cache when written, as WAL objects are, so only a read could have
+// cached it, and its data's write time (from the WAL objects it was
+// copied from) says nothing about that.
+func (c *Cache) beyondReachLocked(obj Object) bool {
+	if c.mu.bytes+c.blockSize <= c.maxBytes {
 		return false // room to spare: caching evicts nothing
 	}
+	if obj.SequentialEnd > 0 {
+		return true
+	}
 	tail := c.mu.lru.prev
-	return tail != &c.mu.lru && writtenMs < tail.lastUse
+	return obj.WrittenMs >= 0 && tail != &c.mu.lru && obj.WrittenMs < tail.lastUse
 }
 
 // coveredLocked reports whether every block rs needs of object key is
@@ -545,7 +611,8 @@ func (c *Cache) coveredLocked(key string, rs []Range) bool {
 func (c *Cache) ReadAhead(obj Object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.closed || c.mu.aheads >= maxReadAheads || !c.catchUpFitsLocked(obj) || !c.beyondReachLocked(obj.WrittenMs) {
+	if c.mu.closed || c.mu.aheads >= maxReadAheads || !c.catchUpFitsLocked(obj) || !c.sequentialFitsLocked(obj) ||
+		!c.beyondReachLocked(obj) {
 		return
 	}
 	c.startCatchUpLocked(context.Background(), obj, true, true)
@@ -932,6 +999,12 @@ func (c *Cache) finish(l *load, blks []*block, verified bool, err error) {
 		}
 		c.publishSizeLocked()
 	}
+	if o := c.mu.seq[l.key]; o != nil && l.catchUp && l.whole {
+		o.loading = false
+		if o.blocks == 0 {
+			delete(c.mu.seq, l.key)
+		}
+	}
 	l.blks, l.verified, l.err = blks, verified, err
 	c.mu.Unlock()
 	close(l.done)
@@ -1019,13 +1092,22 @@ func (c *Cache) insertLocked(b *block) *block {
 	if b.catchUp {
 		c.pushFrontLocked(&c.mu.catchUp, b)
 		c.mu.cuBytes += int64(len(b.data))
+		if o := c.mu.seq[b.bk.key]; o != nil {
+			o.blocks++
+		}
 		for c.mu.cuBytes > c.catchUpMax {
-			victim := c.mu.catchUp.prev
-			if victim == b {
+			victim := c.catchUpVictimLocked(b.bk.key)
+			if victim == "" {
 				break // Validate and catchUpFitsLocked keep an object within the segment
 			}
-			c.removeLocked(victim)
-			c.stats.CatchUpEvictions.Add(1)
+			for v := c.mu.catchUp.next; v != &c.mu.catchUp; {
+				next := v.next
+				if v.bk.key == victim {
+					c.removeLocked(v)
+					c.stats.CatchUpEvictions.Add(1)
+				}
+				v = next
+			}
 		}
 		return b
 	}
@@ -1040,6 +1122,41 @@ func (c *Cache) insertLocked(b *block) *block {
 		c.stats.Evictions.Add(1)
 	}
 	return b
+}
+
+// catchUpVictimLocked returns the object the catch-up segment evicts
+// next, other than keep, whose blocks then all go (an object partly gone
+// would be read whole again): the least recently used — the one whose
+// most recently used block is the furthest back — of the objects their
+// sequential reader finished (Object.SequentialEnd), else of the other
+// objects, else of those a sequential reader is still in. Objects, not
+// blocks: the next object a reader will need may be loaded (read ahead)
+// while it reads the current one, so the blocks of the current one it has
+// not reached yet are older than the last reads of the object it
+// finished, and a block LRU would evict them and read the object again
+// (TestCatchUpEvictsObjects: objects of half the segment, each read once).
+// "" when there is none.
+func (c *Cache) catchUpVictimLocked(keep string) string {
+	seen := make(map[string]struct{}, 8)
+	// The least recently used of each kind, in the order they go: objects
+	// their sequential reader finished, other objects (read by any number
+	// of readers, in any order), objects a sequential reader is in.
+	var finished, other, open string
+	for v := c.mu.catchUp.next; v != &c.mu.catchUp; v = v.next {
+		if _, ok := seen[v.bk.key]; ok || v.bk.key == keep {
+			continue
+		}
+		seen[v.bk.key] = struct{}{}
+		switch o := c.mu.seq[v.bk.key]; {
+		case o == nil:
+			other = v.bk.key
+		case o.finished:
+			finished = v.bk.key
+		default:
+			open = v.bk.key
+		}
+	}
+	return cmp.Or(finished, other, open)
 }
 
 // publishSizeLocked sets the size gauges, once after a change: observers
@@ -1080,6 +1197,11 @@ func (c *Cache) removeLocked(b *block) {
 	b.cached = false
 	if b.catchUp {
 		c.mu.cuBytes -= int64(len(b.data))
+		if o := c.mu.seq[b.bk.key]; o != nil {
+			if o.blocks--; o.blocks <= 0 && !o.loading {
+				delete(c.mu.seq, b.bk.key)
+			}
+		}
 	} else {
 		c.mu.bytes -= int64(len(b.data))
 	}

@@ -24,13 +24,17 @@ const (
 	// on any machine. Lagging consumers need more; size it to the memory
 	// you can give.
 	DefaultMaxBytes = 256 << 20
-	// DefaultCatchUpMaxBytes is 64 MiB: eight objects of the default
-	// 8 MiB buffer. A consumer catching up on many partitions reads them
-	// at positions a few objects apart (each fetch moves each partition
-	// by about its share of one object), and each object is read whole
-	// once; the segment must hold the objects from the rearmost
-	// partition's to the foremost's, and the one read ahead.
-	DefaultCatchUpMaxBytes = 64 << 20
+	// DefaultCatchUpMaxBytes is 256 MiB: two segment objects of the
+	// default 128 MiB (coordinator.DefaultSegmentBytes), each read whole
+	// with one GET by a consumer lagging over consolidated data — one
+	// being read, one read ahead: 8 GETs per GiB fetched —, or 32 WAL
+	// objects of the default 8 MiB buffer. A consumer catching up on many
+	// partitions of WAL objects reads them at positions a few objects
+	// apart (each fetch moves each partition by about its share of one
+	// object), and each object is read whole once; the segment must hold
+	// the objects from the rearmost partition's to the foremost's, and the
+	// one read ahead. It holds nothing while no consumer lags.
+	DefaultCatchUpMaxBytes = 256 << 20
 	// MaxBlockBytes bounds BlockBytes: a block is one allocation and one
 	// GET; larger blocks only add latency.
 	MaxBlockBytes = 1 << 30

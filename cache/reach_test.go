@@ -365,3 +365,32 @@ func TestReadRangesUnderConcurrency(t *testing.T) {
 			st.BypassReads.Load(), st.Hits.Load(), st.Evictions.Load())
 	}
 }
+
+// TestSequentialObjectBeyondReach: an object read front to back
+// (Object.SequentialEnd: a segment object, not put in the cache when
+// written) is beyond reach once the cache is full, whatever its data's
+// write time: its first read takes it whole into the catch-up segment
+// (one GET) instead of reading blocks into the main LRU; a WAL object of
+// the same write time, within reach, is read through the blocks.
+func TestSequentialObjectBeyondReach(t *testing.T) {
+	f := newReachFixture(t, 4)
+	seq := cache.Object{Key: "old", Size: 3 * rB, WrittenMs: 1500, SequentialEnd: 3*rB - 4} // 1500: after the reach (1000)
+	f.s.takeReads()
+	if _, _, err := read(t, f.c, seq, f.old, [2]int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.s.takeReads(); fmt.Sprint(got) != fmt.Sprint([]readCall{{"old", 0, 3 * rB}}) || f.c.Stats().CatchUpReads.Load() != 1 {
+		t.Fatalf("a sequential object within the data's reach cost %v, %d catch-up reads; want one whole GET into the catch-up segment",
+			got, f.c.Stats().CatchUpReads.Load())
+	}
+	f.hot(t, 4)
+
+	g := newReachFixture(t, 4)
+	g.s.takeReads()
+	if _, _, err := read(t, g.c, cache.Object{Key: "old", Size: 3 * rB, WrittenMs: 1500}, g.old, [2]int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.s.takeReads(); fmt.Sprint(got) != fmt.Sprint([]readCall{{"old", 0, rB}}) {
+		t.Fatalf("a WAL object within reach cost %v; want its block", got)
+	}
+}

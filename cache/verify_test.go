@@ -346,7 +346,7 @@ func TestCatchUpObjectFailingItsCheck(t *testing.T) {
 }
 
 // TestCatchUpSegmentBound: the catch-up segment keeps at most
-// CatchUpMaxBytes, evicting its least recently used blocks, and never
+// CatchUpMaxBytes, evicting its least recently used objects, and never
 // touches the main LRU; an object over half of it is read by exact
 // bypassed reads instead.
 func TestCatchUpSegmentBound(t *testing.T) {
@@ -379,6 +379,129 @@ func TestCatchUpSegmentBound(t *testing.T) {
 	}
 	if got := s.takeReads(); fmt.Sprint(got) != fmt.Sprint([]readCall{{"big", 1, 2}}) || c.Stats().BypassReads.Load() != 1 {
 		t.Fatalf("an object over half the segment cost %v, want one exact bypassed read", got)
+	}
+}
+
+// TestCatchUpEvictsObjects: a reader catching up over objects of half the
+// catch-up segment, each hinted (ReadAhead) when it starts the one before,
+// reads each object once: when the third is loaded, the object it has
+// finished goes, not the blocks of the one it is reading that it has not
+// reached yet (older, by their load, than the finished object's last
+// reads: a block LRU would evict them and read the object again).
+func TestCatchUpEvictsObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore()
+		clk := &clock{}
+		c := newCache(t, cache.Config{BlockBytes: rB, MaxBytes: 4 * rB, CatchUpMaxBytes: 6 * rB, Now: clk.now}, s)
+		for i := range 4 {
+			clk.set(1000 + int64(i))
+			c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
+		}
+		clk.set(2000)
+		objs := make([]cache.Object, 4)
+		datas := make([][]byte, 4)
+		for i := range objs {
+			objs[i] = cache.Object{Key: fmt.Sprintf("seg%d", i), Size: 3 * rB, WrittenMs: oldWrite}
+			datas[i] = object(uint64(50+i), 3*rB)
+			s.put(t, objs[i].Key, datas[i])
+		}
+		s.takeReads()
+		for i := range 3 {
+			for blk := range int64(3) {
+				if _, _, err := read(t, c, objs[i], datas[i], [2]int64{blk * rB, rB}); err != nil {
+					t.Fatal(err)
+				}
+				if blk == 0 {
+					c.ReadAhead(objs[i+1]) // fetch's hint: the next object, as the reader starts this one
+					synctest.Wait()
+				}
+			}
+		}
+		var want []readCall
+		for i := range 4 {
+			want = append(want, readCall{objs[i].Key, 0, 3 * rB})
+		}
+		if got := s.takeReads(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("store reads %v, want each object once: %v", got, want)
+		}
+		if st := c.Stats(); st.CatchUpBytesCached.Load() != 6*rB || st.CatchUpEvictions.Load() != 6 {
+			t.Fatalf("segment %d bytes, %d catch-up evictions; want %d, 6 (two whole objects)",
+				st.CatchUpBytesCached.Load(), st.CatchUpEvictions.Load(), 6*rB)
+		}
+	})
+}
+
+// TestCatchUpSequentialReaders: readers of several partitions catching
+// up at once over objects each read front to back by one of them
+// (Object.SequentialEnd: segment objects), each of half the catch-up
+// segment, each hinted as its reader reaches the previous one's end (as
+// fetch does): with two readers every object is read once, whole — the
+// finished object goes first, a hint that would evict an object a reader
+// is in is dropped; a third reader, for whom no room is left, is served by
+// exact ranged reads instead of evicting the others' objects (which they
+// would read again).
+func TestCatchUpSequentialReaders(t *testing.T) {
+	for _, readers := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint(readers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newStore()
+				clk := &clock{}
+				c := newCache(t, cache.Config{BlockBytes: rB, MaxBytes: 4 * rB, CatchUpMaxBytes: 6 * rB, Now: clk.now}, s)
+				for i := range 4 {
+					clk.set(1000 + int64(i))
+					c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
+				}
+				clk.set(2000)
+				const objects, end = 3, 3*rB - 4 // data, then a 4-byte "index"
+				objs := make([][]cache.Object, readers)
+				datas := make([][][]byte, readers)
+				for r := range readers {
+					for i := range objects {
+						o := cache.Object{Key: fmt.Sprintf("r%d-seg%d", r, i), Size: 3 * rB, WrittenMs: oldWrite, SequentialEnd: end}
+						d := object(uint64(100*r+i), 3*rB)
+						s.put(t, o.Key, d)
+						objs[r], datas[r] = append(objs[r], o), append(datas[r], d)
+					}
+				}
+				s.takeReads()
+				for i := range objects {
+					for blk := range int64(3) {
+						for r := range readers {
+							if blk == 2 && i+1 < objects {
+								c.ReadAhead(objs[r][i+1])
+								synctest.Wait()
+							}
+							rg := [2]int64{blk * rB, min(rB, end-blk*rB)}
+							if _, _, err := read(t, c, objs[r][i], datas[r][i], rg); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+				whole := map[string]int{}
+				exact, bytesRead := 0, 0
+				for _, rd := range s.takeReads() {
+					bytesRead += rd.len
+					if rd.off == 0 && rd.len == 3*rB {
+						whole[rd.key]++
+					} else {
+						exact++
+					}
+				}
+				for r := range readers {
+					for _, o := range objs[r] {
+						if n := whole[o.Key]; n > 1 || (readers < 3 && n != 1) {
+							t.Errorf("%s read whole %d times, want once", o.Key, n)
+						}
+					}
+				}
+				// The third reader's exact reads: at most its objects' data
+				// again.
+				if (readers < 3) != (exact == 0) || bytesRead > (readers+1)*objects*3*rB {
+					t.Errorf("%d readers: %d exact ranged reads, %d bytes read for %d of objects", readers, exact, bytesRead, readers*objects*3*rB)
+				}
+			})
+		})
 	}
 }
 

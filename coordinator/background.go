@@ -41,6 +41,22 @@ type Stats struct {
 	// again).
 	DisableSends        atomic.Int64
 	DisableSendFailures atomic.Int64
+
+	// Consolidation (runConsolidation): ConsolidationReads counts the
+	// ranged reads of WAL objects and ConsolidationReadBytes their bytes;
+	// SegmentsUploaded and SegmentBytesUploaded the segment objects put;
+	// SegmentsCommitted those swapped in (records 114), RunsConsolidated
+	// the WAL runs they replaced; SegmentsAbandoned the segments a log
+	// start move made stale, deleted at once; ConsolidationFailures the
+	// reads, checks, uploads and commits that failed (retried next pass).
+	ConsolidationReads     atomic.Int64
+	ConsolidationReadBytes atomic.Int64
+	SegmentsUploaded       atomic.Int64
+	SegmentBytesUploaded   atomic.Int64
+	SegmentsCommitted      atomic.Int64
+	RunsConsolidated       atomic.Int64
+	SegmentsAbandoned      atomic.Int64
+	ConsolidationFailures  atomic.Int64
 }
 
 // Stats returns the coordinator's counters; the pointer stays valid after
@@ -55,6 +71,8 @@ type jobs struct {
 	deletion  sync.Mutex
 	purge     sync.Mutex
 	disable   sync.Mutex
+	// consolidation also guards Coordinator.consolidation.
+	consolidation sync.Mutex
 	// quiet holds, per shard, when each released file was first seen
 	// without live batches in any owner (ms, Config.Now); guarded by
 	// deletion. In memory only: a restart starts the delay again.
@@ -80,6 +98,9 @@ func (c *Coordinator) startBackground() {
 	if c.cfg.Objects != nil {
 		c.every(ctx, fileDeletionPass(c.cfg.FileDeletionDelay), "file deletion", c.runFileDeletion)
 		c.every(ctx, c.cfg.OrphanScanInterval, "orphan scan", c.runOrphanScan)
+	}
+	if c.cfg.Segments != nil && c.cfg.ConsolidationMinAge >= 0 {
+		c.every(ctx, c.cfg.ConsolidationInterval, "consolidation", c.runConsolidation)
 	}
 }
 

@@ -21,6 +21,12 @@ const (
 	// DefaultSnapshotIntervalRecords is how many records a shard appends to
 	// its log between two snapshots.
 	DefaultSnapshotIntervalRecords int64 = 100000
+	// DefaultSnapshotIntervalBytes is how many bytes of records a shard
+	// appends to its log, at most, between two snapshots: 256 MiB, which
+	// replay applies in about 0.7 s (records 102 of ~60 bytes per batch
+	// at ~150 ns per batch, bench/RESULTS.md entry 11) — files of
+	// thousands of batches reach it long before SnapshotIntervalRecords.
+	DefaultSnapshotIntervalBytes int64 = 256 << 20
 	// MaxShards bounds diskless.metadata.topic.num.partitions: every shard
 	// holds an open segment and a goroutine.
 	MaxShards = 1024
@@ -49,6 +55,33 @@ const (
 	DefaultOffsetsRetentionCheckInterval = group.DefaultOffsetsRetentionCheck
 	// DefaultObjectKeyPrefix is upload's default diskless.object.key.prefix.
 	DefaultObjectKeyPrefix = "wal"
+	// DefaultConsolidationMinAge is diskless.consolidation.min.age.ms's
+	// default: WAL runs committed 5 minutes ago are consolidated. The WAL
+	// runs a shard keeps are those of the last min.age plus segment.ms
+	// (DESIGN §Consolidation: the memory formula).
+	DefaultConsolidationMinAge = 5 * time.Minute
+	// DefaultConsolidationInterval is how often a consolidation pass
+	// starts: 10 seconds.
+	DefaultConsolidationInterval = 10 * time.Second
+	// DefaultConsolidationMaxBytesPerSec bounds the bytes consolidation
+	// reads (and so copies) per second: 100 MiB/s.
+	DefaultConsolidationMaxBytesPerSec int64 = 100 << 20
+	// DefaultSegmentBytes is the segment size a topic without
+	// segment.bytes gets: 128 MiB, one whole-object read (one GET) of a
+	// lagging consumer's, half the block cache's default catch-up segment
+	// (cache.DefaultCatchUpMaxBytes): 8 GETs per GiB fetched (DESIGN
+	// §Decisions: lagging reads).
+	DefaultSegmentBytes int64 = 128 << 20
+	// MaxSegmentBytes caps segment.bytes: segment objects address their
+	// data with int32 positions (docs/format/segment-object.md).
+	MaxSegmentBytes int64 = 1 << 30
+	// DefaultSegmentRollTime is the time a topic without segment.ms lets its
+	// oldest unconsolidated run wait, past the minimum age, for its
+	// segment to fill: 10 minutes.
+	DefaultSegmentRollTime = 10 * time.Minute
+	// DefaultConsolidationIndexIntervalBytes is the bytes of batches
+	// between two entries of a segment object's index: 64 KiB.
+	DefaultConsolidationIndexIntervalBytes int32 = 64 << 10
 )
 
 // Config configures the coordinator shards of one node. The zero value of an
@@ -77,6 +110,11 @@ type Config struct {
 	// two snapshots of its state, which bound replay time at Open. 0
 	// selects DefaultSnapshotIntervalRecords; −1 disables snapshots.
 	SnapshotIntervalRecords int64
+	// SnapshotIntervalBytes also starts a snapshot once this many bytes of
+	// records were appended since the last: replay time follows bytes
+	// (batches), not records. 0 selects DefaultSnapshotIntervalBytes; −1
+	// counts records only. Ignored when SnapshotIntervalRecords is −1.
+	SnapshotIntervalBytes int64
 	// Now is the clock log-append times are taken from. nil selects
 	// time.Now.
 	Now func() time.Time
@@ -143,6 +181,46 @@ type Config struct {
 	// "<ObjectKeyPrefix>/". "" selects DefaultObjectKeyPrefix.
 	ObjectKeyPrefix string
 
+	// Segments is the store consolidation reads WAL objects from and puts
+	// segment objects in (DESIGN §Consolidation); objstore.Store
+	// satisfies it. nil: no consolidation.
+	Segments SegmentStore
+	// ConsolidationMinAge is diskless.consolidation.min.age.ms: the WAL
+	// runs of files committed at least this long ago are rewritten into
+	// segment objects. 0 selects DefaultConsolidationMinAge; negative
+	// disables consolidation.
+	ConsolidationMinAge time.Duration
+	// ConsolidationInterval is diskless.consolidation.interval.ms: how
+	// often a consolidation pass starts. 0 selects
+	// DefaultConsolidationInterval; negative stops the periodic pass
+	// (tests run runConsolidation themselves).
+	ConsolidationInterval time.Duration
+	// ConsolidationMaxBytesPerSec is
+	// diskless.consolidation.max.bytes.per.sec: the bytes of WAL objects
+	// consolidation reads per second, at most. 0 selects
+	// DefaultConsolidationMaxBytesPerSec; −1 sets no limit.
+	ConsolidationMaxBytesPerSec int64
+	// SegmentBytes is diskless.consolidation.segment.bytes: the size a
+	// segment object (data, index and trailer) is rolled at, for topics
+	// that do not set segment.bytes. 0 selects DefaultSegmentBytes; at
+	// most MaxSegmentBytes.
+	SegmentBytes int64
+	// SegmentRollTime is diskless.consolidation.segment.ms: how long past the
+	// minimum age a partition's oldest unconsolidated run waits for its
+	// segment to fill before the segment is written anyway, for topics
+	// that do not set segment.ms. 0 selects DefaultSegmentRollTime.
+	SegmentRollTime time.Duration
+	// ConsolidationIndexIntervalBytes is
+	// diskless.consolidation.index.interval.bytes: the bytes of batches
+	// between two index entries of a segment object. 0 selects
+	// DefaultConsolidationIndexIntervalBytes.
+	ConsolidationIndexIntervalBytes int32
+	// ConsolidationStagingDir is where segments are staged while they are
+	// built (data.dir/consolidation): up to a segment per partition,
+	// segment.ms of each partition's data. Emptied at Open. "": in
+	// memory.
+	ConsolidationStagingDir string
+
 	// Groups configures each shard's consumer-group coordinator
 	// (group.*, offsets.retention.minutes, offset.metadata.max.bytes);
 	// group.Config.Validate names the keys.
@@ -193,6 +271,9 @@ func (c Config) Validate() error {
 	if c.ProducerIDExpirationMs < 0 {
 		errs = append(errs, fmt.Errorf("producer.id.expiration.ms %d: must be ≥ 1", c.ProducerIDExpirationMs))
 	}
+	if c.SnapshotIntervalBytes < -1 {
+		errs = append(errs, fmt.Errorf("coordinator: SnapshotIntervalBytes %d: must be ≥ -1", c.SnapshotIntervalBytes))
+	}
 	if c.SnapshotIntervalRecords < -1 {
 		errs = append(errs, fmt.Errorf("coordinator: SnapshotIntervalRecords %d: must be ≥ -1", c.SnapshotIntervalRecords))
 	}
@@ -205,6 +286,18 @@ func (c Config) Validate() error {
 	}
 	if c.ObjectKeyPrefix != "" && objstore.ValidateKey(c.ObjectKeyPrefix+"/x") != nil {
 		errs = append(errs, fmt.Errorf("diskless.object.key.prefix %q: must be slash-separated segments without leading or trailing slash, empty, . or .. segments", c.ObjectKeyPrefix))
+	}
+	if c.ConsolidationMaxBytesPerSec < -1 {
+		errs = append(errs, fmt.Errorf("diskless.consolidation.max.bytes.per.sec %d: must be ≥ -1", c.ConsolidationMaxBytesPerSec))
+	}
+	if c.SegmentBytes != 0 && (c.SegmentBytes < 1<<20 || c.SegmentBytes > MaxSegmentBytes) {
+		errs = append(errs, fmt.Errorf("diskless.consolidation.segment.bytes %d: must be in [%d, %d]", c.SegmentBytes, 1<<20, MaxSegmentBytes))
+	}
+	if c.SegmentRollTime < 0 {
+		errs = append(errs, fmt.Errorf("diskless.consolidation.segment.ms %d: must be ≥ 0", c.SegmentRollTime.Milliseconds()))
+	}
+	if c.ConsolidationIndexIntervalBytes < 0 {
+		errs = append(errs, fmt.Errorf("diskless.consolidation.index.interval.bytes %d: must be ≥ 0", c.ConsolidationIndexIntervalBytes))
 	}
 	if err := c.Groups.Validate(); err != nil {
 		errs = append(errs, err)
@@ -222,6 +315,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotIntervalRecords == 0 {
 		c.SnapshotIntervalRecords = DefaultSnapshotIntervalRecords
+	}
+	if c.SnapshotIntervalBytes == 0 {
+		c.SnapshotIntervalBytes = DefaultSnapshotIntervalBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -249,6 +345,27 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LifecycleInterval == 0 {
 		c.LifecycleInterval = DefaultLifecycleInterval
+	}
+	if c.ConsolidationMinAge == 0 {
+		c.ConsolidationMinAge = DefaultConsolidationMinAge
+	}
+	if c.ConsolidationInterval == 0 {
+		c.ConsolidationInterval = DefaultConsolidationInterval
+	}
+	switch c.ConsolidationMaxBytesPerSec {
+	case 0:
+		c.ConsolidationMaxBytesPerSec = DefaultConsolidationMaxBytesPerSec
+	case -1:
+		c.ConsolidationMaxBytesPerSec = 0 // the throttle's "no limit"
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentRollTime == 0 {
+		c.SegmentRollTime = DefaultSegmentRollTime
+	}
+	if c.ConsolidationIndexIntervalBytes == 0 {
+		c.ConsolidationIndexIntervalBytes = DefaultConsolidationIndexIntervalBytes
 	}
 	return c
 }

@@ -78,6 +78,9 @@ type Coordinator struct {
 
 	stats Stats
 	jobs  jobs
+	// consolidation holds the segment builders; guarded by
+	// jobs.consolidation.
+	consolidation consolidation
 	// lifecycleKick wakes the lifecycle loop (disablements, purge) at
 	// once; buffered 1.
 	lifecycleKick chan struct{}
@@ -102,6 +105,9 @@ func Open(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := clearStaging(cfg.ConsolidationStagingDir); err != nil {
+		return nil, fmt.Errorf("coordinator: clearing the consolidation staging directory: %w", err)
+	}
 	c := &Coordinator{cfg: cfg, logger: cfg.Logger, retryLog: ratelog.New(cfg.Logger, ratelog.Config{})}
 	c.watch.ch = make(chan struct{})
 	c.lifecycleKick = make(chan struct{}, 1)
@@ -242,6 +248,7 @@ func (c *Coordinator) Close() error {
 	c.placeMu.Lock()
 	defer c.placeMu.Unlock()
 	c.stopBackground()
+	c.dropBuilders()
 	c.retryLog.Close()
 	hosted := make([]bool, len(c.shards))
 	reps := make([]*replica, len(c.shards))
@@ -466,8 +473,8 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartitio
 // Cost, under the shard's read lock: O(log n) in the partition's n
 // batches when no batch before from reaches the answer's timestamp (for
 // ListOffsetsMaxTimestamp: the largest of the partition); otherwise the
-// rest of from's index chunk (at most 4096 batches), one summary per
-// later chunk and a binary search in one chunk: O(4096 + n/4096).
+// rest of from's index chunk (at most 256 runs), one summary per
+// later chunk and a binary search in one chunk: O(256 + n/256).
 // BenchmarkListOffsetsFrom, 1M batches: 1.3–1.8 µs from random offsets,
 // 17–28 µs in the worst case (from the second batch of a chunk, past a
 // candidate holding the partition's largest timestamp).

@@ -14,10 +14,16 @@ import (
 // the next regrowth. BenchmarkCommitIntoIndex shows the append cost not
 // growing with the index; TestIndexEntriesNeverMove pins the layout.
 const (
-	// indexChunkShift makes chunks of 2^12 = 4096 entries (192 KiB): a
-	// chunk's allocation is a negligible part of a commit, and a 1M-batch
-	// index is 245 chunk headers, cheap to clone on a log start move.
-	indexChunkShift = 12
+	// indexChunkShift makes chunks of 2^8 = 256 entries (12 KiB): a
+	// chunk's allocation is a negligible part of a commit, a 1M-run index
+	// is 3,907 chunk headers (48 bytes each), cheap to clone on a log
+	// start move, and — what decides it since consolidation keeps a
+	// partition's WAL runs a sliding window of minutes (DESIGN
+	// §Consolidation) — a dropped prefix is held only until its chunk
+	// goes: at most a chunk per partition, 12 KiB, where 4096-entry
+	// chunks held up to 196 KiB per partition (BenchmarkSoak: 377 MiB
+	// of a 1,000-partition shard's heap).
+	indexChunkShift = 8
 	indexChunkLen   = 1 << indexChunkShift
 	indexChunkMask  = indexChunkLen - 1
 	// indexFirstChunkCap is the capacity a partition's first chunk starts

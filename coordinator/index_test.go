@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
@@ -369,7 +370,7 @@ func TestIndexEntriesNeverMove(t *testing.T) {
 // log start moves inside a chunk, onto a chunk boundary and across
 // chunks, and after a snapshot round trip.
 func TestLargePartitionReads(t *testing.T) {
-	const files, perFile = 20, 1000 // about 14,000 runs: 3.5 chunks
+	const files, perFile = 28, 1000 // about 14,000 runs: 3.5 chunks
 	r := rand.New(rand.NewPCG(3, 5))
 	st := newState(0, DefaultProducerIDExpirationMs, discardLogger())
 	tid := diskless.TopicID{1}
@@ -387,6 +388,7 @@ func TestLargePartitionReads(t *testing.T) {
 		tsType          int8
 	}
 	var all []ref
+	prevType := batch.TimestampCreateTime
 	for f := range files {
 		appendTime := int64(1000 + 10*f)
 		var bs []records.CommittedBatch
@@ -394,14 +396,18 @@ func TestLargePartitionReads(t *testing.T) {
 		for i := range perFile {
 			size := int32(100)
 			if r.IntN(2) == 0 {
-				size = 1 + r.Int32N(99)
+				size = 61 + r.Int32N(39)
 			}
 			b := records.CommittedBatch{Magic: 2, ByteOffset: int32(i) * 100, ByteSize: size,
 				AssignedBaseOffset: hwm, AssignedLastOffset: hwm + r.Int64N(4), LogAppendTimestamp: appendTime,
 				BatchMaxTimestamp: appendTime - 500 + r.Int64N(1000), TimestampType: batch.TimestampCreateTime, ProducerID: -1}
-			if r.IntN(3) == 0 {
-				b.TimestampType = batch.TimestampLogAppendTime
+			// The timestamp type changes now and then (a topic config
+			// change), so that consolidation below finds groups of runs
+			// of one type.
+			if tsType := prevType; r.IntN(40) == 0 {
+				prevType = 1 - tsType
 			}
+			b.TimestampType = prevType
 			if r.IntN(2000) == 0 {
 				b.BatchMaxTimestamp = 1 << 40 // one far-future outlier dominates the maxima until it goes
 			}
@@ -433,8 +439,8 @@ func TestLargePartitionReads(t *testing.T) {
 		for _, b := range live {
 			bytes += int64(b.size)
 		}
-		if p.bytes != bytes || p.runs.len() != len(live) {
-			t.Fatalf("%s: %d bytes in %d runs, want %d in %d", step, p.bytes, p.runs.len(), bytes, len(live))
+		if p.bytes != bytes || len(p.segs)+p.runs.len() != len(live) {
+			t.Fatalf("%s: %d bytes in %d segments and %d runs, want %d in %d", step, p.bytes, len(p.segs), p.runs.len(), bytes, len(live))
 		}
 		if p.hwm == p.logStart {
 			return
@@ -516,12 +522,44 @@ func TestLargePartitionReads(t *testing.T) {
 	check("full", st)
 	p := st.partitions[tp]
 	if n := p.runs.len(); n < 3*indexChunkLen || n > 16_000 {
-		t.Fatalf("%d runs of 20,000 batches, want about 14,000", n)
+		t.Fatalf("%d runs of 28,000 batches, want about 14,000", n)
 	}
+	// Consolidation: segments replace the first runs, up to 100 runs of
+	// one timestamp type each (record 114 as consolidation builds it), in
+	// the index and in the reference.
+	for len(p.segs) < 60 {
+		x := &p.runs
+		first := x.at(0)
+		k, size := 0, int32(0)
+		maxTs, appendTime := int64(math.MinInt64), int64(math.MinInt64)
+		for k < 100 && k < x.len() && x.at(k).tsType == first.tsType {
+			e := x.at(k)
+			size += e.byteSize
+			maxTs, appendTime = max(maxTs, e.maxTimestamp), max(appendTime, st.files[e.file].appendTime)
+			k++
+		}
+		rec := &records.SegmentCommitted{ObjectKey: nextKey(), ObjectFormat: 2, FileSize: int64(size) + 36 + 64, TopicID: tid,
+			BaseOffset: first.baseOffset, LastOffset: x.at(k - 1).lastOffset(), DataSize: size, IndexEntries: 1,
+			MaxTimestamp: maxTs, AppendTime: appendTime, TimestampType: first.tsType, ReplacedRuns: int32(k),
+			CommitTimestamp: st.lastAppendTime}
+		if err := st.apply(rec); err != nil {
+			t.Fatal(err)
+		}
+		ns := len(p.segs) - 1
+		seg := ref{base: rec.BaseOffset, last: rec.LastOffset, eff: math.MinInt64, size: size, file: -1, tsType: first.tsType}
+		for _, r := range all[ns : ns+k] {
+			seg.eff = max(seg.eff, r.eff)
+		}
+		all = slices.Concat(all[:ns], []ref{seg}, all[ns+k:])
+	}
+	check("segments", st)
 	for _, move := range []struct {
 		name string
 		to   func() int64
 	}{
+		{"inside the first segment", func() int64 { return p.segs[0].baseOffset + 1 }},
+		{"onto a segment boundary", func() int64 { return p.segs[5].baseOffset }},
+		{"inside the last segment", func() int64 { return p.segs[len(p.segs)-1].lastOffset }},
 		{"inside the first chunk", func() int64 { return p.runs.at(10).baseOffset + 1 }},
 		{"onto a chunk boundary", func() int64 { return p.runs.at(indexChunkLen - p.runs.head).baseOffset }},
 		{"across chunks", func() int64 { return p.runs.at(indexChunkLen + 77).baseOffset }},

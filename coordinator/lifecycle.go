@@ -200,7 +200,7 @@ func (s *shard) purge(ctx context.Context) error {
 		for _, id := range sortedIDs(st.deletedTopics) {
 			empty := true
 			for _, p := range st.topicPartitions(id) {
-				if p.runs.len() > 0 || p.logStart != p.hwm {
+				if len(p.segs) > 0 || p.runs.len() > 0 || p.logStart != p.hwm {
 					empty = false
 					break
 				}
@@ -222,13 +222,13 @@ func (st *state) nextPurge(max int) (*records.RecordsDeleted, int) {
 		parts := st.topicPartitions(id)
 		slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
 		for _, p := range parts {
-			n := p.runs.len()
+			n := len(p.segs) + p.runs.len()
 			if n == 0 && p.logStart == p.hwm {
 				continue
 			}
 			k, start := n, p.hwm
 			if n > max {
-				k, start = max, p.runs.at(max).baseOffset
+				k, start = max, st.entryCoordinate(p, max).BaseOffset
 			}
 			return &records.RecordsDeleted{TopicID: id, Partition: p.tp.Partition, NewLogStartOffset: start}, k
 		}
@@ -431,6 +431,9 @@ func (c *Coordinator) TopicObjectKeys(id diskless.TopicID) []string {
 		if sh.mu.failed == nil {
 			st := sh.mu.st
 			for _, p := range st.topicPartitions(id) {
+				for i := range p.segs {
+					keys[st.files[p.segs[i].file].key] = struct{}{}
+				}
 				x := &p.runs
 				last := int32(-1)
 				for i, n := 0, x.len(); i < n; {

@@ -60,7 +60,7 @@ func (s *state) applyTopicPurged(r *records.TopicPurged) error {
 	}
 	parts := s.topicPartitions(r.TopicID)
 	for _, p := range parts {
-		if p.runs.len() > 0 || p.logStart != p.hwm {
+		if len(p.segs) > 0 || p.runs.len() > 0 || p.logStart != p.hwm {
 			return inconsistent("purge of topic %s: partition %d still holds [%d, %d)", r.TopicID, p.tp.Partition, p.logStart, p.hwm)
 		}
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"math"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -28,6 +29,7 @@ func (s *state) coordinate(e *runEntry) diskless.RunCoordinate {
 	f := &s.files[e.file]
 	return diskless.RunCoordinate{
 		ObjectKey:         f.key,
+		ObjectFormat:      f.format,
 		FileSize:          f.size,
 		ByteOffset:        int64(e.byteOffset),
 		ByteSize:          e.byteSize,
@@ -54,38 +56,37 @@ func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless
 	if offset == p.visHWM {
 		return res
 	}
-	x := &p.runs
 	n := p.visibleLen()
-	i := x.searchOffset(n, offset)
-	if i == n {
+	ns := len(p.segs)
+	i := p.searchEntry(n, offset)
+	if i == ns+n {
 		// Unreachable while the index is dense up to visHWM.
 		res.Err = kerr.OffsetOutOfRange
 		return res
 	}
-	// The first run always; then runs until maxBytes is reached.
-	first := x.at(i)
-	after, end := diskless.ServedEstimate(first.baseOffset, first.lastOffset(), first.byteSize, offset), i+1
-scan:
-	for end < n && after < int64(maxBytes) {
-		slice := x.slice(end, n)
-		for k := range slice {
-			after += int64(slice[k].byteSize)
-			end++
-			if after >= int64(maxBytes) {
-				break scan
-			}
-		}
+	// The first entry always; then entries until maxBytes is reached.
+	first := s.entryCoordinate(p, i)
+	after := diskless.ServedEstimate(first.BaseOffset, first.LastOffset, first.ByteSize, offset)
+	end := i + 1
+	for end < ns+n && after < int64(maxBytes) {
+		after += int64(p.entryBytes(end))
+		end++
 	}
 	res.Runs = make([]diskless.RunCoordinate, 0, end-i)
-	for j := i; j < end; {
-		slice := x.slice(j, end)
+	res.Runs = append(res.Runs, first)
+	for j := i + 1; j < min(end, ns); j++ {
+		res.Runs = append(res.Runs, s.segmentCoordinate(&p.segs[j]))
+	}
+	x := &p.runs
+	for j := max(i+1, ns) - ns; j < end-ns; {
+		slice := x.slice(j, end-ns)
 		for k := range slice {
 			res.Runs = append(res.Runs, s.coordinate(&slice[k]))
 		}
 		j += len(slice)
 	}
-	if end < n {
-		res.Next = s.coordinate(x.at(end))
+	if end < ns+n {
+		res.Next = s.entryCoordinate(p, end)
 	}
 	return res
 }
@@ -119,27 +120,78 @@ func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.Li
 		res.Err = kerr.UnsupportedVersion
 		return res
 	}
-	x := &p.runs
 	n := p.visibleLen()
-	// i: the run holding from, or the first after it.
+	ns := len(p.segs)
+	// i: the entry holding from, or the first after it.
 	i := 0
-	if n == 0 || x.at(0).lastOffset() < from {
-		i = x.searchOffset(n, from)
+	if ns+n > 0 && s.entryLast(p, 0) < from {
+		i = p.searchEntry(n, from)
 	}
-	if i == n {
+	if i == ns+n {
 		return res
 	}
 	var j int
 	if timestamp == diskless.ListOffsetsMaxTimestamp {
-		// The earliest run reaching the largest timestamp.
-		j = x.searchMaxFrom(i, n, s.effectiveMaxTs)
+		// The earliest entry reaching the largest timestamp.
+		j = s.searchMaxFrom(p, i, n)
 	} else {
-		j = x.searchTimestampFrom(i, n, timestamp, s.effectiveMaxTs)
+		j = s.searchTimestampFrom(p, i, n, timestamp)
 	}
-	if j == n {
+	if j == ns+n {
 		return res
 	}
-	c := s.coordinate(x.at(j))
+	c := s.entryCoordinate(p, j)
 	res.Candidate = &c
 	return res
+}
+
+// entryLast returns the last offset of entry j of p.
+func (s *state) entryLast(p *partition, j int) int64 {
+	if j < len(p.segs) {
+		return p.segs[j].lastOffset
+	}
+	return p.runs.at(j - len(p.segs)).lastOffset()
+}
+
+// searchTimestampFrom returns the first of p's entries from i on (all
+// segments, then n runs) whose effective max timestamp is ≥ ts, or
+// len(segs)+n: the segments by their running maxima (binary search when
+// none before i reaches ts, else one by one), then the runs
+// (runIndex.searchTimestampFrom).
+func (s *state) searchTimestampFrom(p *partition, i, n int, ts int64) int {
+	ns := len(p.segs)
+	if i < ns {
+		if i == 0 || p.segs[i-1].prefixMaxTs < ts {
+			if k := sort.Search(ns, func(k int) bool { return p.segs[k].prefixMaxTs >= ts }); k < ns {
+				return k
+			}
+		} else {
+			for k := i; k < ns; k++ {
+				if p.segs[k].effectiveMaxTs() >= ts {
+					return k
+				}
+			}
+		}
+		i = ns
+	}
+	return ns + p.runs.searchTimestampFrom(i-ns, n, ts, s.effectiveMaxTs)
+}
+
+// searchMaxFrom returns the earliest of p's entries from i on (i <
+// len(segs)+n) whose effective max timestamp is the largest of them.
+func (s *state) searchMaxFrom(p *partition, i, n int) int {
+	ns := len(p.segs)
+	best, j := int64(math.MinInt64), -1
+	for k := i; k < ns; k++ {
+		if v := p.segs[k].effectiveMaxTs(); j < 0 || v > best {
+			best, j = v, k
+		}
+	}
+	if n > 0 {
+		r := p.runs.searchMaxFrom(max(i-ns, 0), n, s.effectiveMaxTs)
+		if v := s.effectiveMaxTs(p.runs.at(r)); j < 0 || v > best {
+			j = ns + r
+		}
+	}
+	return j
 }

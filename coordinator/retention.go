@@ -22,19 +22,21 @@ import (
 // the partitions of every shard, as Kafka's log retention does every
 // log.retention.check.interval.ms (Config.RetentionCheckInterval runs it
 // periodically; tests call it directly). Per partition, the log start
-// moves past the longest prefix of whole batches that are
+// moves past the longest prefix of whole index entries — segment objects,
+// then WAL runs (segments.go) — that are
 //
-//   - older than retention.ms (unless −1): the batch's effective max
-//     timestamp — the log-append time on LogAppendTime batches, else the
-//     producer's max timestamp, or the log-append time when that is −1 —
-//     is below now − retention.ms, as Kafka judges a segment by its
-//     largest timestamp. Time retention may empty the partition: the log
-//     start then equals the high watermark;
-//   - or beyond retention.bytes (unless −1): the oldest batch goes while
+//   - older than retention.ms (unless −1): the entry's effective max
+//     timestamp — the log-append time on LogAppendTime entries (a
+//     segment's latest), else the producers' largest max timestamp, or
+//     the log-append time when that is −1 — is below now − retention.ms,
+//     as Kafka judges a segment by its largest timestamp. Time retention
+//     may empty the partition: the log start then equals the high
+//     watermark;
+//   - or beyond retention.bytes (unless −1): the oldest entry goes while
 //     the bytes left would still be ≥ retention.bytes (Kafka's rule:
-//     retention.bytes is kept, at most one batch more).
+//     retention.bytes is kept, at most one segment more).
 //
-// now is Config.Now. Only durable batches are judged. Each move is one
+// now is Config.Now. Only durable runs are judged. Each move is one
 // record 103 (Stats.RetentionMoves); files left without live batches are
 // released (Stats.FilesReleased) for the file lifecycle. Producer state
 // whose batches are all gone is dropped (SPEC §3). The error joins the
@@ -123,27 +125,35 @@ func (s *shard) moveLogStarts(ctx context.Context, moves []logStartMove) (int, e
 // whether that moves it forward.
 func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs int64) (int64, bool) {
 	x := &p.runs
-	n := p.visibleLen()
+	nr := p.visibleLen()
+	ns := len(p.segs)
+	n := ns + nr
 	if n == 0 || (retentionMs < 0 && retentionBytes < 0) {
 		return 0, false
 	}
-	k := 0 // the first k batches go
+	ts := func(j int) int64 {
+		if j < ns {
+			return p.segs[j].retentionTs()
+		}
+		return s.retentionTimestamp(x.at(j - ns))
+	}
+	k := 0 // the first k entries (segments, then runs) go
 	if retentionMs >= 0 {
 		cutoff := nowMs - retentionMs
-		for k < n && s.retentionTimestamp(x.at(k)) < cutoff {
+		for k < n && ts(k) < cutoff {
 			k++
 		}
 	}
 	if retentionBytes >= 0 {
 		size := p.bytes
-		for i := n; i < x.len(); i++ {
+		for i := nr; i < x.len(); i++ {
 			size -= int64(x.at(i).byteSize) // not yet durable
 		}
 		for i := range k {
-			size -= int64(x.at(i).byteSize)
+			size -= int64(p.entryBytes(i))
 		}
-		for k < n && size-int64(x.at(k).byteSize) >= retentionBytes {
-			size -= int64(x.at(k).byteSize)
+		for k < n && size-int64(p.entryBytes(k)) >= retentionBytes {
+			size -= int64(p.entryBytes(k))
 			k++
 		}
 	}
@@ -152,7 +162,7 @@ func (s *state) retentionStart(p *partition, retentionMs, retentionBytes, nowMs 
 	}
 	start := p.visHWM
 	if k < n {
-		start = x.at(k).baseOffset
+		start = s.entryCoordinate(p, k).BaseOffset
 	}
 	return start, start > p.logStart
 }

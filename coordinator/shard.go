@@ -79,8 +79,10 @@ type shard struct {
 	nextExpiry time.Time
 	// logNext is the index the next appended record gets.
 	logNext int64
-	// snapshotAt is the index of the last snapshot started (0: none).
+	// snapshotAt is the index of the last snapshot started (0: none), and
+	// bytesSince the bytes of the records appended (or replayed) since.
 	snapshotAt int64
+	bytesSince int64
 	// snapshotDone, when not nil, receives the outcome of the snapshot
 	// being written by the shard's snapshot goroutine (at most one).
 	snapshotDone chan error
@@ -292,6 +294,7 @@ func (s *shard) process(batch []*request) {
 				"shard", s.id, "records", len(bodies), "err", failure)
 		} else {
 			s.logNext += int64(len(bodies))
+			s.bytesSince += bodiesSize(bodies)
 		}
 	}
 	if failure != nil {
@@ -373,6 +376,7 @@ func (s *shard) processDeferred(r *request) {
 		return
 	}
 	s.logNext += int64(len(bodies))
+	s.bytesSince += bodiesSize(bodies)
 	s.mu.Lock()
 	releases := st.releases
 	for _, rec := range recs {
@@ -497,6 +501,15 @@ func (s *shard) fence(cause error) error {
 	return err
 }
 
+// bodiesSize is the bytes of bodies.
+func bodiesSize(bodies [][]byte) int64 {
+	var n int64
+	for _, b := range bodies {
+		n += int64(len(b))
+	}
+	return n
+}
+
 func (s *shard) answer(ps []pending) {
 	for i := range ps {
 		if ps[i].reply != nil {
@@ -539,7 +552,9 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 		}
 		from = idx
 	}
+	var replayed int64
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
+		replayed += int64(len(body))
 		if isGroupRecord(body) {
 			rec, err := group.DecodeRecord(body)
 			if err != nil {
@@ -562,6 +577,7 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 	}
 	s.logNext = next
 	s.snapshotAt = from
+	s.bytesSince = replayed
 	return st, nil
 }
 
@@ -624,11 +640,12 @@ func (s *shard) maybeSnapshot() {
 			return
 		}
 	}
-	if s.logNext-s.snapshotAt < every {
+	bytesEvery := s.c.cfg.SnapshotIntervalBytes
+	if s.logNext-s.snapshotAt < every && (bytesEvery < 0 || s.bytesSince < bytesEvery) {
 		return
 	}
 	index := s.logNext
-	s.snapshotAt = index // on failure, retry after another interval
+	s.snapshotAt, s.bytesSince = index, 0 // on failure, retry after another interval
 	if err := s.log.PrepareSnapshot(context.Background(), index); err != nil {
 		if errors.Is(err, metalog.ErrFenced) {
 			s.fence(err)

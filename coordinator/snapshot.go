@@ -14,6 +14,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/segment"
 )
 
 // Snapshot data layout (docs/format/metadata-records.md §Snapshots): the
@@ -28,9 +29,11 @@ import (
 // 106); 3 added commit numbers, free slots and the closed-file queue
 // (forgotten files, state.forgetClosed); 4 holds a partition's runs of
 // batches where 3 held its batches (the fields are the same, a run's
-// describing all its batches: runEntry). Change the encoding, change it:
-// a payload of another version refuses the open, naming it.
-const snapshotDataVersion int16 = 4
+// describing all its batches: runEntry); 5 added each partition's segment
+// objects (record 114, segmentEntry) before its runs. Change the
+// encoding, change it: a payload of another version refuses the open,
+// naming it.
+const snapshotDataVersion int16 = 5
 
 // errBadSnapshot is returned (wrapped) for snapshot data that does not
 // decode to a consistent state, or is of another version.
@@ -78,6 +81,7 @@ type frozenPartition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
+	segs      []segmentEntry // a copy: dropSegments replaces the slice, pushSegment appends
 	runs      indexView
 	producers []frozenProducer
 }
@@ -115,6 +119,7 @@ func (s *state) freeze() *frozenState {
 			topicName: p.topicName,
 			logStart:  p.logStart,
 			hwm:       p.hwm,
+			segs:      p.segs[:len(p.segs):len(p.segs)],
 			runs:      p.runs.freeze(),
 		}
 		if len(p.producers) > 0 {
@@ -176,6 +181,17 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 		dst = kbin.AppendCompactString(dst, p.topicName)
 		dst = kbin.AppendInt64(dst, p.logStart)
 		dst = kbin.AppendInt64(dst, p.hwm)
+		dst = kbin.AppendCompactArrayLen(dst, len(p.segs))
+		for i := range p.segs {
+			e := &p.segs[i]
+			dst = kbin.AppendInt64(dst, e.baseOffset)
+			dst = kbin.AppendInt64(dst, e.lastOffset)
+			dst = kbin.AppendInt32(dst, e.file)
+			dst = kbin.AppendInt32(dst, e.dataSize)
+			dst = kbin.AppendInt64(dst, e.maxTimestamp)
+			dst = kbin.AppendInt64(dst, e.appendTime)
+			dst = kbin.AppendInt8(dst, e.tsType)
+		}
 		dst = kbin.AppendCompactArrayLen(dst, p.runs.n)
 		for es := range p.runs.chunks {
 			for i := range es {
@@ -287,6 +303,9 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 			return err
 		}
 		p.logStart, p.hwm = r.Int64(), r.Int64()
+		if err := s.readSegments(r, p); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", tp.TopicID, tp.Partition, err)
+		}
 		if err := s.readRuns(r, p); err != nil {
 			return fmt.Errorf("partition %s/%d: %w", tp.TopicID, tp.Partition, err)
 		}
@@ -307,7 +326,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	for i := range s.files {
 		switch f := &s.files[i]; {
 		case f.closed && f.live > 0:
-			return fmt.Errorf("closed file %q has %d live batches", f.key, f.live)
+			return fmt.Errorf("closed file %q has %d live index entries", f.key, f.live)
 		case !f.closed && f.live == 0:
 			s.released[int32(i)] = struct{}{}
 		}
@@ -407,15 +426,56 @@ func (s *state) readFiles(r *kbin.Reader) error {
 	return err
 }
 
-func (s *state) readRuns(r *kbin.Reader, p *partition) error {
-	n, err := records.ReadArrayLen(r, 8+4+4+4+4+8+1)
+// readSegments reads p's segments: contiguous, the first holding the log
+// start, each in the slot of a segment object of this shard alone.
+func (s *state) readSegments(r *kbin.Reader, p *partition) error {
+	n, err := records.ReadArrayLen(r, 8+8+4+4+8+8+1)
 	if err != nil {
 		return err
 	}
 	if p.logStart < 0 || p.hwm < p.logStart {
 		return fmt.Errorf("log start %d, high watermark %d", p.logStart, p.hwm)
 	}
+	for i := range n {
+		var e segmentEntry
+		e.baseOffset, e.lastOffset = r.Int64(), r.Int64()
+		e.file, e.dataSize = r.Int32(), r.Int32()
+		e.maxTimestamp, e.appendTime = r.Int64(), r.Int64()
+		e.tsType = r.Int8()
+		if !r.Ok() {
+			return records.ErrTruncated
+		}
+		switch {
+		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free() || s.files[e.file].format != segment.ObjectFormat ||
+			s.files[e.file].closed || s.files[e.file].live > 0:
+			return fmt.Errorf("segment at %d in file slot %d: not a segment object, or one held twice", e.baseOffset, e.file)
+		case e.baseOffset < 0 || e.lastOffset < e.baseOffset || e.lastOffset-e.baseOffset > math.MaxInt32 || e.dataSize < batch.HeaderSize:
+			return fmt.Errorf("segment at %d malformed", e.baseOffset)
+		case e.tsType != batch.TimestampCreateTime && e.tsType != batch.TimestampLogAppendTime:
+			return fmt.Errorf("segment at %d: timestamp type %d", e.baseOffset, e.tsType)
+		case i == 0 && (e.baseOffset > p.logStart || e.lastOffset < p.logStart):
+			return fmt.Errorf("first segment [%d, %d] does not hold log start %d", e.baseOffset, e.lastOffset, p.logStart)
+		case i > 0 && e.baseOffset != p.segs[i-1].lastOffset+1:
+			return fmt.Errorf("segment at %d, expected %d", e.baseOffset, p.segs[i-1].lastOffset+1)
+		case e.lastOffset >= p.hwm:
+			return fmt.Errorf("segment [%d, %d] past high watermark %d", e.baseOffset, e.lastOffset, p.hwm)
+		}
+		s.files[e.file].live = 1
+		p.bytes += int64(e.dataSize)
+		p.pushSegment(e)
+	}
+	return nil
+}
+
+func (s *state) readRuns(r *kbin.Reader, p *partition) error {
+	n, err := records.ReadArrayLen(r, 8+4+4+4+4+8+1)
+	if err != nil {
+		return err
+	}
 	next := int64(-1)
+	if k := len(p.segs); k > 0 {
+		next = p.segs[k-1].lastOffset + 1
+	}
 	prevSeq := int64(0)
 	for i := range n {
 		var e runEntry
@@ -430,17 +490,17 @@ func (s *state) readRuns(r *kbin.Reader, p *partition) error {
 			return records.ErrTruncated
 		}
 		switch {
-		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free():
-			return fmt.Errorf("run at %d in file slot %d of %d, or a free one", e.baseOffset, e.file, len(s.files))
+		case e.file < 0 || int(e.file) >= len(s.files) || s.files[e.file].free() || s.files[e.file].format == segment.ObjectFormat:
+			return fmt.Errorf("run at %d in file slot %d of %d, a free one or a segment object", e.baseOffset, e.file, len(s.files))
 		case s.files[e.file].seq < prevSeq:
 			return fmt.Errorf("run at %d: files go backwards in commit order", e.baseOffset)
 		case e.lastOffsetDelta < 0 || e.byteOffset < 0 || e.byteSize < 1 || e.baseOffset < 0:
 			return fmt.Errorf("run at %d malformed", e.baseOffset)
 		case e.tsType != batch.TimestampCreateTime && e.tsType != batch.TimestampLogAppendTime:
 			return fmt.Errorf("run at %d: timestamp type %d", e.baseOffset, e.tsType)
-		case i == 0 && (e.baseOffset > p.logStart || e.lastOffset() < p.logStart):
+		case i == 0 && len(p.segs) == 0 && (e.baseOffset > p.logStart || e.lastOffset() < p.logStart):
 			return fmt.Errorf("first run [%d, %d] does not hold log start %d", e.baseOffset, e.lastOffset(), p.logStart)
-		case i > 0 && e.baseOffset != next:
+		case (i > 0 || len(p.segs) > 0) && e.baseOffset != next:
 			return fmt.Errorf("run at %d, expected %d", e.baseOffset, next)
 		case e.baseOffset > math.MaxInt64-int64(e.lastOffsetDelta)-1:
 			return fmt.Errorf("run at %d overflows", e.baseOffset)
@@ -451,7 +511,10 @@ func (s *state) readRuns(r *kbin.Reader, p *partition) error {
 		f.live++
 		p.runs.push(e, effectiveMaxTs(e.tsType, e.maxTimestamp, f.appendTime))
 	}
-	if (n == 0 && p.hwm != p.logStart) || (n > 0 && next != p.hwm) {
+	switch {
+	case n == 0 && len(p.segs) == 0 && p.hwm != p.logStart:
+		return fmt.Errorf("no run nor segment, log start %d, high watermark %d", p.logStart, p.hwm)
+	case (n > 0 || len(p.segs) > 0) && next != p.hwm:
 		return fmt.Errorf("runs end at %d, high watermark %d", next, p.hwm)
 	}
 	return nil

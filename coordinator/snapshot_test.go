@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -229,5 +230,37 @@ func TestSnapshotDataVersion(t *testing.T) {
 				t.Fatalf("Open with a snapshot payload of version %d: %v, want errBadSnapshot naming it (%q)", tc.version, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSnapshotByBytes: a shard snapshots once SnapshotIntervalBytes of
+// records were appended, however few records that is, and a restart
+// replays from that snapshot.
+func TestSnapshotByBytes(t *testing.T) {
+	mem := &metalogtest.Memory{}
+	e := newEnv(t, 1, func(c *Config) {
+		c.OpenLog, c.SnapshotIntervalRecords, c.SnapshotIntervalBytes = mem.Open, 1_000_000, 20_000
+	})
+	top := e.createTopic("t", 1, nil)
+	batches := make([]diskless.CommitBatch, 1000) // a record 102 of ~60 KB
+	for i := range batches {
+		batches[i] = withByteOffset(plain(top, 0, 1), int32(i*110))
+	}
+	e.commit(nextKey(), batches...)
+	e.commit(nextKey(), plain(top, 0, 1)) // the group after: the snapshot starts
+	before := stateBytes(e.c)
+	e.c.Close()
+	l, err := mem.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, snap, err := l.ReadSnapshot(context.Background())
+	l.Close()
+	if err != nil || snap == nil || idx < 3 {
+		t.Fatalf("no snapshot after 60 KB of records (index %d, %v)", idx, err)
+	}
+	e.open()
+	if !reflect.DeepEqual(stateBytes(e.c), before) {
+		t.Fatal("state differs after a restart from the snapshot")
 	}
 }

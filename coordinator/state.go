@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -181,6 +182,9 @@ type partition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
+	// segs are the partition's segment objects, then runs its WAL runs
+	// (segments.go): its index, in offset order.
+	segs      []segmentEntry
 	runs      runIndex
 	producers map[int64]*producerState
 	// bytes is the sum of the indexed runs' byte sizes (retention.bytes).
@@ -339,6 +343,8 @@ func (s *state) apply(rec records.Record) error {
 		return s.applyProducerIDBlock(r)
 	case *records.FileDeleted:
 		return s.applyFileDeleted(r)
+	case *records.SegmentCommitted:
+		return s.applySegmentCommitted(r)
 	default:
 		return inconsistent("unknown record type %T", rec)
 	}
@@ -556,16 +562,8 @@ func (s *state) fileOwners(f *fileEntry) []int32 {
 	return s.ownerSets[f.owners]
 }
 
-// dropRun accounts for a batch leaving a partition index: the file
-// loses a live batch, and is released when it was the last.
-func (s *state) dropRun(e *runEntry) {
-	f := &s.files[e.file]
-	f.live--
-	if f.live == 0 {
-		s.released[e.file] = struct{}{}
-		s.releases++
-	}
-}
+// dropRun accounts for a run leaving a partition index (releaseSlot).
+func (s *state) dropRun(e *runEntry) { s.releaseSlot(e.file) }
 
 // appendBatch adds one accepted batch to p's index and producer state.
 // Offsets and times must already be checked (checkFileCommitted, or the
@@ -690,6 +688,13 @@ func (s *state) applyRecordsDeleted(r *records.RecordsDeleted) error {
 		return nil
 	}
 	p.logStart = r.NewLogStartOffset
+	// Whole segments below the log start go, then whole runs.
+	if ns := len(p.segs); ns > 0 {
+		k := sort.Search(ns, func(i int) bool { return p.segs[i].lastOffset >= p.logStart })
+		if k > 0 {
+			s.dropSegments(p, k)
+		}
+	}
 	x := &p.runs
 	k := x.searchOffset(x.len(), p.logStart)
 	for i := 0; i < k; {

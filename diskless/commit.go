@@ -10,6 +10,11 @@ import (
 // (SPEC §7).
 const ObjectFormatWriteAheadMultiSegment int8 = 1
 
+// ObjectFormatSegment is the ObjectFormat of a segment object: one
+// partition's batches in offset order and their index, written by the
+// coordinator's consolidation (docs/format/segment-object.md).
+const ObjectFormatSegment int8 = 2
+
 // Limits of a CommitFileRequest (docs/format/metadata-records.md §Limits).
 const (
 	// MaxCommitBatches is the most batches one CommitFile may carry: the

@@ -51,11 +51,20 @@ type FindBatchesResult struct {
 // follows the one before (offsets are dense). It carries what a fetch
 // needs to check the bytes and rewrite each batch's header (SPEC §4,
 // DESIGN §Fetch).
+//
+// A run of ObjectFormat ObjectFormatSegment is a whole segment object's
+// data (docs/format/segment-object.md): one partition's batches, offsets
+// [BaseOffset, LastOffset], of many WAL runs and append times; its index,
+// after the data, cuts them into entries that are runs of their own
+// (each with its own LogAppendTime), which is what a reader reads.
 type RunCoordinate struct {
 	// ObjectKey is the key of the object holding the run, FileSize its
 	// size in bytes.
 	ObjectKey string
 	FileSize  int64
+	// ObjectFormat is the object's: ObjectFormatWriteAheadMultiSegment (or
+	// 0) for a WAL run, ObjectFormatSegment for a segment object.
+	ObjectFormat int8
 	// ByteOffset and ByteSize locate the run in the object, in bytes.
 	ByteOffset int64
 	ByteSize   int32
@@ -66,12 +75,17 @@ type RunCoordinate struct {
 	// TimestampType is batch.TimestampCreateTime or
 	// batch.TimestampLogAppendTime, the same for every batch of the run.
 	TimestampType int8
-	// LogAppendTime is the commit's append time in ms, every batch's.
+	// LogAppendTime is the commit's append time in ms, every batch's (of
+	// a segment: the latest of its batches').
 	LogAppendTime int64
 	// BatchMaxTimestamp is the largest maxTimestamp the producers sent in
 	// the run's batches, ms (−1 when none has one).
 	BatchMaxTimestamp int64
 }
+
+// Segment reports whether r is a segment object's data, which a reader
+// reads through the object's index.
+func (b *RunCoordinate) Segment() bool { return b.ObjectFormat == ObjectFormatSegment }
 
 // MaxTimestamp is the run's effective max timestamp: the log-append time
 // on LogAppendTime topics, else the largest of its batches' own.

@@ -33,6 +33,15 @@ type walDumpReport struct {
 	Records int64  `json:"records"`
 	BadCRCs int    `json:"bad_crcs"`
 	Error   string `json:"error"`
+	// Segment is a segment object's trailer and index (consolidation).
+	Segment *struct {
+		Partition  int32 `json:"partition"`
+		BaseOffset int64 `json:"base_offset"`
+		Entries    []struct {
+			FirstOffset int64 `json:"first_offset"`
+			LastOffset  int64 `json:"last_offset"`
+		} `json:"entries"`
+	} `json:"segment"`
 }
 
 func walDump(t *testing.T, args ...string) (walDumpReport, int, string) {

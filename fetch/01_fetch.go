@@ -13,6 +13,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/segment"
 )
 
 // Shared empty values for response fields where Kafka sends an empty value
@@ -317,6 +318,19 @@ func (op *fetchOp) find(ctx context.Context) (found int64, failed bool) {
 		}
 		o.ErrorCode = 0
 		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		runs, next, err := op.h.expandSegments(ctx, r.Runs, r.Next, p.offset, int64(min(p.maxBytes, op.maxBytes)))
+		if err != nil {
+			errc := kerr.KafkaStorageError
+			if errors.Is(err, cache.ErrCorrupt) || errors.Is(err, segment.ErrCorrupt) {
+				errc = kerr.CorruptMessage
+			}
+			op.h.warn(ctx, p.topic, o.Partition, "fetch: a segment's index cannot be read",
+				slog.String("object", r.Runs[0].ObjectKey), slog.String("code", errc.Message), slog.Any("err", err))
+			o.ErrorCode = errc.Code
+			failed = true
+			continue
+		}
+		r.Runs, r.Next = runs, next
 		n, tail, size := b.take(r.Runs, p.maxBytes, p.offset)
 		if n == 0 && len(r.Runs) > 0 && r.Runs[0].ByteSize < batch.HeaderSize {
 			op.h.warn(ctx, p.topic, o.Partition, "fetch: coordinate too small for a batch",
@@ -346,7 +360,11 @@ func (op *fetchOp) readAhead() {
 		if len(p.sel) == 0 || p.next.ObjectKey == "" || p.next.ObjectKey == p.sel[len(p.sel)-1].ObjectKey {
 			continue
 		}
-		op.h.r.ReadAhead(cache.Object{Key: p.next.ObjectKey, Size: p.next.FileSize, WrittenMs: p.next.LogAppendTime})
+		o := cache.Object{Key: p.next.ObjectKey, Size: p.next.FileSize, WrittenMs: p.next.LogAppendTime}
+		if p.next.Segment() {
+			o.SequentialEnd = int64(p.next.ByteSize)
+		}
+		op.h.r.ReadAhead(o)
 	}
 }
 

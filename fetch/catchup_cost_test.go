@@ -7,12 +7,16 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // catchUpFixture uploads, as another sidecar (nothing put into the cache),
@@ -171,5 +175,70 @@ func (e *costEnv) hotStillCached(t *testing.T) {
 	records(t, e.fetch(e.h, "hot", 0, 0), 64)
 	if got := e.since(before); got.GETs != 0 {
 		t.Fatalf("reading the hot data after the catch-up cost %d GETs: it was evicted", got.GETs)
+	}
+}
+
+// TestCatchUpCostSegments: a consumer lagging over consolidated data — 16
+// files of each partition rewritten into segment objects of 1 MiB, beyond
+// the cache's reach — reads each segment object with one GET, whole, its
+// index and data together, and its fetches of 100 KB are served from it:
+// GETs per GiB fetched are one per segment's size (with the default 128 MiB
+// segments and 256 MiB catch-up segment, 8 per GiB), not one per fetch;
+// the hot data stays cached. The catch-up segment holds two segments (the
+// defaults' ratio): with one partition, the next segment is read ahead;
+// with two read at once, each partition's segment stays until its reader
+// is done with it (cache.Object.SequentialEnd).
+func TestCatchUpCostSegments(t *testing.T) {
+	for _, parts := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("%d partitions", parts), func(t *testing.T) {
+			const blockSize = 64 << 10
+			e := newCostEnvWith(t, cache.Config{BlockBytes: blockSize, MaxBytes: 8 * blockSize, CatchUpMaxBytes: 2 << 20},
+				map[string]int32{"t": parts, "hot": 1}, func(c *coordinator.Config, s *countingStore) {
+					c.Segments, c.ConsolidationMinAge, c.ConsolidationInterval = s, time.Second, -1
+					c.ConsolidationMaxBytesPerSec, c.SegmentBytes, c.SegmentRollTime = -1, 1<<20, time.Millisecond
+				})
+			all := make([]int32, parts)
+			for p := range all {
+				all[p] = int32(p)
+			}
+			for i := range 16 {
+				e.at(int64(i) * 1000)
+				e.produce("t", false, all, 64) // per partition, 64 batches of 8 KB: 516,608 bytes
+			}
+			e.at(60_000)
+			if err := e.coord.Consolidate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			top, _ := e.coord.Topic("t")
+			var segments, size int64
+			for p := range parts {
+				r := e.coord.FindBatches(context.Background(), []diskless.FindBatchesRequest{{TopicID: top.ID, Partition: p, MaxBytes: 1 << 30}})[0]
+				for _, c := range r.Runs {
+					if !c.Segment() {
+						t.Fatalf("a WAL run left: %+v", c)
+					}
+					segments++
+					size += c.FileSize
+				}
+			}
+			if segments != 8*int64(parts) {
+				t.Fatalf("%d segments of 16 files of 516,608 bytes per partition in 1 MiB segments, want %d", segments, 8*parts)
+			}
+			for i := range 8 { // the cache full of fresher data: the segments are beyond its reach
+				e.at(int64(61+i) * 1000)
+				e.produce("hot", true, []int32{0}, 8)
+			}
+			e.at(70_000)
+			before := e.snapshot()
+			if n := catchUpConsumer(t, e, e.h, make([]int64, parts), 100_000, 16*64, nil); n != 16*64*int(parts) {
+				t.Fatalf("read %d batches, want %d", n, 16*64*parts)
+			}
+			got := e.since(before)
+			if got.GETs != segments || got.Bytes != size || got.Evictions != 0 {
+				t.Fatalf("a lagging consumer of %d segments (%d bytes) cost %d GETs, %d bytes, %d evictions; "+
+					"want one GET of each whole segment", segments, size, got.GETs, got.Bytes, got.Evictions)
+			}
+			e.hotStillCached(t)
+		})
 	}
 }

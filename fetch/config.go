@@ -40,6 +40,10 @@ const (
 	// lookups are rare (offsetsForTimes, group resets by time), so waiting
 	// for a slot rarely happens.
 	DefaultDecompressConcurrency = 4
+	// DefaultSegmentIndexCacheBytes bounds the decoded segment indexes
+	// kept (segments.go): 32 MiB, the indexes of some 240 GiB of
+	// consolidated CreateTime data (48 bytes per 64 KiB entry).
+	DefaultSegmentIndexCacheBytes = 32 << 20
 )
 
 // Config configures a [Handler]. A zero field takes its default (the
@@ -85,6 +89,11 @@ type Config struct {
 	// DefaultDecompressConcurrency.
 	DecompressConcurrency int
 
+	// SegmentIndexCacheBytes bounds the decoded indexes of segment objects
+	// a Handler keeps, in bytes (least recently used out). Must be ≥ 0; 0
+	// means DefaultSegmentIndexCacheBytes.
+	SegmentIndexCacheBytes int64
+
 	// Logger receives warnings about failed reads and corrupt batches.
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -119,6 +128,9 @@ func (c Config) Validate() error {
 	if c.DecompressConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("fetch: DecompressConcurrency %d: must be ≥ 0", c.DecompressConcurrency))
 	}
+	if c.SegmentIndexCacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("fetch: SegmentIndexCacheBytes %d: must be ≥ 0", c.SegmentIndexCacheBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -138,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DecompressConcurrency == 0 {
 		c.DecompressConcurrency = DefaultDecompressConcurrency
+	}
+	if c.SegmentIndexCacheBytes == 0 {
+		c.SegmentIndexCacheBytes = DefaultSegmentIndexCacheBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

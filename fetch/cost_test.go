@@ -57,15 +57,25 @@ type costEnv struct {
 const costT0 = 1_700_000_000_000
 
 func newCostEnv(tb testing.TB, cfg cache.Config, topics map[string]int32) *costEnv {
+	return newCostEnvWith(tb, cfg, topics, nil)
+}
+
+// newCostEnvWith is newCostEnv with the coordinator's Config changed by
+// mutate (if set) before Open.
+func newCostEnvWith(tb testing.TB, cfg cache.Config, topics map[string]int32, mutate func(*coordinator.Config, *countingStore)) *costEnv {
 	tb.Helper()
 	e := &costEnv{tb: tb, store: &countingStore{Memory: objstoretest.NewMemory()}}
 	e.clk.Store(costT0)
 	now := func() time.Time { return time.UnixMilli(e.clk.Load()) }
-	c, err := coordinator.Open(coordinator.Config{
+	ccfg := coordinator.Config{
 		NumShards: 1, Logger: discardLogger, SnapshotIntervalRecords: -1, Now: now,
 		RetentionCheckInterval: -1, OrphanScanInterval: -1,
 		OpenLog: new(metalogtest.Memory).Open,
-	})
+	}
+	if mutate != nil {
+		mutate(&ccfg, e.store)
+	}
+	c, err := coordinator.Open(ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

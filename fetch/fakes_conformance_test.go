@@ -125,7 +125,8 @@ func TestFakeCoordConformance(t *testing.T) {
 			hwm := fake.mu.byName[p.t.name].parts[p.b.Partition].hwm
 			fake.mu.Unlock()
 			fake.add(p.t.name, p.b.Partition, diskless.RunCoordinate{
-				ObjectKey: key, FileSize: int64(off), ByteOffset: int64(p.b.ByteOffset), ByteSize: p.b.ByteSize,
+				ObjectKey: key, ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: int64(off),
+				ByteOffset: int64(p.b.ByteOffset), ByteSize: p.b.ByteSize,
 				BaseOffset: hwm, LastOffset: hwm + int64(p.b.LastOffsetDelta), TimestampType: p.b.TimestampType,
 				LogAppendTime: appendTime[i], BatchMaxTimestamp: p.b.BatchMaxTimestamp,
 			})

@@ -398,6 +398,7 @@ func (e *env) commitFile(o commitOpts, bs ...fileBatch) []diskless.RunCoordinate
 		}
 		c := diskless.RunCoordinate{
 			ObjectKey:         key,
+			ObjectFormat:      diskless.ObjectFormatWriteAheadMultiSegment,
 			ByteOffset:        int64(len(obj)),
 			ByteSize:          int32(n),
 			BatchMaxTimestamp: h.MaxTimestamp(),

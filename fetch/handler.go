@@ -86,6 +86,8 @@ type Handler struct {
 	decompressSlots chan struct{}
 	// tr starts a Fetch's spans when tracing is on.
 	tr tracing.Tracer
+	// indexes caches segment objects' decoded indexes (segments.go).
+	indexes *segmentIndexes
 }
 
 // New returns a Handler over c and r. Errors: an invalid cfg (naming the
@@ -105,6 +107,7 @@ func New(cfg Config, c Coordinator, r ObjectReader) (*Handler, error) {
 		rl:              ratelog.New(cfg.Logger, ratelog.Config{}),
 		decompressSlots: make(chan struct{}, cfg.DecompressConcurrency),
 		tr:              tracing.New(cfg.TracerProvider),
+		indexes:         newSegmentIndexes(cfg.SegmentIndexCacheBytes),
 	}, nil
 }
 

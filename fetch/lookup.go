@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,6 +16,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/segment"
 )
 
 // hit is a record position found by a lookup: offset and timestamp (ms),
@@ -27,9 +29,11 @@ var miss = hit{-1, -1}
 // §5). The coordinator names a candidate run; the lookup reads it whole
 // (the run's bytes are its batches back to back, walked by their headers)
 // and looks at its batches in offset order, scanning at most the batches
-// that hold the answer, each only up to the answer. Each run it has to
-// look past costs one coordinator call (next), whatever the partition's
-// size.
+// that hold the answer, each only up to the answer. A candidate that is a
+// segment object is looked at through its index (segments.go): its
+// entries are runs of their own, read one at a time. Each coordinator run
+// it has to look past costs one coordinator call (next), whatever the
+// partition's size.
 type lookup struct {
 	h     *Handler
 	topic string
@@ -41,12 +45,69 @@ type lookup struct {
 	// spent is the time the lookup has spent decompressing and scanning
 	// compressed batches; it may reach Config.MaxScanTime.
 	spent time.Duration
+	// owner is the coordinator's run being looked at; index, when it is a
+	// segment object, its index, whose entries are its runs (else it is
+	// its only run).
+	owner diskless.RunCoordinate
+	index *segmentIndex
 	// run is the run being looked at: its coordinate, its bytes and its
 	// batches as coordinates of their own (ByteOffset in the object, the
 	// max timestamp of the batch's header).
 	run     diskless.RunCoordinate
 	buf     []byte
 	batches []diskless.RunCoordinate
+}
+
+// enter makes r, a run the coordinator named, the one looked at: its runs
+// are itself, or the entries of its index when it is a segment object.
+// Errors: reading the index (KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE).
+func (l *lookup) enter(ctx context.Context, r diskless.RunCoordinate) *kerr.Error {
+	l.owner, l.index = r, nil
+	if !r.Segment() {
+		return nil
+	}
+	x, err := l.h.segmentIndexOf(ctx, &r)
+	if err != nil {
+		if errors.Is(err, cache.ErrCorrupt) || errors.Is(err, segment.ErrCorrupt) {
+			l.corrupt(&r, err.Error())
+			return kerr.CorruptMessage
+		}
+		l.h.warn(ctx, l.topic, l.tp.Partition, "list offsets: read failed",
+			slog.Int64("offset", r.BaseOffset), slog.Any("err", err))
+		return kerr.KafkaStorageError
+	}
+	l.index = x
+	return nil
+}
+
+// runs is how many runs the owner holds.
+func (l *lookup) runs() int {
+	if l.index == nil {
+		return 1
+	}
+	return len(l.index.entries)
+}
+
+// runAt returns the owner's run k.
+func (l *lookup) runAt(k int) diskless.RunCoordinate {
+	if l.index == nil {
+		return l.owner
+	}
+	return l.index.entryRun(&l.owner, k)
+}
+
+// largestRunAfter returns the earliest of the owner's runs after k (−1:
+// from the first) whose effective max timestamp is the largest of those,
+// and that timestamp; −1 if there is none.
+func (l *lookup) largestRunAfter(k int) (int, int64) {
+	best, v := -1, int64(0)
+	for j := k + 1; j < l.runs(); j++ {
+		r := l.runAt(j)
+		if m := r.MaxTimestamp(); best < 0 || m > v {
+			best, v = j, m
+		}
+	}
+	return best, v
 }
 
 // open reads run r and walks its batches into l.batches. A LogAppendTime
@@ -104,27 +165,36 @@ func (l *lookup) bytesOf(c *diskless.RunCoordinate) []byte {
 // timestamp no record has. Kafka's broker would have rewritten that header
 // on produce; this sidecar validates headers only (DESIGN §Decisions), so
 // it logs a warning naming the batch and passes over it as well,
-// answering as a broker would have. After the run, the next to look in is
-// the first after it whose max timestamp is ≥ target: one coordinator call
-// (next). Errors: those of open, scan and next.
+// answering as a broker would have. After the run — after the last entry
+// of a segment object's index — the next to look in is the first after it
+// whose max timestamp is ≥ target: one coordinator call (next). Errors:
+// those of enter, open, scan and next.
 func (l *lookup) atOrAfter(ctx context.Context, r diskless.RunCoordinate, target int64) (hit, *kerr.Error) {
 	atLeast := func(ts int64) bool { return ts >= target }
 	for {
-		if errc := l.open(ctx, r); errc != nil {
+		if errc := l.enter(ctx, r); errc != nil {
 			return miss, errc
 		}
-		for i := range l.batches {
-			c := &l.batches[i]
-			if c.MaxTimestamp() < target || c.LastOffset < l.logStart {
+		for k := range l.runs() {
+			if g := l.runAt(k); g.MaxTimestamp() < target || g.LastOffset < l.logStart {
 				continue
 			}
-			at, errc := l.first(ctx, c, atLeast)
-			if errc != nil || at != miss {
-				return at, errc
+			if errc := l.open(ctx, l.runAt(k)); errc != nil {
+				return miss, errc
 			}
-			if l.logStart <= c.BaseOffset {
-				l.corrupt(c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
-					target, c.MaxTimestamp()))
+			for i := range l.batches {
+				c := &l.batches[i]
+				if c.MaxTimestamp() < target || c.LastOffset < l.logStart {
+					continue
+				}
+				at, errc := l.first(ctx, c, atLeast)
+				if errc != nil || at != miss {
+					return at, errc
+				}
+				if l.logStart <= c.BaseOffset {
+					l.corrupt(c, fmt.Sprintf("no record at or above timestamp %d, the batch's max timestamp is %d",
+						target, c.MaxTimestamp()))
+				}
 			}
 		}
 		later, found, errc := l.next(ctx, &r, target)
@@ -143,27 +213,33 @@ func (l *lookup) atOrAfter(ctx context.Context, r diskless.RunCoordinate, target
 // timestamp is the answer. When the log start lies inside that batch the
 // record may be deleted, and the answer is then the batch's largest record
 // left or, if larger, the first record holding the largest max timestamp
-// of the batches after it — later in r, or in the runs after r (next: one
-// coordinator call). If the log start is at or below the batch's base
-// offset and no record holds its max timestamp, its header is false (see
-// atOrAfter): the lookup logs a warning and goes on the same way, taking
-// the batch's largest record for its max. That answer is the best the
-// index allows, not an exact one: a batch before it may hold a larger
-// record than it really has, and finding it would mean reading every
-// batch. Errors: those of open, scan and next.
+// of the batches after it — later in its run, in the later runs of a
+// segment object, or in the runs after r (next: one coordinator call). If
+// the log start is at or below the batch's base offset and no record
+// holds its max timestamp, its header is false (see atOrAfter): the
+// lookup logs a warning and goes on the same way, taking the batch's
+// largest record for its max. That answer is the best the index allows,
+// not an exact one: a batch before it may hold a larger record than it
+// really has, and finding it would mean reading every batch. Errors:
+// those of enter, open, scan and next.
 func (l *lookup) maxTimestamp(ctx context.Context, r diskless.RunCoordinate) (hit, *kerr.Error) {
 	// Each turn starts with c, a batch of the open run, and (1) every
 	// record at or above the log start offset and before c timestamped
 	// below c's max timestamp, and (2) no batch after c with a larger max
 	// timestamp, as of the coordinator answer that named c's run. The
-	// coordinator's candidate run and its earliest batch holding the
-	// run's max meet both. A turn moves on to later, the earliest batch
-	// after c with the largest max timestamp, only if that is larger than
-	// every record c has left: (2) holds by the choice of later, (1) by
-	// that and because the batches between c and later have smaller max
-	// timestamps. If later then neither answers nor is corrupt, the log
-	// start has passed its base offset.
-	if errc := l.open(ctx, r); errc != nil {
+	// coordinator's candidate run, its earliest run holding its max (a
+	// segment's entry) and that run's earliest batch holding it meet both.
+	// A turn moves on to later, the earliest batch after c with the
+	// largest max timestamp, only if that is larger than every record c
+	// has left: (2) holds by the choice of later, (1) by that and because
+	// the batches between c and later have smaller max timestamps. If
+	// later then neither answers nor is corrupt, the log start has passed
+	// its base offset.
+	if errc := l.enter(ctx, r); errc != nil {
+		return miss, errc
+	}
+	gi, _ := l.largestRunAfter(-1)
+	if errc := l.open(ctx, l.runAt(gi)); errc != nil {
 		return miss, errc
 	}
 	ci := l.largestAfter(-1)
@@ -181,10 +257,12 @@ func (l *lookup) maxTimestamp(ctx context.Context, r diskless.RunCoordinate) (hi
 				best.timestamp, c.MaxTimestamp()))
 		}
 		// later: the earliest batch after c with the largest max
-		// timestamp, in this run or in the runs after it.
+		// timestamp: later in c's run, in a later run of the owner, or in
+		// the runs after the owner.
 		li := l.largestAfter(ci)
-		run := l.run
-		later, found, errc := l.next(ctx, &run, diskless.ListOffsetsMaxTimestamp)
+		gj, gv := l.largestRunAfter(gi)
+		owner := l.owner
+		later, found, errc := l.next(ctx, &owner, diskless.ListOffsetsMaxTimestamp)
 		if errc != nil {
 			return miss, errc
 		}
@@ -194,25 +272,38 @@ func (l *lookup) maxTimestamp(ctx context.Context, r diskless.RunCoordinate) (hi
 				return miss, errc
 			}
 		}
-		var laterTs int64
-		switch {
-		case found && (li < 0 || later.MaxTimestamp() > l.batches[li].MaxTimestamp()):
-			laterTs = later.MaxTimestamp()
-		case li >= 0:
-			laterTs, found = l.batches[li].MaxTimestamp(), false
-		default:
+		where, v := 0, int64(math.MinInt64) // 1: li, 2: gj, 3: later
+		if li >= 0 {
+			where, v = 1, l.batches[li].MaxTimestamp()
+		}
+		if gj >= 0 && (where == 0 || gv > v) {
+			where, v = 2, gv
+		}
+		if found && (where == 0 || later.MaxTimestamp() > v) {
+			where, v = 3, later.MaxTimestamp()
+		}
+		if where == 0 || (best != miss && v <= best.timestamp) {
 			return best, nil
 		}
-		if best != miss && laterTs <= best.timestamp {
-			return best, nil
-		}
-		if found {
-			if errc := l.open(ctx, later); errc != nil {
+		switch where {
+		case 1:
+			ci = li
+		case 2:
+			gi = gj
+			if errc := l.open(ctx, l.runAt(gi)); errc != nil {
 				return miss, errc
 			}
-			li = l.largestAfter(-1)
+			ci = l.largestAfter(-1)
+		case 3:
+			if errc := l.enter(ctx, later); errc != nil {
+				return miss, errc
+			}
+			gi, _ = l.largestRunAfter(-1)
+			if errc := l.open(ctx, l.runAt(gi)); errc != nil {
+				return miss, errc
+			}
+			ci = l.largestAfter(-1)
 		}
-		ci = li
 	}
 }
 

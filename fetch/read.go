@@ -35,7 +35,7 @@ func (h *Handler) readSpans(ctx context.Context, spans []span) {
 	h.run(len(starts)-1, func(g int) {
 		obj := spans[starts[g]:starts[g+1]]
 		rs := ranges[starts[g]:starts[g+1]]
-		o := cache.Object{Key: obj[0].key, Size: obj[0].size, WrittenMs: obj[0].written}
+		o := cache.Object{Key: obj[0].key, Size: obj[0].size, WrittenMs: obj[0].written, SequentialEnd: h.indexes.dataEnd(obj[0].key)}
 		for i := range obj {
 			o.WrittenMs = min(o.WrittenMs, obj[i].written)
 		}
@@ -105,7 +105,7 @@ func (h *Handler) run(n int, read func(i int)) {
 func (h *Handler) readRun(ctx context.Context, r *diskless.RunCoordinate, buf []byte) error {
 	rs := []cache.Range{{Off: r.ByteOffset, P: buf}}
 	check := spanChecker{{rs: []diskless.RunCoordinate{*r}}}
-	o := cache.Object{Key: r.ObjectKey, Size: r.FileSize, WrittenMs: r.LogAppendTime}
+	o := cache.Object{Key: r.ObjectKey, Size: r.FileSize, WrittenMs: r.LogAppendTime, SequentialEnd: h.indexes.dataEnd(r.ObjectKey)}
 	if err := h.r.ReadRanges(ctx, o, rs, &check); err != nil {
 		return fmt.Errorf("fetch: read %s [%d, %d): %w", r.ObjectKey, r.ByteOffset, r.ByteOffset+int64(len(buf)), err)
 	}

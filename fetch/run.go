@@ -3,7 +3,6 @@ package fetch
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -87,37 +86,16 @@ func verifyRun(p []byte, r *diskless.RunCoordinate) (int, error) {
 }
 
 // verifyBatches checks the batches of r in p, its bytes from its start, as
-// verifyRun does each; with prefix, p may end inside a batch, which is not
-// checked. It returns how many leading batches pass, the offset after the
-// last and the largest max timestamp, and why the next one does not.
+// verifyRun does each (batch.CheckRun); with prefix, p may end inside a
+// batch, which is not checked. It returns how many leading batches pass,
+// the offset after the last and the largest max timestamp, and why the
+// next one does not (wrapping errRunCheck).
 func verifyBatches(p []byte, r *diskless.RunCoordinate, prefix bool) (n int, next, maxTs int64, err error) {
-	pos := 0
-	next, maxTs = r.BaseOffset, math.MinInt64
-	for pos < len(p) {
-		h, size, err := batch.Parse(p[pos:])
-		if err != nil {
-			if prefix && errors.Is(err, batch.ErrShort) {
-				break
-			}
-			return n, next, maxTs, fmt.Errorf("%w: batch at offset %d: %w", errRunCheck, next, err)
-		}
-		last := next + int64(h.LastOffsetDelta())
-		switch {
-		case h.Magic() != 2 || h.LastOffsetDelta() < 0 || last > r.LastOffset:
-			return n, next, maxTs, fmt.Errorf("%w: batch at offset %d: framing, magic or offset span", errRunCheck, next)
-		case h.BaseOffset() != 0 || int64(h.RecordsCount()) != int64(h.LastOffsetDelta())+1:
-			return n, next, maxTs, fmt.Errorf("%w: batch at offset %d: stored base offset %d, %d records", errRunCheck, next, h.BaseOffset(), h.RecordsCount())
-		case h.MaxTimestamp() > r.BatchMaxTimestamp:
-			return n, next, maxTs, fmt.Errorf("%w: batch at offset %d: max timestamp %d, the run's is %d", errRunCheck, next, h.MaxTimestamp(), r.BatchMaxTimestamp)
-		case h.ComputeCRC() != h.CRC():
-			return n, next, maxTs, fmt.Errorf("%w: batch at offset %d: CRC-32C mismatch", errRunCheck, next)
-		}
-		maxTs = max(maxTs, h.MaxTimestamp())
-		pos += size
-		next = last + 1
-		n++
+	n, next, maxTs, err = batch.CheckRun(p, r.BaseOffset, r.LastOffset, r.BatchMaxTimestamp, prefix)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errRunCheck, err)
 	}
-	return n, next, maxTs, nil
+	return n, next, maxTs, err
 }
 
 // verifyRuns checks runs read back to back into p with verifyRun, the

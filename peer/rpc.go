@@ -135,7 +135,7 @@ func (c *Client) findBatches(ctx context.Context, addr string, shard int32, reqs
 			return diskless.RunCoordinate{}, c.ObjectIndex == -1
 		}
 		o := &resp.Objects[c.ObjectIndex]
-		return diskless.RunCoordinate{ObjectKey: o.ObjectKey, FileSize: o.FileSize, ByteOffset: c.ByteOffset,
+		return diskless.RunCoordinate{ObjectKey: o.ObjectKey, FileSize: o.FileSize, ObjectFormat: o.ObjectFormat, ByteOffset: c.ByteOffset,
 			ByteSize: c.ByteSize, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset, TimestampType: c.TimestampType,
 			LogAppendTime: c.LogAppendTime, BatchMaxTimestamp: c.BatchMaxTimestamp}, true
 	}
@@ -185,7 +185,7 @@ func (c *Client) listOffsets(ctx context.Context, addr string, shard int32, tp d
 		HighWatermark: p.HighWatermark, Offset: p.Offset, Timestamp: p.Timestamp}
 	if len(p.Candidates) == 1 {
 		c := &p.Candidates[0]
-		out.Candidate = &diskless.RunCoordinate{ObjectKey: c.ObjectKey, FileSize: c.FileSize, ByteOffset: c.ByteOffset,
+		out.Candidate = &diskless.RunCoordinate{ObjectKey: c.ObjectKey, FileSize: c.FileSize, ObjectFormat: c.ObjectFormat, ByteOffset: c.ByteOffset,
 			ByteSize: c.ByteSize, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset, TimestampType: c.TimestampType,
 			LogAppendTime: c.LogAppendTime, BatchMaxTimestamp: c.BatchMaxTimestamp}
 	}

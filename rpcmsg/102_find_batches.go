@@ -91,6 +91,10 @@ type FindBatchesResponse struct {
 type FindBatchesObject struct {
 	ObjectKey string
 	FileSize  int64
+	// ObjectFormat is the object's format (diskless.RunCoordinate): tagged
+	// field 0, sent only when it is not 1 (WRITE_AHEAD_MULTI_SEGMENT), the
+	// value it takes when absent; 2 is a segment object.
+	ObjectFormat int8
 }
 
 // FindBatchesResult is one partition's answer
@@ -162,7 +166,7 @@ func (v *FindBatchesResponse) AppendTo(dst []byte) []byte {
 		o := &v.Objects[i]
 		dst = kbin.AppendCompactString(dst, o.ObjectKey)
 		dst = kbin.AppendInt64(dst, o.FileSize)
-		dst = appendNoTags(dst)
+		dst = appendFormatTag(dst, o.ObjectFormat)
 	}
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
 	for i := range v.Partitions {
@@ -195,7 +199,7 @@ func (v *FindBatchesResponse) ReadFrom(b []byte) error {
 		o := &v.Objects[i]
 		o.ObjectKey = r.string("ObjectKey")
 		o.FileSize = r.Int64()
-		r.noTags()
+		o.ObjectFormat = r.formatTag()
 	}
 	n = r.arrayLen("Partitions", findBatchesResultSize)
 	v.Partitions = nil

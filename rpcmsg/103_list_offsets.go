@@ -101,8 +101,11 @@ type ListOffsetsResult struct {
 // Candidate is a ListOffsets candidate batch: a coordinate with its
 // object named.
 type Candidate struct {
-	ObjectKey         string
-	FileSize          int64
+	ObjectKey string
+	FileSize  int64
+	// ObjectFormat is the object's format: tagged field 0, as in
+	// FindBatchesObject.
+	ObjectFormat      int8
 	ByteOffset        int64
 	ByteSize          int32
 	BaseOffset        int64
@@ -145,7 +148,7 @@ func (v *ListOffsetsResponse) AppendTo(dst []byte) []byte {
 			dst = kbin.AppendInt8(dst, c.TimestampType)
 			dst = kbin.AppendInt64(dst, c.LogAppendTime)
 			dst = kbin.AppendInt64(dst, c.BatchMaxTimestamp)
-			dst = appendNoTags(dst)
+			dst = appendFormatTag(dst, c.ObjectFormat)
 		}
 		dst = appendNoTags(dst)
 	}
@@ -186,7 +189,7 @@ func (v *ListOffsetsResponse) ReadFrom(b []byte) error {
 			c.TimestampType = r.Int8()
 			c.LogAppendTime = r.Int64()
 			c.BatchMaxTimestamp = r.Int64()
-			r.noTags()
+			c.ObjectFormat = r.formatTag()
 		}
 		r.noTags()
 	}

@@ -164,6 +164,20 @@ func appendTag8(dst []byte, tag uint32, v int8) []byte {
 	return kbin.AppendInt8(dst, v)
 }
 
+// appendFormatTag appends the tagged fields of a struct naming an object:
+// its format under tag 0 unless it is 1, the default (or 0, which
+// diskless.RunCoordinate takes for 1 too).
+func appendFormatTag(dst []byte, format int8) []byte {
+	if format == defaultObjectFormat || format == 0 {
+		return appendNoTags(dst)
+	}
+	return appendTag8(dst, 0, format)
+}
+
+// defaultObjectFormat is an object's format when its tag is absent:
+// WRITE_AHEAD_MULTI_SEGMENT.
+const defaultObjectFormat = 1
+
 // reader decodes one message. It wraps kbin.Reader, whose failures are
 // sticky, and keeps the first error of its own checks.
 type reader struct {
@@ -276,6 +290,20 @@ func (r *reader) tags(known func(tag uint32, f *reader) bool) {
 			r.fail("tagged field %d: %v", tag, errors.Unwrap(err))
 		}
 	}
+}
+
+// formatTag reads the tagged fields appendFormatTag writes and returns the
+// format.
+func (r *reader) formatTag() int8 {
+	format := int8(defaultObjectFormat)
+	r.tags(func(tag uint32, f *reader) bool {
+		if tag != 0 {
+			return false
+		}
+		format = f.Int8()
+		return true
+	})
+	return format
 }
 
 // noTags reads a tagged-field section of a struct that declares none.

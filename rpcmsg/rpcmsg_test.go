@@ -56,7 +56,7 @@ func samples() map[int16]sample {
 		KeyFindBatches: {
 			&FindBatchesRequest{TimeoutMs: 5, ShardID: 1, Partitions: []FindBatchesPartition{
 				{TopicID: topicA, Partition: 1, Offset: 42, MaxBytes: 1 << 20}, {TopicID: topicB, Partition: 9, Offset: 0, MaxBytes: 1}}},
-			&FindBatchesResponse{ErrorCode: 0, Objects: []FindBatchesObject{{"wal/c/1", 8 << 20}, {"wal/c/2", 1}},
+			&FindBatchesResponse{ErrorCode: 0, Objects: []FindBatchesObject{{"wal/c/1", 8 << 20, 1}, {"wal/c/2", 1, 1}, {"segment/3", 9, 2}},
 				Partitions: []FindBatchesResult{
 					{LogStartOffset: 0, HighWatermark: 100, Runs: []Coordinate{coord(0), coord(1)}, Next: coord(1)},
 					{ErrorCode: 1, LogStartOffset: 5, HighWatermark: 6, Runs: []Coordinate{}, Next: Coordinate{ObjectIndex: -1}},
@@ -69,7 +69,10 @@ func samples() map[int16]sample {
 				{LogStartOffset: 1, HighWatermark: 2, Offset: 2, Timestamp: -1, Candidates: []Candidate{}},
 				{LogStartOffset: 1, HighWatermark: 20, Offset: -1, Timestamp: -1, Candidates: []Candidate{{
 					ObjectKey: "wal/c/9", FileSize: 77, ByteOffset: 5, ByteSize: 61, BaseOffset: 3, LastOffset: 4,
-					TimestampType: 0, LogAppendTime: 8, BatchMaxTimestamp: 9}}},
+					TimestampType: 0, LogAppendTime: 8, BatchMaxTimestamp: 9, ObjectFormat: 1}}},
+				{LogStartOffset: 1, HighWatermark: 20, Offset: -1, Timestamp: -1, Candidates: []Candidate{{
+					ObjectKey: "segment/9", FileSize: 77, ByteOffset: 0, ByteSize: 61, BaseOffset: 3, LastOffset: 4,
+					TimestampType: 1, LogAppendTime: 8, BatchMaxTimestamp: 9, ObjectFormat: 2}}},
 			}},
 		},
 		KeyDeleteRecords: {
@@ -178,6 +181,12 @@ func TestLayout(t *testing.T) {
 		// Throttle, Files [{"k", 0, true, tags {0: State 1}}], tags.
 		{"DescribeFiles response", &DescribeFilesResponse{Files: []DescribeFilesFile{{ObjectKey: "k", HasLiveBatches: true, State: 1}}},
 			"00000000" + "02" + "026b" + "0000" + "01" + "01" + "00" + "01" + "01" + "00"},
+		// Throttle, ErrorCode, null message, Objects [{"k", 1, no tags},
+		// {"s", 2, tags {0: ObjectFormat 2}}], empty Partitions, tags: a
+		// WAL object's format (1) is not sent.
+		{"FindBatches response", &FindBatchesResponse{Objects: []FindBatchesObject{{"k", 1, 1}, {"s", 2, 2}}, Partitions: []FindBatchesResult{}},
+			"00000000" + "0000" + "00" + "03" + "026b" + "0000000000000001" + "00" + "0273" + "0000000000000002" + "01" + "00" + "01" + "02" +
+				"01" + "00"},
 		// Throttle, ErrorCode 16, null message, empty Batches, tags.
 		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
 			"00000000" + "0010" + "00" + "01" + "00"},

@@ -36,12 +36,12 @@ func (s *Server) handleDisklessFindBatches(ctx context.Context, req *rpcmsg.Find
 		idx = append(idx, i)
 	}
 	objects := make(map[string]int32)
-	object := func(key string, size int64) int32 {
+	object := func(key string, size int64, format int8) int32 {
 		i, ok := objects[key]
 		if !ok {
 			i = int32(len(resp.Objects))
 			objects[key] = i
-			resp.Objects = append(resp.Objects, rpcmsg.FindBatchesObject{ObjectKey: key, FileSize: size})
+			resp.Objects = append(resp.Objects, rpcmsg.FindBatchesObject{ObjectKey: key, FileSize: size, ObjectFormat: format})
 		}
 		return i
 	}
@@ -49,7 +49,7 @@ func (s *Server) handleDisklessFindBatches(ctx context.Context, req *rpcmsg.Find
 		if b.ObjectKey == "" {
 			return rpcmsg.Coordinate{ObjectIndex: -1}
 		}
-		return rpcmsg.Coordinate{ObjectIndex: object(b.ObjectKey, b.FileSize), ByteOffset: b.ByteOffset, ByteSize: b.ByteSize,
+		return rpcmsg.Coordinate{ObjectIndex: object(b.ObjectKey, b.FileSize, b.ObjectFormat), ByteOffset: b.ByteOffset, ByteSize: b.ByteSize,
 			BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, TimestampType: b.TimestampType,
 			LogAppendTime: b.LogAppendTime, BatchMaxTimestamp: b.BatchMaxTimestamp}
 	}

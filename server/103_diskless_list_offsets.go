@@ -39,7 +39,7 @@ func (s *Server) handleDisklessListOffsets(ctx context.Context, req *rpcmsg.List
 		*out = rpcmsg.ListOffsetsResult{ErrorCode: codeOf(r.Err), LogStartOffset: r.LogStartOffset, HighWatermark: r.HighWatermark,
 			Offset: r.Offset, Timestamp: r.Timestamp, Candidates: []rpcmsg.Candidate{}}
 		if c := r.Candidate; c != nil {
-			out.Candidates = append(out.Candidates, rpcmsg.Candidate{ObjectKey: c.ObjectKey, FileSize: c.FileSize,
+			out.Candidates = append(out.Candidates, rpcmsg.Candidate{ObjectKey: c.ObjectKey, FileSize: c.FileSize, ObjectFormat: c.ObjectFormat,
 				ByteOffset: c.ByteOffset, ByteSize: c.ByteSize, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset,
 				TimestampType: c.TimestampType, LogAppendTime: c.LogAppendTime, BatchMaxTimestamp: c.BatchMaxTimestamp})
 		}

@@ -182,6 +182,7 @@ func TestRPCHandlers(t *testing.T) {
 	}
 	fs.find = []diskless.FindBatchesResult{{LogStartOffset: 0, HighWatermark: 3,
 		Runs: []diskless.RunCoordinate{coord("o1", 0), coord("o2", 1), coord("o1", 2)}, Next: coord("o3", 3)}}
+	fs.find[0].Next.ObjectFormat = diskless.ObjectFormatSegment // a segment object's format travels with it
 	fb := rpcmsg.NewFindBatchesRequest()
 	fb.Partitions = []rpcmsg.FindBatchesPartition{{TopicID: id, Partition: other}, {TopicID: id, Partition: mine}}
 	fr := c.roundTrip(fb).(*rpcmsg.FindBatchesResponse)
@@ -189,7 +190,8 @@ func TestRPCHandlers(t *testing.T) {
 		t.Fatalf("FindBatches: %+v", fr)
 	}
 	if len(fr.Objects) != 3 || fr.Objects[0].ObjectKey != "o1" || fr.Partitions[1].Runs[2].ObjectIndex != 0 ||
-		fr.Partitions[1].Next.ObjectIndex != 2 || fr.Partitions[0].Next.ObjectIndex != -1 {
+		fr.Partitions[1].Next.ObjectIndex != 2 || fr.Partitions[0].Next.ObjectIndex != -1 ||
+		fr.Objects[2].ObjectFormat != diskless.ObjectFormatSegment || fr.Objects[0].ObjectFormat != 1 {
 		t.Fatalf("FindBatches objects: %+v %+v", fr.Objects, fr.Partitions)
 	}
 

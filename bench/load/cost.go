@@ -26,6 +26,12 @@ const (
 	metricS3Requests     = "diskless_s3_requests_total"            // every S3 HTTP attempt, by operation (S3 backend only)
 	metricUploadHedges   = "diskless_upload_hedges_total"          // hedged uploads' second attempts: extra PUTs
 	metricHedgeWins      = "diskless_upload_hedge_wins_total"      // hedged uploads whose second attempt won
+	// Consolidation's share (issue 17): ranged GETs of WAL objects and
+	// their bytes, segment objects put (one PUT each) and their bytes.
+	metricConsolidationReads     = "diskless_consolidation_reads_total"
+	metricConsolidationReadBytes = "diskless_consolidation_read_bytes_total"
+	metricSegmentsUploaded       = "diskless_consolidation_segments_uploaded_total"
+	metricSegmentBytes           = "diskless_consolidation_segment_bytes_total"
 	// s3OpPrefix keys the S3 requests of one operation in counters.
 	s3OpPrefix = metricS3Requests + ":"
 	// scrapeTimeKey holds the scrape's time in counters, Unix seconds.
@@ -79,6 +85,12 @@ type Cost struct {
 	MonthlyGetUSD float64 `json:"monthly_get_usd"`
 	MonthlyUSD    float64 `json:"monthly_usd"`
 	Prices        string  `json:"prices"`
+	// Consolidation's share of the requests and bytes (already in Puts and
+	// Gets): WAL objects read and segment objects put, and their bytes.
+	ConsolidationGets      float64 `json:"consolidation_gets"`
+	ConsolidationPuts      float64 `json:"consolidation_puts"`
+	ConsolidationReadBytes float64 `json:"consolidation_read_bytes"`
+	ConsolidationPutBytes  float64 `json:"consolidation_put_bytes"`
 }
 
 // costDelta derives the request bill from two scrapes, or nil when the
@@ -112,8 +124,11 @@ func costDelta(before, after counters) *Cost {
 			return nil
 		}
 		c.From = "sidecar"
-		c.Puts, c.Gets = d(metricUploadAttempts), d(metricStoreReads)
+		c.Puts = d(metricUploadAttempts) + d(metricSegmentsUploaded)
+		c.Gets = d(metricStoreReads) + d(metricConsolidationReads)
 	}
+	c.ConsolidationGets, c.ConsolidationPuts = d(metricConsolidationReads), d(metricSegmentsUploaded)
+	c.ConsolidationReadBytes, c.ConsolidationPutBytes = d(metricConsolidationReadBytes), d(metricSegmentBytes)
 	per := func(n, bytes float64) *float64 {
 		if bytes <= 0 {
 			return nil
@@ -144,7 +159,7 @@ func costDelta(before, after counters) *Cost {
 }
 
 // costLine is the report's sentence on the prices and the rate behind the
-// monthly figure.
+// monthly figure, and consolidation's share of them.
 func costLine(target string, c *Cost) string {
 	hedges := ""
 	if c.Hedges != nil {
@@ -156,6 +171,11 @@ func costLine(target string, c *Cost) string {
 			hedges += fmt.Sprintf(" (%.1f%% of the objects uploaded)", *c.HedgePercent)
 		}
 	}
-	return fmt.Sprintf("cost (%s): %.2f PUT-class and %.2f GET-class requests/s (from %s counters over %s%s), a 30-day month at %s\n",
+	line := fmt.Sprintf("cost (%s): %.2f PUT-class and %.2f GET-class requests/s (from %s counters over %s%s), a 30-day month at %s\n",
 		target, c.Puts/c.Seconds, c.Gets/c.Seconds, c.From, time.Duration(c.Seconds*float64(time.Second)).Round(100*time.Millisecond), hedges, c.Prices)
+	if c.ConsolidationGets > 0 || c.ConsolidationPuts > 0 {
+		line += fmt.Sprintf("consolidation (%s): %.0f GETs of WAL objects (%.1f MiB), %.0f segment objects put (%.1f MiB)\n",
+			target, c.ConsolidationGets, c.ConsolidationReadBytes/(1<<20), c.ConsolidationPuts, c.ConsolidationPutBytes/(1<<20))
+	}
+	return line
 }

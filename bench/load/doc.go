@@ -86,8 +86,12 @@
 // object size, and ranged GETs per GiB fetched
 // (diskless_cache_store_reads_total / diskless_fetch_bytes_total), and the
 // mean time the files answered in the window spent in each stage of the
-// produce pipeline (diskless_produce_file_stage_duration_seconds). The
-// counters are the sidecar's, so other traffic in the window counts too. If
+// produce pipeline (diskless_produce_file_stage_duration_seconds), and the
+// request bill: S3 PUT-class and GET-class requests per GiB (every S3
+// request on the S3 backend; uploads, cache reads, consolidation's WAL
+// reads and segment PUTs on the file backend) priced for a month, with
+// consolidation's share (diskless_consolidation_*) on a line of its own.
+// The counters are the sidecar's, so other traffic in the window counts too. If
 // the endpoint cannot be read the figures are n/a with the reason.
 //
 // With -sidecar-pids (and -kafka-pids for -kafka-brokers) the tool reads

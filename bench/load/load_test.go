@@ -573,6 +573,30 @@ diskless_cache_store_read_bytes_total 1073741824
 	if c.Hedges != nil || c.HedgePercent != nil {
 		t.Errorf("hedges %v (%v%%) from a sidecar that reports none", c.Hedges, c.HedgePercent)
 	}
+	// Consolidation's GETs and PUTs count in the bill (the file backend:
+	// added to the uploads and cache reads; S3: in its request counts)
+	// and are reported apart.
+	more, err := parseCounters(strings.NewReader(`diskless_consolidation_reads_total 40
+diskless_consolidation_read_bytes_total 335544320
+diskless_consolidation_segments_uploaded_total 3
+diskless_consolidation_segment_bytes_total 335560704
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range more {
+		after[k] = v
+	}
+	c = costDelta(before, after)
+	if c == nil || c.Puts != 103 || c.Gets != 340 || c.ConsolidationGets != 40 || c.ConsolidationPuts != 3 ||
+		c.ConsolidationReadBytes != 335544320 {
+		t.Fatalf("cost with consolidation %+v", c)
+	}
+	report.Reset()
+	writeReport(&report, smallConfig(), []Result{{Target: "sidecar", Store: Store{Cost: c}}})
+	if want := "consolidation (sidecar): 40 GETs of WAL objects (320.0 MiB), 3 segment objects put (320.0 MiB)"; !strings.Contains(report.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, report.String())
+	}
 	if costDelta(counters{}, counters{}) != nil {
 		t.Error("a bill without scrape times")
 	}

@@ -37,7 +37,8 @@ const (
 
 var storeMetrics = []string{metricUploadObjects, metricUploadBytes, metricStoreReads, metricFetchBytes,
 	metricUploadAttempts, metricStoreReadBytes, metricProduced, metricUploadHedges, metricHedgeWins,
-	metricFiles, metricFilesEarly}
+	metricFiles, metricFilesEarly,
+	metricConsolidationReads, metricConsolidationReadBytes, metricSegmentsUploaded, metricSegmentBytes}
 
 // scrapeTimeout bounds one scrape; the endpoint answers from memory.
 const scrapeTimeout = 5 * time.Second

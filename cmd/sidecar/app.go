@@ -27,6 +27,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/peer"
 	"github.com/diskless-sidecar/sidecar/produce"
+	"github.com/diskless-sidecar/sidecar/segment"
 	"github.com/diskless-sidecar/sidecar/server"
 	"github.com/diskless-sidecar/sidecar/upload"
 	"github.com/diskless-sidecar/sidecar/wal"
@@ -180,6 +181,15 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		OrphanScanInterval:     cfg.OrphanScanInterval,
 		OrphanScanGracePeriod:  cfg.OrphanScanGracePeriod,
 		Logger:                 log.With(slog.String("component", "coordinator")),
+
+		Segments:                        store,
+		ConsolidationMinAge:             cfg.ConsolidationMinAge,
+		ConsolidationInterval:           cfg.ConsolidationInterval,
+		ConsolidationMaxBytesPerSec:     cfg.ConsolidationMaxBytesPerSec,
+		SegmentBytes:                    cfg.ConsolidationSegmentBytes,
+		SegmentRollTime:                 cfg.ConsolidationSegmentRollTime,
+		ConsolidationIndexIntervalBytes: cfg.ConsolidationIndexIntervalBytes,
+		ConsolidationStagingDir:         filepath.Join(cfg.DataDir, "consolidation"),
 		Groups: group.Config{
 			MinSessionTimeout:         cfg.GroupMinSessionTimeout,
 			MaxSessionTimeout:         cfg.GroupMaxSessionTimeout,
@@ -618,7 +628,17 @@ func singlePutMaxBytes(cfg Config) int64 {
 // start-up with exit code 2 and a message naming the key.
 func cacheConfig(cfg Config) cache.Config {
 	return cache.Config{BlockBytes: cfg.CacheBlockBytes, MaxBytes: cfg.CacheMaxBytes,
-		CatchUpMaxBytes: cfg.CacheCatchUpMaxBytes, CheckObject: wal.Check}
+		CatchUpMaxBytes: cfg.CacheCatchUpMaxBytes, CheckObject: checkObject}
+}
+
+// checkObject is the cache's whole-object check: a segment object's
+// (segment.Check) when the object ends with a segment trailer, else a WAL
+// object's (wal.Check).
+func checkObject(key string, object []byte) error {
+	if segment.Is(object) {
+		return segment.Check(key, object)
+	}
+	return wal.Check(key, object)
 }
 
 func uploadConfig(cfg Config) upload.Config {

@@ -110,6 +110,13 @@ type Config struct {
 	OrphanScanInterval     time.Duration
 	OrphanScanGracePeriod  time.Duration
 
+	ConsolidationMinAge             time.Duration
+	ConsolidationInterval           time.Duration
+	ConsolidationMaxBytesPerSec     int64
+	ConsolidationSegmentBytes       int64
+	ConsolidationSegmentRollTime    time.Duration
+	ConsolidationIndexIntervalBytes int32
+
 	GroupInitialRebalanceDelay     time.Duration
 	GroupMinSessionTimeout         time.Duration
 	GroupMaxSessionTimeout         time.Duration
@@ -393,6 +400,12 @@ var options = []option{
 	periodOption("diskless.retention.check.interval.ms", ms(coordinator.DefaultRetentionCheckInterval), "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
 	msOption("diskless.file.deletion.delay.ms", ms(coordinator.DefaultFileDeletionDelay), "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
 	periodOption("diskless.coordinator.orphan.scan.interval.ms", ms(coordinator.DefaultOrphanScanInterval), "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
+	periodOption("diskless.consolidation.min.age.ms", ms(coordinator.DefaultConsolidationMinAge), "Age of a WAL object's commit after which its runs are rewritten into per-partition segment objects, ms; -1 disables consolidation.", 604800000, func(c *Config) *time.Duration { return &c.ConsolidationMinAge }),
+	periodOption("diskless.consolidation.interval.ms", ms(coordinator.DefaultConsolidationInterval), "How often a consolidation pass starts, ms; -1 stops the passes.", 86400000, func(c *Config) *time.Duration { return &c.ConsolidationInterval }),
+	intOption("diskless.consolidation.max.bytes.per.sec", itoa(coordinator.DefaultConsolidationMaxBytesPerSec), "Bytes of WAL objects consolidation reads (and copies into segments) per second, at most; -1: no limit.", -1, math.MaxInt64, func(c *Config) *int64 { return &c.ConsolidationMaxBytesPerSec }),
+	intOption("diskless.consolidation.segment.bytes", itoa(coordinator.DefaultSegmentBytes), "Size a segment object (data, index and trailer) is rolled at, for topics without segment.bytes.", 1<<20, coordinator.MaxSegmentBytes, func(c *Config) *int64 { return &c.ConsolidationSegmentBytes }),
+	msOption("diskless.consolidation.segment.ms", ms(coordinator.DefaultSegmentRollTime), "How long past the minimum age a partition's oldest unconsolidated run waits for its segment object to fill, ms, for topics without segment.ms.", 1, 604800000, func(c *Config) *time.Duration { return &c.ConsolidationSegmentRollTime }),
+	intOption("diskless.consolidation.index.interval.bytes", itoa(int64(coordinator.DefaultConsolidationIndexIntervalBytes)), "Bytes of batches between two entries of a segment object's index.", 4096, 1<<30, func(c *Config) *int32 { return &c.ConsolidationIndexIntervalBytes }),
 	msOption("diskless.coordinator.orphan.scan.grace.period.ms", ms(coordinator.DefaultOrphanScanGracePeriod), "Age below which an unknown object is never deleted (an upload or commit may be in flight), ms; at least 600000.", 600000, 30*86400000, func(c *Config) *time.Duration { return &c.OrphanScanGracePeriod }),
 	msOption("group.initial.rebalance.delay.ms", ms(group.DefaultInitialRebalanceDelay), "How long the first rebalance of an empty classic consumer group waits for more members, ms.", 1, 3600000, func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
 	msOption("group.min.session.timeout.ms", ms(group.DefaultMinSessionTimeout), "Least session timeout a classic group member may ask, ms.", 1, 86400000, func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),

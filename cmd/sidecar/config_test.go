@@ -81,6 +81,12 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.file.deletion.delay.ms", c.FileDeletionDelay, coordinator.DefaultFileDeletionDelay},
 		{"diskless.coordinator.orphan.scan.interval.ms", c.OrphanScanInterval, coordinator.DefaultOrphanScanInterval},
 		{"diskless.coordinator.orphan.scan.grace.period.ms", c.OrphanScanGracePeriod, coordinator.DefaultOrphanScanGracePeriod},
+		{"diskless.consolidation.min.age.ms", c.ConsolidationMinAge, coordinator.DefaultConsolidationMinAge},
+		{"diskless.consolidation.interval.ms", c.ConsolidationInterval, coordinator.DefaultConsolidationInterval},
+		{"diskless.consolidation.max.bytes.per.sec", c.ConsolidationMaxBytesPerSec, coordinator.DefaultConsolidationMaxBytesPerSec},
+		{"diskless.consolidation.segment.bytes", c.ConsolidationSegmentBytes, coordinator.DefaultSegmentBytes},
+		{"diskless.consolidation.segment.ms", c.ConsolidationSegmentRollTime, coordinator.DefaultSegmentRollTime},
+		{"diskless.consolidation.index.interval.bytes", c.ConsolidationIndexIntervalBytes, coordinator.DefaultConsolidationIndexIntervalBytes},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: the binary's default gives %v (%T), the package's default is %v (%T)", tc.key, tc.got, tc.got, tc.want, tc.want)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/segment"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
 
@@ -46,16 +47,62 @@ type walDump struct {
 	Records int64      `json:"records"`
 	BadCRCs int        `json:"bad_crcs"`
 	// Error is a framing error that stopped the walk (the batches before
-	// it are listed); empty when the object walked to its end.
+	// it are listed), or a segment object's index or trailer that does not
+	// check out; empty when the object walked to its end.
 	Error string `json:"error,omitempty"`
+	// Segment is a segment object's trailer and index
+	// (docs/format/segment-object.md); nil for a WAL object. Its batches
+	// are those of its data, before the index.
+	Segment *segmentDump `json:"segment,omitempty"`
+}
+
+// segmentDump is a segment object's trailer and index entries.
+type segmentDump struct {
+	TopicID       string         `json:"topic_id"`
+	Partition     int32          `json:"partition"`
+	BaseOffset    int64          `json:"base_offset"`
+	DataSize      int64          `json:"data_size"`
+	IndexInterval uint32         `json:"index_interval"`
+	Entries       []segmentEntry `json:"entries"`
+}
+
+// segmentEntry is one index entry, its offsets absolute.
+type segmentEntry struct {
+	FirstOffset   int64 `json:"first_offset"`
+	LastOffset    int64 `json:"last_offset"`
+	ByteOffset    int64 `json:"byte_offset"`
+	ByteSize      int64 `json:"byte_size"`
+	MaxTimestamp  int64 `json:"max_timestamp"`
+	AppendTime    int64 `json:"append_time"`
+	TimestampType int8  `json:"timestamp_type"`
 }
 
 var codecNames = map[int8]string{0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
-// dumpWAL walks object (wal.Walk) and checks each batch's CRC-32C.
+// dumpWAL walks object (wal.Walk) and checks each batch's CRC-32C; of a
+// segment object (segment.Is: it ends with a segment trailer) it decodes
+// the index and walks the data before it.
 func dumpWAL(name string, object []byte) walDump {
 	d := walDump{Object: name, Size: len(object), Batches: []walBatch{}}
-	err := wal.Walk(object, func(off int, h batch.Header) error {
+	data := object
+	if segment.Is(object) {
+		size := int64(len(object))
+		tr, _ := segment.DecodeTrailer(object[size-segment.TrailerSize:], size)
+		d.Segment = &segmentDump{TopicID: fmt.Sprintf("%x", tr.TopicID), Partition: tr.Partition, BaseOffset: tr.BaseOffset,
+			DataSize: tr.DataSize, IndexInterval: tr.IndexInterval, Entries: []segmentEntry{}}
+		data = object[:tr.DataSize]
+		_, es, err := segment.DecodeIndex(object[tr.DataSize:], tr.DataSize, size)
+		if err != nil {
+			d.Error = err.Error()
+		}
+		for _, e := range es {
+			first := tr.BaseOffset + int64(e.OffsetDelta)
+			d.Segment.Entries = append(d.Segment.Entries, segmentEntry{FirstOffset: first, LastOffset: first + int64(e.LastOffsetDelta),
+				ByteOffset: int64(e.Position), ByteSize: int64(e.Size), MaxTimestamp: e.MaxTimestamp, AppendTime: e.AppendTime,
+				TimestampType: e.TimestampType})
+		}
+	}
+	err := wal.Walk(data, func(off int, h batch.Header) error {
 		codec, ok := codecNames[h.Codec()]
 		if !ok {
 			codec = fmt.Sprintf("unknown(%d)", h.Codec())
@@ -74,7 +121,7 @@ func dumpWAL(name string, object []byte) walDump {
 		d.Batches = append(d.Batches, b)
 		return nil
 	})
-	if err != nil {
+	if err != nil && d.Error == "" {
 		d.Error = err.Error()
 	}
 	return d
@@ -152,6 +199,17 @@ func readObject(key, configPath string, sets []string) ([]byte, error) {
 
 func printWAL(w io.Writer, d walDump) {
 	fmt.Fprintf(w, "object %s: %d bytes, %d batches, %d records, %d bad CRCs\n", d.Object, d.Size, len(d.Batches), d.Records, d.BadCRCs)
+	if sg := d.Segment; sg != nil {
+		fmt.Fprintf(w, "segment object: topic id %s partition %d, offsets from %d, %d bytes of data, %d index entries (every %d bytes)\n",
+			sg.TopicID, sg.Partition, sg.BaseOffset, sg.DataSize, len(sg.Entries), sg.IndexInterval)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "first offset\tlast offset\tbyte offset\tsize\tmax timestamp\tappend time\ttimestamp type\t")
+		for _, e := range sg.Entries {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", e.FirstOffset, e.LastOffset, e.ByteOffset, e.ByteSize,
+				e.MaxTimestamp, e.AppendTime, e.TimestampType)
+		}
+		tw.Flush()
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "byte offset\tsize\trecords\tcodec\tproducer id\tepoch\tbase seq\tmax timestamp\tcrc\t")
 	for _, b := range d.Batches {

@@ -44,6 +44,9 @@ type metaPartition struct {
 	Records        int64  `json:"records"`
 	NextOffset     int64  `json:"next_offset"`      // last assigned offset + 1; 0 with no batch after the snapshot
 	LogStartOffset int64  `json:"log_start_offset"` // from the last RecordsDeleted, else 0
+	// Segments counts the segment objects consolidation swapped in for
+	// the partition's WAL runs (records 114).
+	Segments int64 `json:"segments"`
 }
 
 // metaShard is the report of one shard.
@@ -254,6 +257,9 @@ func (r *metaShard) apply(rec records.Record) {
 				}
 			}
 		}
+	case *records.SegmentCommitted:
+		r.objects[v.ObjectKey] = true
+		r.part(v.TopicID.String(), v.Partition).Segments++
 	case *records.FileDeleted:
 		delete(r.objects, v.ObjectKey)
 	case *records.RecordsDeleted:
@@ -272,8 +278,8 @@ func printShard(w io.Writer, r *metaShard) {
 		fmt.Fprintf(w, "  %-18s %d\n", t, r.Counts[t])
 	}
 	for _, p := range r.Partitions {
-		fmt.Fprintf(w, "  partition %s-%d (%s): %d batches, %d records, next offset %d, log start %d\n",
-			p.Topic, p.Partition, p.TopicID, p.Batches, p.Records, p.NextOffset, p.LogStartOffset)
+		fmt.Fprintf(w, "  partition %s-%d (%s): %d batches, %d records, %d segments, next offset %d, log start %d\n",
+			p.Topic, p.Partition, p.TopicID, p.Batches, p.Records, p.Segments, p.NextOffset, p.LogStartOffset)
 	}
 	fmt.Fprintf(w, "  live objects: %d\n", len(r.LiveObjects))
 	for _, rec := range r.Records {

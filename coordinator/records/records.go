@@ -1,6 +1,6 @@
 // Package records is the codec of the coordinator shards' metadata-log
 // records (KIP-1164's DisklessPartitionCreatedRecord … and the project's
-// 104–106, 111, 112; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
+// 104–106, 111, 112, 114; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
 // record serialisation — uvarint frame version 1, uvarint key, uvarint
 // version 0 — then the record's fields in Kafka's flexible-version
 // encoding, tagged fields after every struct. Append and Encode write
@@ -35,6 +35,8 @@ const (
 	// 107 … 110 and 113 are package group's.
 	KeyTopicDisablement int16 = 111
 	KeyTopicPurged      int16 = 112
+	// 113 is the consumer groups' (a topic's offsets deleted).
+	KeySegmentCommitted int16 = 114
 )
 
 // frameVersion is the frame version of KRaft's metadata record
@@ -158,6 +160,33 @@ type TopicPurged struct {
 	TopicID diskless.TopicID
 }
 
+// SegmentCommitted is record 114 DisklessSegmentCommittedRecord: a segment
+// object (docs/format/segment-object.md) replaces the partition's first
+// ReplacedRuns WAL runs, which hold exactly offsets [BaseOffset,
+// LastOffset] and DataSize bytes — the consolidation of old WAL runs
+// (DESIGN §Consolidation).
+type SegmentCommitted struct {
+	ObjectKey    string
+	ObjectFormat int8
+	FileSize     int64
+	TopicID      diskless.TopicID
+	Partition    int32
+	BaseOffset   int64
+	LastOffset   int64
+	DataSize     int32
+	IndexEntries int32
+	// MaxTimestamp is the largest maxTimestamp of the segment's batches,
+	// AppendTime the latest log-append time of them, ms.
+	MaxTimestamp  int64
+	AppendTime    int64
+	TimestampType int8
+	// ReplacedRuns is how many WAL runs the segment replaces.
+	ReplacedRuns int32
+	// CommitTimestamp is the shard's log time of the swap, ms: the time
+	// the file table keeps for the object.
+	CommitTimestamp int64
+}
+
 func (*PartitionCreated) Key() int16 { return KeyPartitionCreated }
 func (*TopicDeleted) Key() int16     { return KeyTopicDeleted }
 func (*FileCommitted) Key() int16    { return KeyFileCommitted }
@@ -167,6 +196,7 @@ func (*ProducerIDBlock) Key() int16  { return KeyProducerIDBlock }
 func (*FileDeleted) Key() int16      { return KeyFileDeleted }
 func (*TopicDisablement) Key() int16 { return KeyTopicDisablement }
 func (*TopicPurged) Key() int16      { return KeyTopicPurged }
+func (*SegmentCommitted) Key() int16 { return KeySegmentCommitted }
 
 // Append appends rec's body: frame version, key and version as
 // uvarints, then the fields in flexible-version encoding.
@@ -248,6 +278,8 @@ func Decode(b []byte) (Record, error) {
 		rec = new(TopicDisablement)
 	case uint32(KeyTopicPurged):
 		rec = new(TopicPurged)
+	case uint32(KeySegmentCommitted):
+		rec = new(SegmentCommitted)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -598,6 +630,47 @@ func (v *TopicPurged) AppendTo(dst []byte) []byte {
 
 func (v *TopicPurged) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 114
+
+func (v *SegmentCommitted) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.ObjectKey)
+	dst = kbin.AppendInt8(dst, v.ObjectFormat)
+	dst = kbin.AppendInt64(dst, v.FileSize)
+	dst = kbin.AppendUuid(dst, v.TopicID)
+	dst = kbin.AppendInt32(dst, v.Partition)
+	dst = kbin.AppendInt64(dst, v.BaseOffset)
+	dst = kbin.AppendInt64(dst, v.LastOffset)
+	dst = kbin.AppendInt32(dst, v.DataSize)
+	dst = kbin.AppendInt32(dst, v.IndexEntries)
+	dst = kbin.AppendInt64(dst, v.MaxTimestamp)
+	dst = kbin.AppendInt64(dst, v.AppendTime)
+	dst = kbin.AppendInt8(dst, v.TimestampType)
+	dst = kbin.AppendInt32(dst, v.ReplacedRuns)
+	dst = kbin.AppendInt64(dst, v.CommitTimestamp)
+	return AppendTags(dst)
+}
+
+func (v *SegmentCommitted) ReadFrom(r *kbin.Reader) (err error) {
+	if v.ObjectKey, err = ReadString(r); err != nil {
+		return err
+	}
+	v.ObjectFormat = r.Int8()
+	v.FileSize = r.Int64()
+	v.TopicID = r.Uuid()
+	v.Partition = r.Int32()
+	v.BaseOffset = r.Int64()
+	v.LastOffset = r.Int64()
+	v.DataSize = r.Int32()
+	v.IndexEntries = r.Int32()
+	v.MaxTimestamp = r.Int64()
+	v.AppendTime = r.Int64()
+	v.TimestampType = r.Int8()
+	v.ReplacedRuns = r.Int32()
+	v.CommitTimestamp = r.Int64()
 	SkipTags(r)
 	return OKOrTruncated(r)
 }

@@ -42,6 +42,9 @@ func sampleRecords() map[string]Record {
 		"file deleted":            &FileDeleted{ObjectKey: "wal/abc", DeleterShard: 2},
 		"topic disablement":       &TopicDisablement{TopicID: testTopicA, State: 1, Epoch: 3, Policy: 1},
 		"topic purged":            &TopicPurged{TopicID: testTopicB},
+		"segment committed": &SegmentCommitted{ObjectKey: "wal/def", ObjectFormat: 2, FileSize: 5000, TopicID: testTopicA,
+			Partition: 3, BaseOffset: 100, LastOffset: 199, DataSize: 4800, IndexEntries: 4, MaxTimestamp: 1_700_000_000_500,
+			AppendTime: 1_700_000_001_000, TimestampType: 1, ReplacedRuns: 17, CommitTimestamp: 1_700_000_300_000},
 	}
 }
 

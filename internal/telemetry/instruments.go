@@ -103,7 +103,7 @@ func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
 }
 
 // ObserveCoordinator exports the coordinators' background work: retention,
-// file release and deletion, the orphan scan.
+// file release and deletion, the orphan scan, consolidation.
 func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 	return observe(Meter(mp), []counter{
 		{"diskless.retention.moves", "{move}", "log start offsets moved by retention", &s.RetentionMoves},
@@ -114,6 +114,14 @@ func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 		{"diskless.orphans.found", "{object}", "objects older than the grace period that no shard holds", &s.OrphansFound},
 		{"diskless.orphans.deleted", "{object}", "orphan objects deleted", &s.OrphansDeleted},
 		{"diskless.orphan.scans", "{scan}", "orphan scans completed", &s.OrphanScans},
+		{"diskless.consolidation.reads", "{request}", "ranged GETs of WAL objects by consolidation", &s.ConsolidationReads},
+		{"diskless.consolidation.read.bytes", "By", "bytes of WAL objects consolidation read", &s.ConsolidationReadBytes},
+		{"diskless.consolidation.segments.uploaded", "{object}", "segment objects consolidation put (one PUT each)", &s.SegmentsUploaded},
+		{"diskless.consolidation.segment.bytes", "By", "bytes of segment objects consolidation put", &s.SegmentBytesUploaded},
+		{"diskless.consolidation.segments.committed", "{object}", "segment objects swapped in for their partitions' WAL runs (records 114)", &s.SegmentsCommitted},
+		{"diskless.consolidation.runs", "{run}", "WAL runs replaced by segment objects", &s.RunsConsolidated},
+		{"diskless.consolidation.segments.abandoned", "{object}", "segment objects a log start move made stale, deleted uncommitted", &s.SegmentsAbandoned},
+		{"diskless.consolidation.failures", "{failure}", "consolidation reads, checks, uploads and commits that failed (retried on the next pass)", &s.ConsolidationFailures},
 	}, nil)
 }
 
