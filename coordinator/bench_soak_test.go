@@ -103,7 +103,18 @@ func runSoak(b *testing.B, span time.Duration) {
 	wall := time.Now()
 	for now := start; now < end; now += soakFileMs {
 		if (now-start)%(24*3600*1000) == 0 && now > start && testing.Verbose() {
-			fmt.Fprintf(os.Stderr, "BenchmarkSoak: day %d after %v\n", (now-start)/(24*3600*1000), time.Since(wall).Round(time.Second))
+			// Progress: the state's size at each simulated day.
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			runs, segEntries := 0, 0
+			for _, p := range parts {
+				runs += p.runs.len()
+				segEntries += len(p.segs)
+			}
+			fmt.Fprintf(os.Stderr, "BenchmarkSoak: day %d after %v: heap %.1f MiB, %d runs, %d segments, %d files, snapshot %.1f MiB\n",
+				(now-start)/(24*3600*1000), time.Since(wall).Round(time.Second), float64(int64(ms.HeapAlloc)-int64(ms0.HeapAlloc))/(1<<20),
+				runs, segEntries, len(st.fileByKey), float64(len(st.freeze().appendTo(nil)))/(1<<20))
 		}
 		// The log tail a restart replays: from a snapshot taken where the
 		// last DefaultSnapshotIntervalBytes of records begin.
