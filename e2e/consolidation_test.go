@@ -22,6 +22,7 @@ import (
 // it, and delete released objects at once: within seconds of a produce its
 // WAL objects are gone and its batches live in segment objects.
 var consolidationSets = []string{
+	"diskless.consolidation.enable=true",
 	"diskless.consolidation.min.age.ms=1000",
 	"diskless.consolidation.interval.ms=200",
 	"diskless.consolidation.segment.ms=1",

@@ -21,7 +21,15 @@
 //
 //	go run ./bench/heap                                  # 1M and 2M batches over 1000 partitions
 //	go run ./bench/heap -points 500000,1000000 -conns 8  # a shorter run
-//	go run ./bench/heap -set diskless.consolidation.min.age.ms=60000
+//	go run ./bench/heap -set diskless.consolidation.enable=true -set diskless.consolidation.min.age.ms=60000
+//
+// With consolidation, -settle waits at each point, producing nothing, until
+// it has caught up (longer than min.age + segment.ms + a pass), so the heap
+// read holds the segments and no WAL runs:
+//
+//	go run ./bench/heap -points 1000000,2000000,3000000,4000000 -settle 30s -set diskless.consolidation.enable=true \
+//	  -set diskless.consolidation.min.age.ms=10000 -set diskless.consolidation.segment.ms=10000 \
+//	  -set diskless.consolidation.interval.ms=1000 -set diskless.file.deletion.delay.ms=1000
 //
 // The load needs about 45,000 batches/s to match the issue's figure (two
 // cores; the sidecar seals a file every 250 ms, so each connection has a
@@ -69,6 +77,7 @@ type config struct {
 	jsonOut    bool
 	sets       []string
 	gcWait     time.Duration
+	settle     time.Duration
 }
 
 type setFlags []string
@@ -91,6 +100,7 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the data.dir")
 	flag.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	flag.DurationVar(&cfg.gcWait, "gc-wait", 150*time.Second, "how long to wait for a forced collection at each point")
+	flag.DurationVar(&cfg.settle, "settle", 0, "how long to wait at each point, producing nothing, before reading the heap (with consolidation: longer than min.age + segment.ms + a pass, so that it has caught up)")
 	flag.Var(&sets, "set", "extra sidecar config key=value (repeatable)")
 	flag.Parse()
 	cfg.sets = sets
@@ -132,7 +142,17 @@ type point struct {
 	LogPerBatch    float64 `json:"metadata_log_bytes_per_batch"`
 	BatchesPerSec  float64 `json:"batches_per_s"`
 	GCWait         string  `json:"gc_wait"`
+	// Segments and RunsConsolidated are consolidation's counts so far
+	// (diskless_consolidation_segments_committed_total, _runs_total): 0
+	// without it.
+	Segments         int64 `json:"segments_committed,omitempty"`
+	RunsConsolidated int64 `json:"runs_consolidated,omitempty"`
 }
+
+const (
+	segmentsCommitted = "diskless_consolidation_segments_committed_total"
+	runsConsolidated  = "diskless_consolidation_runs_total"
+)
 
 type report struct {
 	Partitions     int      `json:"partitions"`
@@ -215,6 +235,13 @@ func run(cfg config) (*report, error) {
 		}
 		elapsed := time.Since(start)
 		n := p.acked.Load()
+		if cfg.settle > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(cfg.settle):
+			}
+		}
 		heap, wait, err := sc.heapAfterGC(ctx, cfg.gcWait)
 		if err != nil {
 			return nil, err
@@ -230,9 +257,15 @@ func run(cfg config) (*report, error) {
 			BatchesPerSec:  float64(n-before) / elapsed.Seconds(),
 			GCWait:         wait.Round(time.Second).String(),
 		}
+		if m, err := sc.metrics(segmentsCommitted, runsConsolidated); err == nil {
+			pt.Segments, pt.RunsConsolidated = int64(m[segmentsCommitted]), int64(m[runsConsolidated])
+		}
 		rep.Points = append(rep.Points, pt)
 		fmt.Fprintf(os.Stderr, "heap: %d batches, heap %.1f MB, %.1f B/batch (growth %.1f), log %.1f B/batch, %.0f batches/s\n",
 			n, float64(heap)/1e6, pt.HeapPerBatch, pt.GrowthPerBatch, pt.LogPerBatch, pt.BatchesPerSec)
+		if pt.Segments > 0 {
+			fmt.Fprintf(os.Stderr, "heap: consolidation so far: %d segments committed, %d runs replaced\n", pt.Segments, pt.RunsConsolidated)
+		}
 		prevBatches, prevHeap = n, heap
 	}
 	p.close()

@@ -183,7 +183,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		Logger:                 log.With(slog.String("component", "coordinator")),
 
 		Segments:                        store,
-		ConsolidationMinAge:             cfg.ConsolidationMinAge,
+		ConsolidationMinAge:             consolidationMinAge(&cfg),
 		ConsolidationInterval:           cfg.ConsolidationInterval,
 		ConsolidationMaxBytesPerSec:     cfg.ConsolidationMaxBytesPerSec,
 		SegmentBytes:                    cfg.ConsolidationSegmentBytes,
@@ -727,4 +727,14 @@ func assignmentInterval(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// consolidationMinAge is diskless.consolidation.min.age.ms, or −1 (no
+// consolidation) unless diskless.consolidation.enable. Segment objects
+// already written are read, retained and deleted either way.
+func consolidationMinAge(cfg *Config) time.Duration {
+	if !cfg.ConsolidationEnable {
+		return -1
+	}
+	return cfg.ConsolidationMinAge
 }

@@ -110,6 +110,7 @@ type Config struct {
 	OrphanScanInterval     time.Duration
 	OrphanScanGracePeriod  time.Duration
 
+	ConsolidationEnable             bool
 	ConsolidationMinAge             time.Duration
 	ConsolidationInterval           time.Duration
 	ConsolidationMaxBytesPerSec     int64
@@ -400,6 +401,7 @@ var options = []option{
 	periodOption("diskless.retention.check.interval.ms", ms(coordinator.DefaultRetentionCheckInterval), "How often each coordinator shard applies retention.ms and retention.bytes, ms; -1 disables retention.", 86400000, func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
 	msOption("diskless.file.deletion.delay.ms", ms(coordinator.DefaultFileDeletionDelay), "How long an object whose batches are all gone stays readable before it is deleted, ms (as Kafka's file.delete.delay.ms).", 0, 86400000, func(c *Config) *time.Duration { return &c.FileDeletionDelay }),
 	periodOption("diskless.coordinator.orphan.scan.interval.ms", ms(coordinator.DefaultOrphanScanInterval), "How often to look for objects no coordinator shard knows, ms; -1 disables the scan.", 86400000, func(c *Config) *time.Duration { return &c.OrphanScanInterval }),
+	boolOption("diskless.consolidation.enable", "false", "Rewrite old WAL runs into per-partition segment objects (consolidation), which keeps a shard's metadata bounded. Not yet on by default: see Consolidation.", func(c *Config) *bool { return &c.ConsolidationEnable }),
 	periodOption("diskless.consolidation.min.age.ms", ms(coordinator.DefaultConsolidationMinAge), "Age of a WAL object's commit after which its runs are rewritten into per-partition segment objects, ms; -1 disables consolidation.", 604800000, func(c *Config) *time.Duration { return &c.ConsolidationMinAge }),
 	periodOption("diskless.consolidation.interval.ms", ms(coordinator.DefaultConsolidationInterval), "How often a consolidation pass starts, ms; -1 stops the passes.", 86400000, func(c *Config) *time.Duration { return &c.ConsolidationInterval }),
 	intOption("diskless.consolidation.max.bytes.per.sec", itoa(coordinator.DefaultConsolidationMaxBytesPerSec), "Bytes of WAL objects consolidation reads (and copies into segments) per second, at most; -1: no limit.", -1, math.MaxInt64, func(c *Config) *int64 { return &c.ConsolidationMaxBytesPerSec }),
