@@ -143,12 +143,11 @@ func (sc *sidecarCluster) consolidatedNow(ctx context.Context, pc *peer.Client, 
 			}
 		}
 	}
-	for _, k := range keys {
-		if !released[k] {
-			// Unknown to every shard: not a WAL object of theirs (or a
-			// wrong key), which the orphan scan alone would delete.
-			t.Fatalf("WAL object %s known to no shard", k)
-		}
+	// An object unknown to every shard holds nothing committed (a hedged
+	// upload's loser not yet deleted, an upload whose commit failed): the
+	// orphan scan's, not consolidation's.
+	if n := len(keys) - len(released); n > 0 {
+		t.Logf("%d of the %d WAL objects in the bucket known to no shard", n, len(keys))
 	}
 	return true, ""
 }

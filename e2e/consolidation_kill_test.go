@@ -56,13 +56,20 @@ func TestConsolidationSIGKILL(t *testing.T) {
 			createTopic(t, ctx, sc, topic, partitions, nil)
 			h := history.New()
 			var armed atomic.Bool
+			var heldPath atomic.Pointer[string] // the segment PUT held ("/bucket/key")
 			var rule *s3fault.Rule
 			switch step {
 			case "segment uploaded":
 				// Armed before producing: the consolidation runs a second
 				// behind, and the producer's own PUTs go before it.
 				rule = st.Proxy.Add(&s3fault.Rule{Kind: s3fault.PutObject, Times: 1, Fault: s3fault.HoldAnswer(),
-					Match: func(r *http.Request) bool { return armed.Load() }})
+					Match: func(r *http.Request) bool {
+						if !armed.Load() {
+							return false
+						}
+						heldPath.CompareAndSwap(nil, &r.URL.Path)
+						return true
+					}})
 			case "WAL object released":
 				rule = st.Proxy.Add(&s3fault.Rule{Kind: s3fault.DeleteObject, Times: 1, Fault: s3fault.HoldAnswer(),
 					Match: func(r *http.Request) bool { return armed.Load() }})
@@ -99,12 +106,18 @@ func TestConsolidationSIGKILL(t *testing.T) {
 			ageObjects(t, st)
 			scans := metricValueOf(t, sc, "diskless_orphan_scans_total")
 			waitMetric(t, ctx, sc, "diskless_orphan_scans_total", scans+2)
+			// Other orphans may come with any kill: a hedged upload's loser,
+			// or a segment being put at the kill; none may be left.
 			deleted := metricValueOf(t, sc, "diskless_orphans_deleted_total")
-			if step == "segment uploaded" && deleted != 1 {
-				t.Fatalf("%v orphans deleted, want 1: the uploaded, uncommitted segment", deleted)
-			}
-			if step != "segment uploaded" && deleted != 0 {
-				t.Fatalf("%v orphans deleted, want none", deleted)
+			t.Logf("%v orphans deleted", deleted)
+			if step == "segment uploaded" {
+				held := heldPath.Load()
+				if held == nil || deleted < 1 {
+					t.Fatalf("%v orphans deleted; want the uploaded, uncommitted segment (%v) among them", deleted, held)
+				}
+				if _, err := os.Stat(filepath.Join(st.GW.Root, filepath.FromSlash(*held))); !os.IsNotExist(err) {
+					t.Fatalf("the uploaded, uncommitted segment %s is still stored (%v)", *held, err)
+				}
 			}
 			sc.Stop()
 			if orphans := orphansOf(t, st, dataDir); len(orphans) != 0 {
