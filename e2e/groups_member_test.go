@@ -59,7 +59,8 @@ func parseMemberConfig(s string) memberConfig {
 
 // runMember consumes the group's topic and prints, one line each:
 // "R <partition> <offset> <value>" per record, "A <n>" when n partitions
-// were assigned, "V <n>" when n were revoked or lost. Offsets are
+// were assigned (followed by "M <member id>"), "V <n>" when n were
+// revoked or lost. Offsets are
 // autocommitted every 200 ms and on revocation; SIGTERM closes the client
 // (leaving the group, committing).
 func runMember() int {
@@ -87,7 +88,11 @@ func runMember() int {
 		kgo.AutoCommitInterval(200 * time.Millisecond),
 		kgo.SessionTimeout(c.session),
 		kgo.HeartbeatInterval(c.session / 6),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { emit("A %d", count(m)) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			emit("A %d", count(m))
+			id, _ := cl.GroupMetadata()
+			emit("M %s", id)
+		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			if err := cl.CommitMarkedOffsets(ctx); err != nil {
 				emit("E commit on revoke: %v", err)
@@ -140,6 +145,7 @@ type member struct {
 	owned       int      // partitions owned now
 	assignments int      // assignment callbacks
 	revocations int      // revocation (or loss) callbacks
+	memberID    string   // the member id at the last assignment
 	errors      []string
 }
 
@@ -178,6 +184,8 @@ func startMember(t *testing.T, name string, c memberConfig) *member {
 				n, _ := strconv.Atoi(rest)
 				m.owned -= n
 				m.revocations++
+			case "M":
+				m.memberID = rest
 			case "E":
 				m.errors = append(m.errors, rest)
 			}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -188,18 +191,41 @@ func runGroupsKgo(t *testing.T, balancer string) {
 }
 
 // TestGroupsStaticMembers: two static members (group.instance.id) split a
-// topic; one is SIGKILLed and restarted with its instance id within the
-// session timeout: it gets its partitions back without a rebalance (the
-// other member sees no revocation and no new assignment), and consumes
-// what was produced meanwhile.
+// topic, with the eager range balancer, the cooperative-sticky balancer
+// and KIP-848 (server-side assignment); one goes away and comes back with
+// its instance id within the session timeout: it gets its partitions back
+// without a rebalance (the other member sees no revocation and no new
+// assignment — kgo calls OnPartitionsAssigned on every rebalance, even
+// one that assigns it nothing new; for KIP-848 the group epoch stays),
+// and consumes what was produced meanwhile. The member is SIGKILLed: a
+// classic static member sends no LeaveGroup anyway; a KIP-848 static
+// member that is to come back must first leave for now with member epoch
+// -2 (Kafka answers a join for an instance still held by a member
+// UNRELEASED_INSTANCE_ID, until the session times out and the group
+// rebalances), which leaveStatic848 sends for it.
 func TestGroupsStaticMembers(t *testing.T) {
+	for _, balancer := range []string{"range", "cooperative-sticky", "consumer"} {
+		t.Run(balancer, func(t *testing.T) { runGroupsStaticMembers(t, balancer) })
+	}
+}
+
+func runGroupsStaticMembers(t *testing.T, balancer string) {
 	const partitions = 8
 	ctx := testCtx(t, 3*time.Minute)
-	sc := StartSidecar(t, "", groupSidecarSets...)
-	topic, groupID := "static", "g-static"
+	// A KIP-848 session timeout of 20 s, as the classic members ask for:
+	// the instance must be back before it, which on a loaded machine may
+	// take more than the group tests' 3 s.
+	sets := slices.Clone(groupSidecarSets)
+	for i, set := range sets {
+		if strings.HasPrefix(set, "group.consumer.session.timeout.ms=") {
+			sets[i] = "group.consumer.session.timeout.ms=20000"
+		}
+	}
+	sc := StartSidecar(t, "", sets...)
+	topic, groupID := "static-"+balancer, "g-static-"+balancer
 	createTopic(t, ctx, sc, topic, partitions, nil)
 	want := produceValues(t, ctx, sc, topic, partitions, 0, 400)
-	cfg := memberConfig{brokers: sc.Addr, group: groupID, topic: topic, balancer: "range", session: 20 * time.Second}
+	cfg := memberConfig{brokers: sc.Addr, group: groupID, topic: topic, balancer: balancer, session: 20 * time.Second}
 	ca, cb := cfg, cfg
 	ca.instance, cb.instance = "instance-a", "instance-b"
 	a, b := startMember(t, "a", ca), startMember(t, "b", cb)
@@ -208,8 +234,36 @@ func TestGroupsStaticMembers(t *testing.T) {
 		_, ob, _, _ := b.state()
 		return oa == 4 && ob == 4
 	})
+	adm := kadm.NewClient(sc.Client())
+	groupEpoch := func() int32 {
+		d, err := adm.DescribeConsumerGroups(ctx, groupID)
+		if err != nil || d[groupID].Err != nil {
+			t.Fatalf("DescribeConsumerGroups: %v %+v", err, d)
+		}
+		return d[groupID].Epoch
+	}
+	var epoch int32
+	if balancer == "consumer" {
+		// The epoch settles once both members acknowledged the target.
+		waitFor(t, 30*time.Second, "both KIP-848 members at the group epoch", func() bool {
+			d, err := adm.DescribeConsumerGroups(ctx, groupID)
+			if err != nil || len(d[groupID].Members) != 2 {
+				return false
+			}
+			for _, m := range d[groupID].Members {
+				if m.MemberEpoch != d[groupID].Epoch {
+					return false
+				}
+			}
+			epoch = d[groupID].Epoch
+			return true
+		})
+	}
 	_, _, assignA, revokeA := a.state()
 	b.kill()
+	if balancer == "consumer" {
+		leaveStatic848(t, ctx, sc, groupID, cb.instance, b)
+	}
 	b2 := startMember(t, "b2", cb)
 	waitFor(t, 30*time.Second, "the restarted static member owning its 4 partitions", func() bool {
 		_, o, _, _ := b2.state()
@@ -219,6 +273,46 @@ func TestGroupsStaticMembers(t *testing.T) {
 	waitFor(t, 60*time.Second, "every record consumed", func() bool { return len(missing(want, a, b, b2)) == 0 })
 	if _, o, as, rv := a.state(); o != 4 || as != assignA || rv != revokeA {
 		t.Fatalf("the other member saw a rebalance: owns %d, assignments %d→%d, revocations %d→%d", o, assignA, as, revokeA, rv)
+	}
+	if balancer == "consumer" {
+		if e := groupEpoch(); e != epoch {
+			t.Fatalf("the group epoch moved from %d to %d on a static member's return", epoch, e)
+		}
+	}
+	for _, m := range []*member{a, b, b2} {
+		m.mu.Lock()
+		errs := append([]string(nil), m.errors...)
+		m.mu.Unlock()
+		if len(errs) > 0 {
+			t.Errorf("member %s reported errors: %v", m.name, errs)
+		}
+	}
+}
+
+// leaveStatic848 sends, for the SIGKILLed KIP-848 member m of static
+// instance instance, the ConsumerGroupHeartbeat with member epoch -2 that
+// Kafka's consumer sends when a static member closes: the instance keeps
+// its partitions until it rejoins or its session times out. kgo v1.22.3
+// sends that leave without the instance id, which Kafka (and the sidecar)
+// reject with INVALID_REQUEST, and a kgo member cannot stop heartbeating
+// without that leave; so the test kills the member (no heartbeat after
+// the leave can race it) and leaves on its behalf.
+func leaveStatic848(t *testing.T, ctx context.Context, sc *Sidecar, group, instance string, m *member) {
+	t.Helper()
+	m.mu.Lock()
+	memberID := m.memberID
+	m.mu.Unlock()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group = group
+	req.MemberID = memberID
+	req.MemberEpoch = -2
+	req.InstanceID = &instance
+	resp, err := req.RequestWith(ctx, sc.Client())
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil || memberID == "" || resp.MemberEpoch != -2 {
+		t.Fatalf("static leave of member %q (%s): %v, response %+v", memberID, instance, err, resp)
 	}
 }
 
