@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -79,21 +80,29 @@ func sameRecord(want, got *kgo.Record) error {
 	return nil
 }
 
-// TestKgoEndToEnd produces 100k records across 8 partitions with every
-// codec through the sidecar and consumes them back: byte-identical, offsets
+// TestKgoEndToEnd produces records across 8 partitions with every codec
+// through the sidecar and consumes them back: byte-identical, offsets
 // dense from 0 per partition, order kept per partition; on both metadata
-// logs (the Kafka one on the package's shared 3-broker cluster).
+// logs. On the Kafka one (the package's shared 3-broker cluster) it is
+// 100k records per codec, as issue 12 asks of diskless.metadata.log=kafka;
+// on the embedded one 20k per codec (100k in all), which keeps the
+// suite's time down and is what the rest of the suite already covers.
 func TestKgoEndToEnd(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, sets []string) {
-		runKgoEndToEnd(t, StartSidecar(t, "", sets...), 100_000)
+		perCodec := 20_000
+		if slices.Contains(sets, "diskless.metadata.log=kafka") {
+			perCodec = 100_000
+		}
+		runKgoEndToEnd(t, StartSidecar(t, "", sets...), perCodec)
 	})
 }
 
-func runKgoEndToEnd(t *testing.T, sc *Sidecar, total int) {
+// runKgoEndToEnd produces and consumes perCodec records per codec.
+func runKgoEndToEnd(t *testing.T, sc *Sidecar, perCodec int) {
 	const partitions = 8
 	ctx := testCtx(t, 10*time.Minute)
 	adm := kadm.NewClient(sc.Client())
-	perCodec := total / len(codecCases)
+	t.Logf("%d records per codec", perCodec)
 
 	for _, cc := range codecCases {
 		t.Run(cc.name, func(t *testing.T) {

@@ -27,7 +27,7 @@ func TestS3KgoEndToEnd(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		st := StartS3(t)
 		sc := StartSidecarS3(t, st, "", sets...)
-		runKgoEndToEnd(t, sc, 100_000)
+		runKgoEndToEnd(t, sc, 20_000)
 		c := st.Proxy.Counts()
 		t.Logf("S3 requests: %v", c)
 		if c[s3fault.PutObject] == 0 {
