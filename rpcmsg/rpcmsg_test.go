@@ -155,8 +155,15 @@ func TestKinds(t *testing.T) {
 		if NameForKey(k) == "" || !req.IsFlexible() || req.MaxVersion() != 0 {
 			t.Fatalf("key %d: name %q, flexible %v, max version %d", k, NameForKey(k), req.IsFlexible(), req.MaxVersion())
 		}
-		if _, ok := samples()[k]; !ok {
+		s, ok := samples()[k]
+		if !ok {
 			t.Fatalf("no sample of key %d", k)
+		}
+		// peer.Client bounds its wait for an answer by the request's
+		// TimeoutMs (kmsg.TimeoutRequest).
+		tr, ok := s.req.(kmsg.TimeoutRequest)
+		if !ok || int64(tr.Timeout()) != reflect.ValueOf(s.req).Elem().FieldByName("TimeoutMs").Int() {
+			t.Fatalf("key %d: %T is no kmsg.TimeoutRequest answering its TimeoutMs", k, s.req)
 		}
 	}
 	if r := RequestForKey(KeyDescribeFiles).(*DescribeFilesRequest); r.TimeoutMs != 60000 || r.ShardID != -1 {
