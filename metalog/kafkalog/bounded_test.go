@@ -39,11 +39,7 @@ func testAppendBounded(t *testing.T, e *env) {
 			c.AppendTimeout = 2 * time.Second
 		})
 		ctx := context.Background()
-		l, err := tp.OpenLog(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		l := openShard(t, tp)
 		replayAll(t, l, 0)
 		g1, g2, g3 := group("g1", 2), group("g2", 2), group("g3", 1)
 		mustAppend(t, l, g1)
@@ -51,7 +47,7 @@ func testAppendBounded(t *testing.T, e *env) {
 		t0 := time.Now()
 		ch := make(chan error, 1)
 		go func() { ch <- l.Append(ctx, g2) }()
-		err = wait(t, "an Append whose produce requests vanish", ch)
+		err := wait(t, "an Append whose produce requests vanish", ch)
 		if err == nil || errors.Is(err, metalog.ErrFenced) {
 			t.Fatalf("an Append whose produce requests vanish: %v, want an error other than ErrFenced", err)
 		}
@@ -61,11 +57,7 @@ func testAppendBounded(t *testing.T, e *env) {
 			t.Fatalf("the writer replays %v (next %d), want %v", got, next, strs(g1))
 		}
 		mustAppend(t, l, g3)
-		cur, err := tp.OpenLog(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cur.Close()
+		cur := openShard(t, tp)
 		if got, _ := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(strs(g1, g3)) {
 			t.Fatalf("a new owner replays %v, want %v", got, strs(g1, g3))
 		}

@@ -119,15 +119,7 @@ func (s *store) Tear(t *testing.T, shard int32, variant int) bool {
 	case 3:
 		recs = append(recs, rec(recordKey{kind: kindRecord, epoch: max(0, epoch-1), index: next, parts: 1, flags: flagGroupEnd}, []byte("zombie")))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.t.cfg.Brokers...), kgo.DefaultProduceTopic(s.t.cfg.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceRaw(t, s.t, recs...)
 	return true
 }
 
@@ -339,17 +331,16 @@ func testTakeoverInFlight(t *testing.T, e *env) {
 		t.Run(when, func(t *testing.T) {
 			tp, _ := e.topic(t, 1)
 			ctx := context.Background()
-			old, err := tp.openLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer old.Close()
+			old := openShard(t, tp)
 			replayAll(t, old, 0)
 			g1, g2 := group("g1", 3), group("in-flight", 2)
 			mustAppend(t, old, g1)
 
-			var cur metalog.Log
-			var curGot []string
+			var (
+				cur    metalog.Log
+				curGot []string
+				err    error
+			)
 			takeOver := func() {
 				old.beforeCheck, old.beforeProduce = nil, nil
 				if cur, err = tp.OpenLog(0); err != nil {
@@ -387,11 +378,7 @@ func testTakeoverInFlight(t *testing.T, e *env) {
 			if err := old.Append(ctx, group("late", 1)); !errors.Is(err, metalog.ErrFenced) {
 				t.Fatalf("the fenced writer's Append: %v, want ErrFenced", err)
 			}
-			later, err := tp.OpenLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer later.Close()
+			later := openShard(t, tp)
 			want = append(want, strs(g3)...)
 			if got, next := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(want) || next != int64(len(want)) {
 				t.Fatalf("a later owner replays %v (next %d), want %v", got, next, want)
@@ -408,19 +395,11 @@ func testTakeoverInFlight(t *testing.T, e *env) {
 func testFencedWriterInterleaved(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	old, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	old := openShard(t, tp)
 	replayAll(t, old, 0)
 	g1 := group("g1", 2)
 	mustAppend(t, old, g1)
-	cur, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp)
 	replayAll(t, cur, 0)
 	var oldErr error
 	pos := cur.pos
@@ -437,11 +416,7 @@ func testFencedWriterInterleaved(t *testing.T, e *env) {
 		t.Fatalf("the new owner's position moved by %d offsets, want 5 (the fenced writer's 3 records, its own 2)", got)
 	}
 	mustAppend(t, cur, group("g3", 1))
-	later, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
+	later := openShard(t, tp)
 	want := strs(g1, g2, group("g3", 1))
 	if got, _ := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("a later owner replays %v, want %v", got, want)
@@ -455,11 +430,7 @@ func testFencedWriterInterleaved(t *testing.T, e *env) {
 func testFollowerSkipsFencedWriter(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	old, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	old := openShard(t, tp)
 	replayAll(t, old, 0)
 	mustAppend(t, old, group("g1", 2))
 	fl, err := tp.Follow(0)
@@ -487,11 +458,7 @@ func testFollowerSkipsFencedWriter(t *testing.T, e *env) {
 	if len(got) != 2 || next != 2 {
 		t.Fatalf("follower read %v, next %d", got, next)
 	}
-	cur, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp)
 	replayAll(t, cur, 0)
 	if err := old.Append(ctx, group("zombie", 3)); !errors.Is(err, metalog.ErrFenced) {
 		t.Fatalf("the fenced writer's Append: %v", err)
@@ -525,21 +492,13 @@ func testFollowerSkipsFencedWriter(t *testing.T, e *env) {
 func testFencedTruncate(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	old, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	old := openShard(t, tp)
 	replayAll(t, old, 0)
 	mustAppend(t, old, group("g1", 4))
 	if err := old.PrepareSnapshot(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp)
 	replayAll(t, cur, 0)
 	if err := old.WriteSnapshot(ctx, 4, []byte("s4")); err != nil {
 		t.Fatalf("storing the object of a pointer that counted: %v", err)
@@ -567,38 +526,18 @@ func testFencedTruncate(t *testing.T, e *env) {
 func testLateClaims(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	dead, err := tp.openLog(0) // read the empty partition, claimed, died
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close()
-	l, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	dead := openShard(t, tp) // read the empty partition, claimed, died
+	l := openShard(t, tp)
 	replayAll(t, l, 0)
 	g1, g2, g3 := group("g1", 2), group("g2", 1), group("g3", 3)
 	mustAppend(t, l, g1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tp.cfg.Brokers...), kgo.DefaultProduceTopic(tp.cfg.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	for i, late := range []*kgo.Record{l.claimRecord(noEpoch), dead.claimRecord(noEpoch)} {
-		if err := cl.ProduceSync(ctx, late).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produceRaw(t, tp, late)
 		if err := l.Append(ctx, [][][]byte{g2, g3}[i]); err != nil {
 			t.Fatalf("an Append after a late claim (%s): %v, want nil", []string{"the writer's own", "a dead process's"}[i], err)
 		}
 	}
-	later, err := tp.OpenLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
+	later := openShard(t, tp)
 	if got, _ := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(strs(g1, g2, g3)) {
 		t.Fatalf("a later owner replays %v, want %v", got, strs(g1, g2, g3))
 	}
@@ -636,11 +575,7 @@ func testIndexesAcrossClaims(t *testing.T, e *env) {
 		l.Close()
 		st.Tear(t, 0, round%4) // what a writer that died mid-append leaves
 	}
-	l, err := tp.OpenLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openShard(t, tp)
 	for _, from := range []int64{0, 1, 5, int64(len(all)) - 1, int64(len(all))} {
 		got, next := replayAll(t, l, from)
 		if next != int64(len(all)) || fmt.Sprint(got) != fmt.Sprint(strs(all[from:])) {
@@ -735,11 +670,7 @@ func testSnapshotTakeover(t *testing.T, e *env) {
 	if err != nil || start == 0 {
 		t.Fatalf("log start offset %d (%v): the records before the snapshot were not deleted", start, err)
 	}
-	cur, err := tp.OpenLog(0) // takes the shard over
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp) // takes the shard over
 	idx, p, err := cur.ReadSnapshot(ctx)
 	if err != nil || idx != 50 || string(p) != "state at 50" {
 		t.Fatalf("ReadSnapshot = %d, %q, %v", idx, p, err)
@@ -766,11 +697,7 @@ func testSnapshotTakeover(t *testing.T, e *env) {
 func testBrokerKilled(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	l, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openShard(t, tp)
 	replayAll(t, l, 0)
 	var durable []string
 	killed := int32(-1)
@@ -837,11 +764,7 @@ func testBrokerKilled(t *testing.T, e *env) {
 		}
 	}
 	t.Logf("%d appends failed and were learned by Replay; %d records durable", failures, len(durable))
-	cur, err := tp.OpenLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp)
 	if got, next := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(durable) || next != int64(len(durable)) {
 		t.Fatalf("a new owner replays %d records (next %d), want %d", len(got), next, len(durable))
 	}
@@ -926,16 +849,12 @@ func testLostProduceAnswer(t *testing.T, e *env) {
 				c.RequestTimeout = 10 * time.Second
 			})
 			ctx := context.Background()
-			l, err := tp.OpenLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openShard(t, tp)
 			replayAll(t, l, 0)
 			g1, g2, g3 := group("g1", 2), group("g2", 3), group("g3", 1)
 			mustAppend(t, l, g1)
 			d.armed.Store(true)
-			err = l.Append(ctx, g2)
+			err := l.Append(ctx, g2)
 			if d.cut.Load() != 1 {
 				t.Fatalf("the Produce %s was not cut (Append: %v)", lose, err)
 			}
@@ -957,14 +876,39 @@ func testLostProduceAnswer(t *testing.T, e *env) {
 				t.Fatalf("after the lost %s the writer replays %v (next %d), want %v", lose, got, next, want)
 			}
 			mustAppend(t, l, g3)
-			cur, err := tp.OpenLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cur.Close()
+			cur := openShard(t, tp)
 			if got, _ := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(append(want, strs(g3)...)) {
 				t.Fatalf("a new owner replays %v", got)
 			}
 		})
+	}
+}
+
+// openShard opens a writer of tp's shard 0, closed when the test ends.
+func openShard(t *testing.T, tp *Topic) *Log {
+	t.Helper()
+	l, err := tp.openLog(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// produceRaw produces recs to tp's topic as they are, with a client of
+// its own: records a writer of this backend might have left, written by
+// hand.
+func produceRaw(t *testing.T, tp *Topic, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tp.cfg.Brokers...), kgo.DefaultProduceTopic(tp.cfg.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, r := range recs {
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -17,11 +17,7 @@ import (
 func testReadAhead(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	l, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openShard(t, tp)
 	replayAll(t, l, 0)
 	mustAppend(t, l, group("a", 2))
 	end, err := tp.listOffset(ctx, 0, -1)

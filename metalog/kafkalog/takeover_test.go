@@ -11,24 +11,6 @@ import (
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
-// produceRaw produces recs to tp's topic as they are, with a client of
-// its own: records a writer of this backend might have left, written by
-// hand.
-func produceRaw(t *testing.T, tp *Topic, recs ...*kgo.Record) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tp.cfg.Brokers...), kgo.DefaultProduceTopic(tp.cfg.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for _, r := range recs {
-		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // snapshotAt prepares and stores a snapshot at index.
 func snapshotAt(t *testing.T, l metalog.Log, index int64, payload string) {
 	t.Helper()
@@ -50,19 +32,11 @@ func snapshotAt(t *testing.T, l metalog.Log, index int64, payload string) {
 func testTruncatedUnderStart(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	old, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	old := openShard(t, tp)
 	replayAll(t, old, 0)
 	mustAppend(t, old, group("a", 3))
 	snapshotAt(t, old, 3, "s3")
-	cur, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
+	cur := openShard(t, tp)
 	if idx, p, err := cur.ReadSnapshot(ctx); err != nil || idx != 3 || string(p) != "s3" {
 		t.Fatalf("ReadSnapshot = %d, %q, %v; want the snapshot at 3", idx, p, err)
 	}
@@ -97,19 +71,11 @@ func testTruncatedUnderStart(t *testing.T, e *env) {
 func testCheckContiguity(t *testing.T, e *env) {
 	tp, _ := e.topic(t, 1)
 	ctx := context.Background()
-	w, err := tp.openLog(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := openShard(t, tp)
 	replayAll(t, w, 0)
 	g1 := group("g1", 1)
 	mustAppend(t, w, g1)
-	n, err := tp.openLog(0) // a writer whose claim is produced by hand
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := openShard(t, tp) // a writer whose claim is produced by hand
 	rec := func(k recordKey, v string) *kgo.Record {
 		return &kgo.Record{Partition: 0, Key: k.appendTo(nil), Value: []byte(v)}
 	}
@@ -121,7 +87,7 @@ func testCheckContiguity(t *testing.T, e *env) {
 		t.Fatalf("the group's first record at offset %d, want the writer's position %d", a.Offset, w.pos)
 	}
 	w.mu.Lock()
-	err = w.check(ctx, []*kgo.Record{a, b}, 2)
+	err := w.check(ctx, []*kgo.Record{a, b}, 2)
 	w.mu.Unlock()
 	if !errors.Is(err, metalog.ErrFenced) {
 		t.Fatalf("the check of a group split by a takeover (offsets %d, %d; the claim at %d): %v, want ErrFenced", a.Offset, b.Offset, c.Offset, err)
@@ -149,11 +115,7 @@ func testFailedAppendSettled(t *testing.T, e *env) {
 		t.Run(tc.name, func(t *testing.T) {
 			tp, _ := e.topic(t, 1)
 			ctx := context.Background()
-			l, err := tp.openLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openShard(t, tp)
 			replayAll(t, l, 0)
 			g1, g2, g3 := group("g1", 2), group("g2", 3), group("g3", 1)
 			mustAppend(t, l, g1)
@@ -173,11 +135,7 @@ func testFailedAppendSettled(t *testing.T, e *env) {
 			}
 			mustAppend(t, l, g3)
 			want = append(want, strs(g3)...)
-			cur, err := tp.OpenLog(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cur.Close()
+			cur := openShard(t, tp)
 			if got, next := replayAll(t, cur, 0); fmt.Sprint(got) != fmt.Sprint(want) || next != int64(len(want)) {
 				t.Fatalf("a new owner replays %v (next %d), want %v", got, next, want)
 			}
