@@ -484,15 +484,7 @@ func testLongPollAcrossSidecars(t *testing.T, cl *sidecarCluster) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			req := kmsg.NewPtrFetchRequest()
-			req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 11, -1, 60000, 1, 1<<20, -1
-			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic = topic
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = i, 1<<20, -1
-			ft.Partitions = append(ft.Partitions, fp)
-			req.Topics = append(req.Topics, ft)
-			resp, err := wrc.TryRequest(req)
+			resp, err := wrc.TryRequest(fetchRequest(topic, 0, i, 1<<20, time.Minute))
 			if err != nil {
 				done <- result{err: err}
 				return

@@ -49,6 +49,16 @@ func produceRaw(t *testing.T, rc *RawConn, topic string, batches ...[]byte) []km
 
 func fetchRaw(t *testing.T, rc *RawConn, topic string, partition int32, offset int64, maxBytes int32, maxWait time.Duration) kmsg.FetchResponseTopicPartition {
 	t.Helper()
+	resp := rc.Request(fetchRequest(topic, partition, offset, maxBytes, maxWait)).(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch response: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// fetchRequest is a consumer's Fetch v11 of one partition from offset
+// (at least 1 byte, waiting up to maxWait; no fetch session).
+func fetchRequest(topic string, partition int32, offset int64, maxBytes int32, maxWait time.Duration) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 11
 	req.ReplicaID = -1
@@ -62,15 +72,9 @@ func fetchRaw(t *testing.T, rc *RawConn, topic string, partition int32, offset i
 	fp.Partition = partition
 	fp.FetchOffset = offset
 	fp.PartitionMaxBytes = maxBytes
-	fp.CurrentLeaderEpoch = -1
-	fp.LogStartOffset = -1
 	ft.Partitions = append(ft.Partitions, fp)
 	req.Topics = append(req.Topics, ft)
-	resp := rc.Request(req).(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("fetch response: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
-	}
-	return resp.Topics[0].Partitions[0]
+	return req
 }
 
 // batchesIn returns the base offset and record count of each batch.
@@ -160,15 +164,7 @@ func TestFetchEdges(t *testing.T) {
 		done := make(chan result, 1)
 		waiter := sc.DialRaw()
 		go func() {
-			req := kmsg.NewPtrFetchRequest()
-			req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 11, -1, 60000, 1, 1<<20, -1
-			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic = topic
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 15, 1<<20, -1
-			ft.Partitions = append(ft.Partitions, fp)
-			req.Topics = append(req.Topics, ft)
-			resp, err := waiter.TryRequest(req)
+			resp, err := waiter.TryRequest(fetchRequest(topic, 0, 15, 1<<20, time.Minute))
 			if err != nil {
 				done <- result{err: err}
 				return
