@@ -861,10 +861,12 @@ func testLostProduceAnswer(t *testing.T, e *env) {
 			if errors.Is(err, metalog.ErrFenced) {
 				t.Fatalf("a lost produce %s taken for a takeover: %v", lose, err)
 			}
-			// The idempotent producer retries a sent batch until it knows
-			// its fate (kgo fails one only before it was sent, or after an
-			// answer): usually the retry, once the broker is reachable,
-			// succeeds, and the group must then be there once.
+			// kgo gives up a sent batch once AppendTimeout (2 s) passed
+			// (AllowIdempotentProduceCancellation), before the broker is
+			// reachable again (4 s): usually the Append fails, and the
+			// Replay below settles the group — there once if it landed
+			// (the answer was lost), not there if it did not (the request
+			// was). When a retry got through in time, it is there once.
 			t.Logf("Append after the lost %s: %v", lose, err)
 			time.Sleep(time.Until(time.Unix(0, d.blockUntil.Load())))
 			want := strs(g1, g2)
