@@ -68,11 +68,12 @@ type file struct {
 	uploadDone time.Time
 
 	// The committer's own (commitLoop): the file's keys and how many of
-	// them an earlier unfinished file holds (commitOrder), whether it is
-	// registered, uploaded, free of earlier files, and answered.
-	keys                                        []orderKey
-	blockers                                    int
-	registered, uploadSeen, unblocked, answered bool
+	// them an earlier unfinished file holds (commitOrder; 0 once
+	// registered: free of earlier files), whether it is registered,
+	// uploaded, and answered.
+	keys                             []orderKey
+	blockers                         int
+	registered, uploadSeen, answered bool
 
 	// Set by the commit worker before done is closed; read-only afterwards.
 	commitStart time.Time

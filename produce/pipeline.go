@@ -43,16 +43,23 @@ func (h *Handler) uploadLoop() {
 func (h *Handler) commitLoop() {
 	order := newCommitOrder()
 	var (
-		runnable   []*file // may commit, in seal order
-		unanswered []*file // registered, in seal order, from the oldest not answered on
-		open       = 0     // registered files not yet answered
+		runnable []*file // may commit, in seal order
+		// unanswered holds the registered files in seal order from the
+		// oldest not answered on: empty once every file is answered.
+		unanswered []*file
 		toCommit   = h.toCommit
 	)
+	// ready queues f, in seal order, once it is registered, uploaded and
+	// free of earlier files (blockers 0): each of the three events calls
+	// it, and the last of them queues f.
 	ready := func(f *file) {
+		if !f.registered || !f.uploadSeen || f.blockers > 0 {
+			return
+		}
 		i, _ := slices.BinarySearchFunc(runnable, f, bySeq)
 		runnable = slices.Insert(runnable, i, f)
 	}
-	for toCommit != nil || open > 0 {
+	for toCommit != nil || len(unanswered) > 0 {
 		var run chan<- *file
 		var next *file
 		if len(runnable) > 0 {
@@ -64,32 +71,24 @@ func (h *Handler) commitLoop() {
 				toCommit = nil
 				continue
 			}
-			open++
 			f.registered = true
 			unanswered = append(unanswered, f)
-			if f.unblocked = order.add(f); f.unblocked && f.uploadSeen {
-				ready(f)
-			}
+			order.add(f)
+			ready(f)
 		case f := <-h.uploadedC:
 			// An upload may end before its file's registration reaches
 			// this loop: both queues are sent to at the seal.
 			f.uploadSeen = true
-			if f.registered && f.unblocked {
-				ready(f)
-			}
+			ready(f)
 		case run <- next:
 			runnable = runnable[1:]
 			if unanswered[0] != next {
 				h.metrics.early.Add(context.Background(), 1)
 			}
 		case f := <-h.finishedC:
-			open--
 			f.answered = true
 			for _, g := range order.finish(f) {
-				g.unblocked = true
-				if g.uploadSeen {
-					ready(g)
-				}
+				ready(g)
 			}
 			for len(unanswered) > 0 && unanswered[0].answered {
 				close(unanswered[0].prefixDone)
