@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -645,6 +646,26 @@ diskless_produce_file_stage_duration_seconds_count{stage="upload"} 100
 	}
 	if stageQuantile(before, after, "commit", 0.5) != nil {
 		t.Error("a quantile of a stage without buckets")
+	}
+	// A quantile past the last finite bound (the parser keeps the +Inf
+	// bucket) is that bound, not +Inf, which -json could not write.
+	slow, err := parseCounters(strings.NewReader(`# TYPE diskless_produce_file_stage_duration_seconds histogram
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="0.1"} 10
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="10"} 98
+diskless_produce_file_stage_duration_seconds_bucket{stage="upload",le="+Inf"} 100
+diskless_produce_file_stage_duration_seconds_sum{stage="upload"} 100
+diskless_produce_file_stage_duration_seconds_count{stage="upload"} 100
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stageQuantile(before, slow, "upload", 0.99); got == nil {
+		t.Error("no p99 in the +Inf bucket")
+	} else if *got != 10_000 {
+		t.Errorf("p99 in the +Inf bucket: %v ms, want the last bound, 10000", *got)
+	}
+	if err := writeJSON(io.Discard, defaultConfig(), []Result{{Target: "sidecar", Store: storeDelta(before, slow)}}); err != nil {
+		t.Errorf("-json of a run with uploads past the last bucket: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -286,8 +287,8 @@ func stageQuantile(before, after counters, stage string, q float64) *float64 {
 			continue
 		}
 		bound, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			continue
+		if err != nil || math.IsInf(bound, 1) {
+			continue // the +Inf bucket's count is the stage's count
 		}
 		bs = append(bs, bucket{bound, v - before[k]})
 	}
