@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
@@ -195,6 +196,54 @@ func idem(pid int64, seq int32) []byte {
 	return batchtest.Make(o, batchtest.Values("v", 1)...)
 }
 
+// plain is a one-record batch without a producer id.
+func plain() []byte {
+	return batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("v", 1)...)
+}
+
+// holdFirst is an uploader whose first upload waits until release is
+// closed; the others succeed at once.
+func holdFirst(release <-chan struct{}) *fakeUploader {
+	return &fakeUploader{block: func(n int) {
+		if n == 1 {
+			<-release
+		}
+	}}
+}
+
+// newOrderHandler is the commit order tests' handler, inside a synctest
+// bubble: up to 4 uploads at once, each request's file sealed by age
+// (1 ms) on its own (produceSealed). The caller closes it.
+func newOrderHandler(t *testing.T, up Uploader, cm Committer) *Handler {
+	t.Helper()
+	h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4, Logger: slog.New(slog.DiscardHandler)},
+		newCatalog(), up, cm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// produceSealed sends one batch to partition p of topic "ct" and waits
+// (in the bubble's time) until its file has sealed by age and its upload
+// has gone as far as it can, so that the next request gets a file of its
+// own. It returns the answer of partition p.
+func produceSealed(t *testing.T, h *Handler, p int32, records []byte) func() kmsg.ProduceResponseTopicPartition {
+	w := h.Produce(context.Background(), request(9, -1, "ct", part{p, records}))
+	synctest.Wait()
+	time.Sleep(2 * time.Millisecond)
+	return func() kmsg.ProduceResponseTopicPartition { return w().Topics[0].Partitions[0] }
+}
+
+// offsetOf is a partition's base offset, failing the test on an error.
+func offsetOf(t *testing.T, what string, p kmsg.ProduceResponseTopicPartition) int64 {
+	t.Helper()
+	if p.ErrorCode != 0 {
+		t.Fatalf("%s: error %d", what, p.ErrorCode)
+	}
+	return p.BaseOffset
+}
+
 // TestLaterFileCommitsPastSlowUpload: file 1 (producer 7) uploads slowly;
 // file 2 (producer 8, same partition) is uploaded and committed before it
 // and answered first, with the partition's first offset; file 3 (producer
@@ -204,32 +253,12 @@ func TestLaterFileCommitsPastSlowUpload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		cm := &seqCommitter{}
-		up := &fakeUploader{block: func(n int) {
-			if n == 1 {
-				<-release
-			}
-		}}
-		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, cm, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := newOrderHandler(t, holdFirst(release), cm)
 		defer h.Close(context.Background())
-		produce := func(pid int64, seq int32) func() int64 {
-			w := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(pid, seq)}))
-			synctest.Wait() // sealed by age, uploading
-			time.Sleep(2 * time.Millisecond)
-			return func() int64 {
-				p := w().Topics[0].Partitions[0]
-				if p.ErrorCode != 0 {
-					t.Fatalf("producer %d seq %d: error %d", pid, seq, p.ErrorCode)
-				}
-				return p.BaseOffset
-			}
-		}
-		w1 := produce(7, 0) // file 1: held
-		w2 := produce(8, 0) // file 2: another producer
-		w3 := produce(7, 1) // file 3: producer 7's next batch
-		if off := w2(); off != 0 {
+		w1 := produceSealed(t, h, 0, idem(7, 0)) // file 1: held
+		w2 := produceSealed(t, h, 0, idem(8, 0)) // file 2: another producer
+		w3 := produceSealed(t, h, 0, idem(7, 1)) // file 3: producer 7's next batch
+		if off := offsetOf(t, "file 2", w2()); off != 0 {
 			t.Fatalf("file 2 at offset %d, want 0: it must not wait for file 1", off)
 		}
 		synctest.Wait()
@@ -237,7 +266,7 @@ func TestLaterFileCommitsPastSlowUpload(t *testing.T) {
 			t.Fatalf("commits %v before file 1's upload ended, want only file 2's", got)
 		}
 		close(release)
-		if o1, o3 := w1(), w3(); o1 != 1 || o3 != 2 {
+		if o1, o3 := offsetOf(t, "file 1", w1()), offsetOf(t, "file 3", w3()); o1 != 1 || o3 != 2 {
 			t.Fatalf("producer 7 at offsets %d then %d, want 1 then 2", o1, o3)
 		}
 		if got := cm.order; !slices.Equal(got, []string{"wal/0002", "wal/0001", "wal/0003"}) {
@@ -262,23 +291,12 @@ func TestEarlierFileFailsAfterLaterCommitted(t *testing.T) {
 		cm := &seqCommitter{}
 		// Producer 7 already has state at the shard: sequence 0 is next.
 		cm.Commit(context.Background(), "wal/earlier", 0, []diskless.CommitBatch{{Partition: 0, ProducerID: 7, BaseSequence: -1, LastSequence: -1}})
-		up := &failingUploader{fail: map[int]bool{1: true}, release: release}
-		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4, Logger: slog.New(slog.DiscardHandler)}, newCatalog(), up, cm, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := newOrderHandler(t, &failingUploader{fail: map[int]bool{1: true}, release: release}, cm)
 		defer h.Close(context.Background())
-		var ws []func() int16
-		for _, b := range []struct {
-			pid int64
-			seq int32
-		}{{7, 0}, {8, 0}, {7, 1}} {
-			w := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(b.pid, b.seq)}))
-			synctest.Wait()
-			time.Sleep(2 * time.Millisecond)
-			ws = append(ws, func() int16 { return w().Topics[0].Partitions[0].ErrorCode })
-		}
-		if c := ws[1](); c != 0 {
+		w1 := produceSealed(t, h, 0, idem(7, 0))
+		w2 := produceSealed(t, h, 0, idem(8, 0))
+		w3 := produceSealed(t, h, 0, idem(7, 1))
+		if c := w2().ErrorCode; c != 0 {
 			t.Fatalf("file 2: error %d", c)
 		}
 		synctest.Wait()
@@ -286,10 +304,10 @@ func TestEarlierFileFailsAfterLaterCommitted(t *testing.T) {
 			t.Fatalf("commits %v before file 1 failed, want file 2's alone after the first", cm.order)
 		}
 		close(release)
-		if c := ws[0](); c != kerr.KafkaStorageError.Code {
+		if c := w1().ErrorCode; c != kerr.KafkaStorageError.Code {
 			t.Fatalf("file 1: error %d, want KAFKA_STORAGE_ERROR", c)
 		}
-		if c := ws[2](); c != kerr.OutOfOrderSequenceNumber.Code {
+		if c := w3().ErrorCode; c != kerr.OutOfOrderSequenceNumber.Code {
 			t.Fatalf("file 3: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", c)
 		}
 	})
@@ -305,30 +323,12 @@ func TestBatchesWithoutProducerKeepSealOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		cm := &seqCommitter{}
-		up := &fakeUploader{block: func(n int) {
-			if n == 1 {
-				<-release
-			}
-		}}
-		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, cm, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := newOrderHandler(t, holdFirst(release), cm)
 		defer h.Close(context.Background())
-		var ws []func() int64
-		for _, p := range []int32{0, 0, 1} {
-			w := h.Produce(context.Background(), request(9, -1, "ct", part{p, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("v", 1)...)}))
-			synctest.Wait() // sealed by age, uploading
-			time.Sleep(2 * time.Millisecond)
-			ws = append(ws, func() int64 {
-				p := w().Topics[0].Partitions[0]
-				if p.ErrorCode != 0 {
-					t.Fatalf("error %d", p.ErrorCode)
-				}
-				return p.BaseOffset
-			})
-		}
-		if off := ws[2](); off != 0 {
+		w1 := produceSealed(t, h, 0, plain())
+		w2 := produceSealed(t, h, 0, plain())
+		w3 := produceSealed(t, h, 1, plain())
+		if off := offsetOf(t, "file 3", w3()); off != 0 {
 			t.Fatalf("file 3 at offset %d, want 0", off)
 		}
 		synctest.Wait()
@@ -336,7 +336,7 @@ func TestBatchesWithoutProducerKeepSealOrder(t *testing.T) {
 			t.Fatalf("commits %v before file 1's upload ended, want only file 3's: file 2 must wait for file 1", got)
 		}
 		close(release)
-		if o1, o2 := ws[0](), ws[1](); o1 != 0 || o2 != 1 {
+		if o1, o2 := offsetOf(t, "file 1", w1()), offsetOf(t, "file 2", w2()); o1 != 0 || o2 != 1 {
 			t.Fatalf("partition 0: file 1 at offset %d, file 2 at %d, want 0 then 1", o1, o2)
 		}
 		if got := cm.order; !slices.Equal(got, []string{"wal/0003", "wal/0001", "wal/0002"}) {
@@ -371,19 +371,9 @@ func (u *failingUploader) Upload(ctx context.Context, data []byte) (string, erro
 func TestDrainWaitsForEarlierFiles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		up := &fakeUploader{block: func(n int) {
-			if n == 1 {
-				<-release
-			}
-		}}
-		h, err := New(Config{CommitInterval: time.Millisecond, UploadConcurrency: 4}, newCatalog(), up, &seqCommitter{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := newOrderHandler(t, holdFirst(release), &seqCommitter{})
 		defer h.Close(context.Background())
-		w1 := h.Produce(context.Background(), request(9, -1, "ct", part{0, idem(7, 0)}))
-		synctest.Wait()
-		time.Sleep(2 * time.Millisecond)
+		w1 := produceSealed(t, h, 0, idem(7, 0))
 		w2 := h.Produce(context.Background(), request(9, -1, "ct", part{1, idem(8, 0)}))
 		w2() // answered, file 1 still uploading
 		drained := make(chan error, 1)
