@@ -43,30 +43,25 @@ func BenchmarkProduceTracing(b *testing.B) {
 		{"sampled", sdk(sdktrace.AlwaysSample())},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h, err := New(Config{BufferMaxBytes: 1, TracerProvider: c.tp}, newCatalog(), nopUploader{}, nopCommitter{}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer h.Close(context.Background())
-			var p telemetry.ProduceHandler = h
-			if c.tp != nil {
-				p = telemetry.TraceProducer(c.tp, h)
-			}
-			req := request(9, -1, "ct", parts...)
-			var n int64
-			for _, p := range parts {
-				n += int64(len(p.records))
-			}
-			b.SetBytes(n)
-			b.ReportAllocs()
-			for b.Loop() {
-				resp := p.Produce(context.Background(), req)()
-				if resp.Topics[0].Partitions[0].ErrorCode != 0 {
-					b.Fatalf("code %d", resp.Topics[0].Partitions[0].ErrorCode)
-				}
-			}
+			benchProduce(b, tracedProducer(b, c.tp).Produce, request(9, -1, "ct", parts...), parts)
 		})
 	}
+}
+
+// tracedProducer is a handler (every request sealing its own file, nop
+// upload and commit) given tp, behind the request span's wrapper
+// (telemetry.TraceProducer) as cmd/sidecar wires it, or alone when tp is
+// nil (tracing off).
+func tracedProducer(tb testing.TB, tp trace.TracerProvider) telemetry.ProduceHandler {
+	h, err := New(Config{BufferMaxBytes: 1, TracerProvider: tp}, newCatalog(), nopUploader{}, nopCommitter{}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close(context.Background()) })
+	if tp == nil {
+		return h
+	}
+	return telemetry.TraceProducer(tp, h)
 }
 
 // TestTracingOffAllocatesNothing: with the noop provider the produce
@@ -74,15 +69,7 @@ func BenchmarkProduceTracing(b *testing.B) {
 // provider at all (BenchmarkProduceTracing measures the same).
 func TestTracingOffAllocatesNothing(t *testing.T) {
 	allocs := func(tp trace.TracerProvider) float64 {
-		h, err := New(Config{BufferMaxBytes: 1, TracerProvider: tp}, newCatalog(), nopUploader{}, nopCommitter{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close(context.Background())
-		var p telemetry.ProduceHandler = h
-		if tp != nil {
-			p = telemetry.TraceProducer(tp, h)
-		}
+		p := tracedProducer(t, tp)
 		req := request(9, -1, "ct", part{0, good(1)}, part{1, good(1)})
 		return testing.AllocsPerRun(200, func() { p.Produce(context.Background(), req)() })
 	}
