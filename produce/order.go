@@ -35,16 +35,33 @@ func newCommitOrder() *commitOrder {
 }
 
 // add registers f, sealed after every file added before, and reports
-// whether none of them holds one of its keys unfinished.
+// whether none of them holds one of its keys unfinished. It sets f.keys
+// to f's distinct keys, in order of first appearance: a key whose list
+// already ends with f is one of f's seen before, so no set of its own is
+// built (one map look-up per run of batches of one key).
 func (o *commitOrder) add(f *file) bool {
-	f.keys = fileKeys(f.commits, f.keys[:0])
+	f.keys = make([]orderKey, 0, min(len(f.commits), 8))
 	f.blockers = 0
-	for _, k := range f.keys {
+	var last orderKey
+	for i := range f.commits {
+		b := &f.commits[i]
+		k := orderKey{b.TopicID, b.Partition, b.ProducerID}
+		if b.ProducerID < 0 {
+			k.producerID = -1
+		}
+		if i > 0 && k == last {
+			continue // a request's batches of one key come together
+		}
+		last = k
 		q := o.holders[k]
+		if n := len(q); n > 0 && q[n-1] == f {
+			continue // a key of f's seen before
+		}
 		if len(q) > 0 {
 			f.blockers++
 		}
 		o.holders[k] = append(q, f)
+		f.keys = append(f.keys, k)
 	}
 	return f.blockers == 0
 }
@@ -76,29 +93,6 @@ func (o *commitOrder) finish(f *file) []*file {
 	}
 	slices.SortFunc(freed, bySeq)
 	return freed
-}
-
-// fileKeys appends the distinct keys of batches to keys, in order of first
-// appearance.
-func fileKeys(batches []diskless.CommitBatch, keys []orderKey) []orderKey {
-	seen := make(map[orderKey]struct{}, 64)
-	var last orderKey
-	for i := range batches {
-		b := &batches[i]
-		k := orderKey{b.TopicID, b.Partition, b.ProducerID}
-		if b.ProducerID < 0 {
-			k.producerID = -1
-		}
-		if i > 0 && k == last {
-			continue // a request's batches of one key come together
-		}
-		last = k
-		if _, ok := seen[k]; !ok {
-			seen[k] = struct{}{}
-			keys = append(keys, k)
-		}
-	}
-	return keys
 }
 
 // bySeq orders files by seal order.

@@ -144,7 +144,8 @@ func spread(pid int64, n int) [][2]int64 {
 
 func TestFileKeys(t *testing.T) {
 	f := orderFile(1, [2]int64{0, 7}, [2]int64{0, 7}, [2]int64{1, 7}, [2]int64{0, 7}, [2]int64{0, -1}, [2]int64{0, -5})
-	got := fileKeys(f.commits, nil)
+	newCommitOrder().add(f)
+	got := f.keys
 	want := []orderKey{{diskless.TopicID{1}, 0, 7}, {diskless.TopicID{1}, 1, 7}, {diskless.TopicID{1}, 0, -1}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("keys %v, want %v", got, want)

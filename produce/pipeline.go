@@ -42,6 +42,8 @@ func (h *Handler) uploadLoop() {
 // closing runC.
 func (h *Handler) commitLoop() {
 	order := newCommitOrder()
+	// Both lists drop their heads by moving the rest down (few files are
+	// in flight), so that their arrays serve every file without growing.
 	var (
 		runnable []*file // may commit, in seal order
 		// unanswered holds the registered files in seal order from the
@@ -81,7 +83,7 @@ func (h *Handler) commitLoop() {
 			f.uploadSeen = true
 			ready(f)
 		case run <- next:
-			runnable = runnable[1:]
+			runnable = slices.Delete(runnable, 0, 1)
 			if unanswered[0] != next {
 				h.metrics.early.Add(context.Background(), 1)
 			}
@@ -90,10 +92,12 @@ func (h *Handler) commitLoop() {
 			for _, g := range order.finish(f) {
 				ready(g)
 			}
-			for len(unanswered) > 0 && unanswered[0].answered {
-				close(unanswered[0].prefixDone)
-				unanswered = unanswered[1:]
+			k := 0
+			for k < len(unanswered) && unanswered[k].answered {
+				close(unanswered[k].prefixDone)
+				k++
 			}
+			unanswered = slices.Delete(unanswered, 0, k)
 		}
 	}
 	close(h.runC)
