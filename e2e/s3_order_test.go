@@ -96,10 +96,7 @@ func metricLines(text, name string) []string {
 func metricSum(t *testing.T, text, name string) float64 {
 	t.Helper()
 	var sum float64
-	for _, l := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
+	for _, l := range metricLines(text, name) {
 		f := strings.Fields(l)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		mustNoErr(t, l, err)
