@@ -73,6 +73,10 @@ type saslConn struct {
 // without an answer, as Kafka closes it.
 var errSASLState = errors.New("SASL")
 
+// errUnsupportedMechanism is the logged cause of a SaslHandshake naming a
+// mechanism the listener does not offer.
+var errUnsupportedMechanism = errors.New("unsupported SASL mechanism")
+
 // saslAdmit checks that a request of key may be read now.
 func (c *conn) saslAdmit(key int16) error {
 	sc := c.sasl
@@ -122,7 +126,9 @@ func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest) (kmsg.Response, bool,
 	i := slices.IndexFunc(sc.mechs, func(m SASLMechanism) bool { return m.Name() == r.Mechanism })
 	if i < 0 {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		c.authFailed(r.Mechanism, fmt.Errorf("unsupported SASL mechanism %q", r.Mechanism))
+		// The name is logged only as authFailed cuts it: a client's
+		// string of up to 32,767 bytes.
+		c.authFailed(r.Mechanism, errUnsupportedMechanism)
 		return resp, true, true
 	}
 	if sc.step == saslDone {

@@ -321,3 +321,26 @@ func (ts *testServer) connCount() int {
 	defer ts.mu.Unlock()
 	return len(ts.mu.conns)
 }
+
+// TestSASLLongMechanismLogBounded: a SaslHandshake naming a mechanism of
+// 30,000 bytes (SaslHandshake's string holds up to 32,767) is refused with
+// UNSUPPORTED_SASL_MECHANISM, and its failed-authentication line carries
+// at most the mechanism's first 64 bytes, not the whole name: a client
+// cannot make one line (nor the limiter's entry holding its attributes)
+// as large as its frame.
+func TestSASLLongMechanismLogBounded(t *testing.T) {
+	ts := startSASLServer(t, nil)
+	c := dialRaw(t, ts.ListenerAddr("SASL_PLAINTEXT"))
+	hs := c.roundTrip(handshake(1, strings.Repeat("M", 30000))).(*kmsg.SASLHandshakeResponse)
+	if hs.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("SaslHandshake: error %d, want UNSUPPORTED_SASL_MECHANISM", hs.ErrorCode)
+	}
+	c.expectClosed()
+	logs := ts.logs.String()
+	if !strings.Contains(logs, "failed authentication: SASL") {
+		t.Fatalf("no failed-authentication line:\n%.2000s", logs)
+	}
+	if strings.Contains(logs, strings.Repeat("M", 65)) || len(logs) > 16<<10 {
+		t.Fatalf("%d bytes of log, the mechanism's name past its first 64 bytes in it", len(logs))
+	}
+}
