@@ -190,6 +190,13 @@ func TestSASLPlain(t *testing.T) {
 	if n := strings.Count(ts.logs.String(), "failed authentication: SASL"); n != 1 {
 		t.Errorf("%d first lines of failed SASL authentications, want 1 (the rest counted by the limiter)", n)
 	}
+	// The log, at debug, holds no password: neither of the logins that
+	// passed nor of those refused.
+	for _, pw := range []string{"alice-secret", "bob-secret", "nope"} {
+		if strings.Contains(ts.logs.String(), pw) {
+			t.Errorf("the password %q in the log", pw)
+		}
+	}
 }
 
 // TestSASLReauthentication: with connections.max.reauth.ms the session
