@@ -119,26 +119,32 @@ func ParseJAASUsers(jaas string) (map[string]string, error) {
 	switch strings.TrimSuffix(flag, ";") {
 	case "required", "requisite", "sufficient", "optional":
 	default:
-		return nil, fmt.Errorf("control flag %q: want required", flag)
+		// Not quoted back: without a flag this is the first option,
+		// a password in it.
+		return nil, errors.New("want a control flag (required) after the login module")
 	}
 	users := map[string]string{}
 	rest = strings.TrimSpace(rest)
+	after := "the control flag"
 	for rest != "" && rest != ";" {
 		k, v, ok := strings.Cut(rest, "=")
+		// Errors name the option before, not this text: after a
+		// password that held a quote, the text is the password's end.
 		if !ok {
-			return nil, fmt.Errorf("option %q: want name=\"value\"", rest)
+			return nil, fmt.Errorf("after %s: want name=\"value\"", after)
 		}
 		k = strings.TrimSpace(k)
 		v = strings.TrimLeft(v, " ")
 		if !strings.HasPrefix(v, `"`) {
-			return nil, fmt.Errorf("option %s: the value must be quoted", k)
+			return nil, fmt.Errorf("after %s: an option's value must be quoted", after)
 		}
 		end := strings.IndexByte(v[1:], '"')
 		if end < 0 {
-			return nil, fmt.Errorf("option %s: unterminated quote", k)
+			return nil, fmt.Errorf("after %s: unterminated quote", after)
 		}
 		val := v[1 : 1+end]
 		rest = strings.TrimSpace(v[2+end:])
+		after = "option " + k
 		if name, isUser := strings.CutPrefix(k, "user_"); isUser {
 			if name == "" {
 				return nil, errors.New("option user_: no user name")
