@@ -156,13 +156,17 @@ func (s *Source) Current() *tls.Config {
 		return s.mu.current
 	}
 	s.mu.checked = now
-	if stamps := s.stampFiles(); stampsEqual(stamps, s.mu.stamps) {
+	seen := s.stampFiles()
+	if stampsEqual(seen, s.mu.stamps) {
 		return s.mu.current
 	}
 	cur, stamps, err := s.load()
 	if err != nil {
 		// A file half written or a key that does not match its new
-		// certificate yet: keep serving the old ones, try again later.
+		// certificate yet: keep serving the old ones, and try again
+		// (and log again) once the files change again, not at every
+		// check while they stay as they are.
+		s.mu.stamps = seen
 		s.log.Warn("TLS files changed but do not load; keeping the previous certificates", "err", err)
 		return s.mu.current
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,8 @@ func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	ks, _, _ := first.Files(t, dir, "server")
 	now := time.Unix(1000, 0)
-	s, err := New(Config{KeystoreLocation: ks, Now: func() time.Time { return now }})
+	var logs strings.Builder
+	s, err := New(Config{KeystoreLocation: ks, Now: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +126,16 @@ func TestReload(t *testing.T) {
 	}
 	certtest.WriteFile(t, ks, second.CertPEM) // no key: does not load
 	bump(t, ks, 2)
-	now = now.Add(DefaultReloadCheck)
-	if got := cn(); got != "second" {
-		t.Fatalf("after a bad change: %q, want second kept", got)
+	for range 5 {
+		now = now.Add(DefaultReloadCheck)
+		if got := cn(); got != "second" {
+			t.Fatalf("after a bad change: %q, want second kept", got)
+		}
+	}
+	// The bad files are read and logged once, not at every check while
+	// they stay as they are.
+	if n := strings.Count(logs.String(), "do not load"); n != 1 {
+		t.Fatalf("%d lines of files that do not load over 5 checks, want 1:\n%s", n, logs.String())
 	}
 	certtest.WriteFile(t, ks, first.Keystore())
 	bump(t, ks, 3)
