@@ -77,6 +77,10 @@ var errSASLState = errors.New("SASL")
 // mechanism the listener does not offer.
 var errUnsupportedMechanism = errors.New("unsupported SASL mechanism")
 
+// errReauthOtherUser is the logged cause of a re-authentication as
+// another user; the client's answer names both, as Kafka's does.
+var errReauthOtherUser = errors.New("re-authentication as another user")
+
 // saslAdmit checks that a request of key may be read now.
 func (c *conn) saslAdmit(key int16) error {
 	sc := c.sasl
@@ -184,6 +188,8 @@ func (c *conn) saslStep(msg []byte) (answer []byte, done bool, err error) {
 	if sc.reauth {
 		what = "re-authentication"
 	}
+	// logged is what authFailed logs when the answer names a user.
+	var logged error
 	if sc.badMech != "" {
 		err = sasl.RefusedError(sc.badMech)
 	} else {
@@ -192,6 +198,7 @@ func (c *conn) saslStep(msg []byte) (answer []byte, done bool, err error) {
 		if err == nil && done {
 			if sc.reauth && user != sc.user {
 				err = sasl.RefusedError(fmt.Sprintf("Cannot change principals during re-authentication from User:%s: User:%s", sc.user, user))
+				logged = errReauthOtherUser
 			} else {
 				sc.user = user
 			}
@@ -202,7 +209,10 @@ func (c *conn) saslStep(msg []byte) (answer []byte, done bool, err error) {
 		if !errors.As(err, &refused) {
 			err = sasl.RefusedError(fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", what, sc.mech.Name()))
 		}
-		c.authFailed(sc.mech.Name(), err)
+		if logged == nil {
+			logged = err
+		}
+		c.authFailed(sc.mech.Name(), logged)
 		sc.ex = nil
 		return nil, false, err
 	}

@@ -241,6 +241,20 @@ func TestSASLReauthentication(t *testing.T) {
 	if a := loginPlain(dialRaw(t, addr), "bob", "bob-secret"); a.ErrorCode != 0 {
 		t.Fatalf("login after the refusals: %+v", a)
 	}
+	// The client is told the principals (Kafka's message); the log's
+	// failed-authentication line names no user (DESIGN §Security).
+	failed := 0
+	for _, line := range strings.Split(ts.logs.String(), "\n") {
+		if strings.Contains(line, "failed authentication") {
+			failed++
+			if strings.Contains(line, "alice") || strings.Contains(line, "bob") {
+				t.Errorf("a failed-authentication line names a user: %s", line)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Error("no failed-authentication line for the re-authentication as another user")
+	}
 }
 
 // TestSASLFailedLoginsBounded: 10,000 failed logins cost one log line
