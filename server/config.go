@@ -95,6 +95,10 @@ type Config struct {
 	// connection whose authentication failed is closed this long after
 	// the answer; default DefaultFailedAuthDelay.
 	FailedAuthDelay time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake of an SSL or SASL_SSL
+	// listener's connection: one not done by then is closed. Default
+	// DefaultTLSHandshakeTimeout.
+	TLSHandshakeTimeout time.Duration
 	// Now is the clock of SASL sessions (tests); default time.Now.
 	Now func() time.Time
 	// LogDir is the log dir DescribeLogDirs reports (where the objects
@@ -164,6 +168,9 @@ func (c Config) withDefaults() Config {
 	if c.FailedAuthDelay == 0 {
 		c.FailedAuthDelay = DefaultFailedAuthDelay
 	}
+	if c.TLSHandshakeTimeout == 0 {
+		c.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -209,6 +216,9 @@ func (c Config) Validate() error {
 	}
 	if d.FailedAuthDelay < 0 {
 		errs = append(errs, fmt.Errorf("connection.failed.authentication.delay.ms %v: must be ≥ 0", d.FailedAuthDelay))
+	}
+	if d.TLSHandshakeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("TLS handshake timeout %v: must be > 0", d.TLSHandshakeTimeout))
 	}
 	if d.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms %v: must be > 0", d.IdleTimeout))

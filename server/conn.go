@@ -213,13 +213,13 @@ func (c *conn) readLoop(ctx context.Context) {
 	}
 }
 
-// handshake runs the TLS handshake within DefaultTLSHandshakeTimeout and
+// handshake runs the TLS handshake within Config.TLSHandshakeTimeout and
 // takes the principal from the client's certificate. A failure (no TLS,
 // a certificate refused, expired or mapped by no rule, a timeout) is
 // logged rate-limited, as Kafka logs a failed authentication, and closes
 // the connection: it reports false.
 func (c *conn) handshake(ctx context.Context, tc *tls.Conn) bool {
-	hctx, cancel := context.WithTimeout(ctx, DefaultTLSHandshakeTimeout)
+	hctx, cancel := context.WithTimeout(ctx, c.s.cfg.TLSHandshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(c.readCtx, cancel) // Shutdown
 	defer stop()

@@ -46,10 +46,11 @@ func (p SecurityProtocol) TLS() bool { return p == SSL || p == SASLSSL }
 // certificate (SPEC §14, Principals).
 const AnonymousPrincipal = "User:ANONYMOUS"
 
-// DefaultTLSHandshakeTimeout bounds a TLS handshake: a connection that has
-// not completed it by then is closed. [Decision: far above any real
-// handshake; a client that opens connections and sends nothing holds a
-// connection only this long before it is refused, not connections.max.idle.ms.]
+// DefaultTLSHandshakeTimeout is Config.TLSHandshakeTimeout's default: a
+// connection that has not completed its TLS handshake by then is closed.
+// [Decision: far above any real handshake; a client that opens
+// connections and sends nothing holds a connection only this long before
+// it is refused, not connections.max.idle.ms.]
 const DefaultTLSHandshakeTimeout = 10 * time.Second
 
 // Listener is one Kafka listener (listeners, listener.security.protocol.map,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"net"
@@ -254,6 +255,39 @@ func TestListenerConfigRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.key) {
 				t.Fatalf("Validate: %v, want an error naming %s", err, c.key)
 			}
+		})
+	}
+}
+
+// TestTLSHandshakeBounded: a client that connects to a TLS listener and
+// sends no hello is closed once the handshake timeout has passed, with a
+// failed-authentication line; and Shutdown does not wait for a handshake
+// (the default 10 s timeout) to give up.
+func TestTLSHandshakeBounded(t *testing.T) {
+	f := newTLSFixture(t, tlsconfig.ClientAuthNone)
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"timeout", 200 * time.Millisecond}, {"shutdown", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, func(cfg *Config, _ *testServer) {
+				cfg.Addr = ""
+				cfg.TLSHandshakeTimeout = c.timeout
+				cfg.Listeners = []Listener{{Name: "SSL", Protocol: SSL, Addr: "127.0.0.1:0", TLS: f.server.TLSConfig()}}
+			})
+			conn := dialRaw(t, ts.Addr())
+			waitFor(t, func() bool { return ts.connCount() == 1 })
+			if c.timeout > 0 {
+				conn.expectClosed()
+				waitFor(t, func() bool { return strings.Contains(ts.logs.String(), "failed authentication: TLS handshake failed") })
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := ts.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown with a connection in its TLS handshake: %v", err)
+			}
+			conn.expectClosed()
 		})
 	}
 }
