@@ -76,24 +76,7 @@ func TestTLSClients(t *testing.T) {
 	ctx := testCtx(t, 4*time.Minute)
 
 	t.Run("kgo", func(t *testing.T) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(ssl), kgo.DialTLSConfig(f.clientTLS(t, f.client)),
-			kgo.DefaultProduceTopic("tls-kgo"), kgo.ConsumeTopics("tls-kgo"), kgo.AllowAutoTopicCreation())
-		mustNoErr(t, "kgo client", err)
-		defer cl.Close()
-		for i := range 100 {
-			mustNoErr(t, "produce", cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("v%d", i))).FirstErr())
-		}
-		got := 0
-		for got < 100 {
-			fs := cl.PollFetches(ctx)
-			mustNoErr(t, "poll", fs.Err0())
-			fs.EachRecord(func(r *kgo.Record) {
-				if want := fmt.Sprintf("v%d", got); string(r.Value) != want {
-					t.Fatalf("record %d: %q, want %q", got, r.Value, want)
-				}
-				got++
-			})
-		}
+		kgoRoundTrip(t, ctx, "tls-kgo", 100, kgo.SeedBrokers(ssl), kgo.DialTLSConfig(f.clientTLS(t, f.client)))
 	})
 
 	t.Run("kcat", func(t *testing.T) {
@@ -200,6 +183,29 @@ func TestTLSClients(t *testing.T) {
 	})
 }
 
+// kgoRoundTrip produces n records "v0"… to topic (auto-created) with a
+// kgo client of opts, one at a time, and consumes them back in order.
+func kgoRoundTrip(t *testing.T, ctx context.Context, topic string, n int, opts ...kgo.Opt) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.AllowAutoTopicCreation())...)
+	mustNoErr(t, "kgo client", err)
+	defer cl.Close()
+	for i := range n {
+		mustNoErr(t, "produce", cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("v%d", i))).FirstErr())
+	}
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		mustNoErr(t, "poll", fs.Err0())
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := fmt.Sprintf("v%d", got); string(r.Value) != want {
+				t.Fatalf("record %d: %q, want %q", got, r.Value, want)
+			}
+			got++
+		})
+	}
+}
+
 // servedCN is the common name of the certificate the listener at addr
 // presents.
 func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
@@ -229,20 +235,8 @@ func TestSASLClients(t *testing.T) {
 	tlsCfg := f.clientTLS(t, nil)
 
 	t.Run("kgo", func(t *testing.T) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
-			kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()),
-			kgo.DefaultProduceTopic("sasl-kgo"), kgo.ConsumeTopics("sasl-kgo"), kgo.AllowAutoTopicCreation())
-		mustNoErr(t, "kgo client", err)
-		defer cl.Close()
-		for i := range 50 {
-			mustNoErr(t, "produce", cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("v%d", i))).FirstErr())
-		}
-		got := 0
-		for got < 50 {
-			fs := cl.PollFetches(ctx)
-			mustNoErr(t, "poll", fs.Err0())
-			got += fs.NumRecords()
-		}
+		kgoRoundTrip(t, ctx, "sasl-kgo", 50, kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
+			kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
 	})
 
 	t.Run("kcat", func(t *testing.T) {
