@@ -345,7 +345,7 @@ func (c *conn) decode(ctx context.Context, frame []byte, ident *clientIdent) (p 
 	}()
 
 	if c.sasl != nil {
-		if err := c.saslAdmit(h.key); err != nil {
+		if err := c.saslAdmit(h); err != nil {
 			return nil, err
 		}
 	}

@@ -56,8 +56,11 @@ const (
 type saslConn struct {
 	mechs []SASLMechanism
 	step  saslStep
-	mech  SASLMechanism
-	ex    sasl.Exchange
+	// versioned is set once an ApiVersions was read in saslHandshake:
+	// Kafka answers one before the handshake.
+	versioned bool
+	mech      SASLMechanism
+	ex        sasl.Exchange
 	// user is the authenticated user; a re-authentication must keep it.
 	user string
 	// reauth is set while a re-authentication runs; badMech is its
@@ -81,13 +84,22 @@ var errUnsupportedMechanism = errors.New("unsupported SASL mechanism")
 // another user; the client's answer names both, as Kafka's does.
 var errReauthOtherUser = errors.New("re-authentication as another user")
 
-// saslAdmit checks that a request of key may be read now.
-func (c *conn) saslAdmit(key int16) error {
+// saslAdmit checks that a request of header h may be read now.
+func (c *conn) saslAdmit(h header) error {
 	sc := c.sasl
+	key := h.key
 	switch sc.step {
 	case saslHandshake:
 		if key != apiVersionsKey && key != saslHandshakeVersions.ApiKey {
 			return fmt.Errorf("%w: unexpected Kafka request of type %s during SASL handshake", errSASLState, nameForKey(key))
+		}
+		// One ApiVersions of a version the server reads; one it does
+		// not (answered UNSUPPORTED_VERSION) may be followed by another.
+		if lo, hi, _ := c.s.versionRange(apiVersionsKey); key == apiVersionsKey && h.version >= lo && h.version <= hi {
+			if sc.versioned {
+				return fmt.Errorf("%w: unexpected ApiVersions request received during SASL authentication", errSASLState)
+			}
+			sc.versioned = true
 		}
 	case saslToken:
 		if key != saslAuthenticateVersions.ApiKey {

@@ -168,6 +168,25 @@ func TestSASLPlain(t *testing.T) {
 		c.send(metadataReq())
 		c.expectClosed()
 	})
+	t.Run("second ApiVersions before the handshake", func(t *testing.T) {
+		// As Kafka: one ApiVersions is answered before SaslHandshake
+		// (after one of a version it does not know, answered
+		// UNSUPPORTED_VERSION, the client may ask again); a second
+		// closes the connection unanswered.
+		c := dialRaw(t, addr)
+		future := apiVersionsReq()
+		future.Version = 99
+		c.send(future)
+		// The answer: correlation id, then UNSUPPORTED_VERSION.
+		if frame, err := c.readFrame(); err != nil || len(frame) < 6 || int16(binary.BigEndian.Uint16(frame[4:])) != kerr.UnsupportedVersion.Code {
+			t.Fatalf("ApiVersions v99: answer %x, %v; want UNSUPPORTED_VERSION", frame, err)
+		}
+		if av := c.roundTrip(apiVersionsReq()).(*kmsg.ApiVersionsResponse); av.ErrorCode != 0 {
+			t.Fatalf("ApiVersions: error %d", av.ErrorCode)
+		}
+		c.send(apiVersionsReq())
+		c.expectClosed()
+	})
 	t.Run("large frame before authentication", func(t *testing.T) {
 		c := dialRaw(t, addr)
 		c.write(binary.BigEndian.AppendUint32(nil, saslMaxReceive+1))
