@@ -111,6 +111,9 @@ type fetchPart struct {
 	sel  []diskless.RunCoordinate
 	tail int32
 	size int64
+	// seqEnd is, when sel are a segment object's index entries, the
+	// object's data size (cache.Object.SequentialEnd); 0 for WAL runs.
+	seqEnd int64
 	// next is the run after sel, if the partition has one (empty
 	// ObjectKey if not): its object is read ahead when sel ends in
 	// another.
@@ -318,7 +321,7 @@ func (op *fetchOp) find(ctx context.Context) (found int64, failed bool) {
 		}
 		o.ErrorCode = 0
 		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
-		runs, next, err := op.h.expandSegments(ctx, r.Runs, r.Next, p.offset, int64(min(p.maxBytes, op.maxBytes)))
+		runs, next, seqEnd, err := op.h.expandSegments(ctx, r.Runs, r.Next, p.offset, int64(min(p.maxBytes, op.maxBytes)))
 		if err != nil {
 			errc := kerr.KafkaStorageError
 			if errors.Is(err, cache.ErrCorrupt) || errors.Is(err, segment.ErrCorrupt) {
@@ -340,7 +343,7 @@ func (op *fetchOp) find(ctx context.Context) (found int64, failed bool) {
 			failed = true
 			continue
 		}
-		p.sel, p.tail, p.size, p.next = r.Runs[:n], tail, size, r.Next
+		p.sel, p.tail, p.size, p.next, p.seqEnd = r.Runs[:n], tail, size, r.Next, seqEnd
 		if n < len(r.Runs) {
 			p.next = r.Runs[n]
 		}
@@ -393,7 +396,11 @@ func (op *fetchOp) read(ctx context.Context) {
 			continue
 		}
 		p.buf = make([]byte, p.size)
+		n := len(spans)
 		spans = appendSpans(spans, i, p.sel, p.tail, p.buf)
+		for k := n; k < len(spans); k++ {
+			spans[k].seqEnd = p.seqEnd
+		}
 	}
 	op.readAhead()
 	rctx, span := op.h.tr.Start(ctx, "fetch.read", 0)

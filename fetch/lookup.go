@@ -124,7 +124,11 @@ func (l *lookup) open(ctx context.Context, r diskless.RunCoordinate) *kerr.Error
 		return kerr.CorruptMessage
 	}
 	buf := make([]byte, r.ByteSize)
-	if err := l.h.readRun(ctx, &r, buf); err != nil {
+	seqEnd := int64(0)
+	if l.index != nil {
+		seqEnd = int64(l.owner.ByteSize) // r is an entry of the owner, a segment object
+	}
+	if err := l.h.readRun(ctx, &r, seqEnd, buf); err != nil {
 		if errors.Is(err, cache.ErrCorrupt) {
 			l.corrupt(&r, err.Error())
 			return kerr.CorruptMessage

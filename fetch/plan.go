@@ -106,6 +106,9 @@ type span struct {
 	// size is the object's size (FileSize), written the oldest commit
 	// time (ms) of the span's runs.
 	size, written int64
+	// seqEnd is the object's cache.Object.SequentialEnd: its data size
+	// when it is a segment object, else 0.
+	seqEnd int64
 	// err is the read's outcome: nil, a failed read, or (wrapping
 	// cache.ErrCorrupt) bytes that failed their check on both reads.
 	err error

@@ -35,7 +35,7 @@ func (h *Handler) readSpans(ctx context.Context, spans []span) {
 	h.run(len(starts)-1, func(g int) {
 		obj := spans[starts[g]:starts[g+1]]
 		rs := ranges[starts[g]:starts[g+1]]
-		o := cache.Object{Key: obj[0].key, Size: obj[0].size, WrittenMs: obj[0].written, SequentialEnd: h.indexes.dataEnd(obj[0].key)}
+		o := cache.Object{Key: obj[0].key, Size: obj[0].size, WrittenMs: obj[0].written, SequentialEnd: obj[0].seqEnd}
 		for i := range obj {
 			o.WrittenMs = min(o.WrittenMs, obj[i].written)
 		}
@@ -100,12 +100,14 @@ func (h *Handler) run(n int, read func(i int)) {
 
 // readRun fills buf (r.ByteSize bytes) with the run r names, checked
 // against r, given its object's size and commit time (so that an old run
-// is not cached in the main LRU). Errors: the read's, or one wrapping
-// cache.ErrCorrupt if the bytes failed their check twice.
-func (h *Handler) readRun(ctx context.Context, r *diskless.RunCoordinate, buf []byte) error {
+// is not cached in the main LRU) and seqEnd, the object's
+// cache.Object.SequentialEnd (a segment object's data size, else 0).
+// Errors: the read's, or one wrapping cache.ErrCorrupt if the bytes failed
+// their check twice.
+func (h *Handler) readRun(ctx context.Context, r *diskless.RunCoordinate, seqEnd int64, buf []byte) error {
 	rs := []cache.Range{{Off: r.ByteOffset, P: buf}}
 	check := spanChecker{{rs: []diskless.RunCoordinate{*r}}}
-	o := cache.Object{Key: r.ObjectKey, Size: r.FileSize, WrittenMs: r.LogAppendTime, SequentialEnd: h.indexes.dataEnd(r.ObjectKey)}
+	o := cache.Object{Key: r.ObjectKey, Size: r.FileSize, WrittenMs: r.LogAppendTime, SequentialEnd: seqEnd}
 	if err := h.r.ReadRanges(ctx, o, rs, &check); err != nil {
 		return fmt.Errorf("fetch: read %s [%d, %d): %w", r.ObjectKey, r.ByteOffset, r.ByteOffset+int64(len(buf)), err)
 	}

@@ -49,13 +49,11 @@ func (x *segmentIndex) entryRun(seg *diskless.RunCoordinate, i int) diskless.Run
 // segmentIndexes caches decoded segment indexes by object key, least
 // recently used first out, bounded by their entries' bytes.
 type segmentIndexes struct {
-	mu     sync.Mutex
-	max    int64
-	size   int64
-	byKey  map[string]*list.Element
-	lru    list.List // of *indexItem, most recent first
-	hits   int64
-	misses int64
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	byKey map[string]*list.Element
+	lru   list.List // of *indexItem, most recent first
 }
 
 type indexItem struct {
@@ -74,23 +72,9 @@ func (c *segmentIndexes) get(key string) *segmentIndex {
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {
 		c.lru.MoveToFront(el)
-		c.hits++
 		return el.Value.(*indexItem).x
 	}
-	c.misses++
 	return nil
-}
-
-// dataEnd returns the data size of segment key if its index is cached (the
-// reads of its data then tell the block cache where its sequential reader
-// is done: cache.Object.SequentialEnd), else 0. It does not count as a use.
-func (c *segmentIndexes) dataEnd(key string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byKey[key]; ok {
-		return el.Value.(*indexItem).x.trailer.DataSize
-	}
-	return 0
 }
 
 func (c *segmentIndexes) put(key string, x *segmentIndex) {
@@ -154,68 +138,51 @@ func (h *Handler) segmentIndexOf(ctx context.Context, seg *diskless.RunCoordinat
 	return check.x, nil
 }
 
-// expandSegments replaces, in rs (a partition's runs from FindBatches, the
-// first holding offset), a segment by its index entries: of the first,
-// from the one holding offset; then, with the runs after, until limit
-// bytes are reached — a read never needs more — or the segment's end. It
-// returns the runs and the run after them (next, when the expansion
-// stopped inside a segment: its following entry).
+// expandSegments replaces rs (a partition's runs from FindBatches, the
+// first holding offset) by the index entries of its first segment object
+// when rs starts with one: from the entry holding offset, until limit
+// bytes are reached — a read never needs more — or the segment's end. A
+// partition's segments come before its WAL runs (the coordinator swaps
+// the oldest runs for a segment), so runs that do not start with a
+// segment are WAL runs alone and are returned as they are. It returns the
+// runs, the run after them (next, when the expansion stopped inside the
+// segment: its following entry) and the segment's data size (where its
+// reader is done with it: cache.Object.SequentialEnd), 0 for WAL runs.
 func (h *Handler) expandSegments(ctx context.Context, rs []diskless.RunCoordinate, next diskless.RunCoordinate,
-	offset int64, limit int64) ([]diskless.RunCoordinate, diskless.RunCoordinate, error) {
-	hasSegment := false
-	for i := range rs {
-		hasSegment = hasSegment || rs[i].Segment()
+	offset int64, limit int64) ([]diskless.RunCoordinate, diskless.RunCoordinate, int64, error) {
+	if len(rs) == 0 || !rs[0].Segment() {
+		return rs, next, 0, nil
 	}
-	if !hasSegment {
-		return rs, next, nil
+	seg := &rs[0]
+	x, err := h.segmentIndexOf(ctx, seg)
+	if err != nil {
+		return nil, diskless.RunCoordinate{}, 0, err
 	}
-	out := make([]diskless.RunCoordinate, 0, len(rs)+8)
+	j := segment.Find(x.entries, x.trailer.BaseOffset, offset)
+	if j == len(x.entries) {
+		return nil, diskless.RunCoordinate{}, 0, fmt.Errorf("%w: segment %s holds no offset %d", segment.ErrCorrupt, seg.ObjectKey, offset)
+	}
+	end := int64(seg.ByteSize)
+	out := make([]diskless.RunCoordinate, 0, min(len(x.entries)-j, 8))
 	served := int64(0)
-	for i := range rs {
-		r := &rs[i]
-		if i > 0 && served >= limit {
-			return out, *r, nil
+	for ; j < len(x.entries); j++ {
+		e := x.entryRun(seg, j)
+		if len(out) > 0 && served >= limit {
+			return out, e, end, nil
 		}
-		if !r.Segment() {
-			out = append(out, *r)
-			if i == 0 {
-				served += diskless.ServedEstimate(r.BaseOffset, r.LastOffset, r.ByteSize, offset)
-			} else {
-				served += int64(r.ByteSize)
-			}
-			continue
+		if len(out) == 0 {
+			served += diskless.ServedEstimate(e.BaseOffset, e.LastOffset, e.ByteSize, offset)
+		} else {
+			served += int64(e.ByteSize)
 		}
-		x, err := h.segmentIndexOf(ctx, r)
-		if err != nil {
-			return nil, diskless.RunCoordinate{}, err
-		}
-		j := 0
-		if i == 0 {
-			if j = segment.Find(x.entries, x.trailer.BaseOffset, offset); j == len(x.entries) {
-				return nil, diskless.RunCoordinate{}, fmt.Errorf("%w: segment %s holds no offset %d", segment.ErrCorrupt, r.ObjectKey, offset)
-			}
-		}
-		for first := len(out) == 0; j < len(x.entries); j++ {
-			e := x.entryRun(r, j)
-			if !first && served >= limit {
-				return out, e, nil
-			}
-			if first {
-				served += diskless.ServedEstimate(e.BaseOffset, e.LastOffset, e.ByteSize, offset)
-				first = false
-			} else {
-				served += int64(e.ByteSize)
-			}
-			out = append(out, e)
-		}
-		// A read stops at a segment's end, as Kafka's does at a log
-		// segment's: the next fetch starts in the next object, once this
-		// one's reader is done with it (a lagging reader's catch-up read of
-		// the next segment then has this one to evict: cache.Object's
-		// SequentialEnd).
-		if i+1 < len(rs) {
-			return out, rs[i+1], nil
-		}
+		out = append(out, e)
 	}
-	return out, next, nil
+	// A read stops at a segment's end, as Kafka's does at a log segment's:
+	// the next fetch starts in the next object, once this one's reader is
+	// done with it (a lagging reader's catch-up read of the next segment
+	// then has this one to evict: cache.Object's SequentialEnd).
+	if len(rs) > 1 {
+		next = rs[1]
+	}
+	return out, next, end, nil
 }
