@@ -250,11 +250,7 @@ func TestCatchUpReadsWholeObjectOnce(t *testing.T) {
 				}
 				return nil
 			}}, f.s)
-		for i := range 4 {
-			f.clk.set(1000 + int64(i))
-			f.c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
-		}
-		f.clk.set(2000)
+		fillFresh(f.c, f.clk)
 		obj := cache.Object{Key: "old", Size: 3 * rB, WrittenMs: oldWrite}
 		f.s.takeReads()
 		release, blocked := gate(f.s)
@@ -327,11 +323,7 @@ func TestCatchUpObjectFailingItsCheck(t *testing.T) {
 					}
 					return nil
 				}}, s)
-			for i := range 4 {
-				clk.set(1000 + int64(i))
-				c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
-			}
-			clk.set(2000)
+			fillFresh(c, clk)
 			s.set("old", 2*rB+1, tc.flips) // in block 2; the read is in block 0
 			ck, rs, err := read(t, c, cache.Object{Key: "old", Size: 3 * rB, WrittenMs: oldWrite}, old, [2]int64{2, 5})
 			if err != nil || !bytes.Equal(rs[0].P, old[2:7]) {
@@ -345,6 +337,17 @@ func TestCatchUpObjectFailingItsCheck(t *testing.T) {
 	}
 }
 
+// fillFresh fills c, a cache of 4·rB, with four objects of one block
+// written at 1000…1003 ms, and sets clk to 2000 ms: data written before
+// then is beyond the cache's reach.
+func fillFresh(c *cache.Cache, clk *clock) {
+	for i := range 4 {
+		clk.set(1000 + int64(i))
+		c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
+	}
+	clk.set(2000)
+}
+
 // TestCatchUpSegmentBound: the catch-up segment keeps at most
 // CatchUpMaxBytes, evicting its least recently used objects, and never
 // touches the main LRU; an object over half of it is read by exact
@@ -353,11 +356,7 @@ func TestCatchUpSegmentBound(t *testing.T) {
 	s := newStore()
 	clk := &clock{}
 	c := newCache(t, cache.Config{BlockBytes: rB, MaxBytes: 4 * rB, CatchUpMaxBytes: 6 * rB, Now: clk.now}, s)
-	for i := range 4 {
-		clk.set(1000 + int64(i))
-		c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
-	}
-	clk.set(2000)
+	fillFresh(c, clk)
 	for i := range 3 {
 		key := fmt.Sprintf("old%d", i)
 		data := object(uint64(10+i), 3*rB)
@@ -393,11 +392,7 @@ func TestCatchUpEvictsObjects(t *testing.T) {
 		s := newStore()
 		clk := &clock{}
 		c := newCache(t, cache.Config{BlockBytes: rB, MaxBytes: 4 * rB, CatchUpMaxBytes: 6 * rB, Now: clk.now}, s)
-		for i := range 4 {
-			clk.set(1000 + int64(i))
-			c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
-		}
-		clk.set(2000)
+		fillFresh(c, clk)
 		objs := make([]cache.Object, 4)
 		datas := make([][]byte, 4)
 		for i := range objs {
@@ -447,11 +442,7 @@ func TestCatchUpSequentialReaders(t *testing.T) {
 				s := newStore()
 				clk := &clock{}
 				c := newCache(t, cache.Config{BlockBytes: rB, MaxBytes: 4 * rB, CatchUpMaxBytes: 6 * rB, Now: clk.now}, s)
-				for i := range 4 {
-					clk.set(1000 + int64(i))
-					c.Put(fmt.Sprintf("new%d", i), object(uint64(i), rB))
-				}
-				clk.set(2000)
+				fillFresh(c, clk)
 				const objects, end = 3, 3*rB - 4 // data, then a 4-byte "index"
 				objs := make([][]cache.Object, readers)
 				datas := make([][][]byte, readers)
