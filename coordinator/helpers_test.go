@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +115,19 @@ func (e *env) reopen() {
 	}
 	e.c = nil
 	e.open()
+}
+
+// reopenSame restarts e's coordinator (reopen) and fails the test unless
+// every shard's state encodes as it did before (stateBytes); it returns
+// that encoding.
+func (e *env) reopenSame() [][]byte {
+	e.t.Helper()
+	before := stateBytes(e.c)
+	e.reopen()
+	if !reflect.DeepEqual(stateBytes(e.c), before) {
+		e.t.Fatal("state differs after restart")
+	}
+	return before
 }
 
 func (e *env) createTopic(name string, partitions int32, configs map[string]string) diskless.Topic {
