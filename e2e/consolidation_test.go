@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -13,9 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/segment"
 )
@@ -130,7 +129,7 @@ func TestConsolidationEndToEnd(t *testing.T) {
 						defer wg.Done()
 						if err != nil {
 							mu.Lock()
-							first = cmpFirst(first, err)
+							first = cmp.Or(first, err)
 							mu.Unlock()
 						}
 					})
@@ -190,23 +189,12 @@ func TestConsolidationEndToEnd(t *testing.T) {
 			t.Logf("phase 2 produced at %v", time.Since(start))
 			got := consumeAll(t, ctx, sc, tc.name, partitions, 2*perPhase)
 			t.Logf("all consumed at %v", time.Since(start))
+			mustConsumeProduced(t, want, got)
 			for p := range partitions {
-				if len(got[p]) != len(want[p]) {
-					t.Fatalf("partition %d: consumed %d records, produced %d", p, len(got[p]), len(want[p]))
-				}
-				for i, r := range got[p] {
-					if r.Offset != int64(i) {
-						t.Fatalf("partition %d: record %d has offset %d; offsets must be dense from 0", p, i, r.Offset)
-					}
-					if err := sameRecord(want[p][i], r); err != nil {
-						t.Fatalf("partition %d offset %d: %v", p, i, err)
-					}
-					if i < len(gotBefore[p]) {
-						b := gotBefore[p][i]
-						if !r.Timestamp.Equal(b.Timestamp) || r.Attrs.TimestampType() != b.Attrs.TimestampType() {
-							t.Fatalf("partition %d offset %d: timestamp %v (type %d) after consolidation, %v (type %d) before",
-								p, i, r.Timestamp, r.Attrs.TimestampType(), b.Timestamp, b.Attrs.TimestampType())
-						}
+				for i, b := range gotBefore[p] {
+					if r := got[p][i]; !r.Timestamp.Equal(b.Timestamp) || r.Attrs.TimestampType() != b.Attrs.TimestampType() {
+						t.Fatalf("partition %d offset %d: timestamp %v (type %d) after consolidation, %v (type %d) before",
+							p, i, r.Timestamp, r.Attrs.TimestampType(), b.Timestamp, b.Attrs.TimestampType())
 					}
 				}
 			}
@@ -275,28 +263,4 @@ func TestConsolidationEndToEnd(t *testing.T) {
 	if segments == 0 {
 		t.Error("no segment object among the objects")
 	}
-}
-
-func cmpFirst(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// listOffsetOf is listOffset for any partition.
-func listOffsetOf(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, partition int32, ts int64) (offset, timestamp int64) {
-	t.Helper()
-	req := kmsg.NewPtrListOffsetsRequest()
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = partition, ts
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	mustNoErr(t, "ListOffsets", err)
-	p := resp.Topics[0].Partitions[0]
-	mustNoErr(t, fmt.Sprintf("ListOffsets %d", ts), kerr.ErrorForCode(p.ErrorCode))
-	return p.Offset, p.Timestamp
 }

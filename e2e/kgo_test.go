@@ -140,21 +140,27 @@ func runKgoEndToEnd(t *testing.T, sc *Sidecar, perCodec int) {
 			wg.Wait()
 			mustNoErr(t, "produce", firstEr)
 
-			got := consumeAll(t, ctx, sc, topic, partitions, perCodec)
-			for p := range partitions {
-				if len(got[p]) != len(want[p]) {
-					t.Fatalf("partition %d: consumed %d records, produced %d", p, len(got[p]), len(want[p]))
-				}
-				for i, r := range got[p] {
-					if r.Offset != int64(i) {
-						t.Fatalf("partition %d: record %d has offset %d; offsets must be dense from 0", p, i, r.Offset)
-					}
-					if err := sameRecord(want[p][i], r); err != nil {
-						t.Fatalf("partition %d offset %d: %v", p, i, err)
-					}
-				}
-			}
+			mustConsumeProduced(t, want, consumeAll(t, ctx, sc, topic, partitions, perCodec))
 		})
+	}
+}
+
+// mustConsumeProduced fails t unless got, per partition, is want (as
+// sameRecord compares them) at offsets dense from 0.
+func mustConsumeProduced(t *testing.T, want, got [][]*kgo.Record) {
+	t.Helper()
+	for p := range want {
+		if len(got[p]) != len(want[p]) {
+			t.Fatalf("partition %d: consumed %d records, produced %d", p, len(got[p]), len(want[p]))
+		}
+		for i, r := range got[p] {
+			if r.Offset != int64(i) {
+				t.Fatalf("partition %d: record %d has offset %d; offsets must be dense from 0", p, i, r.Offset)
+			}
+			if err := sameRecord(want[p][i], r); err != nil {
+				t.Fatalf("partition %d offset %d: %v", p, i, err)
+			}
+		}
 	}
 }
 

@@ -17,11 +17,17 @@ import (
 // earliest, -3 max timestamp) on partition 0, as kgo negotiates it.
 func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, ts int64) (offset, timestamp int64) {
 	t.Helper()
+	return listOffsetOf(t, ctx, cl, topic, 0, ts)
+}
+
+// listOffsetOf is listOffset for any partition.
+func listOffsetOf(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, partition int32, ts int64) (offset, timestamp int64) {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = 0, ts
+	rp.Partition, rp.Timestamp = partition, ts
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
