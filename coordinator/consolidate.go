@@ -19,6 +19,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/segment"
 )
@@ -621,16 +622,5 @@ func (t *throttle) wait(ctx context.Context, n int64) error {
 	at := t.next
 	t.next = t.next.Add(time.Duration(float64(n) / float64(t.rate) * float64(time.Second)))
 	t.mu.Unlock()
-	d := time.Until(at)
-	if d <= 0 {
-		return nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Sleep(ctx, time.Until(at))
 }
