@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/objstore"
 	"github.com/diskless-sidecar/sidecar/segment"
@@ -88,7 +89,7 @@ func dumpWAL(name string, object []byte) walDump {
 	if segment.Is(object) {
 		size := int64(len(object))
 		tr, _ := segment.DecodeTrailer(object[size-segment.TrailerSize:], size)
-		d.Segment = &segmentDump{TopicID: fmt.Sprintf("%x", tr.TopicID), Partition: tr.Partition, BaseOffset: tr.BaseOffset,
+		d.Segment = &segmentDump{TopicID: diskless.TopicID(tr.TopicID).String(), Partition: tr.Partition, BaseOffset: tr.BaseOffset,
 			DataSize: tr.DataSize, IndexInterval: tr.IndexInterval, Entries: []segmentEntry{}}
 		data = object[:tr.DataSize]
 		_, es, err := segment.DecodeIndex(object[tr.DataSize:], tr.DataSize, size)

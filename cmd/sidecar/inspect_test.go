@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/segment"
@@ -30,6 +31,11 @@ func TestDumpSegment(t *testing.T) {
 		t.Fatalf("dump %+v", d)
 	}
 	sg := d.Segment
+	// The topic id as `meta dump` and the coordinator print it, so that
+	// the two dumps can be matched.
+	if want := (diskless.TopicID{0xab}).String(); sg.TopicID != want {
+		t.Errorf("topic id %q, want %q", sg.TopicID, want)
+	}
 	if sg.Partition != 3 || sg.BaseOffset != 1000 || sg.DataSize != int64(data.Len()) || len(sg.Entries) != 3 ||
 		sg.Entries[0].FirstOffset != 1000 || sg.Entries[2].LastOffset != 1005 || sg.Entries[1].ByteOffset != int64(d.Batches[1].ByteOffset) ||
 		sg.Entries[2].MaxTimestamp != 52 || sg.Entries[0].AppendTime != 7000 {
