@@ -262,9 +262,6 @@ func (w *Writer) DataSize() int64 { return w.trailer.DataSize }
 // NextOffset is the offset the next run must start at.
 func (w *Writer) NextOffset() int64 { return w.next }
 
-// Entries is the number of index entries so far.
-func (w *Writer) Entries() int { return len(w.entries) }
-
 // SizeWith bounds the object's size, data, index and trailer, once a run
 // of n more bytes is added: each index entry but the last of a run holds
 // at least the interval's bytes, and the run's first batch may open an
