@@ -140,10 +140,11 @@ func waitMetric(t *testing.T, ctx context.Context, sc *Sidecar, name string, min
 	}
 }
 
+// metricValueOf is the value of the unlabelled sample name in sc's
+// /metrics now.
 func metricValueOf(t *testing.T, sc *Sidecar, name string) float64 {
 	t.Helper()
-	_, text := httpGet(t, "http://"+sc.HTTP+"/metrics")
-	return metricValue(t, text, name)
+	return metricValue(t, metricsText(t, sc), name)
 }
 
 // waitQuiet waits until consolidation has nothing left to do and every
@@ -153,7 +154,7 @@ func metricValueOf(t *testing.T, sc *Sidecar, name string) float64 {
 func waitQuiet(t *testing.T, ctx context.Context, sc *Sidecar) {
 	t.Helper()
 	sample := func() [3]float64 {
-		_, text := httpGet(t, "http://"+sc.HTTP+"/metrics")
+		text := metricsText(t, sc)
 		return [3]float64{metricValue(t, text, "diskless_consolidation_segments_committed_total"),
 			metricValue(t, text, "diskless_objects_deleted_total"), metricValue(t, text, "diskless_files_released_total")}
 	}
