@@ -81,7 +81,7 @@ type frozenPartition struct {
 	topicName string
 	logStart  int64
 	hwm       int64
-	segs      []segmentEntry // a copy: dropSegments replaces the slice, pushSegment appends
+	segs      []segmentEntry // shared, capped: entries are never changed in place (dropSegments makes a new slice, pushSegment appends past len)
 	runs      indexView
 	producers []frozenProducer
 }
