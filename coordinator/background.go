@@ -92,6 +92,7 @@ func (c *Coordinator) startBackground() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.bg.cancel = cancel
 	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.runRetention)
+	c.every(ctx, c.cfg.TxnAbortCheckInterval, "transaction check", c.runTxnCheck)
 	if c.cfg.LifecycleInterval > 0 {
 		c.bg.wg.Go(func() { c.lifecycleLoop(ctx) })
 	}

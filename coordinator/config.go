@@ -11,6 +11,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // Defaults and limits of Config.
@@ -50,6 +51,9 @@ const (
 	MinOrphanScanGracePeriod = 10 * time.Minute
 	// DefaultLifecycleInterval is Config.LifecycleInterval's default.
 	DefaultLifecycleInterval = time.Second
+	// DefaultTxnAbortCheckInterval is Kafka's
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+	DefaultTxnAbortCheckInterval = 10 * time.Second
 	// DefaultOffsetsRetentionCheckInterval is Kafka's
 	// offsets.retention.check.interval.ms default: 10 minutes.
 	DefaultOffsetsRetentionCheckInterval = group.DefaultOffsetsRetentionCheck
@@ -231,6 +235,17 @@ type Config struct {
 	// DefaultOffsetsRetentionCheckInterval; negative disables it.
 	OffsetsRetentionCheckInterval time.Duration
 
+	// Txns configures each shard's transaction coordinator
+	// (transaction.max.timeout.ms; DESIGN §Transactions).
+	Txns txn.Config
+	// TxnAbortCheckInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms: how
+	// often each shard aborts the transactions whose timeout passed and
+	// completes those whose markers are not all written (after a crash
+	// or a failed write). 0 selects DefaultTxnAbortCheckInterval (Kafka's
+	// 10 s); negative disables it.
+	TxnAbortCheckInterval time.Duration
+
 	// OpenFollower, when set, makes this coordinator one sidecar of a
 	// cluster (DESIGN §Shard placement): Open hosts no shard but follows
 	// every shard's log through it, as a read replica; Host and Release
@@ -299,6 +314,9 @@ func (c Config) Validate() error {
 	if c.ConsolidationIndexIntervalBytes < 0 {
 		errs = append(errs, fmt.Errorf("diskless.consolidation.index.interval.bytes %d: must be ≥ 0", c.ConsolidationIndexIntervalBytes))
 	}
+	if err := c.Txns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Groups.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -342,6 +360,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OffsetsRetentionCheckInterval == 0 {
 		c.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
+	if c.TxnAbortCheckInterval == 0 {
+		c.TxnAbortCheckInterval = DefaultTxnAbortCheckInterval
 	}
 	if c.LifecycleInterval == 0 {
 		c.LifecycleInterval = DefaultLifecycleInterval

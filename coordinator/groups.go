@@ -14,6 +14,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // Consumer groups (DESIGN §Consumer groups). Every shard hosts the group
@@ -35,14 +36,17 @@ import (
 // the shard refused the request before running it.
 type groupOp func(gc *group.Coordinator, now time.Time) (recs []group.Record, reply func(err error))
 
-// isGroupRecord reports whether a record body is one of package group's
-// (107 … 110, 113): the body starts with the frame version and the key as
-// uvarints.
-func isGroupRecord(body []byte) bool {
+// bodyKey returns a record body's key (the body starts with the frame
+// version and the key as uvarints), so replay hands it to the package
+// that decodes it: group's (107 … 110, 113), txn's (118) or records'.
+func bodyKey(body []byte) (int16, bool) {
 	r := kbin.Reader{Src: body}
 	r.Uvarint()
 	key := r.Uvarint()
-	return r.Ok() && key <= 1<<15-1 && group.IsRecordKey(int16(key))
+	if !r.Ok() || key > 1<<15-1 {
+		return -1, false
+	}
+	return int16(key), true
 }
 
 // groupTopics is the topic catalog as a shard's group coordinator sees it
@@ -84,6 +88,11 @@ func (s *shard) openGroups() error {
 		return fmt.Errorf("coordinator: shard %d: %w", s.id, err)
 	}
 	s.groups = gc
+	tc, err := txn.New(s.c.cfg.Txns, s.mu.st.txns)
+	if err != nil {
+		return fmt.Errorf("coordinator: shard %d: %w", s.id, err)
+	}
+	s.txns = tc
 	s.groupTimer = time.NewTimer(time.Hour)
 	if every := s.c.cfg.OffsetsRetentionCheckInterval; every > 0 {
 		s.nextExpiry = s.c.cfg.Now().Add(every)

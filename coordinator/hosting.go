@@ -12,6 +12,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/internal/backoff"
 	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // Shard placement (DESIGN §Shard placement). Alone, a coordinator hosts
@@ -411,25 +412,34 @@ func (r *replica) stop() {
 	<-r.done
 }
 
-// decoded is one record of a shard's log, decoded: a coordinator record
-// or a consumer-group one.
+// decoded is one record of a shard's log, decoded: a coordinator record,
+// a consumer-group one or a transaction coordinator's.
 type decoded struct {
 	rec   records.Record
 	group group.Record
+	txn   *txn.StateRecord
 }
 
 func decodeBody(body []byte) (decoded, error) {
-	if isGroupRecord(body) {
+	switch key, _ := bodyKey(body); {
+	case group.IsRecordKey(key):
 		rec, err := group.DecodeRecord(body)
 		return decoded{group: rec}, err
+	case txn.IsRecordKey(key):
+		rec, err := txn.DecodeRecord(body)
+		return decoded{txn: rec}, err
 	}
 	rec, err := records.Decode(body)
 	return decoded{rec: rec}, err
 }
 
 func (d decoded) applyTo(st *state) error {
-	if d.rec == nil {
+	switch {
+	case d.group != nil:
 		st.groups.Apply(d.group)
+		return nil
+	case d.txn != nil:
+		st.txns.Apply(d.txn)
 		return nil
 	}
 	return st.apply(d.rec)

@@ -14,6 +14,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // Tuning of the shard driver.
@@ -72,6 +73,9 @@ type shard struct {
 	// groups is the consumer-group coordinator of the groups this shard
 	// owns; its offsets table is mu.st.groups.
 	groups *group.Coordinator
+	// txns is the transaction coordinator of the transactional ids this
+	// shard owns; its table is mu.st.txns.
+	txns *txn.Coordinator
 	// groupTimer fires at the group coordinator's next deadline or the
 	// next offset expiry check (groups.go).
 	groupTimer *time.Timer
@@ -108,7 +112,14 @@ type request struct {
 	// are written with the group commit and applied once durable, and
 	// its reply is called before done is answered.
 	group groupOp
-	done  chan response
+	// txn, when set, is a transaction coordinator request (txns.go): it
+	// runs on the driver against the shard's transaction coordinator; its
+	// records are applied to the table as decided (so the next request of
+	// the group decides against them), written with the group commit and
+	// answered only once durable — a failed append rebuilds the table from
+	// the log.
+	txn  txnOp
+	done chan response
 }
 
 type response struct {
@@ -217,6 +228,8 @@ type pending struct {
 	// groupRecs are the records of a group request, reply its answer.
 	groupRecs []group.Record
 	reply     func(error)
+	// txnRecs are the records of a transaction request.
+	txnRecs []*txn.StateRecord
 }
 
 // process decides a group, appends its records with one Append (one
@@ -267,6 +280,13 @@ func (s *shard) process(batch []*request) {
 			p.groupRecs, p.reply = r.group(s.groups, s.c.cfg.Now())
 			continue
 		}
+		if r.txn != nil {
+			p.txnRecs, p.reply = r.txn(s.txns, s.c.cfg.Now().UnixMilli())
+			for _, rec := range p.txnRecs {
+				st.txns.Apply(rec)
+			}
+			continue
+		}
 		built, err := r.build(st)
 		if err != nil {
 			p.err = err
@@ -284,6 +304,9 @@ func (s *shard) process(batch []*request) {
 	for i := range ps {
 		for _, rec := range ps[i].groupRecs {
 			bodies = append(bodies, group.AppendRecord(nil, rec))
+		}
+		for _, rec := range ps[i].txnRecs {
+			bodies = append(bodies, txn.AppendRecord(nil, rec))
 		}
 	}
 	if failure == nil && len(bodies) > 0 {
@@ -555,19 +578,11 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 	var replayed int64
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
 		replayed += int64(len(body))
-		if isGroupRecord(body) {
-			rec, err := group.DecodeRecord(body)
-			if err != nil {
-				return err
-			}
-			st.groups.Apply(rec)
-			return nil
-		}
-		rec, err := records.Decode(body)
+		d, err := decodeBody(body)
 		if err != nil {
 			return err
 		}
-		return st.apply(rec)
+		return d.applyTo(st)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: shard %d: replay: %w", s.id, err)
@@ -614,6 +629,7 @@ func (s *shard) rebuild() {
 	s.mu.st = st
 	s.mu.Unlock()
 	s.groups.ReplaceOffsets(st.groups)
+	s.txns.Replace(st.txns)
 	if s.id == 0 {
 		s.c.publishCatalog(st)
 	}

@@ -74,6 +74,9 @@ type frozenState struct {
 	// groups is the encoded offsets table (the tagged field
 	// snapshotTagGroupOffsets); nil when the table is empty.
 	groups []byte
+	// txns is the encoded transactions table (the tagged field
+	// snapshotTagTransactions); nil when the table is empty.
+	txns []byte
 }
 
 type frozenPartition struct {
@@ -112,6 +115,10 @@ func (s *state) freeze() *frozenState {
 		// batch indexes (BenchmarkSnapshotGroupOffsets) and has no
 		// frozen view.
 		fz.groups = s.groups.AppendSnapshot(nil)
+	}
+	if !s.txns.Empty() {
+		// Encoded on the driver too: one record 118 per transactional id.
+		fz.txns = s.txns.AppendSnapshot(nil)
 	}
 	for _, p := range s.partitions {
 		fp := frozenPartition{

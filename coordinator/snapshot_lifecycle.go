@@ -11,6 +11,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // The topic lifecycle's part of the snapshot payload travels in its
@@ -27,10 +28,13 @@ import (
 //	tag 2 GroupOffsets   the consumer groups' offsets table (records
 //	                     107 … 110, 113), group.(*Offsets).AppendSnapshot's
 //	                     section
+//	tag 3 Transactions   the transactional ids' states (record 118),
+//	                     txn.(*Table).AppendSnapshot's section
 const (
 	snapshotTagDeletedTopics = 0
 	snapshotTagDisablements  = 1
 	snapshotTagGroupOffsets  = 2
+	snapshotTagTransactions  = 3
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -67,6 +71,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	if fz.groups != nil {
 		tags = append(tags, tag{snapshotTagGroupOffsets, fz.groups})
 	}
+	if fz.txns != nil {
+		tags = append(tags, tag{snapshotTagTransactions, fz.txns})
+	}
 	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
 	for _, t := range tags {
 		dst = kbin.AppendUvarint(dst, t.n)
@@ -102,6 +109,10 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 		case snapshotTagGroupOffsets:
 			var rest []byte
 			s.groups, rest, err = group.DecodeSnapshot(body)
+			br.Src = rest
+		case snapshotTagTransactions:
+			var rest []byte
+			s.txns, rest, err = txn.DecodeSnapshot(body)
 			br.Src = rest
 		default:
 			continue

@@ -16,6 +16,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
+	"github.com/diskless-sidecar/sidecar/txn"
 )
 
 // state is one shard's state: a pure function of its metadata log
@@ -100,6 +101,10 @@ type state struct {
 	// shard owns (records 107 … 110 and 113, applied by group.Offsets; the
 	// shard's group.Coordinator decides against it).
 	groups *group.Offsets
+	// txns is the state of the transactional ids this shard owns (record
+	// 118, applied by txn.Table; the shard's txn.Coordinator decides
+	// against it).
+	txns *txn.Table
 
 	// scratch is commitFile's working memory. Not state.
 	scratch commitScratch
@@ -309,6 +314,7 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		topicNames:    make(map[string]diskless.TopicID),
 		deletedTopics: make(map[diskless.TopicID]struct{}),
 		groups:        group.NewOffsets(),
+		txns:          txn.NewTable(),
 	}
 }
 

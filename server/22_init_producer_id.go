@@ -17,7 +17,8 @@ var initProducerIDVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 22, MinVersi
 // handleInitProducerID answers InitProducerId for idempotent producers
 // (SPEC §3).
 //
-// Transactions are not supported (SPEC §2 Decision). A request with a
+// With a transactional id it is the transaction coordinator's
+// (Config.Transactions, SPEC §15). Without one, a request with a
 // transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED: it is what a
 // broker answers when no transactional id may be used, and every client
 // (Java, librdkafka, franz-go) treats it as fatal and non-retriable, so a
@@ -40,6 +41,9 @@ func (s *Server) handleInitProducerID(ctx context.Context, req *kmsg.InitProduce
 	if req.TransactionalID != nil {
 		if *req.TransactionalID == "" {
 			return fail(kerr.InvalidRequest.Code)
+		}
+		if s.cfg.Transactions != nil {
+			return s.initTransactionalProducer(ctx, req)
 		}
 		s.rl.Log(ctx, slog.LevelInfo, *req.TransactionalID, "refusing transactional producer: transactions are not supported",
 			slog.String("transactional_id", *req.TransactionalID))

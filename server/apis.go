@@ -30,6 +30,8 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
 	listGroupsVersions, deleteGroupsVersions, offsetDeleteVersions,
 	consumerGroupHeartbeatVersions, consumerGroupDescribeVersions,
+	// Transactions (txns.go), advertised only with Config.Transactions.
+	addPartitionsToTxnVersions, addOffsetsToTxnVersions, endTxnVersions, txnOffsetCommitVersions,
 }
 
 // The API keys each delegate answers, one per method of its interface.
@@ -139,6 +141,11 @@ var routes = map[int16]route{
 	47: async((*Server).handleOffsetDelete),
 	68: async((*Server).handleConsumerGroupHeartbeat),
 	69: async((*Server).handleConsumerGroupDescribe),
+	// Transactions (txns.go).
+	24: async((*Server).handleAddPartitionsToTxn),
+	25: async((*Server).handleAddOffsetsToTxn),
+	26: async((*Server).handleEndTxn),
+	28: async((*Server).handleTxnOffsetCommit),
 	// The coordinator RPCs (rpc.go).
 	100: async((*Server).handleDisklessDescribeFiles),
 	101: async((*Server).handleDisklessCommitFile),

@@ -111,6 +111,13 @@ type Config struct {
 	// JoinGroup, OffsetCommit, …) are answered by; nil answers them
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups Groups
+	// Transactions is the transaction coordinator: with it
+	// FindCoordinator answers key type 1, InitProducerId takes
+	// transactional ids and AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+	// and TxnOffsetCommit (which needs Groups too) are served; nil
+	// refuses transactional producers (SPEC §3) and does not advertise
+	// those APIs.
+	Transactions Transactions
 	// Shards are the coordinator shards this sidecar hosts, which the
 	// coordinator RPCs (API keys 100–108, SPEC §9) reach; nil answers
 	// them NOT_COORDINATOR.

@@ -207,7 +207,7 @@ func testAPIs() []kmsg.ApiVersionsResponseApiKey {
 	if err != nil {
 		panic(err)
 	}
-	return apis
+	return withoutTxns(apis, true)
 }
 
 // logSink collects a test server's logs and counts error records (a

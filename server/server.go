@@ -73,6 +73,7 @@ func New(cfg Config, p Producer, f Fetcher, cat Catalog) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	apis = withoutTxns(apis, cfg.Transactions == nil)
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, rl: ratelog.New(cfg.Logger, ratelog.Config{}),
 		producer: p, fetcher: f, catalog: cat, apis: apis}

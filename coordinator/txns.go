@@ -1,0 +1,337 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/txn"
+)
+
+// Transactions (DESIGN §Transactions). Every shard hosts the transaction
+// coordinator (package txn) of the transactional ids that hash to it
+// (diskless.GroupShardFor, as consumer groups). A transaction request is
+// a request on the shard's queue whose txnOp runs on the driver, in the
+// group commit of the requests around it; its record 118 is written with
+// them and the request answered once durable. Ending a transaction is
+// three steps, each durable before the next: the outcome (PrepareCommit
+// or PrepareAbort, record 118), the markers (record 110 on the shard of
+// every consumer group in the transaction), the completion
+// (CompleteCommit or CompleteAbort, record 118). A crash or a failed
+// write between them leaves the transaction Prepare*; the periodic check
+// (runTxnCheck) finishes it, as it aborts the transactions whose timeout
+// passed.
+
+// txnOp is a transaction request's work on the shard's driver: it runs
+// against the shard's transaction coordinator at now (ms) and returns the
+// records to write and reply, called once they are durable (err nil) or
+// could not be written — or not at all when the shard refused the request
+// before running it.
+type txnOp func(tc *txn.Coordinator, now int64) (recs []*txn.StateRecord, reply func(err error))
+
+// TxnShard returns the shard owning transactional id id:
+// diskless.GroupShardFor(id, NumShards()).
+func (c *Coordinator) TxnShard(id string) int32 {
+	return diskless.GroupShardFor(id, c.cfg.NumShards)
+}
+
+// txnDo runs op on shard's driver and returns once its records are
+// durable (or failed). Errors as groupDo's.
+func (c *Coordinator) txnDo(ctx context.Context, shard int32, op txnOp) error {
+	s := c.shards[shard]
+	if s.rebuilding.Load() {
+		return fmt.Errorf("%w (shard %d, %w)", diskless.ErrShardLoading, shard, kerr.CoordinatorLoadInProgress)
+	}
+	return s.do(&request{ctx: ctx, txn: op}).err
+}
+
+// one returns a txnOp's records for rec, none when nil.
+func one(rec *txn.StateRecord) []*txn.StateRecord {
+	if rec == nil {
+		return nil
+	}
+	return []*txn.StateRecord{rec}
+}
+
+// InitTransactionalProducer answers InitProducerId with a transactional id
+// (txn.Coordinator.InitProducerID, SPEC §15) on the id's shard: it
+// allocates a producer id when the decision needs one and, when the
+// request fenced an open transaction, completes that transaction's abort
+// before answering (the answer is then CONCURRENT_TRANSACTIONS, which the
+// producer retries). Errors: the shard's (as groupDo's), the producer-id
+// allocation's.
+func (c *Coordinator) InitTransactionalProducer(ctx context.Context, req *kmsg.InitProducerIDRequest) (*kmsg.InitProducerIDResponse, error) {
+	id := *req.TransactionalID
+	shard := c.TxnShard(id)
+	fresh := int64(-1)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	for range 3 {
+		var (
+			res   txn.InitResult
+			abort *txn.StateRecord
+		)
+		err := c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+			res = tc.InitProducerID(now, id, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch, fresh)
+			if res.Record != nil && res.Record.State == txn.PrepareAbort {
+				abort = res.Record
+			}
+			return one(res.Record), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if res.NeedProducerID {
+			if fresh, err = c.AllocateProducerID(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if abort != nil {
+			c.completeTxnLogged(ctx, shard, abort)
+		}
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = res.Code, res.ProducerID, res.ProducerEpoch
+		return resp, nil
+	}
+	// Another request took the id's fresh producer id each time: rare;
+	// the producer retries.
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = kerr.ConcurrentTransactions.Code, -1, -1
+	return resp, nil
+}
+
+// AddPartitionsToTxn answers one transaction of AddPartitionsToTxn (v0–3
+// as one transaction, v4+ each of its batch): partitions the catalog does
+// not hold get UNKNOWN_TOPIC_OR_PARTITION and the others
+// OPERATION_NOT_ATTEMPTED, as Kafka answers; otherwise
+// txn.Coordinator.AddPartitions (or, with VerifyOnly, Verify: a partition
+// not in the open transaction gets TRANSACTION_ABORTABLE) on the id's
+// shard. Errors: the shard's (as groupDo's); the caller answers every
+// partition with its code.
+func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, t *kmsg.AddPartitionsToTxnRequestTransaction) (kmsg.AddPartitionsToTxnResponseTransaction, error) {
+	out := kmsg.AddPartitionsToTxnResponseTransaction{TransactionalID: t.TransactionalID}
+	cat := c.catalog.Load()
+	var (
+		topics  []txn.Topic
+		unknown bool
+	)
+	for _, rt := range t.Topics {
+		tp := cat.byName[rt.Topic]
+		if tp == nil {
+			unknown = true
+			continue
+		}
+		tt := txn.Topic{TopicID: tp.ID, Name: tp.Name}
+		for _, p := range rt.Partitions {
+			if p < 0 || p >= tp.Partitions {
+				unknown = true
+			}
+			tt.Partitions = append(tt.Partitions, p)
+		}
+		topics = append(topics, tt)
+	}
+	answer := func(code func(topic string, p int32) int16) kmsg.AddPartitionsToTxnResponseTransaction {
+		for _, rt := range t.Topics {
+			ot := kmsg.AddPartitionsToTxnResponseTransactionTopic{Topic: rt.Topic}
+			for _, p := range rt.Partitions {
+				ot.Partitions = append(ot.Partitions, kmsg.AddPartitionsToTxnResponseTransactionTopicPartition{Partition: p, ErrorCode: code(rt.Topic, p)})
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+		return out
+	}
+	if unknown {
+		return answer(func(topic string, p int32) int16 {
+			if tp := cat.byName[topic]; tp == nil || p < 0 || p >= tp.Partitions {
+				return kerr.UnknownTopicOrPartition.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		}), nil
+	}
+	// The record keeps topics by id and partitions ascending, once each.
+	for i := range topics {
+		slices.Sort(topics[i].Partitions)
+		topics[i].Partitions = slices.Compact(topics[i].Partitions)
+	}
+	slices.SortFunc(topics, func(a, b txn.Topic) int { return bytes.Compare(a.TopicID[:], b.TopicID[:]) })
+	var (
+		code  int16
+		state *txn.StateRecord
+	)
+	err := c.txnDo(ctx, c.TxnShard(t.TransactionalID), func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+		if t.VerifyOnly {
+			state, code = tc.Verify(t.TransactionalID, t.ProducerID, t.ProducerEpoch)
+			return nil, nil
+		}
+		var rec *txn.StateRecord
+		code, rec = tc.AddPartitions(now, t.TransactionalID, t.ProducerID, t.ProducerEpoch, topics)
+		return one(rec), nil
+	})
+	if err != nil {
+		return out, err
+	}
+	return answer(func(topic string, p int32) int16 {
+		if code != 0 || state == nil {
+			return code
+		}
+		if !state.Contains(cat.byName[topic].ID, p) {
+			return kerr.TransactionAbortable.Code
+		}
+		return 0
+	}), nil
+}
+
+// AddOffsetsToTxn answers AddOffsetsToTxn (txn.Coordinator.AddOffsets) on
+// the id's shard. Errors: the shard's.
+func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) (*kmsg.AddOffsetsToTxnResponse, error) {
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if req.Group == "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, nil
+	}
+	err := c.txnDo(ctx, c.TxnShard(req.TransactionalID), func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+		var rec *txn.StateRecord
+		resp.ErrorCode, rec = tc.AddOffsets(now, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+		return one(rec), nil
+	})
+	return resp, err
+}
+
+// EndTxn answers EndTxn (txn.Coordinator.EndTxn) on the id's shard: once
+// the outcome is durable the transaction is completed (markers, then
+// CompleteCommit or CompleteAbort) and only then answered, so the
+// producer's next transaction never waits on this one; a completion that
+// fails is answered NONE all the same — the outcome is decided and
+// durable — and finished by the periodic check. Errors: the shard's.
+func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kmsg.EndTxnResponse, error) {
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	shard := c.TxnShard(req.TransactionalID)
+	var prepared *txn.StateRecord
+	err := c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+		resp.ErrorCode, prepared = tc.EndTxn(now, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+		return one(prepared), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if prepared != nil {
+		c.completeTxnLogged(ctx, shard, prepared)
+	}
+	return resp, nil
+}
+
+// TxnOffsetCommit answers TxnOffsetCommit: the transaction coordinator
+// checks the producer and that the group is in its open transaction
+// (txn.Coordinator.CheckOffsetCommit; for TxnOffsetCommit v5+ a group not
+// added is TRANSACTION_ABORTABLE, before it INVALID_TXN_STATE), then the
+// group's shard checks the member and writes the pending offsets (record
+// 107 with the producer id, group.Coordinator.CommitTxnOffsets), answered
+// once durable. Errors: the shards'.
+func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
+	var code int16
+	err := c.txnDo(ctx, c.TxnShard(req.TransactionalID), func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+		code = tc.CheckOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if code == kerr.InvalidTxnState.Code && req.Version >= 5 {
+		code = kerr.TransactionAbortable.Code
+	}
+	if code != 0 {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	var resp *kmsg.TxnOffsetCommitResponse
+	err = c.groupDo(ctx, c.GroupShard(req.Group), func(gc *group.Coordinator, now time.Time) ([]group.Record, func(error)) {
+		r, rec := gc.CommitTxnOffsets(now, req)
+		resp = r
+		if rec == nil {
+			return nil, nil
+		}
+		return []group.Record{rec}, nil
+	})
+	return resp, err
+}
+
+// completeTxnLogged completes a transaction and logs a failure, which the
+// periodic check retries.
+func (c *Coordinator) completeTxnLogged(ctx context.Context, shard int32, prepared *txn.StateRecord) {
+	if err := c.completeTxn(ctx, shard, prepared); err != nil && ctx.Err() == nil {
+		c.logger.Warn("coordinator: completing a transaction failed; retried by the next transaction check",
+			"shard", shard, "transactional_id", prepared.TransactionalID, "err", err)
+	}
+}
+
+// completeTxn writes the markers of a transaction whose outcome is
+// durable (prepared: its PrepareCommit or PrepareAbort state) and then its
+// completion. The markers are records 110 on the shard of each consumer
+// group in it, which commit or drop the producer's pending offsets;
+// writing one twice changes nothing, so completing a transaction twice
+// (EndTxn and the periodic check racing, or after a crash) is harmless.
+func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *txn.StateRecord) error {
+	commit := prepared.State == txn.PrepareCommit
+	for _, g := range prepared.Groups {
+		err := c.groupDo(ctx, c.GroupShard(g), func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
+			return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: prepared.ProducerID, ProducerEpoch: prepared.ProducerEpoch, Committed: commit}}, nil
+		})
+		if err != nil {
+			return fmt.Errorf("marker for group %q: %w", g, err)
+		}
+	}
+	return c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+		return one(tc.Complete(now, prepared.TransactionalID, prepared.ProducerID, prepared.ProducerEpoch, prepared.State)), nil
+	})
+}
+
+// runTxnCheck is the periodic transaction check of every shard this
+// sidecar hosts: abort the transactions whose timeout passed (fencing
+// their producers, Kafka's abortTimedOutTransactions) and complete every
+// transaction whose outcome is decided but not completed. Failures are
+// joined; the next check retries them.
+func (c *Coordinator) runTxnCheck(ctx context.Context) error {
+	var errs []error
+	for _, s := range c.shards {
+		if c.clustered() && !s.hosted() {
+			continue
+		}
+		var preparing []*txn.StateRecord
+		err := c.txnDo(ctx, s.id, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+			expired := tc.Expire(now)
+			for _, rec := range expired {
+				c.logger.Info("coordinator: aborting a transaction whose timeout passed",
+					"shard", s.id, "transactional_id", rec.TransactionalID, "producer_id", rec.ProducerID,
+					"timeout_ms", rec.TimeoutMs)
+			}
+			return expired, func(err error) {
+				if err == nil {
+					preparing = tc.Table().Preparing()
+				}
+			}
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", s.id, err))
+			continue
+		}
+		for _, rec := range preparing {
+			if err := c.completeTxn(ctx, s.id, rec); err != nil {
+				errs = append(errs, fmt.Errorf("shard %d: transactional id %q: %w", s.id, rec.TransactionalID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

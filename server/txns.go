@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Transactions is the transaction coordinator (the coordinator shards,
+// each hosting the transactional ids that hash to it: DESIGN
+// §Transactions). Each method takes one request (AddPartitionsToTxn: one
+// transaction of it) and returns its answer; an error means a shard could
+// not answer and is answered as the group APIs' (groupErrCode); an error
+// allocating a producer id carries the catalog's *kerr.Error. All are
+// safe for concurrent use.
+type Transactions interface {
+	InitTransactionalProducer(ctx context.Context, req *kmsg.InitProducerIDRequest) (*kmsg.InitProducerIDResponse, error)
+	AddPartitionsToTxn(ctx context.Context, t *kmsg.AddPartitionsToTxnRequestTransaction) (kmsg.AddPartitionsToTxnResponseTransaction, error)
+	AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) (*kmsg.AddOffsetsToTxnResponse, error)
+	EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kmsg.EndTxnResponse, error)
+	TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error)
+}
+
+// The transaction APIs' versions (SPEC §15). The versions that signal
+// transactions v2 (KIP-890 part 2: AddPartitionsToTxn v5, EndTxn v5,
+// TxnOffsetCommit v5) are not served, nor TxnOffsetCommit v6 (topic
+// ids), and ApiVersions announces no transaction.version feature, so
+// clients run transactions v1: AddPartitionsToTxn before producing to a
+// partition, an epoch bumped only by InitProducerId. They are advertised
+// only when Config.Transactions is set (New).
+var (
+	addPartitionsToTxnVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 24, MinVersion: 0, MaxVersion: 4}
+	addOffsetsToTxnVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 25, MinVersion: 0, MaxVersion: 4}
+	endTxnVersions             = kmsg.ApiVersionsResponseApiKey{ApiKey: 26, MinVersion: 0, MaxVersion: 4}
+	txnOffsetCommitVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 28, MinVersion: 0, MaxVersion: 4}
+)
+
+// txnKeys are the API keys that exist only with a transaction coordinator.
+var txnKeys = []int16{24, 25, 26, 28}
+
+// withoutTxns returns apis without the transaction APIs when drop is set:
+// without a transaction coordinator they do not exist.
+func withoutTxns(apis []kmsg.ApiVersionsResponseApiKey, drop bool) []kmsg.ApiVersionsResponseApiKey {
+	if !drop {
+		return apis
+	}
+	return slices.DeleteFunc(apis, func(a kmsg.ApiVersionsResponseApiKey) bool { return slices.Contains(txnKeys, a.ApiKey) })
+}
+
+// errNoTxns is the error of a transaction API without a coordinator (not
+// advertised then; the dispatcher refuses it first).
+var errNoTxns = errors.New("server: no transaction coordinator")
+
+// txnErrCode is the code a transaction request gets when the coordinator
+// could not answer it: a producer-id allocation's *kerr.Error, else as a
+// group request's.
+func txnErrCode(err error) int16 {
+	var kErr *kerr.Error
+	if errors.As(err, &kErr) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		return kErr.Code
+	}
+	return groupErrCode(err)
+}
+
+// initTransactionalProducer answers InitProducerId with a transactional
+// id through the transaction coordinator.
+func (s *Server) initTransactionalProducer(ctx context.Context, req *kmsg.InitProducerIDRequest) kmsg.Response {
+	resp, err := s.cfg.Transactions.InitTransactionalProducer(ctx, req)
+	if err != nil {
+		s.rl.Log(ctx, slog.LevelWarn, "txn-init", "InitProducerId: the transaction coordinator could not answer", slog.Any("err", err))
+		resp = req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = txnErrCode(err), -1, -1
+	}
+	return resp
+}
+
+// handleAddPartitionsToTxn answers AddPartitionsToTxn: v0–3 one
+// transaction (the producer's), v4+ a batch, each VerifyOnly or not
+// (KIP-890 part 1). A transaction a shard could not answer gets the
+// shard's code on every partition.
+func (s *Server) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	one := func(t *kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
+		var (
+			out kmsg.AddPartitionsToTxnResponseTransaction
+			err error = errNoTxns
+		)
+		if s.cfg.Transactions != nil {
+			out, err = s.cfg.Transactions.AddPartitionsToTxn(ctx, t)
+		}
+		if err != nil {
+			out = kmsg.AddPartitionsToTxnResponseTransaction{TransactionalID: t.TransactionalID}
+			for _, rt := range t.Topics {
+				ot := kmsg.AddPartitionsToTxnResponseTransactionTopic{Topic: rt.Topic}
+				for _, p := range rt.Partitions {
+					ot.Partitions = append(ot.Partitions, kmsg.AddPartitionsToTxnResponseTransactionTopicPartition{Partition: p, ErrorCode: txnErrCode(err)})
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+		}
+		return out
+	}
+	if req.Version >= 4 {
+		for i := range req.Transactions {
+			resp.Transactions = append(resp.Transactions, one(&req.Transactions[i]))
+		}
+		return resp
+	}
+	t := kmsg.AddPartitionsToTxnRequestTransaction{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
+	for _, rt := range req.Topics {
+		t.Topics = append(t.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+	}
+	for _, ot := range one(&t).Topics {
+		rt := kmsg.AddPartitionsToTxnResponseTopic{Topic: ot.Topic}
+		for _, p := range ot.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p.Partition, ErrorCode: p.ErrorCode})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// handleAddOffsetsToTxn answers AddOffsetsToTxn.
+func (s *Server) handleAddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+	var (
+		resp *kmsg.AddOffsetsToTxnResponse
+		err  error = errNoTxns
+	)
+	if s.cfg.Transactions != nil {
+		resp, err = s.cfg.Transactions.AddOffsetsToTxn(ctx, req)
+	}
+	if err != nil {
+		resp = req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.ErrorCode = txnErrCode(err)
+	}
+	return resp
+}
+
+// handleEndTxn answers EndTxn.
+func (s *Server) handleEndTxn(ctx context.Context, req *kmsg.EndTxnRequest) kmsg.Response {
+	var (
+		resp *kmsg.EndTxnResponse
+		err  error = errNoTxns
+	)
+	if s.cfg.Transactions != nil {
+		resp, err = s.cfg.Transactions.EndTxn(ctx, req)
+	}
+	if err != nil {
+		resp = req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = txnErrCode(err)
+	}
+	return resp
+}
+
+// handleTxnOffsetCommit answers TxnOffsetCommit (sent to the group's
+// coordinator, which asks the transactional id's).
+func (s *Server) handleTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	var (
+		resp *kmsg.TxnOffsetCommitResponse
+		err  error = errNoTxns
+	)
+	if s.cfg.Transactions != nil && s.cfg.Groups != nil {
+		resp, err = s.cfg.Transactions.TxnOffsetCommit(ctx, req)
+	}
+	if err != nil {
+		resp = req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: txnErrCode(err)})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	return resp
+}

@@ -1,0 +1,337 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Config configures a shard's transaction coordinator.
+type Config struct {
+	// MaxTimeoutMs is transaction.max.timeout.ms: the largest
+	// transaction.timeout.ms a producer may ask for; InitProducerId with a
+	// larger one (or one ≤ 0) gets INVALID_TRANSACTION_TIMEOUT. Default
+	// 900000 (15 min), Kafka's (SPEC §15).
+	MaxTimeoutMs int32
+}
+
+// DefaultMaxTimeoutMs is Kafka's default transaction.max.timeout.ms.
+const DefaultMaxTimeoutMs int32 = 900_000
+
+// Validate reports a config that cannot work.
+func (c Config) Validate() error {
+	if c.MaxTimeoutMs < 0 {
+		return fmt.Errorf("txn: transaction.max.timeout.ms %d must be ≥ 1", c.MaxTimeoutMs)
+	}
+	return nil
+}
+
+// Coordinator decides the transaction requests of one shard against its
+// Table. It does no IO and keeps no clock: every method takes now (ms
+// since the epoch) and returns the record 118 to write, which the caller
+// applies to the Table (Table.Apply) only once it is durable. Used only
+// by the shard's driver.
+type Coordinator struct {
+	cfg   Config
+	table *Table
+}
+
+// New returns a coordinator deciding against table (replayed from the
+// log). A zero MaxTimeoutMs means DefaultMaxTimeoutMs.
+func New(cfg Config, table *Table) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxTimeoutMs == 0 {
+		cfg.MaxTimeoutMs = DefaultMaxTimeoutMs
+	}
+	if table == nil {
+		return nil, errors.New("txn: nil table")
+	}
+	return &Coordinator{cfg: cfg, table: table}, nil
+}
+
+// Replace makes the coordinator decide against table (the shard rebuilt
+// its state from the log).
+func (c *Coordinator) Replace(table *Table) { c.table = table }
+
+// Table returns the table the coordinator decides against.
+func (c *Coordinator) Table() *Table { return c.table }
+
+// InitResult is InitProducerId's decision.
+type InitResult struct {
+	// Code is the answer's error code; ProducerID and ProducerEpoch the
+	// producer's (−1 on an error).
+	Code          int16
+	ProducerID    int64
+	ProducerEpoch int16
+	// Record is the record 118 to write before answering, or nil.
+	Record *StateRecord
+	// NeedProducerID: the decision needs a fresh producer id (a new
+	// transactional id, or an exhausted epoch) and none was given; call
+	// again with one. Nothing else is set.
+	NeedProducerID bool
+}
+
+// InitProducerID decides InitProducerId for transactional id id with
+// transaction.timeout.ms timeoutMs and (v3+, KIP-360) the producer id and
+// epoch the producer holds (−1, −1: none); freshPID is a never-used
+// producer id the caller allocated, or −1 (SPEC §15):
+//
+//   - timeoutMs ≤ 0 or > transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT;
+//   - a new id: freshPID with epoch 0, state Empty;
+//   - an expected producer id that is neither the id's nor (with an
+//     exhausted epoch) its previous one: PRODUCER_FENCED;
+//   - PrepareCommit, PrepareAbort: CONCURRENT_TRANSACTIONS (retriable);
+//   - Ongoing: the open transaction is aborted with the epoch bumped
+//     (PrepareAbort; the caller completes it) and the answer is
+//     CONCURRENT_TRANSACTIONS, which the producer retries;
+//   - otherwise the epoch is bumped (a fresh producer id with epoch 0 once
+//     it is exhausted) and the state is Empty: every older producer of the
+//     id is fenced. With an expected epoch, a retry after a lost answer
+//     (the expected epoch is the previous one) gets the current epoch
+//     without a bump; another expected epoch than the current one gets
+//     PRODUCER_FENCED.
+func (c *Coordinator) InitProducerID(now int64, id string, timeoutMs int32, expPID int64, expEpoch int16, freshPID int64) InitResult {
+	fail := func(e *kerr.Error) InitResult { return InitResult{Code: e.Code, ProducerID: -1, ProducerEpoch: -1} }
+	if timeoutMs <= 0 || timeoutMs > c.cfg.MaxTimeoutMs {
+		return fail(kerr.InvalidTransactionTimeout)
+	}
+	cur, ok := c.table.ids[id]
+	if !ok {
+		if freshPID < 0 {
+			return InitResult{NeedProducerID: true}
+		}
+		rec := &StateRecord{
+			TransactionalID: id, ProducerID: freshPID, ProducerEpoch: 0,
+			LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: timeoutMs,
+			State: Empty, StartTimestamp: -1, UpdateTimestamp: now,
+		}
+		return InitResult{ProducerID: freshPID, ProducerEpoch: 0, Record: rec}
+	}
+	expected := expPID >= 0
+	if expected && expPID != cur.ProducerID && (expPID != cur.LastProducerID || !exhausted(expEpoch)) {
+		return fail(kerr.ProducerFenced)
+	}
+	switch cur.State {
+	case PrepareCommit, PrepareAbort:
+		return fail(kerr.ConcurrentTransactions)
+	case Ongoing:
+		rec := c.fence(now, cur)
+		return InitResult{Code: kerr.ConcurrentTransactions.Code, ProducerID: -1, ProducerEpoch: -1, Record: rec}
+	}
+	rec := cur.clone()
+	rec.State, rec.StartTimestamp, rec.UpdateTimestamp, rec.TimeoutMs = Empty, -1, now, timeoutMs
+	rec.Topics, rec.Groups = nil, nil
+	bump := true
+	switch {
+	case !expected:
+		rec.LastProducerEpoch = -1
+	case expPID == cur.ProducerID && expEpoch == cur.ProducerEpoch:
+		rec.LastProducerEpoch = cur.ProducerEpoch
+	case expPID == cur.ProducerID && cur.LastProducerEpoch >= 0 && expEpoch == cur.LastProducerEpoch,
+		expPID == cur.LastProducerID:
+		// A retry whose answer was lost: the current producer again.
+		bump = false
+	default:
+		return fail(kerr.ProducerFenced)
+	}
+	if bump {
+		if exhausted(cur.ProducerEpoch) {
+			if freshPID < 0 {
+				return InitResult{NeedProducerID: true}
+			}
+			rec.LastProducerID, rec.LastProducerEpoch = cur.ProducerID, cur.ProducerEpoch
+			rec.ProducerID, rec.ProducerEpoch = freshPID, 0
+		} else {
+			rec.ProducerEpoch++
+		}
+	}
+	return InitResult{ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch, Record: rec}
+}
+
+// fence returns cur's open transaction aborted by the coordinator: the
+// epoch bumped (unless exhausted), so the producer holding it is fenced,
+// the previous epoch kept (KIP-588), PrepareAbort.
+func (c *Coordinator) fence(now int64, cur *StateRecord) *StateRecord {
+	rec := cur.clone()
+	rec.LastProducerEpoch = cur.ProducerEpoch
+	if !exhausted(cur.ProducerEpoch) {
+		rec.ProducerEpoch++
+	}
+	rec.State, rec.UpdateTimestamp = PrepareAbort, now
+	return rec
+}
+
+// check is the producer check every request after InitProducerId makes:
+// an unknown id or another producer id is INVALID_PRODUCER_ID_MAPPING,
+// another epoch PRODUCER_FENCED.
+func (c *Coordinator) check(id string, pid int64, epoch int16) (*StateRecord, *kerr.Error) {
+	cur, ok := c.table.ids[id]
+	switch {
+	case !ok || cur.ProducerID != pid:
+		return nil, kerr.InvalidProducerIDMapping
+	case cur.ProducerEpoch != epoch:
+		return cur, kerr.ProducerFenced
+	}
+	return cur, nil
+}
+
+// AddPartitions decides AddPartitionsToTxn (v0–3, and v4+ without
+// VerifyOnly) for the partitions of topics, which the caller found in the
+// catalog: INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (check);
+// CONCURRENT_TRANSACTIONS while a previous transaction's markers are
+// being written (Prepare*); otherwise the transaction is Ongoing (its
+// timeout counting from now if it was not) with the partitions added —
+// no record when it already held them all. Code 0 on success.
+func (c *Coordinator) AddPartitions(now int64, id string, pid int64, epoch int16, topics []Topic) (int16, *StateRecord) {
+	cur, err := c.check(id, pid, epoch)
+	if err != nil {
+		return err.Code, nil
+	}
+	if cur.State.preparing() {
+		return kerr.ConcurrentTransactions.Code, nil
+	}
+	rec := cur.clone()
+	changed := rec.addTopics(topics)
+	if cur.State == Ongoing && !changed {
+		return 0, nil
+	}
+	c.begin(now, cur, rec)
+	return 0, rec
+}
+
+// begin makes rec (cur's next state) Ongoing, starting its timeout at now
+// unless cur was already Ongoing.
+func (c *Coordinator) begin(now int64, cur, rec *StateRecord) {
+	if cur.State != Ongoing {
+		// Empty and Complete* hold no partitions or groups (InitProducerID
+		// and Complete cleared them): rec holds only what was added now.
+		rec.StartTimestamp = now
+	}
+	rec.State, rec.UpdateTimestamp = Ongoing, now
+}
+
+// AddOffsets decides AddOffsetsToTxn for consumer group group: as
+// AddPartitions, the group taking the place of its offsets partition.
+func (c *Coordinator) AddOffsets(now int64, id string, pid int64, epoch int16, group string) (int16, *StateRecord) {
+	cur, err := c.check(id, pid, epoch)
+	if err != nil {
+		return err.Code, nil
+	}
+	if cur.State.preparing() {
+		return kerr.ConcurrentTransactions.Code, nil
+	}
+	if cur.State == Ongoing && cur.HasGroup(group) {
+		return 0, nil
+	}
+	rec := cur.clone()
+	if i, ok := slices.BinarySearch(rec.Groups, group); !ok {
+		rec.Groups = slices.Insert(rec.Groups, i, group)
+	}
+	c.begin(now, cur, rec)
+	return 0, rec
+}
+
+// Verify decides the KIP-890 verification of AddPartitionsToTxn v4+ with
+// VerifyOnly: the producer check (INVALID_PRODUCER_ID_MAPPING,
+// PRODUCER_FENCED) as a code for every partition, else the state, whose
+// Contains says which partitions are in the open transaction (the others
+// get TRANSACTION_ABORTABLE from the caller, as Kafka 4.4 answers, SPEC
+// §15). Nothing is written.
+func (c *Coordinator) Verify(id string, pid int64, epoch int16) (*StateRecord, int16) {
+	cur, err := c.check(id, pid, epoch)
+	if err != nil {
+		return nil, err.Code
+	}
+	if cur.State != Ongoing {
+		return &StateRecord{TransactionalID: id}, 0
+	}
+	return cur, 0
+}
+
+// CheckOffsetCommit decides whether TxnOffsetCommit of (pid, epoch) for
+// group may go ahead: the producer check, and the group added to the
+// open transaction (AddOffsetsToTxn) — else INVALID_TXN_STATE (the
+// group coordinator's verification, KIP-890). Code 0: go ahead.
+func (c *Coordinator) CheckOffsetCommit(id string, pid int64, epoch int16, group string) int16 {
+	cur, err := c.check(id, pid, epoch)
+	if err != nil {
+		return err.Code
+	}
+	if cur.State != Ongoing || !cur.HasGroup(group) {
+		return kerr.InvalidTxnState.Code
+	}
+	return 0
+}
+
+// EndTxn decides EndTxn (commit or abort): the producer check; Ongoing
+// becomes PrepareCommit or PrepareAbort, which the caller completes
+// (markers, then Complete); a retry of the outcome already decided is
+// answered NONE when complete and CONCURRENT_TRANSACTIONS while its
+// markers are written; the other outcome, and a transaction never begun
+// (Empty), INVALID_TXN_STATE.
+func (c *Coordinator) EndTxn(now int64, id string, pid int64, epoch int16, commit bool) (int16, *StateRecord) {
+	cur, err := c.check(id, pid, epoch)
+	if err != nil {
+		return err.Code, nil
+	}
+	want := map[bool]State{true: CompleteCommit, false: CompleteAbort}[commit]
+	prep := map[bool]State{true: PrepareCommit, false: PrepareAbort}[commit]
+	switch cur.State {
+	case Ongoing:
+		rec := cur.clone()
+		rec.State, rec.UpdateTimestamp = prep, now
+		return 0, rec
+	case want:
+		return 0, nil
+	case prep:
+		return kerr.ConcurrentTransactions.Code, nil
+	}
+	return kerr.InvalidTxnState.Code, nil
+}
+
+// Complete returns the record completing the transaction of id that was
+// in state prep (PrepareCommit or PrepareAbort) with producer (pid,
+// epoch), once every marker of it was written: CompleteCommit or
+// CompleteAbort, partitions and groups cleared. Nil when the id has moved
+// on (another call completed it).
+func (c *Coordinator) Complete(now int64, id string, pid int64, epoch int16, prep State) *StateRecord {
+	cur, ok := c.table.ids[id]
+	if !ok || cur.ProducerID != pid || cur.ProducerEpoch != epoch || cur.State != prep || !prep.preparing() {
+		return nil
+	}
+	rec := cur.clone()
+	rec.State = CompleteCommit
+	if prep == PrepareAbort {
+		rec.State = CompleteAbort
+	}
+	rec.Topics, rec.Groups, rec.StartTimestamp, rec.UpdateTimestamp = nil, nil, -1, now
+	return rec
+}
+
+// Expire returns the records aborting every Ongoing transaction whose
+// timeout passed by now (started at StartTimestamp, TimeoutMs long): each
+// fenced (epoch bumped) and PrepareAbort, for the caller to complete
+// (Kafka's abortTimedOutTransactions).
+func (c *Coordinator) Expire(now int64) []*StateRecord {
+	var out []*StateRecord
+	for _, id := range sortedIDs(c.table) {
+		cur := c.table.ids[id]
+		if cur.State == Ongoing && cur.StartTimestamp+int64(cur.TimeoutMs) <= now {
+			out = append(out, c.fence(now, cur))
+		}
+	}
+	return out
+}
+
+func sortedIDs(t *Table) []string {
+	ids := make([]string, 0, len(t.ids))
+	for id := range t.ids {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,122 @@
+package txn
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func sampleRecord() *StateRecord {
+	return &StateRecord{
+		TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 3, LastProducerID: -1, LastProducerEpoch: 2,
+		TimeoutMs: 60000, State: Ongoing, StartTimestamp: 1000, UpdateTimestamp: 1005,
+		Topics: []Topic{{TopicID: [16]byte{1}, Name: "a", Partitions: []int32{0, 2}}, {TopicID: [16]byte{2}, Name: "b", Partitions: []int32{1}}},
+		Groups: []string{"g1", "g2"},
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, rec := range []*StateRecord{sampleRecord(), {TransactionalID: "x", ProducerID: 0, LastProducerID: -1, LastProducerEpoch: -1, TimeoutMs: 1, StartTimestamp: -1, Topics: []Topic{}, Groups: []string{}}} {
+		b := AppendRecord(nil, rec)
+		got, err := DecodeRecord(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, rec) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, rec)
+		}
+		if !bytes.Equal(AppendRecord(nil, got), b) {
+			t.Fatal("re-encoding differs")
+		}
+	}
+}
+
+func TestRecordCorruption(t *testing.T) {
+	good := AppendRecord(nil, sampleRecord())
+	mutate := func(f func(r *StateRecord)) []byte {
+		r := sampleRecord()
+		f(r)
+		return AppendRecord(nil, r)
+	}
+	for name, b := range map[string][]byte{
+		"empty":              nil,
+		"truncated":          good[:len(good)-1],
+		"trailing":           append(append([]byte(nil), good...), 0),
+		"frame version":      append([]byte{2}, good[1:]...),
+		"other key":          append([]byte{1, 117}, good[2:]...),
+		"record version":     append([]byte{1, 118, 1}, good[3:]...),
+		"empty id":           mutate(func(r *StateRecord) { r.TransactionalID = "" }),
+		"state out of range": mutate(func(r *StateRecord) { r.State = 9 }),
+		"negative pid":       mutate(func(r *StateRecord) { r.ProducerID = -1 }),
+		"topics unsorted":    mutate(func(r *StateRecord) { r.Topics[0], r.Topics[1] = r.Topics[1], r.Topics[0] }),
+		"partitions repeat":  mutate(func(r *StateRecord) { r.Topics[0].Partitions = []int32{2, 2} }),
+		"groups unsorted":    mutate(func(r *StateRecord) { r.Groups = []string{"b", "a"} }),
+	} {
+		if _, err := DecodeRecord(b); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("%s: %v, want ErrBadRecord", name, err)
+		}
+	}
+	for i := range good {
+		if _, err := DecodeRecord(good[:i]); !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("prefix of %d bytes: %v", i, err)
+		}
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	tb := NewTable()
+	r1 := sampleRecord()
+	r2 := sampleRecord()
+	r2.TransactionalID, r2.State, r2.Topics, r2.Groups = "tx-0", CompleteCommit, []Topic{}, []string{}
+	tb.Apply(r1)
+	tb.Apply(r2)
+	b := tb.AppendSnapshot(nil)
+	got, rest, err := DecodeSnapshot(append(b, 9, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rest, []byte{9, 9}) {
+		t.Fatalf("rest %v", rest)
+	}
+	if !reflect.DeepEqual(got.ids, tb.ids) {
+		t.Fatalf("snapshot round trip differs")
+	}
+	if !bytes.Equal(got.AppendSnapshot(nil), b) {
+		t.Fatal("re-encoding differs")
+	}
+	for i := range b {
+		if _, _, err := DecodeSnapshot(b[:i]); !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("prefix of %d bytes: %v", i, err)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(AppendRecord(nil, sampleRecord()))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := DecodeRecord(b)
+		if err != nil {
+			return
+		}
+		again, err := DecodeRecord(AppendRecord(nil, rec))
+		if err != nil || !reflect.DeepEqual(again, rec) {
+			t.Fatalf("a decoded record does not round-trip: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	tb := NewTable()
+	tb.Apply(sampleRecord())
+	f.Add(tb.AppendSnapshot(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, _, err := DecodeSnapshot(b)
+		if err != nil {
+			return
+		}
+		if _, _, err := DecodeSnapshot(got.AppendSnapshot(nil)); err != nil {
+			t.Fatalf("a decoded snapshot does not decode again: %v", err)
+		}
+	})
+}

@@ -1,0 +1,161 @@
+package txn
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// Table is the state of the transactional ids of one shard: for each, the
+// last record 118 applied. It is a pure function of the records applied
+// (Apply) and of its snapshot section (AppendSnapshot, DecodeSnapshot).
+// Not safe for concurrent use: the shard's driver changes it, readers
+// hold the shard's lock.
+type Table struct {
+	ids map[string]*StateRecord
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table { return &Table{ids: make(map[string]*StateRecord)} }
+
+// Apply applies one durable record 118: it becomes the id's state. rec
+// must not be changed afterwards.
+func (t *Table) Apply(rec *StateRecord) { t.ids[rec.TransactionalID] = rec }
+
+// Get returns the state of transactional id id; the caller must not
+// change it.
+func (t *Table) Get(id string) (*StateRecord, bool) {
+	r, ok := t.ids[id]
+	return r, ok
+}
+
+// Len returns the number of transactional ids.
+func (t *Table) Len() int { return len(t.ids) }
+
+// Empty reports whether the table holds no transactional id.
+func (t *Table) Empty() bool { return len(t.ids) == 0 }
+
+// Preparing returns the transactions whose outcome is decided and whose
+// markers are not all written (PrepareCommit, PrepareAbort), by id.
+func (t *Table) Preparing() []*StateRecord {
+	var out []*StateRecord
+	for _, id := range slices.Sorted(maps.Keys(t.ids)) {
+		if r := t.ids[id]; r.State.preparing() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AppendSnapshot appends the table's snapshot section: uvarint section
+// version 1, then a compact array of record-118 field sets by
+// transactional id ascending, then an empty tagged-field section
+// (docs/format/metadata-records.md §Transactions in snapshots). Equal
+// tables have equal bytes.
+func (t *Table) AppendSnapshot(dst []byte) []byte {
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendCompactArrayLen(dst, len(t.ids))
+	for _, id := range slices.Sorted(maps.Keys(t.ids)) {
+		dst = t.ids[id].appendFields(dst)
+	}
+	return kbin.AppendUvarint(dst, 0)
+}
+
+// DecodeSnapshot decodes a section AppendSnapshot wrote and returns the
+// table and the bytes after the section. Errors wrap ErrBadRecord: a
+// truncated section, another version, a malformed entry, ids out of order
+// or repeated.
+func DecodeSnapshot(b []byte) (*Table, []byte, error) {
+	r := kbin.Reader{Src: b}
+	if v := r.Uvarint(); !r.Ok() || v != 1 {
+		return nil, nil, fmt.Errorf("%w: transactions snapshot section version %d, want 1", ErrBadRecord, v)
+	}
+	n, err := readArrayLen(&r, 30)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: transactions snapshot: %v", ErrBadRecord, err)
+	}
+	t := NewTable()
+	last := ""
+	for i := range n {
+		rec := new(StateRecord)
+		if err := rec.readFields(&r); err != nil {
+			return nil, nil, fmt.Errorf("%w: transactions snapshot entry %d: %v", ErrBadRecord, i, err)
+		}
+		if i > 0 && rec.TransactionalID <= last {
+			return nil, nil, fmt.Errorf("%w: transactions snapshot: ids out of order", ErrBadRecord)
+		}
+		last = rec.TransactionalID
+		t.ids[rec.TransactionalID] = rec
+	}
+	skipTags(&r)
+	if !r.Ok() {
+		return nil, nil, fmt.Errorf("%w: transactions snapshot: truncated", ErrBadRecord)
+	}
+	return t, r.Src, nil
+}
+
+// exhausted reports whether a producer epoch can no longer be bumped
+// (Kafka's TransactionMetadata.isEpochExhausted: epoch ≥ 32766).
+func exhausted(epoch int16) bool { return epoch >= math.MaxInt16-1 }
+
+// clone returns a copy of r whose slices may be changed.
+func (r *StateRecord) clone() *StateRecord {
+	c := *r
+	c.Topics = make([]Topic, len(r.Topics))
+	for i, t := range r.Topics {
+		t.Partitions = slices.Clone(t.Partitions)
+		c.Topics[i] = t
+	}
+	c.Groups = slices.Clone(r.Groups)
+	return &c
+}
+
+// Contains reports whether partition p of topic id is in r's transaction.
+func (r *StateRecord) Contains(id [16]byte, p int32) bool {
+	i, ok := slices.BinarySearchFunc(r.Topics, id, func(t Topic, id [16]byte) int { return compareID(t.TopicID, id) })
+	if !ok {
+		return false
+	}
+	_, ok = slices.BinarySearch(r.Topics[i].Partitions, p)
+	return ok
+}
+
+// HasGroup reports whether consumer group g is in r's transaction.
+func (r *StateRecord) HasGroup(g string) bool {
+	_, ok := slices.BinarySearch(r.Groups, g)
+	return ok
+}
+
+func compareID(a, b [16]byte) int {
+	switch sa, sb := string(a[:]), string(b[:]); {
+	case sa < sb:
+		return -1
+	case sa > sb:
+		return 1
+	}
+	return 0
+}
+
+// addTopics adds the partitions of add to r's, keeping the order, and
+// reports whether any was new.
+func (r *StateRecord) addTopics(add []Topic) bool {
+	changed := false
+	for _, a := range add {
+		i, ok := slices.BinarySearchFunc(r.Topics, a.TopicID, func(t Topic, id [16]byte) int { return compareID(t.TopicID, id) })
+		if !ok {
+			r.Topics = slices.Insert(r.Topics, i, Topic{TopicID: a.TopicID, Name: a.Name})
+		}
+		t := &r.Topics[i]
+		for _, p := range a.Partitions {
+			j, ok := slices.BinarySearch(t.Partitions, p)
+			if !ok {
+				t.Partitions = slices.Insert(t.Partitions, j, p)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
