@@ -22,6 +22,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore"
+	"github.com/diskless-sidecar/sidecar/txn"
 	"github.com/magiconair/properties"
 )
 
@@ -214,14 +215,20 @@ func inspectShard(dir string, withRecords bool) (*metaShard, error) {
 }
 
 // decodeMetaRecord decodes a record body, the partition coordinator's
-// (package records) or the consumer groups' (107 … 110 and 113, package
-// group), and names its type.
+// (package records), the consumer groups' (107 … 110 and 113, package
+// group) or the transaction coordinator's (118, package txn), and names
+// its type.
 func decodeMetaRecord(body []byte) (any, string, error) {
 	kr := kbin.Reader{Src: body}
 	kr.Uvarint()
-	if key := kr.Uvarint(); kr.Ok() && key <= math.MaxInt16 && group.IsRecordKey(int16(key)) {
+	key := kr.Uvarint()
+	if kr.Ok() && key <= math.MaxInt16 && group.IsRecordKey(int16(key)) {
 		rec, err := group.DecodeRecord(body)
 		return rec, strings.TrimPrefix(fmt.Sprintf("%T", rec), "*group."), err
+	}
+	if kr.Ok() && key <= math.MaxInt16 && txn.IsRecordKey(int16(key)) {
+		rec, err := txn.DecodeRecord(body)
+		return rec, "TxnStateRecord", err
 	}
 	rec, err := records.Decode(body)
 	return rec, strings.TrimPrefix(fmt.Sprintf("%T", rec), "*records."), err
