@@ -271,8 +271,9 @@ func (c *Coordinator) CheckOffsetCommit(id string, pid int64, epoch int16, group
 // becomes PrepareCommit or PrepareAbort, which the caller completes
 // (markers, then Complete); a retry of the outcome already decided is
 // answered NONE when complete and CONCURRENT_TRANSACTIONS while its
-// markers are written; the other outcome, and a transaction never begun
-// (Empty), INVALID_TXN_STATE.
+// markers are written; the other outcome INVALID_TXN_STATE. With no
+// transaction begun (Empty) a commit is INVALID_TXN_STATE and an abort
+// NONE, nothing written (Kafka 4.4 observed, SPEC §15).
 func (c *Coordinator) EndTxn(now int64, id string, pid int64, epoch int16, commit bool) (int16, *StateRecord) {
 	cur, err := c.check(id, pid, epoch)
 	if err != nil {
@@ -289,6 +290,10 @@ func (c *Coordinator) EndTxn(now int64, id string, pid int64, epoch int16, commi
 		return 0, nil
 	case prep:
 		return kerr.ConcurrentTransactions.Code, nil
+	case Empty:
+		if !commit {
+			return 0, nil
+		}
 	}
 	return kerr.InvalidTxnState.Code, nil
 }

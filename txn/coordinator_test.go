@@ -97,7 +97,10 @@ func TestTransactionLifecycle(t *testing.T) {
 	pid, ep := r.ProducerID, r.ProducerEpoch
 
 	if code, _ := c.EndTxn(1, "tx", pid, ep, true); code != kerr.InvalidTxnState.Code {
-		t.Fatalf("EndTxn of Empty: %d", code)
+		t.Fatalf("EndTxn commit of Empty: %d", code)
+	}
+	if code, rec := c.EndTxn(1, "tx", pid, ep, false); code != 0 || rec != nil {
+		t.Fatalf("EndTxn abort of Empty: %d %+v, want NONE and no record", code, rec)
 	}
 	for _, tc := range []struct {
 		name string
