@@ -93,6 +93,7 @@ func (c *Coordinator) startBackground() {
 	c.bg.cancel = cancel
 	c.every(ctx, c.cfg.RetentionCheckInterval, "retention check", c.runRetention)
 	c.every(ctx, c.cfg.TxnAbortCheckInterval, "transaction check", c.runTxnCheck)
+	c.every(ctx, c.cfg.TxnIDExpirationCheckInterval, "transactional id expiry", c.runTxnIDExpiry)
 	if c.cfg.LifecycleInterval > 0 {
 		c.bg.wg.Go(func() { c.lifecycleLoop(ctx) })
 	}

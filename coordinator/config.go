@@ -54,6 +54,9 @@ const (
 	// DefaultTxnAbortCheckInterval is Kafka's
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms.
 	DefaultTxnAbortCheckInterval = 10 * time.Second
+	// DefaultTxnIDExpirationCheckInterval is Kafka's
+	// transaction.remove.expired.transaction.cleanup.interval.ms.
+	DefaultTxnIDExpirationCheckInterval = time.Hour
 	// DefaultOffsetsRetentionCheckInterval is Kafka's
 	// offsets.retention.check.interval.ms default: 10 minutes.
 	DefaultOffsetsRetentionCheckInterval = group.DefaultOffsetsRetentionCheck
@@ -245,6 +248,13 @@ type Config struct {
 	// or a failed write). 0 selects DefaultTxnAbortCheckInterval (Kafka's
 	// 10 s); negative disables it.
 	TxnAbortCheckInterval time.Duration
+	// TxnIDExpirationCheckInterval is
+	// transaction.remove.expired.transaction.cleanup.interval.ms: how
+	// often each shard removes the transactional ids idle for
+	// transactional.id.expiration.ms (Txns.IDExpirationMs). 0 selects
+	// DefaultTxnIDExpirationCheckInterval (Kafka's 1 h); negative
+	// disables it.
+	TxnIDExpirationCheckInterval time.Duration
 
 	// OpenFollower, when set, makes this coordinator one sidecar of a
 	// cluster (DESIGN §Shard placement): Open hosts no shard but follows
@@ -363,6 +373,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TxnAbortCheckInterval == 0 {
 		c.TxnAbortCheckInterval = DefaultTxnAbortCheckInterval
+	}
+	if c.TxnIDExpirationCheckInterval == 0 {
+		c.TxnIDExpirationCheckInterval = DefaultTxnIDExpirationCheckInterval
 	}
 	if c.LifecycleInterval == 0 {
 		c.LifecycleInterval = DefaultLifecycleInterval

@@ -335,3 +335,23 @@ func (c *Coordinator) runTxnCheck(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// runTxnIDExpiry removes, on every shard this sidecar hosts, the
+// transactional ids with no open transaction that were idle for
+// transactional.id.expiration.ms (txn.Coordinator.ExpireIDs: records 118
+// in state Dead). Failures are joined; the next pass retries.
+func (c *Coordinator) runTxnIDExpiry(ctx context.Context) error {
+	var errs []error
+	for _, s := range c.shards {
+		if c.clustered() && !s.hosted() {
+			continue
+		}
+		err := c.txnDo(ctx, s.id, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+			return tc.ExpireIDs(now), nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", s.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}

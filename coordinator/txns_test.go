@@ -268,3 +268,33 @@ func TestTxnPreparedCompletedAfterRestart(t *testing.T) {
 		t.Fatalf("committed %d, want 3", got)
 	}
 }
+
+// TestTxnIDExpiry: an idle transactional id is removed after
+// transactional.id.expiration.ms, durably (gone after a restart); one with
+// an open transaction is kept.
+func TestTxnIDExpiry(t *testing.T) {
+	e := newEnv(t, 2, func(c *Config) {
+		c.TxnAbortCheckInterval, c.TxnIDExpirationCheckInterval = -1, -1
+		c.Txns.IDExpirationMs = 60_000
+	})
+	e.createTopic("t", 1, nil)
+	e.initTxn("idle", 10_000, -1, -1)
+	r := e.initTxn("open", 120_000, -1, -1)
+	e.clock.Advance(30 * time.Second)
+	want(t, "add offsets", e.addOffsets("open", r.ProducerID, r.ProducerEpoch, "g"), nil)
+	e.clock.Advance(30 * time.Second)
+	if err := e.c.runTxnIDExpiry(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	s := e.c.shards[e.c.TxnShard("idle")]
+	s.mu.RLock()
+	_, ok := s.mu.st.txns.Get("idle")
+	s.mu.RUnlock()
+	if ok {
+		t.Fatal("the idle id survived its expiry")
+	}
+	if st := e.txnState("open"); st.State != txn.Ongoing {
+		t.Fatalf("the open transaction's id: %v", st.State)
+	}
+}

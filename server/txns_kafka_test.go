@@ -158,7 +158,9 @@ func txnSequence(ctx context.Context, t *testing.T, cl *kgo.Client) []string {
 		}
 		// Kafka answers the partitions in no particular order.
 		ps := slices.Clone(r.Transactions[0].Topics[0].Partitions)
-		slices.SortFunc(ps, func(a, b kmsg.AddPartitionsToTxnResponseTransactionTopicPartition) int { return int(a.Partition - b.Partition) })
+		slices.SortFunc(ps, func(a, b kmsg.AddPartitionsToTxnResponseTransactionTopicPartition) int {
+			return int(a.Partition - b.Partition)
+		})
 		codes := []int16{r.ErrorCode}
 		for _, p := range ps {
 			codes = append(codes, p.ErrorCode)

@@ -15,15 +15,26 @@ type Config struct {
 	// larger one (or one ≤ 0) gets INVALID_TRANSACTION_TIMEOUT. Default
 	// 900000 (15 min), Kafka's (SPEC §15).
 	MaxTimeoutMs int32
+	// IDExpirationMs is transactional.id.expiration.ms: a transactional
+	// id with no open transaction whose state has not changed for this
+	// long is removed (ExpireIDs). Default 604800000 (7 days), Kafka's.
+	IDExpirationMs int64
 }
 
-// DefaultMaxTimeoutMs is Kafka's default transaction.max.timeout.ms.
-const DefaultMaxTimeoutMs int32 = 900_000
+// Kafka's defaults of transaction.max.timeout.ms and
+// transactional.id.expiration.ms.
+const (
+	DefaultMaxTimeoutMs   int32 = 900_000
+	DefaultIDExpirationMs int64 = 7 * 24 * 3600 * 1000
+)
 
 // Validate reports a config that cannot work.
 func (c Config) Validate() error {
 	if c.MaxTimeoutMs < 0 {
 		return fmt.Errorf("txn: transaction.max.timeout.ms %d must be ≥ 1", c.MaxTimeoutMs)
+	}
+	if c.IDExpirationMs < 0 {
+		return fmt.Errorf("txn: transactional.id.expiration.ms %d must be ≥ 1", c.IDExpirationMs)
 	}
 	return nil
 }
@@ -46,6 +57,9 @@ func New(cfg Config, table *Table) (*Coordinator, error) {
 	}
 	if cfg.MaxTimeoutMs == 0 {
 		cfg.MaxTimeoutMs = DefaultMaxTimeoutMs
+	}
+	if cfg.IDExpirationMs == 0 {
+		cfg.IDExpirationMs = DefaultIDExpirationMs
 	}
 	if table == nil {
 		return nil, errors.New("txn: nil table")
@@ -327,6 +341,28 @@ func (c *Coordinator) Expire(now int64) []*StateRecord {
 		cur := c.table.ids[id]
 		if cur.State == Ongoing && cur.StartTimestamp+int64(cur.TimeoutMs) <= now {
 			out = append(out, c.fence(now, cur))
+		}
+	}
+	return out
+}
+
+// ExpireIDs returns the records removing every transactional id with no
+// open transaction (Empty, CompleteCommit, CompleteAbort) whose state
+// has not changed for transactional.id.expiration.ms by now: state Dead
+// (Kafka's removal of expired transactional ids). A producer of a removed
+// id gets INVALID_PRODUCER_ID_MAPPING, and its next InitProducerId a
+// fresh producer id.
+func (c *Coordinator) ExpireIDs(now int64) []*StateRecord {
+	var out []*StateRecord
+	for _, id := range sortedIDs(c.table) {
+		cur := c.table.ids[id]
+		switch cur.State {
+		case Empty, CompleteCommit, CompleteAbort:
+			if cur.UpdateTimestamp+c.cfg.IDExpirationMs <= now {
+				rec := cur.clone()
+				rec.State, rec.UpdateTimestamp = Dead, now
+				out = append(out, rec)
+			}
 		}
 	}
 	return out

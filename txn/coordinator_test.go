@@ -235,3 +235,32 @@ func TestFencingAndExpiry(t *testing.T) {
 		t.Fatalf("retried init: %+v", r)
 	}
 }
+
+func TestExpireIDs(t *testing.T) {
+	tb := NewTable()
+	c, err := New(Config{MaxTimeoutMs: 60_000, IDExpirationMs: 1000}, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, tb, c.InitProducerID(0, "idle", 1000, -1, -1, 1).Record)
+	apply(t, tb, c.InitProducerID(0, "open", 1000, -1, -1, 2).Record)
+	_, rec := c.AddOffsets(500, "open", 2, 0, "g")
+	apply(t, tb, rec)
+	if recs := c.ExpireIDs(999); len(recs) != 0 {
+		t.Fatalf("expired early: %+v", recs)
+	}
+	recs := c.ExpireIDs(1000)
+	if len(recs) != 1 || recs[0].TransactionalID != "idle" || recs[0].State != Dead {
+		t.Fatalf("ExpireIDs: %+v (an open transaction's id is never removed)", recs)
+	}
+	apply(t, tb, recs[0])
+	if _, ok := tb.Get("idle"); ok || tb.Len() != 1 {
+		t.Fatal("the expired id is still there")
+	}
+	if got, _ := c.EndTxn(1001, "idle", 1, 0, true); got != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("EndTxn of a removed id: %d", got)
+	}
+	if r := c.InitProducerID(1001, "idle", 1000, -1, -1, 3); r.Code != 0 || r.ProducerID != 3 || r.ProducerEpoch != 0 {
+		t.Fatalf("InitProducerId of a removed id: %+v", r)
+	}
+}

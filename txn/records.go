@@ -24,7 +24,8 @@ func IsRecordKey(key int16) bool { return key == KeyTxnState }
 
 // State is a transaction's state, numbered as Kafka's TransactionState
 // (KIP-98): Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3,
-// CompleteCommit 4, CompleteAbort 5.
+// CompleteCommit 4, CompleteAbort 5, Dead 6 (the id expired: a record in
+// this state removes it).
 type State int8
 
 // The states of a transactional id.
@@ -35,9 +36,10 @@ const (
 	PrepareAbort
 	CompleteCommit
 	CompleteAbort
+	Dead
 )
 
-var stateNames = [...]string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"}
+var stateNames = [...]string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead"}
 
 func (s State) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
@@ -182,7 +184,7 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 	if !r.Ok() {
 		return errTruncated
 	}
-	if rec.State < Empty || rec.State > CompleteAbort {
+	if rec.State < Empty || rec.State > Dead {
 		return fmt.Errorf("state %d out of range", rec.State)
 	}
 	if rec.ProducerID < 0 {

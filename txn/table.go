@@ -21,9 +21,15 @@ type Table struct {
 // NewTable returns an empty table.
 func NewTable() *Table { return &Table{ids: make(map[string]*StateRecord)} }
 
-// Apply applies one durable record 118: it becomes the id's state. rec
-// must not be changed afterwards.
-func (t *Table) Apply(rec *StateRecord) { t.ids[rec.TransactionalID] = rec }
+// Apply applies one durable record 118: it becomes the id's state, or, in
+// state Dead, removes the id. rec must not be changed afterwards.
+func (t *Table) Apply(rec *StateRecord) {
+	if rec.State == Dead {
+		delete(t.ids, rec.TransactionalID)
+		return
+	}
+	t.ids[rec.TransactionalID] = rec
+}
 
 // Get returns the state of transactional id id; the caller must not
 // change it.
@@ -86,6 +92,9 @@ func DecodeSnapshot(b []byte) (*Table, []byte, error) {
 		}
 		if i > 0 && rec.TransactionalID <= last {
 			return nil, nil, fmt.Errorf("%w: transactions snapshot: ids out of order", ErrBadRecord)
+		}
+		if rec.State == Dead {
+			return nil, nil, fmt.Errorf("%w: transactions snapshot: a removed id", ErrBadRecord)
 		}
 		last = rec.TransactionalID
 		t.ids[rec.TransactionalID] = rec
