@@ -306,7 +306,7 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 func (c *Coordinator) runTxnCheck(ctx context.Context) error {
 	var errs []error
 	for _, s := range c.shards {
-		if c.clustered() && !s.hosted() {
+		if c.clustered() && !s.hosted() || !s.holdsTxns() {
 			continue
 		}
 		var preparing []*txn.StateRecord
@@ -343,7 +343,7 @@ func (c *Coordinator) runTxnCheck(ctx context.Context) error {
 func (c *Coordinator) runTxnIDExpiry(ctx context.Context) error {
 	var errs []error
 	for _, s := range c.shards {
-		if c.clustered() && !s.hosted() {
+		if c.clustered() && !s.hosted() || !s.holdsTxns() {
 			continue
 		}
 		err := c.txnDo(ctx, s.id, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
@@ -354,4 +354,13 @@ func (c *Coordinator) runTxnIDExpiry(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// holdsTxns reports whether the shard holds any transactional id (under
+// its read lock): the periodic passes skip the shards that hold none
+// without a trip through their drivers.
+func (s *shard) holdsTxns() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.failed == nil && !s.mu.st.txns.Empty()
 }
