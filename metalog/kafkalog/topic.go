@@ -348,8 +348,27 @@ func (t *Topic) leader(ctx context.Context, partition int32, refresh bool) (int3
 }
 
 // listOffset returns partition's offset for timestamp: −1 the high
-// watermark, −2 the log start offset.
+// watermark, −2 the log start offset. A broker that has not yet learned
+// of the topic just created answers UNKNOWN_TOPIC_OR_PARTITION for a
+// moment (as for DescribeConfigs in ensure): that answer is asked again
+// every 50 ms, for at most unknownTopicWait.
 func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64) (int64, error) {
+	deadline := time.Now().Add(unknownTopicWait)
+	for {
+		off, err := t.listOffsetOnce(ctx, partition, timestamp)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || ctx.Err() != nil || time.Now().After(deadline) {
+			return off, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unknownTopicWait bounds how long listOffset waits for a broker to learn
+// of the topic: far above the moments observed (a start-up in a full
+// test run failed on the first answer), far below a start-up's bound.
+const unknownTopicWait = 10 * time.Second
+
+func (t *Topic) listOffsetOnce(ctx context.Context, partition int32, timestamp int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	req.IsolationLevel = 0 // read_uncommitted: nothing here is transactional
