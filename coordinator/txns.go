@@ -312,10 +312,11 @@ func (c *Coordinator) runTxnCheck(ctx context.Context) error {
 		var preparing []*txn.StateRecord
 		err := c.txnDo(ctx, s.id, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
 			expired := tc.Expire(now)
-			for _, rec := range expired {
-				c.logger.Info("coordinator: aborting a transaction whose timeout passed",
-					"shard", s.id, "transactional_id", rec.TransactionalID, "producer_id", rec.ProducerID,
-					"timeout_ms", rec.TimeoutMs)
+			if len(expired) > 0 {
+				// One line per pass, however many (clients choose how
+				// many transactions time out).
+				c.logger.Info("coordinator: aborting transactions whose timeout passed",
+					"shard", s.id, "count", len(expired), "first_transactional_id", expired[0].TransactionalID)
 			}
 			return expired, func(err error) {
 				if err == nil {
