@@ -77,6 +77,9 @@ type frozenState struct {
 	// txns is the encoded transactions table (the tagged field
 	// snapshotTagTransactions); nil when the table is empty.
 	txns []byte
+	// scram is the encoded SCRAM credentials (the tagged field
+	// snapshotTagScramCredentials); nil when there are none.
+	scram []byte
 }
 
 type frozenPartition struct {
@@ -120,6 +123,8 @@ func (s *state) freeze() *frozenState {
 		// Encoded on the driver too: one record 118 per transactional id.
 		fz.txns = s.txns.AppendSnapshot(nil)
 	}
+	// A handful of users: encoded on the driver too.
+	fz.scram = appendScramSnapshot(s.scram)
 	for _, p := range s.partitions {
 		fp := frozenPartition{
 			tp:        p.tp,

@@ -30,11 +30,16 @@ import (
 //	                     section
 //	tag 3 Transactions   the transactional ids' states (record 118),
 //	                     txn.(*Table).AppendSnapshot's section
+//	tag 4 ScramCredentials [](Name string, Mechanism int8, Iterations
+//	                     int32, Salt, StoredKey, ServerKey bytes, tagged
+//	                     fields), by (Name, Mechanism): record 116's
+//	                     credentials (shard 0)
 const (
-	snapshotTagDeletedTopics = 0
-	snapshotTagDisablements  = 1
-	snapshotTagGroupOffsets  = 2
-	snapshotTagTransactions  = 3
+	snapshotTagDeletedTopics    = 0
+	snapshotTagDisablements     = 1
+	snapshotTagGroupOffsets     = 2
+	snapshotTagTransactions     = 3
+	snapshotTagScramCredentials = 4
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -73,6 +78,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	}
 	if fz.txns != nil {
 		tags = append(tags, tag{snapshotTagTransactions, fz.txns})
+	}
+	if fz.scram != nil {
+		tags = append(tags, tag{snapshotTagScramCredentials, fz.scram})
 	}
 	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
 	for _, t := range tags {
@@ -114,6 +122,8 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 			var rest []byte
 			s.txns, rest, err = txn.DecodeSnapshot(body)
 			br.Src = rest
+		case snapshotTagScramCredentials:
+			err = s.readScramSnapshot(br)
 		default:
 			continue
 		}

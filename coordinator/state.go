@@ -106,6 +106,10 @@ type state struct {
 	// against it).
 	txns *txn.Table
 
+	// scram holds the SCRAM credentials (record 116; shard 0 only; nil
+	// while there are none).
+	scram map[scramKey]diskless.ScramCredential
+
 	// scratch is commitFile's working memory. Not state.
 	scratch commitScratch
 }
@@ -351,6 +355,8 @@ func (s *state) apply(rec records.Record) error {
 		return s.applyFileDeleted(r)
 	case *records.SegmentCommitted:
 		return s.applySegmentCommitted(r)
+	case *records.ScramCredential:
+		return s.applyScramCredential(r)
 	default:
 		return inconsistent("unknown record type %T", rec)
 	}

@@ -25,6 +25,7 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	incrementalAlterConfigsVersions, describeClusterVersions,
 	// SASL (sasl.go answers them while a connection authenticates).
 	saslHandshakeVersions, saslAuthenticateVersions,
+	describeUserScramCredentialsVersions, alterUserScramCredentialsVersions, describeClientQuotasVersions,
 	// Consumer groups (groups.go).
 	offsetCommitVersions, offsetFetchVersions, findCoordinatorVersions, joinGroupVersions,
 	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
@@ -127,6 +128,9 @@ var routes = map[int16]route{
 	60: async((*Server).handleDescribeCluster),
 	17: async((*Server).handleSaslHandshake),
 	36: async((*Server).handleSaslAuthenticate),
+	48: async((*Server).handleDescribeClientQuotas),
+	50: async((*Server).handleDescribeUserScramCredentials),
+	51: async((*Server).handleAlterUserScramCredentials),
 	// Consumer groups (groups.go).
 	8:  async((*Server).handleOffsetCommit),
 	9:  async((*Server).handleOffsetFetch),

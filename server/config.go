@@ -122,6 +122,11 @@ type Config struct {
 	// coordinator RPCs (API keys 100–108, SPEC §9) reach; nil answers
 	// them NOT_COORDINATOR.
 	Shards Shards
+	// Scram is the SCRAM credential store DescribeUserScramCredentials and
+	// AlterUserScramCredentials answer from (the coordinators' shard 0;
+	// SPEC §14, SCRAM); nil describes no user and refuses every change
+	// UNKNOWN_SERVER_ERROR.
+	Scram ScramCredentials
 	// Controller is where the catalog is written in a cluster: admin
 	// requests that change it are forwarded there (controller.go); nil:
 	// this sidecar.

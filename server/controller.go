@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,7 +13,8 @@ import (
 // hosting coordinator shard 0 (DESIGN §Shard placement), which Metadata
 // names as the controller. The admin requests that change the catalog —
 // CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-// IncrementalAlterConfigs, and a Metadata request's auto-creation — are
+// IncrementalAlterConfigs, and a Metadata request's auto-creation — and
+// AlterUserScramCredentials (the credentials are shard 0's too) are
 // answered there: another sidecar forwards them as they are and relays
 // the answer, as a Kafka broker forwards them to its controller (KIP-590),
 // so clients need not find it.
@@ -98,6 +100,19 @@ func notController(req kmsg.Request) kmsg.Response {
 			resp.Resources = append(resp.Resources, rr)
 		}
 		return resp
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		seen := map[string]bool{}
+		for _, n := range slices.Concat(namesOf(r.Deletions, func(d kmsg.AlterUserSCRAMCredentialsRequestDeletion) string { return d.Name }),
+			namesOf(r.Upsertions, func(u kmsg.AlterUserSCRAMCredentialsRequestUpsertion) string { return u.Name })) {
+			if !seen[n] {
+				seen[n] = true
+				rr := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				rr.User, rr.ErrorCode, rr.ErrorMessage = n, code, msg
+				resp.Results = append(resp.Results, rr)
+			}
+		}
+		return resp
 	case *kmsg.IncrementalAlterConfigsRequest:
 		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 		for _, rs := range r.Resources {
@@ -108,6 +123,15 @@ func notController(req kmsg.Request) kmsg.Response {
 		return resp
 	}
 	return nil
+}
+
+// namesOf maps each element of xs to its name.
+func namesOf[T any](xs []T, name func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = name(x)
+	}
+	return out
 }
 
 // controllerID is the controller Metadata and DescribeCluster name: this

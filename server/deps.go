@@ -96,3 +96,18 @@ type Catalog interface {
 	// (DescribeLogDirs), indexed by partition; nil for an unknown topic.
 	PartitionSizes(id diskless.TopicID) []int64
 }
+
+// ScramCredentials is the SCRAM credential store (the coordinators'
+// shard 0, record 116; SPEC §14, SCRAM). Logins read it through the SASL
+// mechanisms (internal/sasl), not through the server.
+type ScramCredentials interface {
+	// ScramUsers returns every user's credentials, mechanism and
+	// iterations only (no salt, no keys), each user's by mechanism.
+	ScramUsers() map[string][]diskless.ScramCredential
+	// AlterScramCredentials applies changes (users distinct, credentials
+	// valid) all together once durable and returns each one's outcome:
+	// nil, or kerr.ResourceNotFound for the removal of a credential not
+	// held. err (nothing changed): diskless.ErrNotCoordinator where
+	// another sidecar hosts shard 0, ctx's error, a storage failure.
+	AlterScramCredentials(ctx context.Context, changes []diskless.ScramChange) ([]error, error)
+}

@@ -297,7 +297,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	}
 	a.fetch = fetcher
 
-	listeners, err := serverListeners(cfg, log.With(slog.String("component", "server")))
+	listeners, err := serverListeners(cfg, log.With(slog.String("component", "server")), a.coord.ScramCredential)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +316,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		Logger:                log.With(slog.String("component", "server")),
 		Groups:                a.coord,
 		Shards:                a.coord,
+		Scram:                 a.coord,
 		Disabler:              sidecars.Self(),
 		Rack:                  cfg.Rack,
 		ClientZones:           cfg.ClientZones,

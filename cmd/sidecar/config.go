@@ -250,7 +250,7 @@ var options = []option{
 	sslOption("ssl.client.auth", "none", "Client certificates on SSL listeners: none, requested or required (SASL_SSL listeners only by listener.name.<name>.ssl.client.auth)."),
 	sslOption("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions accepted, TLSv1.2 and/or TLSv1.3."),
 	{key: "sasl.enabled.mechanisms", def: "PLAIN",
-		doc: "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer, separated by commas: PLAIN (users in listener.name.<name>.plain.sasl.jaas.config).",
+		doc: "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer, separated by commas: PLAIN (users in listener.name.<name>.plain.sasl.jaas.config), SCRAM-SHA-256 and SCRAM-SHA-512 (credentials set with AlterUserScramCredentials, kafka-configs.sh --entity-type users, kept in the metadata log).",
 		set: func(c *Config, v string) error { c.SASLMechanisms = v; return nil }},
 	msOption("connections.max.reauth.ms", "0", "A SASL session's lifetime: the client must re-authenticate on its connection before it ends, or the connection is closed at its next request; 0: sessions do not expire, ms.", 0, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.MaxReauth }),
 	msOption("connection.failed.authentication.delay.ms", ms(server.DefaultFailedAuthDelay), "A connection whose authentication failed is closed this long after the answer, ms (at least 1).", 1, 60000, func(c *Config) *time.Duration { return &c.FailedAuthDelay }),

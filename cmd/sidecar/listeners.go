@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/sasl"
 	"github.com/diskless-sidecar/sidecar/internal/tlsconfig"
 	"github.com/diskless-sidecar/sidecar/server"
@@ -210,8 +211,9 @@ func protocolMapString(m map[string]server.SecurityProtocol) string {
 }
 
 // serverListeners builds the server's listeners, loading each TLS
-// listener's keystore and truststore; an error names the key.
-func serverListeners(c Config, log *slog.Logger) ([]server.Listener, error) {
+// listener's keystore and truststore; SCRAM logins look their
+// credentials up with scram (the coordinators'). An error names the key.
+func serverListeners(c Config, log *slog.Logger, scram sasl.ScramLookup) ([]server.Listener, error) {
 	var out []server.Listener
 	for _, l := range c.Listeners {
 		proto := c.ProtocolMap[l.Name]
@@ -227,7 +229,7 @@ func serverListeners(c Config, log *slog.Logger) ([]server.Listener, error) {
 			sl.TLS, sl.Principal = tc, principal
 		}
 		if proto == server.SASLPlaintext || proto == server.SASLSSL {
-			mechs, err := listenerSASL(c, l.Name, proto)
+			mechs, err := listenerSASL(c, l.Name, proto, scram)
 			if err != nil {
 				return nil, err
 			}
@@ -303,9 +305,10 @@ func listenerTLS(c Config, name string, proto server.SecurityProtocol, log *slog
 }
 
 // listenerSASL builds listener name's SASL mechanisms from
-// sasl.enabled.mechanisms and, for PLAIN, its users
-// (listener.name.<name>.plain.sasl.jaas.config).
-func listenerSASL(c Config, name string, proto server.SecurityProtocol) ([]server.SASLMechanism, error) {
+// sasl.enabled.mechanisms: PLAIN over its users
+// (listener.name.<name>.plain.sasl.jaas.config), SCRAM-SHA-256 and
+// SCRAM-SHA-512 over the credentials scram looks up (record 116).
+func listenerSASL(c Config, name string, proto server.SecurityProtocol, scram sasl.ScramLookup) ([]server.SASLMechanism, error) {
 	mechKey := "sasl.enabled.mechanisms"
 	enabled := c.SASLMechanisms
 	if v, ok := c.ListenerOverrides[name][mechKey]; ok {
@@ -330,8 +333,15 @@ func listenerSASL(c Config, name string, proto server.SecurityProtocol) ([]serve
 				return nil, &ConfigError{Key: jaasKey, Value: "[hidden]", Err: err}
 			}
 			out = append(out, p)
+		case "SCRAM-SHA-256", "SCRAM-SHA-512":
+			mech, _ := diskless.ScramMechanismNamed(m)
+			sc, err := sasl.NewScram(mech, scram)
+			if err != nil {
+				return nil, &ConfigError{Key: mechKey, Value: enabled, Err: err}
+			}
+			out = append(out, sc)
 		default:
-			return nil, &ConfigError{Key: mechKey, Value: enabled, Err: fmt.Errorf("mechanism %q is not supported (PLAIN is)", m)}
+			return nil, &ConfigError{Key: mechKey, Value: enabled, Err: fmt.Errorf("mechanism %q is not supported (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", m)}
 		}
 	}
 	if len(out) == 0 {

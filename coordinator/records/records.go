@@ -37,6 +37,8 @@ const (
 	KeyTopicPurged      int16 = 112
 	// 113 is the consumer groups' (a topic's offsets deleted).
 	KeySegmentCommitted int16 = 114
+	// 115 is not used; 117 is reserved (ACLs); 118 is package txn's.
+	KeyScramCredential int16 = 116
 )
 
 // frameVersion is the frame version of KRaft's metadata record
@@ -187,6 +189,19 @@ type SegmentCommitted struct {
 	CommitTimestamp int64
 }
 
+// ScramCredential is record 116 DisklessScramCredentialRecord: one
+// user's credential of one SCRAM mechanism (SPEC §14, SCRAM), set or —
+// with Iterations 0 and the byte fields empty — removed, on shard 0.
+// Mechanism is diskless.ScramSHA256 or ScramSHA512.
+type ScramCredential struct {
+	Name       string
+	Mechanism  int8
+	Iterations int32
+	Salt       []byte
+	StoredKey  []byte
+	ServerKey  []byte
+}
+
 func (*PartitionCreated) Key() int16 { return KeyPartitionCreated }
 func (*TopicDeleted) Key() int16     { return KeyTopicDeleted }
 func (*FileCommitted) Key() int16    { return KeyFileCommitted }
@@ -197,6 +212,7 @@ func (*FileDeleted) Key() int16      { return KeyFileDeleted }
 func (*TopicDisablement) Key() int16 { return KeyTopicDisablement }
 func (*TopicPurged) Key() int16      { return KeyTopicPurged }
 func (*SegmentCommitted) Key() int16 { return KeySegmentCommitted }
+func (*ScramCredential) Key() int16  { return KeyScramCredential }
 
 // Append appends rec's body: frame version, key and version as
 // uvarints, then the fields in flexible-version encoding.
@@ -280,6 +296,8 @@ func Decode(b []byte) (Record, error) {
 		rec = new(TopicPurged)
 	case uint32(KeySegmentCommitted):
 		rec = new(SegmentCommitted)
+	case uint32(KeyScramCredential):
+		rec = new(ScramCredential)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -330,6 +348,27 @@ func ReadString(r *kbin.Reader) (string, error) {
 		return "", ErrTruncated
 	}
 	return string(s), nil
+}
+
+// ReadBytes reads non-null compact bytes (uvarint length + 1, then the
+// bytes), copied; empty bytes read as nil. Errors: ErrTruncated; null
+// bytes.
+func ReadBytes(r *kbin.Reader) ([]byte, error) {
+	n := r.Uvarint()
+	if !r.Ok() {
+		return nil, ErrTruncated
+	}
+	if n == 0 {
+		return nil, errors.New("null bytes")
+	}
+	b := r.Span(int(n - 1))
+	if !r.Ok() {
+		return nil, ErrTruncated
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return append([]byte{}, b...), nil
 }
 
 // ReadArrayLen reads a non-null compact array length, bounded by the bytes
@@ -671,6 +710,33 @@ func (v *SegmentCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	v.TimestampType = r.Int8()
 	v.ReplacedRuns = r.Int32()
 	v.CommitTimestamp = r.Int64()
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 116
+
+func (v *ScramCredential) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, v.Name)
+	dst = kbin.AppendInt8(dst, v.Mechanism)
+	dst = kbin.AppendInt32(dst, v.Iterations)
+	dst = kbin.AppendCompactBytes(dst, v.Salt)
+	dst = kbin.AppendCompactBytes(dst, v.StoredKey)
+	dst = kbin.AppendCompactBytes(dst, v.ServerKey)
+	return AppendTags(dst)
+}
+
+func (v *ScramCredential) ReadFrom(r *kbin.Reader) (err error) {
+	if v.Name, err = ReadString(r); err != nil {
+		return err
+	}
+	v.Mechanism = r.Int8()
+	v.Iterations = r.Int32()
+	for _, b := range []*[]byte{&v.Salt, &v.StoredKey, &v.ServerKey} {
+		if *b, err = ReadBytes(r); err != nil {
+			return err
+		}
+	}
 	SkipTags(r)
 	return OKOrTruncated(r)
 }

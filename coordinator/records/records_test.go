@@ -1,6 +1,7 @@
 package records
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -45,6 +46,9 @@ func sampleRecords() map[string]Record {
 		"segment committed": &SegmentCommitted{ObjectKey: "wal/def", ObjectFormat: 2, FileSize: 5000, TopicID: testTopicA,
 			Partition: 3, BaseOffset: 100, LastOffset: 199, DataSize: 4800, IndexEntries: 4, MaxTimestamp: 1_700_000_000_500,
 			AppendTime: 1_700_000_001_000, TimestampType: 1, ReplacedRuns: 17, CommitTimestamp: 1_700_000_300_000},
+		"scram credential": &ScramCredential{Name: "alice", Mechanism: 2, Iterations: 8192, Salt: []byte("salt-bytes"),
+			StoredKey: bytes.Repeat([]byte{1}, 64), ServerKey: bytes.Repeat([]byte{2}, 64)},
+		"scram credential removed": &ScramCredential{Name: "bob", Mechanism: 1},
 	}
 }
 
@@ -89,6 +93,24 @@ func TestFileDeletedLayout(t *testing.T) {
 		1, 106, 0, // frame version, key, version
 		4, 'w', '/', 'k', // ObjectKey
 		0, 0, 0, 3, // DeleterShard
+		0, // tagged fields
+	}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+// TestScramCredentialLayout pins record 116 (docs/format/metadata-records.md).
+func TestScramCredentialLayout(t *testing.T) {
+	body := Append(nil, &ScramCredential{Name: "al", Mechanism: 1, Iterations: 4096, Salt: []byte{7}, StoredKey: []byte{8, 9}, ServerKey: []byte{10}})
+	want := []byte{
+		1, 116, 0, // frame version, key, version
+		3, 'a', 'l', // Name
+		1,             // Mechanism SCRAM-SHA-256
+		0, 0, 0x10, 0, // Iterations
+		2, 7, // Salt
+		3, 8, 9, // StoredKey
+		2, 10, // ServerKey
 		0, // tagged fields
 	}
 	if !reflect.DeepEqual(body, want) {

@@ -1,7 +1,9 @@
 // Package sasl holds the server side of the SASL mechanisms the Kafka
 // listeners offer (SPEC §14, SASL): PLAIN (RFC 4616) over a fixed table
-// of users. Each exchange is a value of its own, driven one client
-// message at a time by the listener's connection.
+// of users, SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677; SPEC
+// §14, SCRAM) over credentials looked up at each login. Each exchange is
+// a value of its own, driven one client message at a time by the
+// listener's connection.
 package sasl
 
 import (
