@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/sasl"
 )
 
@@ -282,11 +283,25 @@ func TestSASLFailedLoginsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 connections")
 	}
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) { testFailedLoginsBounded(t, mech) })
+	}
+}
+
+func testFailedLoginsBounded(t *testing.T, mech string) {
 	sink := &logSink{}
+	cred := sasl.NewScramCredential(diskless.ScramSHA512, "alice-secret", []byte("salt"), 4096)
+	scram512, err := sasl.NewScram(diskless.ScramSHA512, func(user string, _ diskless.ScramMechanism) (diskless.ScramCredential, bool) {
+		return cred, user == "alice"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := startSASLServer(t, func(c *Config) {
 		// INFO and above: the sink keeps every line, and the debug lines
 		// of 10,000 connections would be the heap growth measured.
 		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{sink}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Listeners[0].SASL = append(c.Listeners[0].SASL, scram512)
 	})
 	addr := ts.ListenerAddr("SASL_PLAINTEXT")
 	fail := func(n int) {
@@ -297,7 +312,7 @@ func TestSASLFailedLoginsBounded(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for next.Add(1) <= int64(n) {
-					if err := failedLogin(addr); err != nil {
+					if err := failedLogin(addr, mech); err != nil {
 						t.Error(err)
 						return
 					}
@@ -332,7 +347,10 @@ func TestSASLFailedLoginsBounded(t *testing.T) {
 }
 
 // failedLogin logs in with a wrong password and waits for the close.
-func failedLogin(addr net.Addr) error {
+// failedLogin logs in with a wrong password, PLAIN, or SCRAM-SHA-512 as
+// alice with a client-final message whose nonce and proof are wrong, and
+// waits for the connection to close.
+func failedLogin(addr net.Addr, mech string) error {
 	nc, err := net.DialTimeout("tcp", addr.String(), testTimeout)
 	if err != nil {
 		return err
@@ -342,6 +360,10 @@ func failedLogin(addr net.Addr) error {
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("brute"))
 	// AppendRequest sizes the whole buffer: one call per frame.
 	msg := append(f.AppendRequest(nil, handshake(1, "PLAIN"), 1), f.AppendRequest(nil, authenticate(2, "\x00alice\x00guess"), 2)...)
+	if mech != "PLAIN" {
+		msg = append(f.AppendRequest(nil, handshake(1, mech), 1), f.AppendRequest(nil, authenticate(2, "n,,n=alice,r=abcdef"), 2)...)
+		msg = append(msg, f.AppendRequest(nil, authenticate(2, "c=biws,r=abcdefXYZ,p=AAAA"), 3)...)
+	}
 	if _, err := nc.Write(msg); err != nil {
 		return err
 	}

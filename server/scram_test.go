@@ -331,3 +331,33 @@ func TestScramAdminAnswers(t *testing.T) {
 		t.Fatalf("describe: %v", some)
 	}
 }
+
+// TestScramAlterForwarded: in a cluster AlterUserScramCredentials goes to
+// the controller (shard 0's host) like the catalog's admin requests; when
+// it cannot be reached every user named is answered NOT_CONTROLLER, once,
+// and nothing is written here.
+func TestScramAlterForwarded(t *testing.T) {
+	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{}}
+	fc := &fakeController{fail: true}
+	ts := startScramServer(t, store, func(c *Config) { c.Controller = fc })
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	for _, n := range []string{"a", "b", "a"} {
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = n, 2, 4096, []byte("s"), []byte("p")
+		alter.Upsertions = append(alter.Upsertions, u)
+	}
+	d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	d.Name, d.Mechanism = "c", 1
+	alter.Deletions = append(alter.Deletions, d)
+	resp := dialRaw(t, ts.ListenerAddr("PLAINTEXT")).roundTrip(alter).(*kmsg.AlterUserSCRAMCredentialsResponse)
+	var users []string
+	for _, r := range resp.Results {
+		if r.ErrorCode != kerr.NotController.Code {
+			t.Fatalf("user %s: error %d, want NOT_CONTROLLER", r.User, r.ErrorCode)
+		}
+		users = append(users, r.User)
+	}
+	if fc.forwarded.Load() != 1 || strings.Join(users, ",") != "c,a,b" || len(store.ScramUsers()) != 0 {
+		t.Fatalf("forwarded %d, answered %v, store %v", fc.forwarded.Load(), users, store.ScramUsers())
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
 )
@@ -111,14 +112,18 @@ Flags:
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting the CA certificates of this PEM file (the sidecar alone: not with -kafka, -kafka-brokers, -kfake or -sidecar-bin)")
 	saslPlain := fs.String("sasl-plain", "", "authenticate with SASL PLAIN as user:password (the sidecar alone, as -tls-ca)")
+	saslScram := fs.String("sasl-scram512", "", "authenticate with SASL SCRAM-SHA-512 as user:password (the sidecar alone, as -tls-ca; not with -sasl-plain)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, o, err
 	}
-	if *tlsCA != "" || *saslPlain != "" {
+	if *tlsCA != "" || *saslPlain != "" || *saslScram != "" {
 		if o.kafka.start || o.kafkaBrokers != "" || o.kfake || o.onlyKfake || o.rig.bin != "" {
-			return cfg, o, errors.New("-tls-ca and -sasl-plain drive a running sidecar alone")
+			return cfg, o, errors.New("-tls-ca, -sasl-plain and -sasl-scram512 drive a running sidecar alone")
 		}
-		opts, err := securityFlags(*tlsCA, *saslPlain)
+		if *saslPlain != "" && *saslScram != "" {
+			return cfg, o, errors.New("-sasl-plain and -sasl-scram512: one SASL mechanism")
+		}
+		opts, err := securityFlags(*tlsCA, *saslPlain, *saslScram)
 		if err != nil {
 			return cfg, o, err
 		}
@@ -303,8 +308,9 @@ func splitBrokers(s string) []string {
 	return out
 }
 
-// securityFlags turns -tls-ca and -sasl-plain into client options.
-func securityFlags(caFile, userPass string) ([]kgo.Opt, error) {
+// securityFlags turns -tls-ca, -sasl-plain and -sasl-scram512 into
+// client options.
+func securityFlags(caFile, userPass, scramUserPass string) ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if caFile != "" {
 		pemBytes, err := os.ReadFile(caFile)
@@ -323,6 +329,13 @@ func securityFlags(caFile, userPass string) ([]kgo.Opt, error) {
 			return nil, errors.New("-sasl-plain: want user:password")
 		}
 		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+	}
+	if scramUserPass != "" {
+		user, pass, ok := strings.Cut(scramUserPass, ":")
+		if !ok || user == "" {
+			return nil, errors.New("-sasl-scram512: want user:password")
+		}
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
 	}
 	return opts, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/certtest"
 )
 
-// TestSecurityFlags: -tls-ca and -sasl-plain become client options for a
+// TestSecurityFlags: -tls-ca, -sasl-plain and -sasl-scram512 become client options for a
 // running sidecar alone; bad values and other targets are refused.
 func TestSecurityFlags(t *testing.T) {
 	t.Cleanup(func() { securityOpts = nil })
@@ -24,7 +24,12 @@ func TestSecurityFlags(t *testing.T) {
 	if len(securityOpts) != 2 {
 		t.Fatalf("%d security options, want TLS and SASL", len(securityOpts))
 	}
+	if _, _, err := parseFlags([]string{"-tls-ca", ca, "-sasl-scram512", "alice:secret"}, &stderr); err != nil || len(securityOpts) != 2 {
+		t.Fatalf("-sasl-scram512: %v, %d options", err, len(securityOpts))
+	}
 	for _, bad := range [][]string{
+		{"-sasl-scram512", "alice"},
+		{"-sasl-scram512", "a:b", "-sasl-plain", "a:b"},
 		{"-tls-ca", filepath.Join(t.TempDir(), "none.pem")},
 		{"-tls-ca", os.Args[0]},
 		{"-sasl-plain", "alice"},
