@@ -147,8 +147,9 @@ func (f *memFollower) Replay(ctx context.Context, from int64, fn func(index int6
 	next := s.first + int64(len(s.records)) + s.discarded
 	switch {
 	case from < s.first:
+		first := s.first // read under the lock: TruncateBefore moves it
 		f.m.mu.Unlock()
-		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, s.first)
+		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, first)
 	case from > next:
 		f.m.mu.Unlock()
 		return 0, fmt.Errorf("%w: the log ends at record %d, before %d", metalog.ErrCorrupt, next, from)
@@ -257,17 +258,17 @@ func (l *memLog) Replay(ctx context.Context, from int64, fn func(index int64, bo
 		return 0, err
 	}
 	l.ready = false
-	if from < l.s.first {
+	if first := l.s.first; from < first {
 		l.m.mu.Unlock()
-		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, l.s.first)
+		return 0, fmt.Errorf("%w: records [%d, %d) are gone", metalog.ErrTruncated, from, first)
 	}
-	if from > l.next() {
+	if next := l.next(); from > next {
 		l.m.mu.Unlock()
-		return 0, fmt.Errorf("%w: the log ends at record %d, before %d", metalog.ErrCorrupt, l.next(), from)
+		return 0, fmt.Errorf("%w: the log ends at record %d, before %d", metalog.ErrCorrupt, next, from)
 	}
-	if kept := l.s.first + int64(len(l.s.records)); from < l.next() && l.s.discarded > 0 {
+	if kept, next := l.s.first+int64(len(l.s.records)), l.next(); from < next && l.s.discarded > 0 {
 		l.m.mu.Unlock()
-		return 0, fmt.Errorf("%w: records [%d, %d) were discarded (Memory.Discard)", metalog.ErrCorrupt, max(from, kept), l.next())
+		return 0, fmt.Errorf("%w: records [%d, %d) were discarded (Memory.Discard)", metalog.ErrCorrupt, max(from, kept), next)
 	}
 	// Bodies are never modified once appended, so fn may run unlocked on
 	// this slice of them.
