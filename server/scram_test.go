@@ -361,3 +361,44 @@ func TestScramAlterForwarded(t *testing.T) {
 		t.Fatalf("forwarded %d, answered %v, store %v", fc.forwarded.Load(), users, store.ScramUsers())
 	}
 }
+
+// TestScramV0: after SaslHandshake v0 the four SCRAM messages travel bare
+// (size-prefixed, unwrapped) and the connection then serves requests; a
+// wrong password closes it unanswered, as Kafka does for v0.
+func TestScramV0(t *testing.T) {
+	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{
+		"alice": {diskless.ScramSHA256: sasl.NewScramCredential(diskless.ScramSHA256, "alice-secret", []byte("salt"), 4096)},
+	}}
+	ts := startScramServer(t, store, nil)
+	login := func(password string) *rawConn {
+		c := dialRaw(t, ts.ListenerAddr("SASL_PLAINTEXT"))
+		if hs := c.roundTrip(handshake(0, "SCRAM-SHA-256")).(*kmsg.SASLHandshakeResponse); hs.ErrorCode != 0 {
+			t.Fatalf("SaslHandshake v0: error %d", hs.ErrorCode)
+		}
+		cl, err := xscram.SHA256.NewClient("alice", password, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv := cl.NewConversation()
+		first, _ := conv.Step("")
+		c.write(appendRaw(nil, []byte(first)))
+		serverFirst, err := c.readFrame()
+		if err != nil {
+			t.Fatalf("server-first: %v", err)
+		}
+		final, err := conv.Step(string(serverFirst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.write(appendRaw(nil, []byte(final)))
+		return c
+	}
+	c := login("alice-secret")
+	if serverFinal, err := c.readFrame(); err != nil || !strings.HasPrefix(string(serverFinal), "v=") {
+		t.Fatalf("server-final %q, %v", serverFinal, err)
+	}
+	if md := c.roundTrip(metadataReq()).(*kmsg.MetadataResponse); len(md.Brokers) != 1 {
+		t.Fatalf("Metadata after authentication: %+v", md)
+	}
+	login("wrong").expectClosed()
+}
