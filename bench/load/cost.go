@@ -68,6 +68,11 @@ type Cost struct {
 	// requests per GiB fetched.
 	PutsPerGiB *float64 `json:"puts_per_gib_produced,omitempty"`
 	GetsPerGiB *float64 `json:"gets_per_gib_fetched,omitempty"`
+	// FetchGetsPerGiB is GetsPerGiB without consolidation's GETs of WAL
+	// objects: what reading the fetched bytes cost (a lagging consumer of
+	// consolidated data, issue 17's ≤ 8 per GiB); nil when consolidation
+	// read nothing in the window (then it equals GetsPerGiB).
+	FetchGetsPerGiB *float64 `json:"fetch_gets_per_gib_fetched,omitempty"`
 	// UploadedPerGiB is bytes uploaded per byte produced (GiB per GiB);
 	// ReadPerGiB bytes read from the store per byte fetched.
 	UploadedPerGiB *float64 `json:"uploaded_gib_per_gib_produced,omitempty"`
@@ -150,6 +155,9 @@ func costDelta(before, after counters) *Cost {
 	}
 	produced, fetched := d(metricProduced), d(metricFetchBytes)
 	c.PutsPerGiB, c.GetsPerGiB = per(c.Puts, produced), per(c.Gets, fetched)
+	if c.ConsolidationGets > 0 {
+		c.FetchGetsPerGiB = per(c.Gets-c.ConsolidationGets, fetched)
+	}
 	c.UploadedPerGiB = per(d(metricUploadBytes)/gib, produced)
 	c.ReadPerGiB = per(d(metricStoreReadBytes)/gib, fetched)
 	c.MonthlyPutUSD = c.Puts / c.Seconds * secondsPerMonth / 1000 * pricePutPer1000

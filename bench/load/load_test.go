@@ -593,6 +593,9 @@ diskless_consolidation_segment_bytes_total 335560704
 		c.ConsolidationReadBytes != 335544320 {
 		t.Fatalf("cost with consolidation %+v", c)
 	}
+	if c.FetchGetsPerGiB == nil || c.GetsPerGiB == nil || *c.FetchGetsPerGiB != *c.GetsPerGiB*300/340 {
+		t.Errorf("GETs per GiB fetched %v, consolidation's aside %v; want 300 of the 340 GETs", c.GetsPerGiB, c.FetchGetsPerGiB)
+	}
 	report.Reset()
 	writeReport(&report, smallConfig(), []Result{{Target: "sidecar", Store: Store{Cost: c}}})
 	if want := "consolidation (sidecar): 40 GETs of WAL objects (320.0 MiB), 3 segment objects put (320.0 MiB)"; !strings.Contains(report.String(), want) {

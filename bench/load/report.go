@@ -106,6 +106,7 @@ func reportRows() []reportRow {
 		reportRow{"S3 PUTs per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.PutsPerGiB }) }), oneDec, false, false},
 		reportRow{"extra PUTs (hedges) %", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.HedgePercent }) }), oneDec, false, true},
 		reportRow{"S3 GETs per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.GetsPerGiB }) }), oneDec, false, false},
+		reportRow{"  consolidation's aside", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.FetchGetsPerGiB }) }), twoDec, false, true},
 		reportRow{"GiB up per GiB produced", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.UploadedPerGiB }) }), twoDec, false, false},
 		reportRow{"GiB read per GiB fetched", optional(func(r Result) *float64 { return costOf(r, func(c *Cost) *float64 { return c.ReadPerGiB }) }), twoDec, false, false},
 		reportRow{"S3 requests USD/month", optional(func(r Result) *float64 {
