@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/internal/history"
 	"github.com/diskless-sidecar/sidecar/internal/s3fault"
@@ -216,4 +220,52 @@ func orphansOf(t *testing.T, st *S3Store, dataDir string) []string {
 		keys = append(keys, o.Key)
 	}
 	return keys
+}
+
+// TestConsolidationSegmentOnePut: a segment object larger than
+// diskless.upload.part.bytes goes up as one PutObject, not as a multipart
+// upload — S3 bills each part as a request (DESIGN §Consolidation). The
+// WAL objects are kept below a part (a 1 MiB buffer) so that any multipart
+// upload would be the segment's.
+func TestConsolidationSegmentOnePut(t *testing.T) {
+	ctx := testCtx(t, 3*time.Minute)
+	st := StartS3(t)
+	sc := StartSidecarS3(t, st, t.TempDir(),
+		"diskless.consolidation.enable=true",
+		"diskless.consolidation.min.age.ms=1000",
+		"diskless.consolidation.interval.ms=200",
+		// The partition's segment waits 10 s past the minimum age for
+		// more runs: everything produced below goes into one.
+		"diskless.consolidation.segment.ms=10000",
+		"diskless.consolidation.max.bytes.per.sec=-1",
+		"diskless.upload.part.bytes=5242880",
+		"diskless.append.buffer.max.bytes=1048576",
+	)
+	const topic = "one-put"
+	createTopic(t, ctx, sc, topic, 1, nil)
+	cl := sc.Client(kgo.DefaultProduceTopic(topic))
+	var recs []*kgo.Record
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 80 { // 10 MiB that do not compress, produced at once
+		value := make([]byte, 128<<10)
+		for i := 0; i < len(value); i += 8 {
+			binary.LittleEndian.PutUint64(value[i:], rng.Uint64())
+		}
+		recs = append(recs, &kgo.Record{Value: value})
+	}
+	t0 := time.Now()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("produced in %v", time.Since(t0))
+	waitMetric(t, ctx, sc, "diskless_consolidation_segment_bytes_total", 10<<20)
+	segs := metricValueOf(t, sc, "diskless_consolidation_segments_committed_total")
+	bytes := metricValueOf(t, sc, "diskless_consolidation_segment_bytes_total")
+	if bytes/segs <= 5<<20 {
+		t.Fatalf("%v segment objects of %v bytes in all: none larger than a part, so the test shows nothing", segs, bytes)
+	}
+	if n := st.Proxy.Counts()[s3fault.CreateMultipartUpload]; n != 0 {
+		t.Fatalf("%v multipart uploads for %v segment objects of %.1f MiB in all (WAL objects are below a part); want one PutObject each",
+			n, segs, bytes/(1<<20))
+	}
 }

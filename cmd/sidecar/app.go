@@ -145,8 +145,18 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		cfg.ObjectKeyPrefix += "/" + a.metaTopic.Name()
 	}
 	abortStaleUploads(store, cfg, log.With(slog.String("component", "objstore")))
+	// Consolidation puts its segment objects (up to
+	// diskless.consolidation.segment.bytes, 128 MiB) as one PUT each, not
+	// in diskless.upload.part.bytes parts: they are written in the
+	// background, where parts sent in parallel buy nothing, and each part
+	// is billed as a request (DESIGN §Consolidation).
+	segments := store
+	if s, ok := store.(*s3.Store); ok {
+		segments = wholePuts{s}
+	}
 	if tp != nil {
 		store = telemetry.TraceStore(tp, store)
+		segments = telemetry.TraceStore(tp, segments)
 	}
 
 	sidecars := &localSidecar{node: cfg.NodeID}
@@ -182,7 +192,7 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		OrphanScanGracePeriod:  cfg.OrphanScanGracePeriod,
 		Logger:                 log.With(slog.String("component", "coordinator")),
 
-		Segments:                        store,
+		Segments:                        segments,
 		ConsolidationMinAge:             consolidationMinAge(&cfg),
 		ConsolidationInterval:           cfg.ConsolidationInterval,
 		ConsolidationMaxBytesPerSec:     cfg.ConsolidationMaxBytesPerSec,
@@ -608,6 +618,15 @@ func s3Config(cfg Config) s3.Config {
 		Concurrency:       cfg.UploadConcurrency,
 		RequestTimeout:    cfg.S3RequestTimeout,
 	}
+}
+
+// wholePuts is an S3 store whose Put is PutWhole: one PutObject per
+// object of up to 5 GiB.
+type wholePuts struct{ *s3.Store }
+
+// Put implements objstore.Store with s3.Store.PutWhole.
+func (w wholePuts) Put(ctx context.Context, key string, data []byte) error {
+	return w.PutWhole(ctx, key, data)
 }
 
 // singlePutMaxBytes is the largest object sent as one PutObject. A file

@@ -245,7 +245,25 @@ func crc32cBase64(sum uint32) string {
 // As S3 PUTs are atomic, an object is never partly visible; but an error
 // does not prove that no object was stored (an answer lost after the store
 // committed it).
-func (s *Store) Put(ctx context.Context, key string, data []byte) (err error) {
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	return s.put(ctx, key, data, s.cfg.SinglePutMaxBytes)
+}
+
+// PutWhole is Put sending any object of up to MaxPartSize (5 GiB, the
+// largest one PutObject may carry) as one PutObject, larger ones as a
+// multipart upload of PartSize parts: for objects written in the
+// background, where one request is cheaper than parts sent in parallel
+// (S3 bills each UploadPart, and the Create and Complete around them, as a
+// PUT-class request: a 128 MiB segment object in 8 MiB parts costs 18
+// requests instead of 1). Consolidation's segment objects go up this way
+// (DESIGN §Consolidation). Errors as Put's.
+func (s *Store) PutWhole(ctx context.Context, key string, data []byte) error {
+	return s.put(ctx, key, data, MaxPartSize)
+}
+
+// put is Put with objects of up to singlePutMax bytes sent as one
+// PutObject.
+func (s *Store) put(ctx context.Context, key string, data []byte, singlePutMax int64) (err error) {
 	full, err := s.fullKey(key)
 	if err != nil {
 		return err
@@ -270,7 +288,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) (err error) {
 	//lint:ignore SA1019 as for Store.uploader: the owner's choice of uploader.
 	out, err := s.uploader.Upload(ctx, in, func(u *manager.Uploader) {
 		u.S3 = mp
-		if size > u.PartSize && size <= s.cfg.SinglePutMaxBytes {
+		if size > u.PartSize && size <= singlePutMax {
 			u.PartSize = size // one part: the uploader sends one PutObject
 		}
 	})

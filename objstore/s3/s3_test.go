@@ -136,7 +136,8 @@ func randomBytes(n int) []byte {
 
 // TestS3PutCounts pins the requests a Put costs: one PUT up to the part
 // size, a multipart upload of ceil(size/part) parts above it; no HEAD, since
-// the store's checksum in the answer verifies the object.
+// the store's checksum in the answer verifies the object. PutWhole (whole)
+// sends one PUT whatever the size.
 func TestS3PutCounts(t *testing.T) {
 	e := newS3Env(t)
 	const part = s3.MinPartSize
@@ -145,30 +146,36 @@ func TestS3PutCounts(t *testing.T) {
 	// sidecar does for a file of the buffer plus one request.
 	single := e.store(t, s3.Config{PartSize: part, SinglePutMaxBytes: 2*part + 1000, Concurrency: 3})
 	tests := []struct {
-		single                         bool
+		single, whole                  bool
 		size                           int
 		puts, creates, parts, complete int64
 	}{
-		{false, 0, 1, 0, 0, 0},
-		{false, 1000, 1, 0, 0, 0},
-		{false, part - 1, 1, 0, 0, 0},
-		{false, part, 1, 0, 0, 0},
-		{false, part + 1, 0, 1, 2, 1},
-		{false, 4*part + 123, 0, 1, 5, 1},
-		{true, part + 1, 1, 0, 0, 0},
-		{true, 2*part + 1000, 1, 0, 0, 0},
-		{true, 2*part + 1001, 0, 1, 3, 1},
+		{false, false, 0, 1, 0, 0, 0},
+		{false, false, 1000, 1, 0, 0, 0},
+		{false, false, part - 1, 1, 0, 0, 0},
+		{false, false, part, 1, 0, 0, 0},
+		{false, false, part + 1, 0, 1, 2, 1},
+		{false, false, 4*part + 123, 0, 1, 5, 1},
+		{true, false, part + 1, 1, 0, 0, 0},
+		{true, false, 2*part + 1000, 1, 0, 0, 0},
+		{true, false, 2*part + 1001, 0, 1, 3, 1},
+		{false, true, 1000, 1, 0, 0, 0},
+		{false, true, 4*part + 123, 1, 0, 0, 0},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d/single=%v", tt.size, tt.single), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/single=%v/whole=%v", tt.size, tt.single, tt.whole), func(t *testing.T) {
 			s := s
 			if tt.single {
 				s = single
 			}
+			put := s.Put
+			if tt.whole {
+				put = s.PutWhole
+			}
 			e.proxy.ResetCounts()
-			key := fmt.Sprintf("counts/%d-%v", tt.size, tt.single)
+			key := fmt.Sprintf("counts/%d-%v-%v", tt.size, tt.single, tt.whole)
 			data := randomBytes(tt.size)
-			if err := s.Put(t.Context(), key, data); err != nil {
+			if err := put(t.Context(), key, data); err != nil {
 				t.Fatal(err)
 			}
 			c := e.proxy.Counts()
