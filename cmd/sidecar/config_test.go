@@ -81,7 +81,7 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.file.deletion.delay.ms", c.FileDeletionDelay, coordinator.DefaultFileDeletionDelay},
 		{"diskless.coordinator.orphan.scan.interval.ms", c.OrphanScanInterval, coordinator.DefaultOrphanScanInterval},
 		{"diskless.coordinator.orphan.scan.grace.period.ms", c.OrphanScanGracePeriod, coordinator.DefaultOrphanScanGracePeriod},
-		{"diskless.consolidation.enable", c.ConsolidationEnable, false},
+		{"diskless.consolidation.enable", c.ConsolidationEnable, true},
 		{"diskless.consolidation.min.age.ms", c.ConsolidationMinAge, coordinator.DefaultConsolidationMinAge},
 		{"diskless.consolidation.interval.ms", c.ConsolidationInterval, coordinator.DefaultConsolidationInterval},
 		{"diskless.consolidation.max.bytes.per.sec", c.ConsolidationMaxBytesPerSec, coordinator.DefaultConsolidationMaxBytesPerSec},
