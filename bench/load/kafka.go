@@ -103,12 +103,8 @@ func startKafka(o kafkaOptions, keep bool, info io.Writer) (*kafkaCluster, error
 	t0 := time.Now()
 	fmt.Fprintf(info, "kafka: starting Apache Kafka %s, %d node(s), heap %s each ...\n", kafkatest.Version, o.nodes, heap)
 	c, err := kafkatest.StartShared(kafkatest.Options{
-		Brokers: o.nodes,
-		// Kafka's own start script's JVM settings (KAFKA_HEAP_OPTS,
-		// KAFKA_JVM_PERFORMANCE_OPTS), the heap as asked.
-		JVMOptions: []string{"-Xms" + heap, "-Xmx" + heap, "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
-			"-Djava.awt.headless=true"},
+		Brokers:      o.nodes,
+		JVMOptions:   kafkatest.ProductionJVM(heap),
 		StartTimeout: 5 * time.Minute,
 	}, func(format string, args ...any) { fmt.Fprintf(info, format+"\n", args...) })
 	if err != nil {

@@ -91,6 +91,18 @@ var (
 	controllerJVM = []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"}
 )
 
+// ProductionJVM returns the JVM options Kafka's own start scripts give a
+// broker (kafka-server-start.sh's KAFKA_HEAP_OPTS with the heap asked,
+// e.g. "1g", for both -Xms and -Xmx, and kafka-run-class.sh's
+// KAFKA_JVM_PERFORMANCE_OPTS: G1 with 20 ms pause goals), for Options.JVMOptions
+// in benchmarks that compare with Kafka as operators run it, rather than
+// the small serial-collector heap tests use.
+func ProductionJVM(heap string) []string {
+	return []string{"-Xms" + heap, "-Xmx" + heap, "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+		"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
+		"-Djava.awt.headless=true"}
+}
+
 // Cluster is a running KRaft cluster. Its methods may be called from any
 // goroutine.
 type Cluster struct {
