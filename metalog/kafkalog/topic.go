@@ -188,7 +188,7 @@ func (t *Topic) create(ctx context.Context) error {
 // derives the chunk size from its max.message.bytes.
 func (t *Topic) checkConfigs(ctx context.Context) error {
 	var rc kadm.ResourceConfig
-	for {
+	if err := retryUnknownTopic(ctx, func() error {
 		rcs, err := t.adm.DescribeTopicConfigs(ctx, t.cfg.Topic)
 		if err == nil {
 			rc, err = rcs.On(t.cfg.Topic, nil)
@@ -196,15 +196,9 @@ func (t *Topic) checkConfigs(ctx context.Context) error {
 		if err == nil {
 			err = rc.Err
 		}
-		if err == nil {
-			break
-		}
-		// A broker that has not yet learned of a topic just created
-		// answers UNKNOWN_TOPIC_OR_PARTITION for a moment.
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) || ctx.Err() != nil {
-			return fmt.Errorf("kafkalog: describing the configs of topic %s: %w", t.cfg.Topic, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	}); err != nil {
+		return fmt.Errorf("kafkalog: describing the configs of topic %s: %w", t.cfg.Topic, err)
 	}
 	get := func(k string) (string, bool) {
 		for _, c := range rc.Configs {
@@ -347,26 +341,41 @@ func (t *Topic) leader(ctx context.Context, partition int32, refresh bool) (int3
 	return id, nil
 }
 
-// listOffset returns partition's offset for timestamp: −1 the high
-// watermark, −2 the log start offset. A broker that has not yet learned
-// of the topic just created answers UNKNOWN_TOPIC_OR_PARTITION for a
-// moment (as for DescribeConfigs in ensure): that answer is asked again
-// every 50 ms, for at most unknownTopicWait.
-func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64) (int64, error) {
+// unknownTopicWait bounds how long retryUnknownTopic waits for a broker
+// to learn of the topic: far above the moments observed (a start-up in a
+// full test run failed on the first answer), far below a start-up's
+// bound.
+const unknownTopicWait = 10 * time.Second
+
+// retryUnknownTopic calls fn until it returns anything but
+// UNKNOWN_TOPIC_OR_PARTITION — what a broker that has not yet learned of
+// the topic just created answers for a moment — every 50 ms, for at most
+// unknownTopicWait or until ctx ends, and returns fn's last error.
+func retryUnknownTopic(ctx context.Context, fn func() error) error {
 	deadline := time.Now().Add(unknownTopicWait)
 	for {
-		off, err := t.listOffsetOnce(ctx, partition, timestamp)
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) || ctx.Err() != nil || time.Now().After(deadline) {
-			return off, err
+		err := fn()
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
-// unknownTopicWait bounds how long listOffset waits for a broker to learn
-// of the topic: far above the moments observed (a start-up in a full
-// test run failed on the first answer), far below a start-up's bound.
-const unknownTopicWait = 10 * time.Second
+// listOffset returns partition's offset for timestamp: −1 the high
+// watermark, −2 the log start offset; UNKNOWN_TOPIC_OR_PARTITION is asked
+// again (retryUnknownTopic).
+func (t *Topic) listOffset(ctx context.Context, partition int32, timestamp int64) (off int64, err error) {
+	err = retryUnknownTopic(ctx, func() error {
+		off, err = t.listOffsetOnce(ctx, partition, timestamp)
+		return err
+	})
+	return off, err
+}
 
 func (t *Topic) listOffsetOnce(ctx context.Context, partition int32, timestamp int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
