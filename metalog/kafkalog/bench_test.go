@@ -25,8 +25,9 @@ import (
 // (Transaction: begin, produce, EndTxn(commit) on 4 transactional
 // producers used in turn). Each reports its p50 and p99. The brokers run
 // with the JVM settings of Kafka's start scripts (1 GiB heap, G1), as an
-// operator's brokers would, not the tests' small serial-collector heap,
-// whose pauses show in the p99.
+// operator's brokers would, not the tests' small serial-collector heap
+// (bench/RESULTS.md entry 20: on a quiet machine the collector made no
+// difference beyond the runs' spread).
 func BenchmarkAppend(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Brokers: 3, JVMOptions: kafkatest.ProductionJVM("1g")})
 	// The floors' topics are laid out as the metadata topic is: one
