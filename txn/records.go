@@ -9,11 +9,9 @@ import (
 
 // Record keys of the transaction coordinator (docs/format/metadata-records.md
 // §118). Keys 119 … 121 are reserved for the data path of transactions.
-const (
-	KeyTxnState        int16 = 118
-	recordFrameVersion       = 1 // KRaft's metadata record frame version
-	maxStringBytes           = 1 << 20
-)
+const KeyTxnState int16 = 118
+
+const recordFrameVersion = 1 // KRaft's metadata record frame version
 
 // ErrBadRecord is returned (wrapped) by DecodeRecord and DecodeSnapshot for
 // bytes that are not a well-formed record or snapshot section.
@@ -255,9 +253,6 @@ func readString(r *kbin.Reader) (string, error) {
 	}
 	if n == 0 {
 		return "", errors.New("null string")
-	}
-	if n-1 > maxStringBytes {
-		return "", fmt.Errorf("string of %d bytes", n-1)
 	}
 	b := r.Span(int(n - 1))
 	if !r.Ok() {
