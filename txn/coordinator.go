@@ -42,8 +42,8 @@ func (c Config) Validate() error {
 // Coordinator decides the transaction requests of one shard against its
 // Table. It does no IO and keeps no clock: every method takes now (ms
 // since the epoch) and returns the record 118 to write, which the caller
-// applies to the Table (Table.Apply) only once it is durable. Used only
-// by the shard's driver.
+// applies to the Table (Table.Apply) as decided and answers once it is
+// durable (doc.go). Used only by the shard's driver.
 type Coordinator struct {
 	cfg   Config
 	table *Table

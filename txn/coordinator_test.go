@@ -6,13 +6,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// apply is what the shard does once a record is durable.
+// apply is what the shard does with a decided record, through the codec
+// as replay would see it.
 func apply(t *testing.T, tb *Table, rec *StateRecord) {
 	t.Helper()
 	if rec == nil {
 		return
 	}
-	// Round trip through the codec, as replay would.
 	got, err := DecodeRecord(AppendRecord(nil, rec))
 	if err != nil {
 		t.Fatalf("decode own record: %v", err)

@@ -9,10 +9,13 @@
 // an argument, a decision returns the answer and the record to write —
 // record 118 DisklessTxnStateRecord, the whole state of one transactional
 // id after the transition (docs/format/metadata-records.md §118) — and the
-// caller (the shard's driver, package coordinator) appends the record and
-// only once it is durable applies it with Table.Apply and answers. The
-// table is a pure function of the records applied, so replay rebuilds it
-// and its snapshot section is the records 118 of its transactional ids.
+// caller (the shard's driver, package coordinator) applies it with
+// Table.Apply at once, so that the next decision of the same group commit
+// sees it, appends it with the group, and answers only once it is
+// durable; a failed append rebuilds the table from the log (DESIGN
+// §Transactions). The table is a pure function of the records applied,
+// so replay rebuilds it and its snapshot section is the records 118 of
+// its transactional ids.
 //
 // State machine (Kafka's TransactionState, KIP-98): Empty → Ongoing (the
 // first AddPartitionsToTxn or AddOffsetsToTxn) → PrepareCommit or
