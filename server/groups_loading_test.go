@@ -84,6 +84,34 @@ func (noFetch) APIVersions() []kmsg.ApiVersionsResponseApiKey {
 	return []kmsg.ApiVersionsResponseApiKey{{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, {ApiKey: 2, MinVersion: 1, MaxVersion: 7}, {ApiKey: 23, MinVersion: 0, MaxVersion: 4}}
 }
 
+// serveCoordinator serves c (the catalog, and whichever of Groups and
+// Transactions cfg names) behind a real server on cfg's address, with no
+// produce or fetch stage; stop shuts the server down and fails the test
+// if it does not stop cleanly. Deferred before c.Close, it stops the
+// server first.
+func serveCoordinator(t *testing.T, cfg server.Config, c *coordinator.Coordinator) (s *server.Server, stop func()) {
+	t.Helper()
+	s, err := server.New(cfg, noProduce{}, noFetch{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(context.Background()) }()
+	return s, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // kgoLog keeps kgo's log lines.
 type kgoLog struct {
 	mu    sync.Mutex
@@ -142,25 +170,8 @@ func TestGroupsWhileShardLoadingKgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := server.New(server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "loading", Logger: quiet, Groups: c}, noProduce{}, noFetch{}, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(context.Background()) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "loading", Logger: quiet, Groups: c}, c)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic, err := c.CreateTopic(ctx, "t", 2, nil)

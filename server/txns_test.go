@@ -31,25 +31,8 @@ func TestTransactionsOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := server.New(server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, noProduce{}, noFetch{}, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(context.Background()) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, c)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "t", 2, nil); err != nil {
