@@ -15,12 +15,6 @@ import (
 // key is a ControlRecordKey (version 0, type 0 ABORT or 1 COMMIT) and whose
 // value an EndTxnMarker (version 0, the coordinator epoch) [KIP-98].
 
-// Control record types of a marker's key.
-const (
-	MarkerAbort  int16 = 0
-	MarkerCommit int16 = 1
-)
-
 // ErrNotMarker is returned by ParseMarker for a batch that is not a
 // well-formed transaction marker.
 var ErrNotMarker = errors.New("batch: not a transaction marker")
