@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -337,7 +338,7 @@ func (c *Coordinator) Complete(now int64, id string, pid int64, epoch int16, pre
 // (Kafka's abortTimedOutTransactions).
 func (c *Coordinator) Expire(now int64) []*StateRecord {
 	var out []*StateRecord
-	for _, id := range sortedIDs(c.table) {
+	for _, id := range slices.Sorted(maps.Keys(c.table.ids)) {
 		cur := c.table.ids[id]
 		if cur.State == Ongoing && cur.StartTimestamp+int64(cur.TimeoutMs) <= now {
 			out = append(out, c.fence(now, cur))
@@ -354,7 +355,7 @@ func (c *Coordinator) Expire(now int64) []*StateRecord {
 // fresh producer id.
 func (c *Coordinator) ExpireIDs(now int64) []*StateRecord {
 	var out []*StateRecord
-	for _, id := range sortedIDs(c.table) {
+	for _, id := range slices.Sorted(maps.Keys(c.table.ids)) {
 		cur := c.table.ids[id]
 		switch cur.State {
 		case Empty, CompleteCommit, CompleteAbort:
@@ -366,13 +367,4 @@ func (c *Coordinator) ExpireIDs(now int64) []*StateRecord {
 		}
 	}
 	return out
-}
-
-func sortedIDs(t *Table) []string {
-	ids := make([]string, 0, len(t.ids))
-	for id := range t.ids {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }

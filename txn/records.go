@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Record keys of the transaction coordinator (docs/format/metadata-records.md
@@ -212,7 +213,7 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 				return errors.New("partitions out of order")
 			}
 		}
-		skipTags(r)
+		kmsg.SkipTags(r)
 		if !r.Ok() {
 			return errTruncated
 		}
@@ -231,19 +232,11 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 			return errors.New("groups out of order")
 		}
 	}
-	skipTags(r)
+	kmsg.SkipTags(r)
 	if !r.Ok() {
 		return errTruncated
 	}
 	return nil
-}
-
-func skipTags(r *kbin.Reader) {
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		r.Uvarint()
-		size := r.Uvarint()
-		r.Span(int(size))
-	}
 }
 
 func readString(r *kbin.Reader) (string, error) {

@@ -1,12 +1,14 @@
 package txn
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Table is the state of the transactional ids of one shard: for each, the
@@ -99,7 +101,7 @@ func DecodeSnapshot(b []byte) (*Table, []byte, error) {
 		last = rec.TransactionalID
 		t.ids[rec.TransactionalID] = rec
 	}
-	skipTags(&r)
+	kmsg.SkipTags(&r)
 	if !r.Ok() {
 		return nil, nil, fmt.Errorf("%w: transactions snapshot: truncated", ErrBadRecord)
 	}
@@ -124,7 +126,7 @@ func (r *StateRecord) clone() *StateRecord {
 
 // Contains reports whether partition p of topic id is in r's transaction.
 func (r *StateRecord) Contains(id [16]byte, p int32) bool {
-	i, ok := slices.BinarySearchFunc(r.Topics, id, func(t Topic, id [16]byte) int { return compareID(t.TopicID, id) })
+	i, ok := slices.BinarySearchFunc(r.Topics, id, compareID)
 	if !ok {
 		return false
 	}
@@ -138,22 +140,14 @@ func (r *StateRecord) HasGroup(g string) bool {
 	return ok
 }
 
-func compareID(a, b [16]byte) int {
-	switch sa, sb := string(a[:]), string(b[:]); {
-	case sa < sb:
-		return -1
-	case sa > sb:
-		return 1
-	}
-	return 0
-}
+func compareID(t Topic, id [16]byte) int { return bytes.Compare(t.TopicID[:], id[:]) }
 
 // addTopics adds the partitions of add to r's, keeping the order, and
 // reports whether any was new.
 func (r *StateRecord) addTopics(add []Topic) bool {
 	changed := false
 	for _, a := range add {
-		i, ok := slices.BinarySearchFunc(r.Topics, a.TopicID, func(t Topic, id [16]byte) int { return compareID(t.TopicID, id) })
+		i, ok := slices.BinarySearchFunc(r.Topics, a.TopicID, compareID)
 		if !ok {
 			r.Topics = slices.Insert(r.Topics, i, Topic{TopicID: a.TopicID, Name: a.Name})
 		}
