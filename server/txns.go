@@ -31,7 +31,8 @@ type Transactions interface {
 // ids), and ApiVersions announces no transaction.version feature, so
 // clients run transactions v1: AddPartitionsToTxn before producing to a
 // partition, an epoch bumped only by InitProducerId. They are advertised
-// only when Config.Transactions is set (New).
+// only when Config.Transactions is set (New): without it the dispatcher
+// refuses them as unknown keys and their handlers never run.
 var (
 	addPartitionsToTxnVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 24, MinVersion: 0, MaxVersion: 4}
 	addOffsetsToTxnVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 25, MinVersion: 0, MaxVersion: 4}
@@ -50,10 +51,6 @@ func withoutTxns(apis []kmsg.ApiVersionsResponseApiKey, drop bool) []kmsg.ApiVer
 	}
 	return slices.DeleteFunc(apis, func(a kmsg.ApiVersionsResponseApiKey) bool { return slices.Contains(txnKeys, a.ApiKey) })
 }
-
-// errNoTxns is the error of a transaction API without a coordinator (not
-// advertised then; the dispatcher refuses it first).
-var errNoTxns = errors.New("server: no transaction coordinator")
 
 // txnErrCode is the code a transaction request gets when the coordinator
 // could not answer it: a producer-id allocation's *kerr.Error, else as a
@@ -85,13 +82,7 @@ func (s *Server) initTransactionalProducer(ctx context.Context, req *kmsg.InitPr
 func (s *Server) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	one := func(t *kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
-		var (
-			out kmsg.AddPartitionsToTxnResponseTransaction
-			err error = errNoTxns
-		)
-		if s.cfg.Transactions != nil {
-			out, err = s.cfg.Transactions.AddPartitionsToTxn(ctx, t)
-		}
+		out, err := s.cfg.Transactions.AddPartitionsToTxn(ctx, t)
 		if err != nil {
 			out = kmsg.AddPartitionsToTxnResponseTransaction{TransactionalID: t.TransactionalID}
 			for _, rt := range t.Topics {
@@ -126,13 +117,7 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPart
 
 // handleAddOffsetsToTxn answers AddOffsetsToTxn.
 func (s *Server) handleAddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	var (
-		resp *kmsg.AddOffsetsToTxnResponse
-		err  error = errNoTxns
-	)
-	if s.cfg.Transactions != nil {
-		resp, err = s.cfg.Transactions.AddOffsetsToTxn(ctx, req)
-	}
+	resp, err := s.cfg.Transactions.AddOffsetsToTxn(ctx, req)
 	if err != nil {
 		resp = req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 		resp.ErrorCode = txnErrCode(err)
@@ -142,13 +127,7 @@ func (s *Server) handleAddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsets
 
 // handleEndTxn answers EndTxn.
 func (s *Server) handleEndTxn(ctx context.Context, req *kmsg.EndTxnRequest) kmsg.Response {
-	var (
-		resp *kmsg.EndTxnResponse
-		err  error = errNoTxns
-	)
-	if s.cfg.Transactions != nil {
-		resp, err = s.cfg.Transactions.EndTxn(ctx, req)
-	}
+	resp, err := s.cfg.Transactions.EndTxn(ctx, req)
 	if err != nil {
 		resp = req.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = txnErrCode(err)
@@ -161,9 +140,9 @@ func (s *Server) handleEndTxn(ctx context.Context, req *kmsg.EndTxnRequest) kmsg
 func (s *Server) handleTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	var (
 		resp *kmsg.TxnOffsetCommitResponse
-		err  error = errNoTxns
+		err  error = errNoGroups
 	)
-	if s.cfg.Transactions != nil && s.cfg.Groups != nil {
+	if s.cfg.Groups != nil {
 		resp, err = s.cfg.Transactions.TxnOffsetCommit(ctx, req)
 	}
 	if err != nil {
