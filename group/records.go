@@ -18,9 +18,9 @@ const (
 	// KeyTopicOffsetsDeleted is record 113: keys 111 and 112 are the
 	// partition coordinator's.
 	KeyTopicOffsetsDeleted int16 = 113
-	recordFrameVersion           = 1 // KRaft's metadata record frame version
-	maxStringBytes               = 1 << 20
 )
+
+const recordFrameVersion = 1 // KRaft's metadata record frame version
 
 // ErrBadRecord is returned (wrapped) by DecodeRecord and DecodeSnapshot for
 // bytes that are not a well-formed record or snapshot section.
@@ -203,9 +203,6 @@ func readString(r *kbin.Reader) (string, error) {
 	}
 	if n == 0 {
 		return "", errors.New("null string")
-	}
-	if n-1 > maxStringBytes {
-		return "", fmt.Errorf("string of %d bytes", n-1)
 	}
 	s := r.Span(int(n - 1))
 	if !r.Ok() {
