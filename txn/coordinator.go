@@ -294,8 +294,10 @@ func (c *Coordinator) EndTxn(now int64, id string, pid int64, epoch int16, commi
 	if err != nil {
 		return err.Code, nil
 	}
-	want := map[bool]State{true: CompleteCommit, false: CompleteAbort}[commit]
-	prep := map[bool]State{true: PrepareCommit, false: PrepareAbort}[commit]
+	want, prep := CompleteAbort, PrepareAbort
+	if commit {
+		want, prep = CompleteCommit, PrepareCommit
+	}
 	switch cur.State {
 	case Ongoing:
 		rec := cur.clone()
