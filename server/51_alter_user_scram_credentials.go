@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,10 +44,13 @@ func scramInfos(users map[string][]diskless.ScramCredential) map[string][]scramI
 // "Unknown SCRAM mechanism"; iterations below 4096 or above 16384
 // UNACCEPTABLE_CREDENTIAL "Too few iterations" / "Too many iterations";
 // the deletion of a credential not held RESOURCE_NOT_FOUND "Attempt to
-// delete a user credential that does not exist". The sidecar's own bounds
-// (docs/format/metadata-records.md §Limits) refuse a name or salt over
-// 1024 bytes, an empty salt and a name that is not UTF-8 with
-// UNACCEPTABLE_CREDENTIAL. The accepted changes are written together
+// delete a user credential that does not exist", decided as the deletion
+// is read against the credentials held before the request, so that the
+// user's later changes are not read (the credential store checks again
+// when it writes: one removed meanwhile is answered the same). The
+// sidecar's own bounds (docs/format/metadata-records.md §Limits) refuse
+// a name or salt over 1024 bytes, an empty salt and a name that is not
+// UTF-8 with UNACCEPTABLE_CREDENTIAL. The accepted changes are written together
 // (one group of records 116 on shard 0): StoredKey and ServerKey derived
 // from the salted password, which is not kept.
 func (s *Server) handleAlterUserScramCredentials(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
@@ -62,7 +66,11 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, req *kmsg.
 		order   []string // users in the order first named
 		failed  = map[string]failure{}
 		changes = map[string]diskless.ScramChange{}
+		held    map[string][]diskless.ScramCredential
 	)
+	if s.cfg.Scram != nil {
+		held = s.cfg.Scram.ScramUsers()
+	}
 	fail := func(user string, code int16, msg string) {
 		if _, ok := failed[user]; !ok {
 			failed[user] = failure{code, msg}
@@ -91,6 +99,12 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, req *kmsg.
 			return
 		}
 		ch := diskless.ScramChange{User: user, Remove: remove, Credential: diskless.ScramCredential{Mechanism: m}}
+		if remove && !slices.ContainsFunc(held[user], func(c diskless.ScramCredential) bool { return c.Mechanism == m }) {
+			// Refused as it is read, as Kafka's controller refuses it:
+			// the user's later changes are not read.
+			fail(user, kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
+			return
+		}
 		if !remove {
 			switch {
 			case iterations < diskless.MinScramIterations:

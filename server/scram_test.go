@@ -238,7 +238,9 @@ func TestScramLogins(t *testing.T) {
 // bounds, removal of a credential not held; describe lists iterations
 // only.
 func TestScramAdminAnswers(t *testing.T) {
-	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{}}
+	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{
+		"delup": {diskless.ScramSHA256: sasl.NewScramCredential(diskless.ScramSHA256, "delup-secret", []byte("salt"), 4096)},
+	}}
 	ts := startScramServer(t, store, nil)
 	c := dialRaw(t, ts.ListenerAddr("PLAINTEXT"))
 	up := func(name string, mech int8, iters int32) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
@@ -255,8 +257,14 @@ func TestScramAdminAnswers(t *testing.T) {
 	alter.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{
 		up("ok", 2, 4096), up("ok256", 1, 16384), up("few", 1, 4095), up("many", 2, 16385),
 		up("twice", 1, 4096), up("twice", 2, 4096), up("", 1, 4096), up("mech", 3, 4096), up("delup", 1, 4096),
+		up("noneup", 1, 4096),
 	}
-	alter.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del("none", 1), del("delup", 1)}
+	// A deletion is checked against the credentials held when it is
+	// read, before the upsertions: "noneup" holds none, so it is
+	// RESOURCE_NOT_FOUND and its upsertion is not read (Kafka's
+	// ScramControlManager); "delup" holds one, so its upsertion is the
+	// second change.
+	alter.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del("none", 1), del("delup", 1), del("noneup", 1)}
 	got := map[string]string{}
 	resp := c.roundTrip(alter).(*kmsg.AlterUserSCRAMCredentialsResponse)
 	for _, r := range resp.Results {
@@ -274,13 +282,14 @@ func TestScramAdminAnswers(t *testing.T) {
 	}
 	want := map[string]string{
 		"ok": "ok", "ok256": "ok",
-		"few":   kerr.UnacceptableCredential.Error() + " Too few iterations",
-		"many":  kerr.UnacceptableCredential.Error() + " Too many iterations",
-		"twice": kerr.DuplicateResource.Error() + " A user credential cannot be altered twice in the same request",
-		"delup": kerr.DuplicateResource.Error() + " A user credential cannot be altered twice in the same request",
-		"":      kerr.UnacceptableCredential.Error() + " Username must not be empty",
-		"mech":  kerr.UnsupportedSaslMechanism.Error() + " Unknown SCRAM mechanism",
-		"none":  kerr.ResourceNotFound.Error() + " Attempt to delete a user credential that does not exist",
+		"few":    kerr.UnacceptableCredential.Error() + " Too few iterations",
+		"many":   kerr.UnacceptableCredential.Error() + " Too many iterations",
+		"twice":  kerr.DuplicateResource.Error() + " A user credential cannot be altered twice in the same request",
+		"delup":  kerr.DuplicateResource.Error() + " A user credential cannot be altered twice in the same request",
+		"":       kerr.UnacceptableCredential.Error() + " Username must not be empty",
+		"mech":   kerr.UnsupportedSaslMechanism.Error() + " Unknown SCRAM mechanism",
+		"none":   kerr.ResourceNotFound.Error() + " Attempt to delete a user credential that does not exist",
+		"noneup": kerr.ResourceNotFound.Error() + " Attempt to delete a user credential that does not exist",
 	}
 	for u, w := range want {
 		if got[u] != w {
@@ -292,6 +301,12 @@ func TestScramAdminAnswers(t *testing.T) {
 	}
 	if _, ok := store.lookup("twice", 1); ok {
 		t.Error("a user named twice got a credential")
+	}
+	if _, ok := store.lookup("noneup", 1); ok {
+		t.Error("the upsertion after a refused deletion was applied")
+	}
+	if _, ok := store.lookup("delup", 1); !ok {
+		t.Error("delup's credential removed by a refused request")
 	}
 
 	describe := func(users ...string) map[string]string {
@@ -321,7 +336,7 @@ func TestScramAdminAnswers(t *testing.T) {
 				return
 			}
 		}
-	}); !slices.Equal(names, []string{"ok", "ok256"}) || all["ok"] != "SCRAM-SHA-512/1" || all["ok256"] != "SCRAM-SHA-256/4" {
+	}); !slices.Equal(names, []string{"delup", "ok", "ok256"}) || all["delup"] != "SCRAM-SHA-256/1" || all["ok"] != "SCRAM-SHA-512/1" || all["ok256"] != "SCRAM-SHA-256/4" {
 		t.Fatalf("describe all: %v", all)
 	}
 	some := describe("ok", "ok", "nobody", "ok256")
