@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // describeUserScramCredentialsVersions: DescribeUserScramCredentials 0,
@@ -24,9 +26,9 @@ var describeUserScramCredentialsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey
 // keys. Results are sorted by user (Kafka's follow a hash map's order).
 func (s *Server) handleDescribeUserScramCredentials(_ context.Context, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	var users map[string][]scramInfo
+	var users map[string][]diskless.ScramCredential
 	if s.cfg.Scram != nil {
-		users = scramInfos(s.cfg.Scram.ScramUsers())
+		users = s.cfg.Scram.ScramUsers()
 	}
 	named := map[string]bool{} // user → named twice
 	if len(req.Users) == 0 {
@@ -47,7 +49,7 @@ func (s *Server) handleDescribeUserScramCredentials(_ context.Context, req *kmsg
 	for _, u := range names {
 		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 		r.User = u
-		switch infos, ok := users[u]; {
+		switch creds, ok := users[u]; {
 		case named[u]:
 			r.ErrorCode = kerr.DuplicateResource.Code
 			r.ErrorMessage = kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request: " + u)
@@ -55,9 +57,9 @@ func (s *Server) handleDescribeUserScramCredentials(_ context.Context, req *kmsg
 			r.ErrorCode = kerr.ResourceNotFound.Code
 			r.ErrorMessage = kmsg.StringPtr("Attempt to describe a user credential that does not exist: " + u)
 		default:
-			for _, in := range infos {
+			for _, c := range creds {
 				ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-				ci.Mechanism, ci.Iterations = in.mechanism, in.iterations
+				ci.Mechanism, ci.Iterations = int8(c.Mechanism), c.Iterations
 				r.CredentialInfos = append(r.CredentialInfos, ci)
 			}
 		}

@@ -17,22 +17,6 @@ import (
 // Kafka 4.x's (KIP-554).
 var alterUserScramCredentialsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 51, MinVersion: 0, MaxVersion: 0}
 
-// scramInfo is what DescribeUserScramCredentials shows of a credential.
-type scramInfo struct {
-	mechanism  int8
-	iterations int32
-}
-
-func scramInfos(users map[string][]diskless.ScramCredential) map[string][]scramInfo {
-	out := make(map[string][]scramInfo, len(users))
-	for u, cs := range users {
-		for _, c := range cs {
-			out[u] = append(out[u], scramInfo{int8(c.Mechanism), c.Iterations})
-		}
-	}
-	return out
-}
-
 // handleAlterUserScramCredentials answers AlterUserScramCredentials
 // (KIP-554; SPEC §14, SCRAM) as Kafka's controller decides it, at the
 // controller in a cluster (forwarded). Per user, deletions first, then
