@@ -346,7 +346,6 @@ func testFailedLoginsBounded(t *testing.T, mech string) {
 	checkServing(t, ts.ListenerAddr("PLAINTEXT"))
 }
 
-// failedLogin logs in with a wrong password and waits for the close.
 // failedLogin logs in with a wrong password, PLAIN, or SCRAM-SHA-512 as
 // alice with a client-final message whose nonce and proof are wrong, and
 // waits for the connection to close.

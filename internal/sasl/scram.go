@@ -25,9 +25,8 @@ type ScramLookup func(user string, mech diskless.ScramMechanism) (cred diskless.
 // at each login. The exchange itself is github.com/xdg-go/scram's server
 // conversation.
 type Scram struct {
-	mech   diskless.ScramMechanism
-	srv    *scram.Server
-	lookup ScramLookup
+	mech diskless.ScramMechanism
+	srv  *scram.Server
 }
 
 // hashOf returns the mechanism's hash.
@@ -62,7 +61,7 @@ func NewScram(mech diskless.ScramMechanism, lookup ScramLookup) (*Scram, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Scram{mech: mech, srv: srv, lookup: lookup}, nil
+	return &Scram{mech: mech, srv: srv}, nil
 }
 
 // Name is the mechanism's name in SaslHandshake.
