@@ -206,6 +206,65 @@ func kgoRoundTrip(t *testing.T, ctx context.Context, topic string, n int, opts .
 	}
 }
 
+// kcatRoundTrip produces two lines to topic with kcat (args: the
+// connection's -b and -X options) and consumes them back.
+func kcatRoundTrip(t *testing.T, ctx context.Context, topic string, args ...string) {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "lines")
+	mustNoErr(t, "write", os.WriteFile(in, []byte("one\ntwo\n"), 0o644))
+	kcat(t, ctx, append(args, "-P", "-t", topic, "-l", in)...)
+	if out := kcat(t, ctx, append(args, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n")...); out != "one\ntwo\n" {
+		t.Fatalf("kcat consumed %q", out)
+	}
+}
+
+// javaReauthRoundTrip produces 10 lines to topic with the Java client
+// over SASL_SSL at addr (props: its --property options), one each 500 ms:
+// with connections.max.reauth.ms=2000 the sessions end twice while the
+// producer holds its connection, so it re-authenticates (KIP-368) and
+// keeps going, which sc's log must show; then consumes the 10 back.
+func javaReauthRoundTrip(t *testing.T, ctx context.Context, sc *Sidecar, addr, topic string, props ...string) {
+	t.Helper()
+	cmd, err := kafkatest.JavaCommand(ctx, "Produce", append([]string{"--bootstrap-server", addr, "--topic", topic}, props...)...)
+	mustNoErr(t, "java Produce", err)
+	pr, pw := io.Pipe()
+	cmd.Stdin = pr
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	mustNoErr(t, "start", cmd.Start())
+	for i := range 10 {
+		fmt.Fprintf(pw, "line-%d\n", i)
+		time.Sleep(500 * time.Millisecond)
+	}
+	pw.Close()
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "produced 10 records, 0 failed") {
+		t.Fatalf("java Produce over SASL_SSL: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(sc.Logs(), "SASL re-authentication done") {
+		t.Errorf("no re-authentication in the sidecar's log")
+	}
+	stdout, stderr, err := kafkatest.Java(ctx, "Consume", append([]string{"--bootstrap-server", addr, "--topic", topic, "--max-records", "10"}, props...)...)
+	if err != nil {
+		t.Fatalf("java Consume over SASL_SSL: %v\n%s", err, stderr)
+	}
+	if recs, err := kafkatest.ParseRecords(stdout); err != nil || len(recs) != 10 {
+		t.Fatalf("java consumed %d records (%v)", len(recs), err)
+	}
+}
+
+// mustRefuseSASL requires a kgo client of opts (seed brokers, SASL, …),
+// without retries, to be refused SASL_AUTHENTICATION_FAILED; what names
+// the attempt in the failure.
+func mustRefuseSASL(t *testing.T, ctx context.Context, what string, opts ...kgo.Opt) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+	mustNoErr(t, "kgo client", err)
+	defer cl.Close()
+	if err := cl.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("%s: %v, want SASL_AUTHENTICATION_FAILED", what, err)
+	}
+}
+
 // servedCN is the common name of the certificate the listener at addr
 // presents.
 func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
@@ -242,46 +301,14 @@ func TestSASLClients(t *testing.T) {
 	t.Run("kcat", func(t *testing.T) {
 		args := []string{"-b", addr, "-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + f.truststore,
 			"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=bob", "-X", "sasl.password=bob-secret"}
-		in := filepath.Join(t.TempDir(), "lines")
-		mustNoErr(t, "write", os.WriteFile(in, []byte("one\ntwo\n"), 0o644))
-		kcat(t, ctx, append(args, "-P", "-t", "sasl-kcat", "-l", in)...)
-		if out := kcat(t, ctx, append(args, "-C", "-t", "sasl-kcat", "-o", "beginning", "-e", "-q", "-f", "%s\n")...); out != "one\ntwo\n" {
-			t.Fatalf("kcat consumed %q", out)
-		}
+		kcatRoundTrip(t, ctx, "sasl-kcat", args...)
 	})
 
 	t.Run("java with re-authentication", func(t *testing.T) {
 		props := []string{"--property", "security.protocol=SASL_SSL", "--property", "sasl.mechanism=PLAIN",
 			"--property", `sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`,
 			"--property", "ssl.truststore.type=PEM", "--property", "ssl.truststore.location=" + f.truststore}
-		cmd, err := kafkatest.JavaCommand(ctx, "Produce", append([]string{"--bootstrap-server", addr, "--topic", "sasl-java"}, props...)...)
-		mustNoErr(t, "java Produce", err)
-		// Lines over 5 s: the 2 s sessions end twice while the producer
-		// holds its connection; it re-authenticates (KIP-368) and keeps
-		// going.
-		pr, pw := io.Pipe()
-		cmd.Stdin = pr
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		mustNoErr(t, "start", cmd.Start())
-		for i := range 10 {
-			fmt.Fprintf(pw, "line-%d\n", i)
-			time.Sleep(500 * time.Millisecond)
-		}
-		pw.Close()
-		if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "produced 10 records, 0 failed") {
-			t.Fatalf("java Produce over SASL_SSL: %v\n%s", err, out.String())
-		}
-		if !strings.Contains(sc.Logs(), "SASL re-authentication done") {
-			t.Errorf("no re-authentication in the sidecar's log")
-		}
-		stdout, stderr, err := kafkatest.Java(ctx, "Consume", append([]string{"--bootstrap-server", addr, "--topic", "sasl-java", "--max-records", "10"}, props...)...)
-		if err != nil {
-			t.Fatalf("java Consume over SASL_SSL: %v\n%s", err, stderr)
-		}
-		if recs, err := kafkatest.ParseRecords(stdout); err != nil || len(recs) != 10 {
-			t.Fatalf("java consumed %d records (%v)", len(recs), err)
-		}
+		javaReauthRoundTrip(t, ctx, sc, addr, "sasl-java", props...)
 	})
 
 	good, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
@@ -294,14 +321,8 @@ func TestSASLClients(t *testing.T) {
 		{"unknown user", "mallory", "x"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bad, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg), kgo.RequestRetries(0),
+			mustRefuseSASL(t, ctx, "ping", kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg),
 				kgo.SASL(plain.Auth{User: c.user, Pass: c.pass}.AsMechanism()))
-			mustNoErr(t, "kgo client", err)
-			defer bad.Close()
-			err = bad.Ping(ctx)
-			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
-				t.Fatalf("ping: %v, want SASL_AUTHENTICATION_FAILED", err)
-			}
 			mustNoErr(t, "produce after the refusal", good.ProduceSync(ctx, kgo.StringRecord(c.name)).FirstErr())
 		})
 	}
