@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,76 +17,33 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
 
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/sasl"
+	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 )
-
-// memScram is an in-memory SCRAM credential store (the coordinators'
-// stand-in for the server's unit tests; coordinator.TestScram… test
-// the real one).
-type memScram struct {
-	mu    sync.Mutex
-	creds map[string]map[diskless.ScramMechanism]diskless.ScramCredential
-}
-
-func (m *memScram) lookup(user string, mech diskless.ScramMechanism) (diskless.ScramCredential, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c, ok := m.creds[user][mech]
-	return c, ok
-}
-
-func (m *memScram) ScramUsers() map[string][]diskless.ScramCredential {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[string][]diskless.ScramCredential{}
-	for u, cs := range m.creds {
-		for _, mech := range []diskless.ScramMechanism{diskless.ScramSHA256, diskless.ScramSHA512} {
-			if c, ok := cs[mech]; ok {
-				out[u] = append(out[u], diskless.ScramCredential{Mechanism: mech, Iterations: c.Iterations})
-			}
-		}
-	}
-	return out
-}
-
-func (m *memScram) AlterScramCredentials(_ context.Context, changes []diskless.ScramChange) ([]error, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	res := make([]error, len(changes))
-	for i, ch := range changes {
-		if !ch.Remove && !ch.Credential.Valid() {
-			return nil, errors.New("invalid credential")
-		}
-		cs := m.creds[ch.User]
-		if ch.Remove {
-			if _, ok := cs[ch.Credential.Mechanism]; !ok {
-				res[i] = kerr.ResourceNotFound
-				continue
-			}
-			delete(cs, ch.Credential.Mechanism)
-			if len(cs) == 0 {
-				delete(m.creds, ch.User)
-			}
-			continue
-		}
-		if cs == nil {
-			cs = map[diskless.ScramMechanism]diskless.ScramCredential{}
-			m.creds[ch.User] = cs
-		}
-		cs[ch.Credential.Mechanism] = ch.Credential
-	}
-	return res, nil
-}
 
 // startScramServer starts a server with a PLAINTEXT listener (to manage
 // credentials) and a SASL_PLAINTEXT one offering SCRAM-SHA-512 and
-// SCRAM-SHA-256 over store.
-func startScramServer(t testing.TB, store *memScram, mod func(*Config)) *testServer {
+// SCRAM-SHA-256 over the credentials of a real coordinator (one shard on
+// an in-memory metadata log), holding creds (user → credential) at the
+// start; it returns both.
+func startScramServer(t testing.TB, creds map[string]diskless.ScramCredential, mod func(*Config)) (*testServer, *coordinator.Coordinator) {
 	t.Helper()
+	store, err := coordinator.Open(coordinator.Config{NumShards: 1, LifecycleInterval: -1, OpenLog: (&metalogtest.Memory{}).Open,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	for user, cred := range creds {
+		if res, err := store.AlterScramCredentials(context.Background(), []diskless.ScramChange{{User: user, Credential: cred}}); err != nil || res[0] != nil {
+			t.Fatalf("credential of %s: %v %v", user, res, err)
+		}
+	}
 	var mechs []SASLMechanism
 	for _, m := range []diskless.ScramMechanism{diskless.ScramSHA512, diskless.ScramSHA256} {
-		sc, err := sasl.NewScram(m, store.lookup)
+		sc, err := sasl.NewScram(m, store.ScramCredential)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +60,7 @@ func startScramServer(t testing.TB, store *memScram, mod func(*Config)) *testSer
 		if mod != nil {
 			mod(c)
 		}
-	})
+	}), store
 }
 
 // loginScram runs SaslHandshake v1 and the SCRAM exchange over
@@ -147,8 +105,7 @@ func loginScram(c *rawConn, mech, user, password string) *kmsg.SASLAuthenticateR
 // the others go on; removal ends a user's logins; a SCRAM session
 // re-authenticates (KIP-368).
 func TestScramLogins(t *testing.T) {
-	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{}}
-	ts := startScramServer(t, store, func(c *Config) { c.MaxReauth = time.Hour })
+	ts, _ := startScramServer(t, nil, func(c *Config) { c.MaxReauth = time.Hour })
 	ctx := context.Background()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(ts.ListenerAddr("PLAINTEXT").String()))
 	if err != nil {
@@ -238,10 +195,9 @@ func TestScramLogins(t *testing.T) {
 // bounds, removal of a credential not held; describe lists iterations
 // only.
 func TestScramAdminAnswers(t *testing.T) {
-	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{
-		"delup": {diskless.ScramSHA256: sasl.NewScramCredential(diskless.ScramSHA256, "delup-secret", []byte("salt"), 4096)},
-	}}
-	ts := startScramServer(t, store, nil)
+	ts, store := startScramServer(t, map[string]diskless.ScramCredential{
+		"delup": sasl.NewScramCredential(diskless.ScramSHA256, "delup-secret", []byte("salt"), 4096),
+	}, nil)
 	c := dialRaw(t, ts.ListenerAddr("PLAINTEXT"))
 	up := func(name string, mech int8, iters int32) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
 		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
@@ -299,13 +255,13 @@ func TestScramAdminAnswers(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("results %v", got)
 	}
-	if _, ok := store.lookup("twice", 1); ok {
+	if _, ok := store.ScramCredential("twice", diskless.ScramSHA256); ok {
 		t.Error("a user named twice got a credential")
 	}
-	if _, ok := store.lookup("noneup", 1); ok {
+	if _, ok := store.ScramCredential("noneup", diskless.ScramSHA256); ok {
 		t.Error("the upsertion after a refused deletion was applied")
 	}
-	if _, ok := store.lookup("delup", 1); !ok {
+	if _, ok := store.ScramCredential("delup", diskless.ScramSHA256); !ok {
 		t.Error("delup's credential removed by a refused request")
 	}
 
@@ -352,9 +308,8 @@ func TestScramAdminAnswers(t *testing.T) {
 // it cannot be reached every user named is answered NOT_CONTROLLER, once,
 // and nothing is written here.
 func TestScramAlterForwarded(t *testing.T) {
-	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{}}
 	fc := &fakeController{fail: true}
-	ts := startScramServer(t, store, func(c *Config) { c.Controller = fc })
+	ts, store := startScramServer(t, nil, func(c *Config) { c.Controller = fc })
 	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 	for _, n := range []string{"a", "b", "a"} {
 		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
@@ -381,10 +336,9 @@ func TestScramAlterForwarded(t *testing.T) {
 // (size-prefixed, unwrapped) and the connection then serves requests; a
 // wrong password closes it unanswered, as Kafka does for v0.
 func TestScramV0(t *testing.T) {
-	store := &memScram{creds: map[string]map[diskless.ScramMechanism]diskless.ScramCredential{
-		"alice": {diskless.ScramSHA256: sasl.NewScramCredential(diskless.ScramSHA256, "alice-secret", []byte("salt"), 4096)},
-	}}
-	ts := startScramServer(t, store, nil)
+	ts, _ := startScramServer(t, map[string]diskless.ScramCredential{
+		"alice": sasl.NewScramCredential(diskless.ScramSHA256, "alice-secret", []byte("salt"), 4096),
+	}, nil)
 	login := func(password string) *rawConn {
 		c := dialRaw(t, ts.ListenerAddr("SASL_PLAINTEXT"))
 		if hs := c.roundTrip(handshake(0, "SCRAM-SHA-256")).(*kmsg.SASLHandshakeResponse); hs.ErrorCode != 0 {
