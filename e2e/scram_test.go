@@ -20,9 +20,11 @@ import (
 // offering SCRAM-SHA-512 and SCRAM-SHA-256 (SPEC §14, SCRAM). Kafka's
 // kafka-configs.sh sets the users' credentials over the PLAINTEXT
 // listener (AlterUserScramCredentials) and lists them
-// (DescribeUserScramCredentials); kgo, kcat and the Java client produce
-// and consume over SASL_SSL with them (the Java producer re-authenticating
-// every 2 s); a wrong password, an unknown user and a user of the other
+// (DescribeUserScramCredentials); kgo, confluent-kafka and the Java
+// client produce and consume over SASL_SSL with them (the Java producer
+// re-authenticating every 2 s), kcat too where it links librdkafka 2.6.1
+// or later, and is refused as Kafka 4.x refuses it where it links an
+// older one (this machine's: SPEC §14, SCRAM); a wrong password, an unknown user and a user of the other
 // mechanism are refused SASL_AUTHENTICATION_FAILED while a logged-in
 // client goes on producing; after a restart on the same data.dir the
 // credentials (the metadata log's records 116) still log in, and one
