@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -286,13 +287,7 @@ func TestScramAdminAnswers(t *testing.T) {
 		return out
 	}
 	all := describe()
-	if names := slices.Sorted(func(yield func(string) bool) {
-		for u := range all {
-			if !yield(u) {
-				return
-			}
-		}
-	}); !slices.Equal(names, []string{"delup", "ok", "ok256"}) || all["delup"] != "SCRAM-SHA-256/1" || all["ok"] != "SCRAM-SHA-512/1" || all["ok256"] != "SCRAM-SHA-256/4" {
+	if names := slices.Sorted(maps.Keys(all)); !slices.Equal(names, []string{"delup", "ok", "ok256"}) || all["delup"] != "SCRAM-SHA-256/1" || all["ok"] != "SCRAM-SHA-512/1" || all["ok256"] != "SCRAM-SHA-256/4" {
 		t.Fatalf("describe all: %v", all)
 	}
 	some := describe("ok", "ok", "nobody", "ok256")
