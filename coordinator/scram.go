@@ -148,8 +148,8 @@ func (c *Coordinator) AlterScramCredentials(ctx context.Context, changes []diskl
 }
 
 // appendScramSnapshot encodes the credentials as snapshot tag 4
-// (docs/format/metadata-records.md §Snapshots), by (Name, Mechanism); nil
-// when there are none.
+// (docs/format/metadata-records.md §Snapshots), by (Name, Mechanism), each
+// as record 116's fields; nil when there are none.
 func appendScramSnapshot(m map[scramKey]diskless.ScramCredential) []byte {
 	if len(m) == 0 {
 		return nil
@@ -158,13 +158,9 @@ func appendScramSnapshot(m map[scramKey]diskless.ScramCredential) []byte {
 	b := kbin.AppendCompactArrayLen(nil, len(keys))
 	for _, k := range keys {
 		cr := m[k]
-		b = kbin.AppendCompactString(b, k.user)
-		b = kbin.AppendInt8(b, int8(k.mech))
-		b = kbin.AppendInt32(b, cr.Iterations)
-		b = kbin.AppendCompactBytes(b, cr.Salt)
-		b = kbin.AppendCompactBytes(b, cr.StoredKey)
-		b = kbin.AppendCompactBytes(b, cr.ServerKey)
-		b = records.AppendTags(b)
+		r := records.ScramCredential{Name: k.user, Mechanism: int8(k.mech), Iterations: cr.Iterations,
+			Salt: cr.Salt, StoredKey: cr.StoredKey, ServerKey: cr.ServerKey}
+		b = r.AppendTo(b)
 	}
 	return b
 }
