@@ -23,9 +23,11 @@ var describeUserScramCredentialsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey
 // request: <user>"; a user without a credential RESOURCE_NOT_FOUND
 // "Attempt to describe a user credential that does not exist: <user>".
 // Each result lists mechanisms and iteration counts only, never salts or
-// keys. Results are sorted by user (Kafka's follow a hash map's order).
+// keys. Error messages are empty, not null, where there is no error, as
+// Kafka's. Results are sorted by user (Kafka's follow a hash map's order).
 func (s *Server) handleDescribeUserScramCredentials(_ context.Context, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	resp.ErrorMessage = kmsg.StringPtr("") // Kafka's: empty, not null
 	var users map[string][]diskless.ScramCredential
 	if s.cfg.Scram != nil {
 		users = s.cfg.Scram.ScramUsers()
@@ -48,7 +50,7 @@ func (s *Server) handleDescribeUserScramCredentials(_ context.Context, req *kmsg
 	slices.Sort(names)
 	for _, u := range names {
 		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
-		r.User = u
+		r.User, r.ErrorMessage = u, kmsg.StringPtr("")
 		switch creds, ok := users[u]; {
 		case named[u]:
 			r.ErrorCode = kerr.DuplicateResource.Code
