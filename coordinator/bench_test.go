@@ -62,7 +62,7 @@ func BenchmarkFindBatches(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		res := st.findBatches(p, r.Int64N(p.hwm), 1<<20)
+		res := st.findBatches(p, r.Int64N(p.hwm), 1<<20, false)
 		if res.Err != nil || len(res.Runs) == 0 {
 			b.Fatal(res.Err)
 		}

@@ -84,6 +84,9 @@ type Coordinator struct {
 	// lifecycleKick wakes the lifecycle loop (disablements, purge) at
 	// once; buffered 1.
 	lifecycleKick chan struct{}
+	// markers writes transactions' markers into their partitions
+	// (SetMarkerWriter); nil: none are written.
+	markers atomic.Pointer[markerWriterBox]
 	// bg owns the periodic loops.
 	bg struct {
 		cancel context.CancelFunc
@@ -423,11 +426,11 @@ func (c *Coordinator) FindBatches(ctx context.Context, reqs []diskless.FindBatch
 		r := &reqs[i]
 		s, p, err := c.lookup(cat, r.TopicID, r.Partition)
 		if err != nil {
-			out[i] = diskless.FindBatchesResult{Err: err, LogStartOffset: -1, HighWatermark: -1}
+			out[i] = diskless.FindBatchesResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1}
 			s.unlock()
 			continue
 		}
-		out[i] = s.mu.st.findBatches(p, r.Offset, r.MaxBytes)
+		out[i] = s.mu.st.findBatches(p, r.Offset, r.MaxBytes, r.ReadCommitted)
 		s.unlock()
 	}
 	return out
@@ -449,7 +452,7 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartitio
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
-		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
 	}
 	return s.mu.st.listOffsets(p, timestamp)
 }
@@ -482,7 +485,7 @@ func (c *Coordinator) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPart
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
-		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
 	}
 	return s.mu.st.listOffsetsFrom(p, timestamp, from)
 }

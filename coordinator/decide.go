@@ -85,9 +85,10 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 		acc = append(acc, acceptedBatch(b, p.hwm, t))
 		cb := &acc[len(acc)-1]
 		s.indexBatch(p, fi, cb)
-		if b.ProducerID >= 0 {
+		if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
 			s.recordProducerBatch(p, ps, cb)
 		}
+		p.trackTxn(cb)
 		results[i] = diskless.CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
 		if p.fileSlot < 0 {
 			p.fileSlot = int32(len(sc.parts))
@@ -120,6 +121,7 @@ func acceptedBatch(b *diskless.CommitBatch, base, t int64) records.CommittedBatc
 		ProducerEpoch:      b.ProducerEpoch,
 		BaseSequence:       b.BaseSequence,
 		LastSequence:       b.LastSequence,
+		Txn:                b.Txn,
 	}
 }
 
@@ -265,6 +267,13 @@ func checkCommitBatch(b *diskless.CommitBatch, fileSize int64) *kerr.Error {
 		b.ByteOffset < 0, b.ByteSize < 1, int64(b.ByteOffset)+int64(b.ByteSize) > fileSize,
 		b.TimestampType != batch.TimestampCreateTime && b.TimestampType != batch.TimestampLogAppendTime:
 		return kerr.InvalidRecord
+	case b.Txn < diskless.TxnNone || b.Txn > diskless.TxnAbort || b.Txn != diskless.TxnNone && b.ProducerID < 0:
+		return kerr.InvalidRecord
+	case b.Txn >= diskless.TxnCommit:
+		// A marker: baseSequence −1, no sequence to check (SPEC §15).
+		if b.LastOffsetDelta != 0 {
+			return kerr.InvalidRecord
+		}
 	case b.ProducerID >= 0 && (b.BaseSequence < 0 || b.LastSequence != batch.AddSequence(b.BaseSequence, b.LastOffsetDelta)):
 		return kerr.InvalidRecord
 	}
@@ -276,7 +285,10 @@ func checkCommitBatch(b *diskless.CommitBatch, fileSize int64) *kerr.Error {
 // duplicate's original answer or an error. ps is the batch's producer
 // state (nil if none, or not idempotent), for recordProducerBatch.
 func (s *state) checkProducer(p *partition, b *diskless.CommitBatch, t int64) (ps *producerState, res diskless.CommitBatchResult, done bool) {
-	if b.ProducerID < 0 {
+	if b.ProducerID < 0 || b.Txn >= diskless.TxnCommit {
+		// Not idempotent, or a marker: the transaction coordinator
+		// writes markers once a transaction's outcome is durable, and
+		// they carry no sequence (SPEC §15).
 		return nil, res, false
 	}
 	ps = p.producers[b.ProducerID]

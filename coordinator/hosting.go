@@ -458,7 +458,7 @@ func applyAll(st *state, recs []decoded) error {
 // does.
 func publishAll(st *state) {
 	for _, p := range st.partitions {
-		p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
+		p.visible, p.visHWM, p.visLogStart, p.visLSO = true, p.hwm, p.logStart, p.lso()
 	}
 }
 

@@ -448,7 +448,7 @@ func TestLargePartitionReads(t *testing.T) {
 		for range 200 {
 			o := p.logStart + r.Int64N(p.hwm-p.logStart)
 			maxBytes := r.Int32N(3000)
-			res := st.findBatches(p, o, maxBytes)
+			res := st.findBatches(p, o, maxBytes, false)
 			i := 0
 			for live[i].last < o {
 				i++

@@ -15,13 +15,17 @@ import (
 
 // visibleLen returns how many of p's runs, from the first, are below the
 // published high watermark.
-func (p *partition) visibleLen() int {
+func (p *partition) visibleLen() int { return p.runsBelow(p.visHWM) }
+
+// runsBelow returns how many of p's runs, from the first, start below
+// limit (at most the published high watermark).
+func (p *partition) runsBelow(limit int64) int {
 	x := &p.runs
 	n := x.len()
-	if n == 0 || x.at(n-1).baseOffset < p.visHWM {
+	if n == 0 || x.at(n-1).baseOffset < limit {
 		return n
 	}
-	return x.search(n, func(e *runEntry) bool { return e.baseOffset >= p.visHWM })
+	return x.search(n, func(e *runEntry) bool { return e.baseOffset >= limit })
 }
 
 // coordinate returns the coordinate of the run e.
@@ -47,16 +51,23 @@ func (s *state) coordinate(e *runEntry) diskless.RunCoordinate {
 // from offset on, estimated by offsets (diskless.ServedEstimate): a fetch serves
 // batches from the one holding offset, and applies the limits to the
 // batches it serves (KIP-74). Next is the visible run after them, if any.
-func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless.FindBatchesResult {
-	res := diskless.FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM}
+// readCommitted (SPEC §15) returns no run starting at or past the last
+// stable offset (nothing from it on: the reader cuts a run crossing it),
+// and the aborted transactions overlapping what is returned.
+func (s *state) findBatches(p *partition, offset int64, maxBytes int32, readCommitted bool) diskless.FindBatchesResult {
+	res := diskless.FindBatchesResult{LogStartOffset: p.visLogStart, HighWatermark: p.visHWM, LastStableOffset: p.visLSO}
 	if offset < p.visLogStart || offset > p.visHWM {
 		res.Err = kerr.OffsetOutOfRange
 		return res
 	}
-	if offset == p.visHWM {
+	limit := p.visHWM
+	if readCommitted {
+		limit = p.visLSO
+	}
+	if offset >= limit {
 		return res
 	}
-	n := p.visibleLen()
+	n := p.runsBelow(limit)
 	ns := len(p.segs)
 	i := p.searchEntry(n, offset)
 	if i == ns+n {
@@ -88,6 +99,9 @@ func (s *state) findBatches(p *partition, offset int64, maxBytes int32) diskless
 	if end < ns+n {
 		res.Next = s.entryCoordinate(p, end)
 	}
+	if readCommitted {
+		res.Aborted = p.visAborted(offset, min(limit, res.Runs[len(res.Runs)-1].LastOffset+1))
+	}
 	return res
 }
 
@@ -104,10 +118,11 @@ func (s *state) listOffsets(p *partition, timestamp int64) diskless.ListOffsetsR
 // batch (SPEC §5).
 func (s *state) listOffsetsFrom(p *partition, timestamp, from int64) diskless.ListOffsetsResult {
 	res := diskless.ListOffsetsResult{
-		LogStartOffset: p.visLogStart,
-		HighWatermark:  p.visHWM,
-		Offset:         -1,
-		Timestamp:      -1,
+		LogStartOffset:   p.visLogStart,
+		HighWatermark:    p.visHWM,
+		LastStableOffset: p.visLSO,
+		Offset:           -1,
+		Timestamp:        -1,
 	}
 	switch {
 	case timestamp == diskless.ListOffsetsEarliest:

@@ -343,6 +343,7 @@ func (s *shard) process(batch []*request) {
 		p.visible = true
 		p.visHWM = p.hwm
 		p.visLogStart = p.logStart
+		p.visLSO = p.lso()
 	}
 	s.mu.Unlock()
 	s.c.stats.FilesReleased.Add(st.releases - releases)
@@ -409,6 +410,7 @@ func (s *shard) processDeferred(r *request) {
 		if rd, ok := rec.(*records.RecordsDeleted); ok {
 			if p := st.partitions[diskless.TopicPartition{TopicID: rd.TopicID, Partition: rd.Partition}]; p != nil {
 				p.visLogStart = p.logStart
+				p.visLSO = p.lso()
 			}
 		}
 	}
@@ -588,7 +590,7 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 		return nil, fmt.Errorf("coordinator: shard %d: replay: %w", s.id, err)
 	}
 	for _, p := range st.partitions {
-		p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
+		p.visible, p.visHWM, p.visLogStart, p.visLSO = true, p.hwm, p.logStart, p.lso()
 	}
 	s.logNext = next
 	s.snapshotAt = from

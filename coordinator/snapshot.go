@@ -80,6 +80,9 @@ type frozenState struct {
 	// scram is the encoded SCRAM credentials (the tagged field
 	// snapshotTagScramCredentials); nil when there are none.
 	scram []byte
+	// partTxns is the encoded partitions' transactions (the tagged field
+	// snapshotTagPartitionTxns); nil when no partition has any.
+	partTxns []byte
 }
 
 type frozenPartition struct {
@@ -125,6 +128,8 @@ func (s *state) freeze() *frozenState {
 	}
 	// A handful of users: encoded on the driver too.
 	fz.scram = appendScramSnapshot(s.scram)
+	// A few open and aborted transactions per partition: on the driver.
+	fz.partTxns = s.appendPartTxnsSnapshot(nil)
 	for _, p := range s.partitions {
 		fp := frozenPartition{
 			tp:        p.tp,

@@ -34,12 +34,16 @@ import (
 //	                     int32, Salt, StoredKey, ServerKey bytes, tagged
 //	                     fields), by (Name, Mechanism): record 116's
 //	                     credentials (shard 0)
+//	tag 6 PartitionTxns  the partitions' open and aborted transactions
+//	                     (txndata.go)
 const (
 	snapshotTagDeletedTopics    = 0
 	snapshotTagDisablements     = 1
 	snapshotTagGroupOffsets     = 2
 	snapshotTagTransactions     = 3
 	snapshotTagScramCredentials = 4
+	// 5 is reserved for the ACLs.
+	snapshotTagPartitionTxns = 6
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -81,6 +85,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	}
 	if fz.scram != nil {
 		tags = append(tags, tag{snapshotTagScramCredentials, fz.scram})
+	}
+	if fz.partTxns != nil {
+		tags = append(tags, tag{snapshotTagPartitionTxns, fz.partTxns})
 	}
 	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
 	for _, t := range tags {
@@ -124,6 +131,8 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 			br.Src = rest
 		case snapshotTagScramCredentials:
 			err = s.readScramSnapshot(br)
+		case snapshotTagPartitionTxns:
+			err = s.readPartTxnsSnapshot(br)
 		default:
 			continue
 		}

@@ -204,10 +204,15 @@ type partition struct {
 	// the partition (records 103) and record 112 removes it.
 	deleted bool
 
-	// Published view, see state.
+	// txns are the partition's open and aborted transactions (txndata.go);
+	// nil while it has none.
+	txns *partTxns
+
+	// Published view, see state. visLSO is the last stable offset.
 	visible     bool
 	visHWM      int64
 	visLogStart int64
+	visLSO      int64
 
 	// What commitFile knows of the partition for the file it is deciding
 	// (valid while fileGen is commitScratch.gen): the error its batches
@@ -464,6 +469,8 @@ func (s *state) checkFileCommitted(r *records.FileCommitted) error {
 					return inconsistent("file %q has a batch at [%d, +%d)", r.ObjectKey, b.ByteOffset, b.ByteSize)
 				case b.TimestampType != batch.TimestampCreateTime && b.TimestampType != batch.TimestampLogAppendTime:
 					return inconsistent("file %q has timestamp type %d", r.ObjectKey, b.TimestampType)
+				case b.Txn < diskless.TxnNone || b.Txn > diskless.TxnAbort || b.Txn != diskless.TxnNone && b.ProducerID < 0:
+					return inconsistent("file %q has a batch of transaction kind %d, producer %d", r.ObjectKey, b.Txn, b.ProducerID)
 				}
 				hwm = b.AssignedLastOffset + 1
 			}
@@ -582,9 +589,10 @@ func (s *state) dropRun(e *runEntry) { s.releaseSlot(e.file) }
 // decision that built b).
 func (s *state) appendBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	s.indexBatch(p, fi, b)
-	if b.ProducerID >= 0 {
+	if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
 		s.recordProducerBatch(p, p.producers[b.ProducerID], b)
 	}
+	p.trackTxn(b)
 }
 
 // indexBatch adds one accepted batch to p's index: it extends p's last
@@ -700,6 +708,7 @@ func (s *state) applyRecordsDeleted(r *records.RecordsDeleted) error {
 		return nil
 	}
 	p.logStart = r.NewLogStartOffset
+	p.trimTxns()
 	// Whole segments below the log start go, then whole runs.
 	if ns := len(p.segs); ns > 0 {
 		k := sort.Search(ns, func(i int) bool { return p.segs[i].lastOffset >= p.logStart })

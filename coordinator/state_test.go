@@ -245,7 +245,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 		for _, p := range st.partitions {
 			p.visible, p.visHWM, p.visLogStart = true, p.hwm, p.logStart
-			st.findBatches(p, p.logStart, 1<<20)
+			st.findBatches(p, p.logStart, 1<<20, false)
 			st.listOffsets(p, 0)
 			st.listOffsets(p, diskless.ListOffsetsMaxTimestamp)
 		}

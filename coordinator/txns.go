@@ -23,8 +23,9 @@ import (
 // group commit of the requests around it; its record 118 is written with
 // them and the request answered once durable. Ending a transaction is
 // three steps, each durable before the next: the outcome (PrepareCommit
-// or PrepareAbort, record 118), the markers (record 110 on the shard of
-// every consumer group in the transaction), the completion
+// or PrepareAbort, record 118), the markers (a control batch in every
+// partition of the transaction, then record 110 on the shard of every
+// consumer group in it), the completion
 // (CompleteCommit or CompleteAbort, record 118). A crash or a failed
 // write between them leaves the transaction Prepare*; the periodic check
 // (runTxnCheck) finishes it, as it aborts the transactions whose timeout
@@ -268,6 +269,59 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	return resp, err
 }
 
+// MarkerWriter writes the COMMIT (commit) or ABORT marker of producer
+// (producerID, epoch)'s transaction to each partition of parts as a record
+// batch through the produce pipeline, and returns once all are committed
+// (produce.Handler.WriteMarkers; SPEC §15). It waits first for the
+// producer's transactional batches still in flight. A marker written
+// twice changes nothing in the partition.
+type MarkerWriter interface {
+	WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error
+}
+
+type markerWriterBox struct{ w MarkerWriter }
+
+// SetMarkerWriter makes the coordinator write every transaction's markers
+// into its partitions with w before completing it (DESIGN
+// §Transactions). Without one (tests of the coordinator alone) a
+// transaction's partitions get no marker.
+func (c *Coordinator) SetMarkerWriter(w MarkerWriter) { c.markers.Store(&markerWriterBox{w}) }
+
+// CheckTxnProduce answers whether producer (pid, epoch), holding
+// transactional id id, may write a transactional batch to tp now (SPEC
+// §15; produce.Transactions): under the read lock of the id's shard, the
+// id's current producer must be (pid, epoch) — another producer id, or
+// none, INVALID_PRODUCER_ID_MAPPING; another epoch INVALID_PRODUCER_EPOCH,
+// which Kafka's partition leader answers a fenced producer — and tp in its
+// Ongoing transaction, else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
+// Produce v11, KIP-890). A shard that cannot answer:
+// NOT_LEADER_OR_FOLLOWER; a clustered coordinator serves no transaction:
+// INVALID_REQUEST.
+func (c *Coordinator) CheckTxnProduce(id string, pid int64, epoch int16, tp diskless.TopicPartition, version int16) *kerr.Error {
+	if c.clustered() {
+		return kerr.InvalidRequest
+	}
+	s := c.shards[c.TxnShard(id)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.failed != nil || s.rebuilding.Load() {
+		return kerr.NotLeaderForPartition
+	}
+	rec, ok := s.mu.st.txns.Get(id)
+	switch {
+	case !ok || rec.ProducerID != pid:
+		return kerr.InvalidProducerIDMapping
+	case rec.ProducerEpoch != epoch:
+		return kerr.InvalidProducerEpoch
+	case rec.State != txn.Ongoing || !rec.Contains(tp.TopicID, tp.Partition):
+		if version >= 11 {
+			return kerr.TransactionAbortable
+		}
+		return kerr.InvalidTxnState
+	}
+	return nil
+}
+
 // completeTxnLogged completes a transaction and logs a failure, which the
 // periodic check retries.
 func (c *Coordinator) completeTxnLogged(ctx context.Context, shard int32, prepared *txn.StateRecord) {
@@ -279,12 +333,24 @@ func (c *Coordinator) completeTxnLogged(ctx context.Context, shard int32, prepar
 
 // completeTxn writes the markers of a transaction whose outcome is
 // durable (prepared: its PrepareCommit or PrepareAbort state) and then its
-// completion. The markers are records 110 on the shard of each consumer
-// group in it, which commit or drop the producer's pending offsets;
-// writing one twice changes nothing, so completing a transaction twice
+// completion. The markers are a control batch in each of its partitions
+// (through the MarkerWriter, when one is set), then records 110 on the
+// shard of each consumer group in it, which commit or drop the producer's
+// pending offsets; writing one twice changes nothing, so completing a transaction twice
 // (EndTxn and the periodic check racing, or after a crash) is harmless.
 func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *txn.StateRecord) error {
 	commit := prepared.State == txn.PrepareCommit
+	if box := c.markers.Load(); box != nil && len(prepared.Topics) > 0 {
+		var parts []diskless.TopicPartition
+		for _, t := range prepared.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, diskless.TopicPartition{TopicID: t.TopicID, Partition: p})
+			}
+		}
+		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, commit, parts); err != nil {
+			return fmt.Errorf("markers: %w", err)
+		}
+	}
 	for _, g := range prepared.Groups {
 		err := c.groupDo(ctx, c.GroupShard(g), func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
 			return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: prepared.ProducerID, ProducerEpoch: prepared.ProducerEpoch, Committed: commit}}, nil

@@ -107,7 +107,21 @@ type CommitBatch struct {
 	ProducerEpoch int16
 	BaseSequence  int32
 	LastSequence  int32
+	// Txn says what the batch is to transactions (SPEC §15): TxnNone, or
+	// TxnData (a transactional producer's batch), TxnCommit or TxnAbort
+	// (a marker the transaction coordinator wrote). Record 102 keeps it
+	// (docs/format/metadata-records.md §102).
+	Txn int8
 }
+
+// What a batch is to transactions (CommitBatch.Txn, record 102's tagged
+// field Txn).
+const (
+	TxnNone   int8 = 0
+	TxnData   int8 = 1
+	TxnCommit int8 = 2
+	TxnAbort  int8 = 3
+)
 
 // CommitBatchResult is the outcome of one CommitBatch, in request order.
 type CommitBatchResult struct {

@@ -22,6 +22,10 @@ type FindBatchesRequest struct {
 	// the batches, KIP-74, and may read the last run only in part). ≤ 0
 	// returns only the first run.
 	MaxBytes int32
+	// ReadCommitted asks for a read_committed fetch (isolation_level 1,
+	// SPEC §15): no run starting at or past the last stable offset, and
+	// the aborted transactions that overlap the runs returned.
+	ReadCommitted bool
 }
 
 // FindBatchesResult answers one FindBatchesRequest.
@@ -33,6 +37,14 @@ type FindBatchesResult struct {
 	// answer; they are filled in also with OFFSET_OUT_OF_RANGE.
 	LogStartOffset int64
 	HighWatermark  int64
+	// LastStableOffset is the partition's last stable offset (SPEC §15):
+	// the first offset of its earliest open transaction, else the high
+	// watermark. A read_committed answer holds no run starting at or past
+	// it; the reader serves no batch at or past it.
+	LastStableOffset int64
+	// Aborted are, for a read_committed request, the aborted transactions
+	// whose range overlaps the runs returned, by marker offset.
+	Aborted []AbortedTxn
 	// Runs are consecutive, in offset order, the first holding the
 	// requested offset; empty at the high watermark.
 	Runs []RunCoordinate
@@ -127,6 +139,9 @@ type ListOffsetsResult struct {
 	Err            *kerr.Error
 	LogStartOffset int64
 	HighWatermark  int64
+	// LastStableOffset is the partition's last stable offset (SPEC §15),
+	// what ListOffsets latest answers under read_committed.
+	LastStableOffset int64
 	// Offset and Timestamp are the answer when it is known from the index
 	// alone (earliest, latest; −1/−1 when nothing matches).
 	Offset    int64
@@ -140,4 +155,13 @@ type ListOffsetsResult struct {
 	// ListOffsetsMaxTimestamp), looking further when it has none (SPEC
 	// §5).
 	Candidate *RunCoordinate
+}
+
+// AbortedTxn is one aborted transaction of a partition (SPEC §15): its
+// producer, the offset of its first batch in the partition and the offset
+// of its ABORT marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
 }

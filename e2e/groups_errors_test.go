@@ -52,9 +52,11 @@ func TestGroupsBadInput(t *testing.T) {
 	if len(fcr.Coordinators) != 2 || fcr.Coordinators[0].ErrorCode != 0 || fcr.Coordinators[1].Port <= 0 {
 		t.Fatalf("FindCoordinator v4 = %+v; want two coordinators", fcr.Coordinators)
 	}
+	// A sidecar alone is its transactions' coordinator too (DESIGN
+	// §Transactions).
 	fc.CoordinatorType = 1
 	fcr = rc.Request(fc).(*kmsg.FindCoordinatorResponse)
-	wantCode(t, "FindCoordinator of a transaction coordinator", fcr.Coordinators[0].ErrorCode, kerr.CoordinatorNotAvailable)
+	wantCode(t, "FindCoordinator of a transaction coordinator", fcr.Coordinators[0].ErrorCode, nil)
 
 	// MEMBER_ID_REQUIRED, then generation 1.
 	jr := rc.Request(joinReq("g", "", nil, 3000)).(*kmsg.JoinGroupResponse)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -56,8 +57,10 @@ var fetchVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 1, MinVersion: 4, Max
 // Errors found before the index is consulted, and coordinator errors other
 // than OFFSET_OUT_OF_RANGE, carry offsets −1, as Kafka sends them; every
 // other entry carries the partition's high_watermark, last_stable_offset
-// (= high watermark) and log_start_offset, also when the byte budget left
-// it empty.
+// and log_start_offset, also when the byte budget left it empty. Under
+// read_committed (isolation_level 1, SPEC §15) no batch at or past the
+// last stable offset is served and the aborted transactions overlapping
+// what is are listed.
 //
 // Budgets (KIP-74): max_bytes, capped by [Config.MaxBytes], is shared by
 // the partitions in request order, partition_max_bytes bounds each, and the
@@ -104,6 +107,9 @@ type fetchPart struct {
 	topic    string                            // for logs
 	maxBytes int32                             // partition_max_bytes
 	offset   int64                             // fetch_offset
+	// end is, for read_committed, the last stable offset of the last
+	// look: no batch at or past it is served (SPEC §15); else MaxInt64.
+	end int64
 	// sel are the runs chosen by the last look, within the budgets, tail
 	// the bytes read of the last (its ByteSize, or less: a prefix), and
 	// size the bytes read in all (the batches served from them, from the
@@ -187,16 +193,17 @@ func (h *Handler) resolve(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *fet
 				continue
 			}
 			if req.IsolationLevel == 1 {
-				// read_committed: Kafka sends a list (empty here); null
+				// read_committed: Kafka sends a list (maybe empty); null
 				// is for read_uncommitted.
 				o.AbortedTransactions = noAborted
 			}
-			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes, offset: rp.FetchOffset})
+			op.parts = append(op.parts, fetchPart{out: o, topic: t.Name, maxBytes: rp.PartitionMaxBytes, offset: rp.FetchOffset, end: math.MaxInt64})
 			op.finds = append(op.finds, diskless.FindBatchesRequest{
-				TopicID:   t.ID,
-				Partition: rp.Partition,
-				Offset:    rp.FetchOffset,
-				MaxBytes:  min(rp.PartitionMaxBytes, op.maxBytes),
+				TopicID:       t.ID,
+				Partition:     rp.Partition,
+				Offset:        rp.FetchOffset,
+				MaxBytes:      min(rp.PartitionMaxBytes, op.maxBytes),
+				ReadCommitted: req.IsolationLevel == 1,
 			})
 		}
 	}
@@ -314,13 +321,23 @@ func (op *fetchOp) find(ctx context.Context) (found int64, failed bool) {
 		if r.Err != nil {
 			setPartitionError(o, r.Err)
 			if r.Err.Code == kerr.OffsetOutOfRange.Code {
-				o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+				o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
 			}
 			failed = true
 			continue
 		}
 		o.ErrorCode = 0
-		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+		o.HighWatermark, o.LastStableOffset, o.LogStartOffset = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
+		if op.req.IsolationLevel == 1 {
+			p.end = r.LastStableOffset
+			o.AbortedTransactions = noAborted
+			if len(r.Aborted) > 0 {
+				o.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(r.Aborted))
+				for k, a := range r.Aborted {
+					o.AbortedTransactions[k] = kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}
+				}
+			}
+		}
 		runs, next, seqEnd, err := op.h.expandSegments(ctx, r.Runs, r.Next, p.offset, int64(min(p.maxBytes, op.maxBytes)))
 		if err != nil {
 			errc := kerr.KafkaStorageError
@@ -491,6 +508,12 @@ func (op *fetchOp) serve(ctx context.Context, p *fetchPart, b *budget, bs []runB
 		skip++
 	}
 	served := bs[skip:]
+	for len(served) > 0 && served[len(served)-1].base >= p.end {
+		// read_committed: nothing at or past the last stable offset.
+		// A bad batch after it is past it too: not reported.
+		served = served[:len(served)-1]
+		stop = nil
+	}
 	n, size := b.takeBatches(served, p.maxBytes)
 	allowZstd := op.req.Version >= 10
 	reached := stop != nil && n == len(served) // the budget reaches the bad batch

@@ -76,7 +76,7 @@ func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest)
 				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			}
 			if errc == nil {
-				errc = h.listOffset(ctx, &t, req.Version, rp, o)
+				errc = h.listOffset(ctx, &t, req.Version, req.IsolationLevel == 1, rp, o)
 			}
 			if errc != nil {
 				o.ErrorCode = errc.Code
@@ -120,8 +120,10 @@ func duplicates(req *kmsg.ListOffsetsRequest) map[topicPartitionName]bool {
 	return dups
 }
 
-// listOffset answers one partition into o, or returns its error.
-func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int16,
+// listOffset answers one partition into o, or returns its error. Under
+// read_committed (SPEC §15) latest is the last stable offset, and a
+// timestamp lookup finding an offset at or past it finds nothing.
+func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int16, readCommitted bool,
 	rp *kmsg.ListOffsetsRequestTopicPartition, o *kmsg.ListOffsetsResponseTopicPartition,
 ) *kerr.Error {
 	ts := rp.Timestamp
@@ -139,6 +141,9 @@ func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int
 		return res.Err
 	}
 	at := hit{res.Offset, res.Timestamp}
+	if readCommitted && ts == diskless.ListOffsetsLatest {
+		at.offset = res.LastStableOffset
+	}
 	if res.Candidate != nil {
 		l := lookup{h: h, topic: t.Name, tp: tp, logStart: res.LogStartOffset}
 		var errc *kerr.Error
@@ -149,6 +154,9 @@ func (h *Handler) listOffset(ctx context.Context, t *diskless.Topic, version int
 		}
 		if errc != nil {
 			return errc
+		}
+		if readCommitted && at.offset >= res.LastStableOffset {
+			at = hit{-1, -1}
 		}
 	}
 	o.Offset, o.Timestamp = at.offset, at.timestamp

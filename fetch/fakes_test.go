@@ -161,11 +161,11 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRe
 	for i, r := range reqs {
 		p := c.part(diskless.TopicPartition{TopicID: r.TopicID, Partition: r.Partition})
 		if p == nil {
-			out[i] = diskless.FindBatchesResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1}
+			out[i] = diskless.FindBatchesResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1}
 			continue
 		}
 		res := &out[i]
-		res.LogStartOffset, res.HighWatermark = p.logStart, p.hwm
+		res.LogStartOffset, res.HighWatermark, res.LastStableOffset = p.logStart, p.hwm, p.hwm
 		if r.Offset < p.logStart || r.Offset > p.hwm {
 			res.Err = kerr.OffsetOutOfRange
 			continue
@@ -208,9 +208,9 @@ func (c *fakeCoord) listOffsets(tp diskless.TopicPartition, ts, from int64) disk
 	defer c.mu.Unlock()
 	p := c.part(tp)
 	if p == nil {
-		return diskless.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1, Offset: -1, Timestamp: -1}
+		return diskless.ListOffsetsResult{Err: kerr.UnknownTopicOrPartition, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
 	}
-	res := diskless.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, Offset: -1, Timestamp: -1}
+	res := diskless.ListOffsetsResult{LogStartOffset: p.logStart, HighWatermark: p.hwm, LastStableOffset: p.hwm, Offset: -1, Timestamp: -1}
 	switch {
 	case ts == diskless.ListOffsetsEarliest:
 		res.Offset = p.logStart

@@ -47,7 +47,7 @@ func (r *Reader) FindBatches(ctx context.Context, reqs []diskless.FindBatchesReq
 		lo := r.router.ListOffsets(ctx, tp, diskless.ListOffsetsLatest)
 		if lo.Err == nil && lo.Offset >= q.Offset {
 			// Ahead of this replica, not of the owner: nothing yet.
-			*res = diskless.FindBatchesResult{LogStartOffset: res.LogStartOffset, HighWatermark: res.HighWatermark}
+			*res = diskless.FindBatchesResult{LogStartOffset: res.LogStartOffset, HighWatermark: res.HighWatermark, LastStableOffset: res.LastStableOffset}
 		}
 	}
 	return out

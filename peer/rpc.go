@@ -144,6 +144,9 @@ func (c *Client) findBatches(ctx context.Context, addr string, shard int32, reqs
 		p := &resp.Partitions[i]
 		o := &out[i]
 		o.Err, o.LogStartOffset, o.HighWatermark = kafkaError(p.ErrorCode), p.LogStartOffset, p.HighWatermark
+		// A cluster serves no transaction (DESIGN §Transactions): the
+		// last stable offset is the high watermark.
+		o.LastStableOffset = p.HighWatermark
 		if len(p.Runs) > 0 {
 			o.Runs = make([]diskless.RunCoordinate, len(p.Runs))
 		}
@@ -182,7 +185,7 @@ func (c *Client) listOffsets(ctx context.Context, addr string, shard int32, tp d
 	}
 	p := &resp.Partitions[0]
 	out := diskless.ListOffsetsResult{Err: kafkaError(p.ErrorCode), LogStartOffset: p.LogStartOffset,
-		HighWatermark: p.HighWatermark, Offset: p.Offset, Timestamp: p.Timestamp}
+		HighWatermark: p.HighWatermark, LastStableOffset: p.HighWatermark, Offset: p.Offset, Timestamp: p.Timestamp}
 	if len(p.Candidates) == 1 {
 		c := &p.Candidates[0]
 		out.Candidate = &diskless.RunCoordinate{ObjectKey: c.ObjectKey, FileSize: c.FileSize, ObjectFormat: c.ObjectFormat, ByteOffset: c.ByteOffset,

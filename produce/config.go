@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -58,6 +59,22 @@ type Config struct {
 	// Now is the clock used for the timestamp window checks; nil means
 	// time.Now.
 	Now func() time.Time
+	// Transactions checks transactional batches against their producer's
+	// open transaction (SPEC §15); nil refuses them (SPEC §2), and a
+	// Produce request naming a transactional id, as before transactions.
+	Transactions Transactions
+}
+
+// Transactions is what the produce path asks the transaction coordinator
+// (DESIGN §Transactions): whether producer (id, epoch), holding
+// transactional id txnID, may write a transactional batch to partition
+// tp now — nil, or the partition's error: INVALID_PRODUCER_ID_MAPPING
+// (the id is not the producer's), INVALID_PRODUCER_EPOCH (fenced),
+// INVALID_TXN_STATE or, from Produce v11, TRANSACTION_ABORTABLE (tp is not
+// in the open transaction), NOT_LEADER_OR_FOLLOWER (the coordinator cannot
+// answer). Safe for concurrent use; it must not block on IO.
+type Transactions interface {
+	CheckTxnProduce(txnID string, producerID int64, epoch int16, tp diskless.TopicPartition, version int16) *kerr.Error
 }
 
 // Defaults of Config's zero fields (SPEC §11, §13: 250 ms or 8 MiB per

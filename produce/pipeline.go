@@ -109,6 +109,10 @@ func (h *Handler) commitWorker() {
 	for f := range h.runC {
 		f.commitStart = time.Now()
 		h.commit(f)
+		if h.cfg.Transactions != nil {
+			// Decided: the batches are no longer in flight (txn.go).
+			h.txnDoneCommits(f.commits)
+		}
 		h.metrics.file(f, time.Now())
 		h.pending.Add(-int64(f.size))
 		// Drop the references to request buffers and the object before

@@ -111,6 +111,12 @@ type Handler struct {
 	// pending is the record-batch bytes in files not yet answered (the
 	// diskless.produce.pending gauge).
 	pending atomic.Int64
+	// txnMu guards gates: per producer id, its transactional batches in
+	// flight (txn.go).
+	txnMu struct {
+		sync.Mutex
+		gates map[int64]*txnGate
+	}
 
 	toUpload  chan *file // sealed files, in seal order, to upload workers
 	toCommit  chan *file // sealed files, in seal order, to the committer
@@ -202,7 +208,7 @@ func (h *Handler) APIVersions() []kmsg.ApiVersionsResponseApiKey {
 func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	_, span := h.tr.Start(ctx, "produce.validate", 0)
-	if errc := refuseRequest(req); errc != nil {
+	if errc := refuseRequest(req, h.cfg.Transactions != nil); errc != nil {
 		fillAll(req, resp, errc)
 		endStep(span, errc)
 		return answered(req, resp)
@@ -224,6 +230,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	endStep(span, errc)
 	if errc != nil {
 		a.fail(errc)
+		h.txnDone(a.entries)
 		return answered(req, resp)
 	}
 	// The request's span, if sampled, is linked from its file's spans.
@@ -239,6 +246,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 	endStep(span, errc)
 	if errc != nil {
 		a.fail(errc)
+		h.txnDone(a.entries)
 		return answered(req, resp)
 	}
 	if req.Acks == 0 {
@@ -259,13 +267,15 @@ func endStep(span trace.Span, errc *kerr.Error) {
 }
 
 // refuseRequest returns the error every partition of req gets when the
-// request as a whole cannot be served, or nil.
-func refuseRequest(req *kmsg.ProduceRequest) *kerr.Error {
+// request as a whole cannot be served, or nil; txns says whether a
+// transaction coordinator serves.
+func refuseRequest(req *kmsg.ProduceRequest, txns bool) *kerr.Error {
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		return kerr.InvalidRequiredAcks
-	case req.TransactionID != nil:
-		// Transactions are not supported on diskless topics (SPEC §2).
+	case req.TransactionID != nil && !txns:
+		// Without a transaction coordinator transactions are not
+		// supported (SPEC §2).
 		return kerr.InvalidRequest
 	case req.Version < 3:
 		// Produce v0–2 carry message formats v0/v1, which diskless topics
@@ -334,9 +344,10 @@ func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse)
 		// The topic's limits and timestamp type hold for all its partitions.
 		cfg := &topic.Config
 		lim := batch.Limits{
-			MaxBytes:        int(cfg.MaxMessageBytes),
-			AllowZstd:       req.Version >= 7,
-			CheckTimestamps: !cfg.LogAppendTime,
+			MaxBytes:           int(cfg.MaxMessageBytes),
+			AllowZstd:          req.Version >= 7,
+			CheckTimestamps:    !cfg.LogAppendTime,
+			AllowTransactional: h.cfg.Transactions != nil,
 		}
 		lim.MinTimestamp, lim.MaxTimestamp = batch.WindowMs(now, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs)
 		tsType := batch.TimestampCreateTime
@@ -362,8 +373,15 @@ func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse)
 				sp.ErrorCode = verr.Code
 				continue
 			}
+			e := newPendingEntry(topic.ID, rp.Partition, hdr, tsType)
+			if hdr.Attributes()&batch.AttrTransactional != 0 {
+				if verr = h.txnBegin(req, &e); verr != nil {
+					sp.ErrorCode = verr.Code
+					continue
+				}
+			}
 			a.refs = append(a.refs, partitionRef{resp: sp, logAppendTime: cfg.LogAppendTime})
-			a.entries = append(a.entries, newPendingEntry(topic.ID, rp.Partition, hdr, tsType))
+			a.entries = append(a.entries, e)
 			a.size += int64(len(hdr))
 		}
 	}

@@ -286,9 +286,17 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	pcfg.Logger = log.With(slog.String("component", "produce"))
 	pcfg.MeterProvider = metrics
 	pcfg.TracerProvider = tp
+	if a.cluster == nil {
+		// Transactions are served by one sidecar alone (DESIGN
+		// §Transactions).
+		pcfg.Transactions = a.coord
+	}
 	a.produce, err = produce.New(pcfg, a.coord, uploader, committer, a.cache)
 	if err != nil {
 		return nil, err
+	}
+	if a.cluster == nil {
+		a.coord.SetMarkerWriter(a.produce)
 	}
 	closers = append(closers, func() { a.produce.Close(context.Background()) })
 
@@ -334,6 +342,8 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	if a.cluster != nil {
 		scfg.Cluster = a.cluster.placed
 		scfg.Controller = controller{coord: a.coord, place: a.cluster.placed, peers: a.cluster.peers}
+	} else {
+		scfg.Transactions = a.coord
 	}
 	var (
 		producer server.Producer = telemetry.NewProducer(metrics, a.produce)

@@ -105,6 +105,10 @@ type CommittedBatch struct {
 	ProducerEpoch      int16
 	BaseSequence       int32
 	LastSequence       int32
+	// Txn is tagged field 0, written only when not diskless.TxnNone: what
+	// the batch is to transactions (diskless.TxnData, TxnCommit,
+	// TxnAbort; SPEC §15).
+	Txn int8
 }
 
 // RecordsDeleted is record 103 DisklessRecordsDeletedRecord.
@@ -481,7 +485,11 @@ func (b *CommittedBatch) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, b.ProducerEpoch)
 	dst = kbin.AppendInt32(dst, b.BaseSequence)
 	dst = kbin.AppendInt32(dst, b.LastSequence)
-	return AppendTags(dst)
+	if b.Txn == 0 {
+		return AppendTags(dst)
+	}
+	// One tagged field: tag 0, size 1, the kind.
+	return append(dst, 1, 0, 1, byte(b.Txn))
 }
 
 func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
@@ -547,7 +555,14 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.ProducerEpoch = r.Int16()
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
-	SkipTags(r)
+	b.Txn = 0
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if tag == 0 && len(v) == 1 {
+			b.Txn = int8(v[0])
+		}
+	}
 }
 
 // 103

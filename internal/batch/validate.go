@@ -24,6 +24,10 @@ type Limits struct {
 	// message.timestamp.before.max.ms, now + message.timestamp.after.max.ms).
 	// −1 ("no timestamp") is always accepted.
 	MinTimestamp, MaxTimestamp int64
+	// AllowTransactional accepts a transactional batch (attribute 0x10)
+	// of an idempotent producer, when a transaction coordinator serves
+	// (SPEC §15); without it such a batch is INVALID_REQUEST (SPEC §2).
+	AllowTransactional bool
 }
 
 // NoTimestamp is the timestamp value meaning "none" (Kafka's NO_TIMESTAMP).
@@ -54,7 +58,8 @@ func WindowMs(nowMs, beforeMs, afterMs int64) (lo, hi int64) {
 //     recordsCount ≠ lastOffsetDelta+1 or ≤ 0, a control batch, a producer
 //     id without a sequence, records that are not recordsCount
 //     well-formed records, or offset deltas other than 0, 1, 2 …;
-//   - INVALID_REQUEST: a transactional batch (SPEC §2 decision);
+//   - INVALID_REQUEST: a transactional batch unless l.AllowTransactional
+//     and the batch has a producer id (SPEC §2 decision, §15);
 //   - UNSUPPORTED_COMPRESSION_TYPE: zstd before Produce v7, or an unknown codec;
 //   - INVALID_TIMESTAMP: the LogAppendTime bit set by the client, or a
 //     header or record timestamp outside the window;
@@ -114,7 +119,7 @@ func (h Header) checkContent(l Limits) *kerr.Error {
 	if attrs&AttrControl != 0 {
 		return kerr.InvalidRecord
 	}
-	if attrs&AttrTransactional != 0 {
+	if attrs&AttrTransactional != 0 && (!l.AllowTransactional || h.ProducerID() < 0) {
 		return kerr.InvalidRequest
 	}
 	if h.ProducerID() >= 0 && h.BaseSequence() < 0 {

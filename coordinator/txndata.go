@@ -1,0 +1,231 @@
+package coordinator
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// Transactions in partitions (DESIGN §Transactions, SPEC §15). Record 102
+// says of each batch whether it is a transactional producer's data or a
+// COMMIT or ABORT marker (CommittedBatch.Txn), so a partition's
+// transactions are a pure function of its batches, rebuilt by replay like
+// its index: the open transactions (producer id → offset of its first
+// batch since its last marker), from which the last stable offset follows,
+// and the aborted transactions (producer id, first offset, marker offset)
+// in marker order, which read_committed fetches list. Both are kept in the
+// snapshot (tag snapshotTagPartitionTxns) and bounded by the log start
+// offset: an aborted transaction whose marker is below it is dropped.
+
+// partTxns is one partition's transactions; nil while it has none.
+type partTxns struct {
+	// open maps a producer id to the offset of the first batch of its open
+	// transaction in the partition.
+	open map[int64]int64
+	// aborted are the aborted transactions whose markers are at or past
+	// the log start offset, by marker offset (LastOffset).
+	aborted []diskless.AbortedTxn
+}
+
+// trackTxn updates p's transactions with b, just indexed at its assigned
+// offsets: a transactional batch opens its producer's transaction if none
+// is open; a marker closes it, an ABORT adding it to the aborted ones. A
+// marker for a producer with no open transaction here (a partition added
+// but not written to, or a marker written twice) changes nothing.
+func (p *partition) trackTxn(b *records.CommittedBatch) {
+	switch b.Txn {
+	case diskless.TxnData:
+		if p.txns == nil {
+			p.txns = &partTxns{}
+		}
+		if p.txns.open == nil {
+			p.txns.open = make(map[int64]int64)
+		}
+		if _, ok := p.txns.open[b.ProducerID]; !ok {
+			p.txns.open[b.ProducerID] = b.AssignedBaseOffset
+		}
+	case diskless.TxnCommit, diskless.TxnAbort:
+		if p.txns == nil {
+			return
+		}
+		first, ok := p.txns.open[b.ProducerID]
+		if !ok {
+			return
+		}
+		delete(p.txns.open, b.ProducerID)
+		if b.Txn == diskless.TxnAbort {
+			p.txns.aborted = append(p.txns.aborted, diskless.AbortedTxn{ProducerID: b.ProducerID, FirstOffset: first, LastOffset: b.AssignedBaseOffset})
+		}
+		p.txns.dropIfEmpty(p)
+	}
+}
+
+// dropIfEmpty forgets t when it holds nothing.
+func (t *partTxns) dropIfEmpty(p *partition) {
+	if len(t.open) == 0 && len(t.aborted) == 0 {
+		p.txns = nil
+	}
+}
+
+// lso is p's last stable offset: the first offset of its earliest open
+// transaction, not below the log start offset, else the high watermark.
+func (p *partition) lso() int64 {
+	if p.txns == nil || len(p.txns.open) == 0 {
+		return p.hwm
+	}
+	lso := p.hwm
+	for _, first := range p.txns.open {
+		lso = min(lso, first)
+	}
+	return max(lso, p.logStart)
+}
+
+// trimTxns drops the aborted transactions whose marker is below the log
+// start offset: no fetch can meet their records any more.
+func (p *partition) trimTxns() {
+	if p.txns == nil {
+		return
+	}
+	a := p.txns.aborted
+	i := sort.Search(len(a), func(i int) bool { return a[i].LastOffset >= p.logStart })
+	if i > 0 {
+		p.txns.aborted = slices.Clone(a[i:])
+	}
+	p.txns.dropIfEmpty(p)
+}
+
+// visAborted returns the aborted transactions a read_committed fetch from
+// offset that serves offsets below upTo must list: those whose marker is
+// at or past offset and below the published high watermark (durable) and
+// whose first offset is below upTo. Under the shard's read lock.
+func (p *partition) visAborted(offset, upTo int64) []diskless.AbortedTxn {
+	if p.txns == nil {
+		return nil
+	}
+	a := p.txns.aborted
+	var out []diskless.AbortedTxn
+	for i := sort.Search(len(a), func(i int) bool { return a[i].LastOffset >= offset }); i < len(a); i++ {
+		if a[i].LastOffset >= p.visHWM {
+			break
+		}
+		if a[i].FirstOffset < upTo {
+			out = append(out, a[i])
+		}
+	}
+	return out
+}
+
+// appendPartTxnsSnapshot encodes the transactions of s's partitions (the
+// snapshot's tagged field snapshotTagPartitionTxns), nil when no partition
+// has any: docs/format/metadata-records.md §Snapshots.
+func (s *state) appendPartTxnsSnapshot(dst []byte) []byte {
+	var parts []*partition
+	for _, p := range s.partitions {
+		if p.txns != nil {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
+	dst = kbin.AppendUvarint(dst, 1) // section version
+	dst = kbin.AppendCompactArrayLen(dst, len(parts))
+	for _, p := range parts {
+		dst = kbin.AppendUuid(dst, p.tp.TopicID)
+		dst = kbin.AppendInt32(dst, p.tp.Partition)
+		ids := slices.Sorted(maps.Keys(p.txns.open))
+		dst = kbin.AppendCompactArrayLen(dst, len(ids))
+		for _, id := range ids {
+			dst = kbin.AppendInt64(dst, id)
+			dst = kbin.AppendInt64(dst, p.txns.open[id])
+			dst = records.AppendTags(dst)
+		}
+		dst = kbin.AppendCompactArrayLen(dst, len(p.txns.aborted))
+		for _, a := range p.txns.aborted {
+			dst = kbin.AppendInt64(dst, a.ProducerID)
+			dst = kbin.AppendInt64(dst, a.FirstOffset)
+			dst = kbin.AppendInt64(dst, a.LastOffset)
+			dst = records.AppendTags(dst)
+		}
+		dst = records.AppendTags(dst)
+	}
+	return records.AppendTags(dst)
+}
+
+// readPartTxnsSnapshot loads the snapshot's partition transactions into
+// s's partitions, loaded already. It refuses a section of another version,
+// an unknown partition, partitions or producers out of order or repeated,
+// offsets outside the partition's [log start, high watermark), aborted
+// transactions out of marker order or with a first offset past their
+// marker.
+func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
+	if v := r.Uvarint(); v != 1 {
+		return fmt.Errorf("partition transactions section version %d", v)
+	}
+	n, err := records.ReadArrayLen(r, 16+4+1+1+1)
+	if err != nil {
+		return err
+	}
+	var prev *partition
+	for range n {
+		tp := diskless.TopicPartition{TopicID: r.Uuid(), Partition: r.Int32()}
+		p := s.partitions[tp]
+		if p == nil {
+			return fmt.Errorf("transactions of unknown partition %s/%d", tp.TopicID, tp.Partition)
+		}
+		if prev != nil && compareTP(prev.tp, tp) >= 0 {
+			return errors.New("partition transactions out of order")
+		}
+		prev = p
+		t := &partTxns{}
+		no, err := records.ReadArrayLen(r, 8+8+1)
+		if err != nil {
+			return err
+		}
+		last := int64(-1)
+		for range no {
+			id, first := r.Int64(), r.Int64()
+			records.SkipTags(r)
+			if id <= last || first < p.logStart || first >= p.hwm {
+				return fmt.Errorf("open transaction of producer %d at %d out of order or range", id, first)
+			}
+			last = id
+			if t.open == nil {
+				t.open = make(map[int64]int64, no)
+			}
+			t.open[id] = first
+		}
+		na, err := records.ReadArrayLen(r, 8+8+8+1)
+		if err != nil {
+			return err
+		}
+		for range na {
+			a := diskless.AbortedTxn{ProducerID: r.Int64(), FirstOffset: r.Int64(), LastOffset: r.Int64()}
+			records.SkipTags(r)
+			if a.FirstOffset > a.LastOffset || a.LastOffset < p.logStart || a.LastOffset >= p.hwm ||
+				len(t.aborted) > 0 && cmp.Compare(t.aborted[len(t.aborted)-1].LastOffset, a.LastOffset) >= 0 {
+				return fmt.Errorf("aborted transaction %+v out of order or range", a)
+			}
+			t.aborted = append(t.aborted, a)
+		}
+		records.SkipTags(r)
+		if !r.Ok() {
+			return records.ErrTruncated
+		}
+		if len(t.open) == 0 && len(t.aborted) == 0 {
+			return errors.New("empty partition transactions")
+		}
+		p.txns = t
+	}
+	records.SkipTags(r)
+	return records.OKOrTruncated(r)
+}

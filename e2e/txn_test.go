@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnValues returns the values of the records polled by cl until want
+// reports true of them all or ctx ends (then the test fails, naming what
+// came).
+func txnPoll(t *testing.T, ctx context.Context, cl *kgo.Client, got []string, want func([]string) bool) []string {
+	t.Helper()
+	for !want(got) {
+		if ctx.Err() != nil {
+			t.Fatalf("gave up with %d records: %v", len(got), got)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
+				t.Fatalf("poll: %s/%d: %v", e.Topic, e.Partition, e.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// countPrefix counts the values starting with prefix.
+func countPrefix(vals []string, prefix string) int {
+	n := 0
+	for _, v := range vals {
+		if strings.HasPrefix(v, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// txnEnds returns partition p's latest offset under read_uncommitted (the
+// high watermark) and read_committed (the last stable offset), from
+// ListOffsets v5.
+func txnEnds(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p int32) (hwm, lso int64) {
+	t.Helper()
+	for iso := int8(0); iso <= 1; iso++ {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.IsolationLevel, req.ReplicaID = 5, iso, -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		mustNoErr(t, "ListOffsets", err)
+		o := resp.Topics[0].Partitions[0]
+		if o.ErrorCode != 0 {
+			t.Fatalf("ListOffsets isolation %d: error %d", iso, o.ErrorCode)
+		}
+		if iso == 0 {
+			hwm = o.Offset
+		} else {
+			lso = o.Offset
+		}
+	}
+	return hwm, lso
+}
+
+// produceAll produces one record per value, synchronously, to partition 0.
+func produceAll(ctx context.Context, cl *kgo.Client, topic string, vals ...string) error {
+	var recs []*kgo.Record
+	for _, v := range vals {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func vals(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + string(rune('a'+i))
+	}
+	return out
+}
+
+// TestTransactionsKgo drives the sidecar binary with kgo's transactional
+// producer and read_committed consumers (SPEC §15): committed records
+// are visible, aborted ones never (a read_uncommitted consumer sees them:
+// they were written); the last stable offset (ListOffsets latest under
+// read_committed) stays at an open transaction's first record — and a
+// read_committed consumer gets nothing past it — until it commits, or
+// until the coordinator aborts it once its transaction.timeout.ms has
+// passed; a second producer with the same transactional id fences the
+// first, whose produce and commit then fail and none of whose records
+// become visible.
+func TestTransactionsKgo(t *testing.T) {
+	sc := StartSidecar(t, "")
+	ctx := testCtx(t, 3*time.Minute)
+	const topic = "txn"
+	createTopic(t, ctx, sc, topic, 1, nil)
+	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
+
+	// Committed, aborted, then one left open.
+	p := sc.Client(kgo.TransactionalID("tx-1"), manual, kgo.TransactionTimeout(time.Minute))
+	txn := func(prefix string, n int, commit kgo.TransactionEndTry) {
+		t.Helper()
+		mustNoErr(t, "BeginTransaction", p.BeginTransaction())
+		mustNoErr(t, "produce "+prefix, produceAll(ctx, p, topic, vals(prefix, n)...))
+		mustNoErr(t, "EndTransaction "+prefix, p.EndTransaction(ctx, commit))
+	}
+	txn("commit1-", 10, kgo.TryCommit)
+	txn("abort-", 7, kgo.TryAbort)
+	hwm, lso := txnEnds(t, ctx, p, topic, 0)
+	if hwm != 19 || lso != 19 { // 10 + marker + 7 + marker
+		t.Fatalf("after commit and abort: high watermark %d, LSO %d; want 19, 19", hwm, lso)
+	}
+	mustNoErr(t, "BeginTransaction", p.BeginTransaction())
+	mustNoErr(t, "produce open", produceAll(ctx, p, topic, vals("open-", 5)...))
+	hwm, lso = txnEnds(t, ctx, p, topic, 0)
+	if hwm != 24 || lso != 19 {
+		t.Fatalf("open transaction: high watermark %d, LSO %d; want 24, 19", hwm, lso)
+	}
+
+	committed := sc.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := txnPoll(t, ctx, committed, nil, func(v []string) bool { return len(v) >= 10 })
+	// Nothing past the LSO while the transaction is open: a few more
+	// polls bring nothing.
+	for range 3 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		committed.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		cancel()
+	}
+	if len(got) != 10 || countPrefix(got, "commit1-") != 10 {
+		t.Fatalf("read_committed before the open transaction ends: %v", got)
+	}
+	mustNoErr(t, "EndTransaction open", p.EndTransaction(ctx, kgo.TryCommit))
+	got = txnPoll(t, ctx, committed, got, func(v []string) bool { return len(v) >= 15 })
+	if hwm, lso = txnEnds(t, ctx, p, topic, 0); hwm != 25 || lso != 25 {
+		t.Fatalf("after the commit: high watermark %d, LSO %d; want 25, 25", hwm, lso)
+	}
+
+	// A transaction its producer abandons: the coordinator aborts it once
+	// its timeout has passed (checked every 10 s).
+	short := sc.Client(kgo.TransactionalID("tx-short"), manual, kgo.TransactionTimeout(2*time.Second))
+	mustNoErr(t, "BeginTransaction", short.BeginTransaction())
+	mustNoErr(t, "produce abandoned", produceAll(ctx, short, topic, vals("abandoned-", 3)...))
+	if hwm, lso = txnEnds(t, ctx, p, topic, 0); hwm != 28 || lso != 25 {
+		t.Fatalf("abandoned transaction: high watermark %d, LSO %d; want 28, 25", hwm, lso)
+	}
+	for lso < 29 {
+		if ctx.Err() != nil {
+			t.Fatalf("the LSO stayed at %d (high watermark %d): the timed-out transaction was not aborted", lso, hwm)
+		}
+		time.Sleep(200 * time.Millisecond)
+		hwm, lso = txnEnds(t, ctx, p, topic, 0)
+	}
+	if hwm != 29 || lso != 29 {
+		t.Fatalf("after the timeout: high watermark %d, LSO %d; want 29, 29 (the abort marker)", hwm, lso)
+	}
+
+	// Zombie fencing: a second producer of tx-z fences the first.
+	zombie := sc.Client(kgo.TransactionalID("tx-z"), manual, kgo.TransactionTimeout(time.Minute))
+	mustNoErr(t, "BeginTransaction", zombie.BeginTransaction())
+	mustNoErr(t, "produce zombie", produceAll(ctx, zombie, topic, "zombie-a"))
+	fresh := sc.Client(kgo.TransactionalID("tx-z"), manual, kgo.TransactionTimeout(time.Minute))
+	mustNoErr(t, "BeginTransaction", fresh.BeginTransaction())
+	mustNoErr(t, "produce fresh", produceAll(ctx, fresh, topic, "fresh-a"))
+	zerr := produceAll(ctx, zombie, topic, "zombie-b")
+	if zerr == nil {
+		t.Fatal("the fenced producer's produce succeeded")
+	}
+	if err := zombie.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the fenced producer's commit succeeded")
+	}
+	mustNoErr(t, "EndTransaction fresh", fresh.EndTransaction(ctx, kgo.TryCommit))
+
+	got = txnPoll(t, ctx, committed, got, func(v []string) bool { return slices.Contains(v, "fresh-a") })
+	for _, prefix := range []string{"abort-", "abandoned-", "zombie-"} {
+		if n := countPrefix(got, prefix); n != 0 {
+			t.Errorf("read_committed consumer got %d %s records: %v", n, prefix, got)
+		}
+	}
+	if countPrefix(got, "commit1-") != 10 || countPrefix(got, "open-") != 5 || len(got) != 16 {
+		t.Errorf("read_committed consumer got %v", got)
+	}
+
+	// They were written all the same: a read_uncommitted consumer sees
+	// them (every data record: 10 + 7 + 5 + 3 + zombie-a + fresh-a).
+	all := sc.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	raw := txnPoll(t, ctx, all, nil, func(v []string) bool { return slices.Contains(v, "fresh-a") })
+	if countPrefix(raw, "abort-") != 7 || countPrefix(raw, "abandoned-") != 3 || countPrefix(raw, "zombie-a") != 1 {
+		t.Errorf("read_uncommitted consumer got %v (zombie produce error: %v)", raw, zerr)
+	}
+}

@@ -1,0 +1,186 @@
+package produce
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// Transactions on the produce path (DESIGN §Transactions, SPEC §15).
+//
+// A transactional batch is accepted only for a partition of its
+// producer's open transaction (Config.Transactions) and is then committed
+// like any batch, record 102 marking it TxnData. A transaction's markers
+// go through the same pipeline (WriteMarkers): one control batch per
+// partition, appended to the active file, committed in order with the
+// data. The hazard is a transactional batch committed after its
+// transaction's marker: it would open a transaction in the partition that
+// no marker ever ends, and the last stable offset would stay behind it
+// forever. So every transactional batch counts as in flight for its
+// producer from before its check until its file is answered (txnBegin,
+// txnDone), and WriteMarkers first waits until the producer has none in
+// flight: a batch checked before the transaction left Ongoing is
+// committed (or failed) before the marker is appended, and one checked
+// after is refused by the check.
+
+// txnGate counts one producer's transactional batches in flight; zero is
+// closed (and the gate dropped) when the count returns to 0.
+type txnGate struct {
+	n    int
+	zero chan struct{}
+}
+
+// txnBegin counts e, a transactional batch of req, as in flight and asks
+// the transaction coordinator whether it may be written; on a refusal it
+// counts it out again and returns the partition's error. A transactional
+// batch in a request without a transactional id gets
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers (SPEC §15).
+func (h *Handler) txnBegin(req *kmsg.ProduceRequest, e *pendingEntry) *kerr.Error {
+	if req.TransactionID == nil {
+		return kerr.TransactionalIDAuthorizationFailed
+	}
+	pid := e.commit.ProducerID
+	h.txnMu.Lock()
+	g := h.txnMu.gates[pid]
+	if g == nil {
+		if h.txnMu.gates == nil {
+			h.txnMu.gates = make(map[int64]*txnGate)
+		}
+		g = &txnGate{zero: make(chan struct{})}
+		h.txnMu.gates[pid] = g
+	}
+	g.n++
+	h.txnMu.Unlock()
+	tp := diskless.TopicPartition{TopicID: e.commit.TopicID, Partition: e.commit.Partition}
+	if errc := h.cfg.Transactions.CheckTxnProduce(*req.TransactionID, pid, e.commit.ProducerEpoch, tp, req.Version); errc != nil {
+		h.txnEnd(pid)
+		return errc
+	}
+	e.commit.Txn = diskless.TxnData
+	return nil
+}
+
+// txnEnd counts one transactional batch of producer pid out.
+func (h *Handler) txnEnd(pid int64) {
+	h.txnMu.Lock()
+	defer h.txnMu.Unlock()
+	g := h.txnMu.gates[pid]
+	if g.n--; g.n == 0 {
+		close(g.zero)
+		delete(h.txnMu.gates, pid)
+	}
+}
+
+// txnDone counts out the transactional batches of entries (a request that
+// was refused after txnBegin, or a file answered).
+func (h *Handler) txnDone(entries []pendingEntry) {
+	for i := range entries {
+		if entries[i].commit.Txn == diskless.TxnData {
+			h.txnEnd(entries[i].commit.ProducerID)
+		}
+	}
+}
+
+// txnDoneCommits is txnDone for a file's commits.
+func (h *Handler) txnDoneCommits(commits []diskless.CommitBatch) {
+	for i := range commits {
+		if commits[i].Txn == diskless.TxnData {
+			h.txnEnd(commits[i].ProducerID)
+		}
+	}
+}
+
+// waitTxnProduces returns once producer pid has no transactional batch in
+// flight, or ctx is done (its error).
+func (h *Handler) waitTxnProduces(ctx context.Context, pid int64) error {
+	h.txnMu.Lock()
+	g := h.txnMu.gates[pid]
+	h.txnMu.Unlock()
+	if g == nil {
+		return nil
+	}
+	select {
+	case <-g.zero:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WriteMarkers writes the COMMIT (commit) or ABORT marker of producer
+// (producerID, epoch)'s transaction to each partition of parts through the
+// pipeline (SPEC §15: a control batch with the producer's id and epoch,
+// coordinator epoch 0, the handler's clock as timestamp) and returns once
+// every one is committed. It first waits until the producer has no
+// transactional batch in flight (the package's comment on transactions),
+// so it must be called only once the transaction has left Ongoing. A
+// partition whose topic is gone is skipped, as is one whose commit
+// answers UNKNOWN_TOPIC_OR_PARTITION (deleted meanwhile). Errors: ctx's,
+// ErrClosed, the first other commit error (the caller retries the whole
+// transaction's markers: a marker written twice changes nothing).
+func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
+	if err := h.waitTxnProduces(ctx, producerID); err != nil {
+		return err
+	}
+	kind := diskless.TxnAbort
+	if commit {
+		kind = diskless.TxnCommit
+	}
+	now := h.cfg.Now().UnixMilli()
+	var (
+		entries []pendingEntry
+		buf     []byte
+		ends    []int
+	)
+	for _, tp := range parts {
+		t, ok := h.catalog.TopicByID(tp.TopicID)
+		if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions {
+			continue
+		}
+		buf = batch.AppendMarker(buf, producerID, epoch, commit, 0, now)
+		ends = append(ends, len(buf))
+		tsType := batch.TimestampCreateTime
+		if t.Config.LogAppendTime {
+			tsType = batch.TimestampLogAppendTime
+		}
+		entries = append(entries, pendingEntry{commit: diskless.CommitBatch{TopicID: tp.TopicID, Partition: tp.Partition, TimestampType: tsType}})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	start := 0
+	for i := range entries {
+		hdr := batch.Header(buf[start:ends[i]:ends[i]])
+		e := newPendingEntry(entries[i].commit.TopicID, entries[i].commit.Partition, hdr, entries[i].commit.TimestampType)
+		e.commit.Txn = kind
+		entries[i] = e
+		start = ends[i]
+	}
+	need := min(int64(len(buf)), h.cfg.MaxPendingBytes)
+	if err := h.memory.Acquire(ctx, need); err != nil {
+		return err
+	}
+	f, first, err := h.append(entries, len(buf), need, trace.SpanContext{})
+	if err != nil {
+		h.memory.Release(need)
+		return err
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for i := range entries {
+		res := &f.results[first+i]
+		if res.Err != nil && res.Err.Code != kerr.UnknownTopicOrPartition.Code {
+			return fmt.Errorf("produce: marker for %s/%d: %w", entries[i].commit.TopicID, entries[i].commit.Partition, res.Err)
+		}
+	}
+	return nil
+}
