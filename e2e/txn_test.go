@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
 
 // txnValues returns the values of the records polled by cl until want
@@ -199,5 +205,160 @@ func TestTransactionsKgo(t *testing.T) {
 	raw := txnPoll(t, ctx, all, nil, func(v []string) bool { return slices.Contains(v, "fresh-a") })
 	if countPrefix(raw, "abort-") != 7 || countPrefix(raw, "abandoned-") != 3 || countPrefix(raw, "zombie-a") != 1 {
 		t.Errorf("read_uncommitted consumer got %v (zombie produce error: %v)", raw, zerr)
+	}
+}
+
+// javaTxn is a running kafkatest TxnProduce: commands in, answers out.
+type javaTxn struct {
+	t     *testing.T
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+	errs  *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startJavaTxn(t *testing.T, ctx context.Context, sc *Sidecar, topic, id string, props ...string) *javaTxn {
+	t.Helper()
+	args := []string{"--bootstrap-server", sc.Addr, "--topic", topic, "--transactional-id", id}
+	for _, p := range props {
+		args = append(args, "--property", p)
+	}
+	cmd, err := kafkatest.JavaCommand(ctx, "TxnProduce", args...)
+	mustNoErr(t, "java TxnProduce", err)
+	j := &javaTxn{t: t, errs: &lockedBuffer{}}
+	j.stdin, err = cmd.StdinPipe()
+	mustNoErr(t, "stdin", err)
+	stdout, err := cmd.StdoutPipe()
+	mustNoErr(t, "stdout", err)
+	cmd.Stderr = j.errs
+	mustNoErr(t, "start TxnProduce", cmd.Start())
+	t.Cleanup(func() {
+		j.stdin.Close()
+		cmd.Wait()
+	})
+	j.out = bufio.NewScanner(stdout)
+	j.answer("init")
+	return j
+}
+
+// answer reads the program's answer to cmd and fails the test unless it
+// is "ok"; it returns the line.
+func (j *javaTxn) answer(cmd string) string {
+	j.t.Helper()
+	for j.out.Scan() {
+		line := j.out.Text()
+		if strings.HasPrefix(line, "ok "+cmd) {
+			return line
+		}
+		if strings.HasPrefix(line, "error ") {
+			return line
+		}
+	}
+	j.t.Fatalf("TxnProduce ended before answering %q\n%s", cmd, j.errs.String())
+	return ""
+}
+
+// do sends cmd and returns its answer line ("ok …" or "error …").
+func (j *javaTxn) do(cmd string) string {
+	j.t.Helper()
+	if _, err := io.WriteString(j.stdin, cmd+"\n"); err != nil {
+		j.t.Fatalf("TxnProduce %s: %v\n%s", cmd, err, j.errs.String())
+	}
+	return j.answer(strings.Fields(cmd)[0])
+}
+
+// must runs cmds, each of which must answer ok.
+func (j *javaTxn) must(cmds ...string) {
+	j.t.Helper()
+	for _, c := range cmds {
+		if a := j.do(c); !strings.HasPrefix(a, "ok ") {
+			j.t.Fatalf("TxnProduce %s: %s\n%s", c, a, j.errs.String())
+		}
+	}
+}
+
+// javaReadCommitted reads the whole topic with the Java consumer under
+// read_committed and returns the values.
+func javaReadCommitted(t *testing.T, ctx context.Context, sc *Sidecar, topic string) []string {
+	t.Helper()
+	stdout, stderr, err := kafkatest.Java(ctx, "Consume", "--bootstrap-server", sc.Addr, "--topic", topic,
+		"--idle-timeout-ms", "3000", "--property", "isolation.level=read_committed")
+	if err != nil {
+		t.Fatalf("java Consume: %v\n%s", err, stderr)
+	}
+	recs, err := kafkatest.ParseRecords(stdout)
+	mustNoErr(t, "parse records", err)
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
+
+// TestTransactionsJava: the Java client's transactional producer (Maven
+// Central jars) commits and aborts against the sidecar binary, and its
+// read_committed consumer sees the committed records only; the last
+// stable offset stays at an open transaction until it commits, and at
+// another until the coordinator aborts it at its transaction.timeout.ms,
+// after which its producer's commit fails (SPEC §15).
+func TestTransactionsJava(t *testing.T) {
+	kafkatest.Require(t)
+	sc := StartSidecar(t, "")
+	ctx := testCtx(t, 4*time.Minute)
+	const topic = "jtxn"
+	createTopic(t, ctx, sc, topic, 1, nil)
+	cl := sc.Client()
+
+	p := startJavaTxn(t, ctx, sc, topic, "jtx-1")
+	p.must("begin", "send c1", "send c2", "commit", "begin", "send a1", "abort", "begin", "send o1")
+	if hwm, lso := txnEnds(t, ctx, cl, topic, 0); hwm != 6 || lso != 5 {
+		t.Fatalf("open transaction: high watermark %d, LSO %d; want 6, 5", hwm, lso)
+	}
+	if got := javaReadCommitted(t, ctx, sc, topic); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("read_committed with a transaction open: %v, want [c1 c2]", got)
+	}
+	p.must("commit")
+	if hwm, lso := txnEnds(t, ctx, cl, topic, 0); hwm != 7 || lso != 7 {
+		t.Fatalf("after the commit: high watermark %d, LSO %d; want 7, 7", hwm, lso)
+	}
+	if got := javaReadCommitted(t, ctx, sc, topic); !slices.Equal(got, []string{"c1", "c2", "o1"}) {
+		t.Fatalf("read_committed: %v, want [c1 c2 o1]", got)
+	}
+
+	short := startJavaTxn(t, ctx, sc, topic, "jtx-short", "transaction.timeout.ms=2000")
+	short.must("begin", "send t1")
+	hwm, lso := txnEnds(t, ctx, cl, topic, 0)
+	if hwm != 8 || lso != 7 {
+		t.Fatalf("abandoned transaction: high watermark %d, LSO %d; want 8, 7", hwm, lso)
+	}
+	for lso < 9 {
+		if ctx.Err() != nil {
+			t.Fatalf("the LSO stayed at %d (high watermark %d): the timed-out transaction was not aborted", lso, hwm)
+		}
+		time.Sleep(200 * time.Millisecond)
+		hwm, lso = txnEnds(t, ctx, cl, topic, 0)
+	}
+	if a := short.do("commit"); !strings.HasPrefix(a, "error ") {
+		t.Fatalf("the timed-out producer's commit: %s", a)
+	}
+	if got := javaReadCommitted(t, ctx, sc, topic); !slices.Equal(got, []string{"c1", "c2", "o1"}) {
+		t.Fatalf("read_committed after the timeout: %v, want [c1 c2 o1]", got)
 	}
 }

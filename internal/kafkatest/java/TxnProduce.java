@@ -1,0 +1,95 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Properties;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * TxnProduce is the Java client's transactional producer driven by
+ * commands, one per line of stdin: "begin" (beginTransaction), "send V"
+ * (send value V to the topic's partition 0 and wait for its
+ * acknowledgement), "commit" (commitTransaction), "abort"
+ * (abortTransaction). initTransactions runs first. After each command it
+ * prints one line on stdout: "ok CMD" or "error CMD: message" (flushed), so
+ * that a test can act between commands. Arguments: --bootstrap-server
+ * host:port --topic T --transactional-id ID, then --property key=value
+ * (any producer config, repeatable, e.g. transaction.timeout.ms). It exits
+ * when stdin ends; after an error the producer is closed and every later
+ * command answers "error".
+ */
+public final class TxnProduce {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = null, topic = null, id = null;
+        Properties props = new Properties();
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (i + 1 >= args.length) throw new IllegalArgumentException("missing value for " + a);
+            String v = args[++i];
+            switch (a) {
+                case "--bootstrap-server": bootstrap = v; break;
+                case "--topic": topic = v; break;
+                case "--transactional-id": id = v; break;
+                case "--property": {
+                    int eq = v.indexOf('=');
+                    if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
+                    props.setProperty(v.substring(0, eq), v.substring(eq + 1));
+                    break;
+                }
+                default: throw new IllegalArgumentException("unknown argument " + a);
+            }
+        }
+        if (bootstrap == null || topic == null || id == null) {
+            throw new IllegalArgumentException("--bootstrap-server, --topic and --transactional-id are required");
+        }
+        props.putIfAbsent(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.putIfAbsent(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+        boolean broken = false;
+        try {
+            producer.initTransactions();
+            System.out.println("ok init");
+        } catch (Exception e) {
+            System.out.println("error init: " + e);
+            broken = true;
+        }
+        System.out.flush();
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                String cmd = line.trim();
+                if (cmd.isEmpty()) continue;
+                if (broken) {
+                    System.out.println("error " + cmd + ": producer closed after an error");
+                    System.out.flush();
+                    continue;
+                }
+                try {
+                    if (cmd.equals("begin")) {
+                        producer.beginTransaction();
+                    } else if (cmd.startsWith("send ")) {
+                        producer.send(new ProducerRecord<>(topic, 0, null, cmd.substring(5).getBytes(StandardCharsets.UTF_8))).get();
+                    } else if (cmd.equals("commit")) {
+                        producer.commitTransaction();
+                    } else if (cmd.equals("abort")) {
+                        producer.abortTransaction();
+                    } else {
+                        throw new IllegalArgumentException("unknown command " + cmd);
+                    }
+                    System.out.println("ok " + cmd);
+                } catch (Exception e) {
+                    System.out.println("error " + cmd + ": " + e);
+                    broken = true;
+                    producer.close(java.time.Duration.ZERO);
+                }
+                System.out.flush();
+            }
+        }
+        if (!broken) producer.close();
+    }
+
+    private TxnProduce() {}
+}
