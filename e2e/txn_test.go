@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -177,15 +178,26 @@ func TestTransactionsKgo(t *testing.T) {
 	zombie := sc.Client(kgo.TransactionalID("tx-z"), manual, kgo.TransactionTimeout(time.Minute))
 	mustNoErr(t, "BeginTransaction", zombie.BeginTransaction())
 	mustNoErr(t, "produce zombie", produceAll(ctx, zombie, topic, "zombie-a"))
+	zpid, zepoch, err := zombie.ProducerID(ctx)
+	mustNoErr(t, "zombie's producer id", err)
 	fresh := sc.Client(kgo.TransactionalID("tx-z"), manual, kgo.TransactionTimeout(time.Minute))
 	mustNoErr(t, "BeginTransaction", fresh.BeginTransaction())
 	mustNoErr(t, "produce fresh", produceAll(ctx, fresh, topic, "fresh-a"))
 	zerr := produceAll(ctx, zombie, topic, "zombie-b")
-	if zerr == nil {
-		t.Fatal("the fenced producer's produce succeeded")
+	if !errors.Is(zerr, kerr.InvalidProducerEpoch) && !errors.Is(zerr, kerr.ProducerFenced) {
+		t.Fatalf("the fenced producer's produce: %v, want INVALID_PRODUCER_EPOCH or PRODUCER_FENCED", zerr)
 	}
+	// kgo, told it is fenced, no longer sends EndTxn; the coordinator
+	// refuses one with the zombie's producer id and epoch all the same.
 	if err := zombie.EndTransaction(ctx, kgo.TryCommit); err == nil {
 		t.Fatal("the fenced producer's commit succeeded")
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "tx-z", zpid, zepoch, true
+	eresp, err := end.RequestWith(ctx, fresh)
+	mustNoErr(t, "EndTxn", err)
+	if eresp.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("EndTxn of the fenced producer: %v, want PRODUCER_FENCED", kerr.ErrorForCode(eresp.ErrorCode))
 	}
 	mustNoErr(t, "EndTransaction fresh", fresh.EndTransaction(ctx, kgo.TryCommit))
 

@@ -3,6 +3,7 @@ package produce
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -113,6 +114,10 @@ func (h *Handler) waitTxnProduces(ctx context.Context, pid int64) error {
 	}
 }
 
+// skipMarker are the commit errors for which a marker is skipped: the
+// partition is gone or takes no produce (WriteMarkers).
+var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisabling.Code, diskless.ErrDisabled.Code}
+
 // WriteMarkers writes the COMMIT (commit) or ABORT marker of producer
 // (producerID, epoch)'s transaction to each partition of parts through the
 // pipeline (SPEC §15: a control batch with the producer's id and epoch,
@@ -120,8 +125,11 @@ func (h *Handler) waitTxnProduces(ctx context.Context, pid int64) error {
 // every one is committed. It first waits until the producer has no
 // transactional batch in flight (the package's comment on transactions),
 // so it must be called only once the transaction has left Ongoing. A
-// partition whose topic is gone is skipped, as is one whose commit
-// answers UNKNOWN_TOPIC_OR_PARTITION (deleted meanwhile). Errors: ctx's,
+// partition whose topic is gone, or takes no produce (diskless being
+// disabled on it, SPEC §10), is skipped, as is one whose commit answers
+// so (deleted or disabled meanwhile): such a partition would otherwise
+// hold its transaction's completion, and the transactional id, forever.
+// Errors: ctx's,
 // ErrClosed, the first other commit error (the caller retries the whole
 // transaction's markers: a marker written twice changes nothing).
 func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
@@ -141,6 +149,9 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 	for _, tp := range parts {
 		t, ok := h.catalog.TopicByID(tp.TopicID)
 		if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions {
+			continue
+		}
+		if errc, _ := t.ProduceError(); errc != nil {
 			continue
 		}
 		buf = batch.AppendMarker(buf, producerID, epoch, commit, 0, now)
@@ -178,7 +189,7 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 	}
 	for i := range entries {
 		res := &f.results[first+i]
-		if res.Err != nil && res.Err.Code != kerr.UnknownTopicOrPartition.Code {
+		if res.Err != nil && !slices.Contains(skipMarker, res.Err.Code) {
 			return fmt.Errorf("produce: marker for %s/%d: %w", entries[i].commit.TopicID, entries[i].commit.Partition, res.Err)
 		}
 	}

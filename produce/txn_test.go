@@ -142,3 +142,23 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 		t.Fatalf("partition end %d, want 4 (3 records, then the marker)", base)
 	}
 }
+
+// TestMarkersSkipPartitionsTakingNoProduce: a marker for a partition whose
+// topic is gone or being disabled is skipped, not retried forever.
+func TestMarkersSkipPartitionsTakingNoProduce(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond, Transactions: &fakeTxns{}})
+	cat := r.h.catalog.(*fakeCatalog)
+	dis := cat.topics["ct"]
+	dis.ID, dis.Name = diskless.TopicID{3}, "dis"
+	dis.Disablement.State = diskless.TopicDisabling
+	cat.topics["dis"] = dis
+	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: dis.ID, Partition: 0}, {TopicID: diskless.TopicID{9}, Partition: 0}}
+	if err := r.h.WriteMarkers(context.Background(), 5, 0, false, parts); err != nil {
+		t.Fatalf("WriteMarkers: %v", err)
+	}
+	r.cm.mu.Lock()
+	defer r.cm.mu.Unlock()
+	if len(r.cm.order) != 1 || len(r.cm.got[r.cm.order[0]]) != 1 || r.cm.got[r.cm.order[0]][0].TopicID != parts[0].TopicID || r.cm.got[r.cm.order[0]][0].Txn != diskless.TxnAbort {
+		t.Fatalf("committed %v", r.cm.got)
+	}
+}
