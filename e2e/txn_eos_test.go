@@ -122,12 +122,13 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
+	var members sync.WaitGroup
 	var bAbandoned atomic.Bool
-	wg.Go(func() {
+	members.Go(func() {
 		c, a, _ := eosMember(t, mctx, addr, "eos-a", in, out, false)
 		t.Logf("eos-a: %d transactions committed, %d aborted", c, a)
 	})
-	wg.Go(func() {
+	members.Go(func() {
 		c, a, ab := eosMember(t, mctx, addr, "eos-b", in, out, true)
 		bAbandoned.Store(ab)
 		t.Logf("eos-b: %d transactions committed, %d aborted, one abandoned: %v", c, a, ab)
@@ -146,11 +147,34 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 		return len(seen) >= n
 	})
 	mcancel()
-	// A last look for late duplicates: the members are stopping, the
-	// reader reads on for a moment.
-	time.Sleep(2 * time.Second)
+	members.Wait()
+	// A last look for late duplicates: a plain record after everything
+	// in each output partition; once the reader has them all (past any
+	// transaction the stopped members left open, aborted at its
+	// timeout), it has read everything committed.
+	sentinels := make([]string, partitions)
+	for p := range sentinels {
+		sentinels[p] = fmt.Sprintf("end-%d", p)
+	}
+	plain := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p, v := range sentinels {
+		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: int32(p), Value: []byte(v)}).FirstErr())
+	}
+	waitFor(t, 2*time.Minute, "the sentinels", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range sentinels {
+			if seen[v] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	rcancel()
 	wg.Wait()
+	for _, v := range sentinels {
+		delete(seen, v)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, v := range want {
