@@ -83,6 +83,9 @@ type frozenState struct {
 	// partTxns is the encoded partitions' transactions (the tagged field
 	// snapshotTagPartitionTxns); nil when no partition has any.
 	partTxns []byte
+	// acls is the encoded access control entries (the tagged field
+	// snapshotTagACLs); nil when there are none.
+	acls []byte
 }
 
 type frozenPartition struct {
@@ -130,6 +133,7 @@ func (s *state) freeze() *frozenState {
 	fz.scram = appendScramSnapshot(s.scram)
 	// A few open and aborted transactions per partition: on the driver.
 	fz.partTxns = s.appendPartTxnsSnapshot(nil)
+	fz.acls = appendACLSnapshot(s.acls)
 	for _, p := range s.partitions {
 		fp := frozenPartition{
 			tp:        p.tp,

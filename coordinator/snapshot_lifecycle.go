@@ -34,6 +34,9 @@ import (
 //	                     int32, Salt, StoredKey, ServerKey bytes, tagged
 //	                     fields), by (Name, Mechanism): record 116's
 //	                     credentials (shard 0)
+//	tag 5 Acls           [](record 117's fields, Removed 0), by
+//	                     acl.Compare: the access control entries
+//	                     (shard 0)
 //	tag 6 PartitionTxns  the partitions' open and aborted transactions
 //	                     (txndata.go)
 const (
@@ -42,8 +45,8 @@ const (
 	snapshotTagGroupOffsets     = 2
 	snapshotTagTransactions     = 3
 	snapshotTagScramCredentials = 4
-	// 5 is reserved for the ACLs.
-	snapshotTagPartitionTxns = 6
+	snapshotTagACLs             = 5
+	snapshotTagPartitionTxns    = 6
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -85,6 +88,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	}
 	if fz.scram != nil {
 		tags = append(tags, tag{snapshotTagScramCredentials, fz.scram})
+	}
+	if fz.acls != nil {
+		tags = append(tags, tag{snapshotTagACLs, fz.acls})
 	}
 	if fz.partTxns != nil {
 		tags = append(tags, tag{snapshotTagPartitionTxns, fz.partTxns})
@@ -131,6 +137,8 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 			br.Src = rest
 		case snapshotTagScramCredentials:
 			err = s.readScramSnapshot(br)
+		case snapshotTagACLs:
+			err = s.readACLSnapshot(br)
 		case snapshotTagPartitionTxns:
 			err = s.readPartTxnsSnapshot(br)
 		default:

@@ -14,6 +14,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 	"github.com/diskless-sidecar/sidecar/txn"
@@ -109,6 +110,10 @@ type state struct {
 	// scram holds the SCRAM credentials (record 116; shard 0 only; nil
 	// while there are none).
 	scram map[scramKey]diskless.ScramCredential
+	// acls holds the access control entries (record 117; shard 0 only),
+	// sorted by acl.Compare; replaced on every change, never edited
+	// (Coordinator.ACLs hands it out); nil while there are none.
+	acls []acl.Binding
 
 	// scratch is commitFile's working memory. Not state.
 	scratch commitScratch
@@ -362,6 +367,8 @@ func (s *state) apply(rec records.Record) error {
 		return s.applySegmentCommitted(r)
 	case *records.ScramCredential:
 		return s.applyScramCredential(r)
+	case *records.ACL:
+		return s.applyACL(r)
 	default:
 		return inconsistent("unknown record type %T", rec)
 	}

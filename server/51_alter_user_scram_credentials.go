@@ -163,17 +163,24 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, req *kmsg.
 }
 
 // scramErrorCode maps a failure of the credential store to the code a
-// broker would answer: NOT_CONTROLLER where another sidecar writes
-// credentials now (clients retry), REQUEST_TIMED_OUT for a context error,
-// else UNKNOWN_SERVER_ERROR (logged, rate-limited).
+// broker would answer (adminStoreError).
 func (s *Server) scramErrorCode(err error) (int16, string) {
+	return s.adminStoreError("altering SCRAM credentials", err)
+}
+
+// adminStoreError maps a failure of shard 0's admin stores (SCRAM
+// credentials, ACLs) doing what to the code a broker would answer:
+// NOT_CONTROLLER where another sidecar writes them now (clients retry),
+// REQUEST_TIMED_OUT for a context error, else UNKNOWN_SERVER_ERROR
+// (logged, rate-limited).
+func (s *Server) adminStoreError(what string, err error) (int16, string) {
 	switch {
 	case errors.Is(err, diskless.ErrNotCoordinator):
 		return kerr.NotController.Code, kerr.NotController.Description
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kerr.RequestTimedOut.Code, "the credential change did not finish in time"
+		return kerr.RequestTimedOut.Code, "the change did not finish in time"
 	default:
-		s.rl.Log(context.Background(), slog.LevelWarn, "scram", "altering SCRAM credentials failed", slog.Any("err", err))
+		s.rl.Log(context.Background(), slog.LevelWarn, what, what+" failed", slog.Any("err", err))
 		return kerr.UnknownServerError.Code, kerr.UnknownServerError.Description
 	}
 }

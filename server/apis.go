@@ -26,6 +26,8 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	// SASL (sasl.go answers them while a connection authenticates).
 	saslHandshakeVersions, saslAuthenticateVersions,
 	describeUserScramCredentialsVersions, alterUserScramCredentialsVersions, describeClientQuotasVersions,
+	// ACLs (29_describe_acls.go, 30_…, 31_…).
+	describeACLsVersions, createACLsVersions, deleteACLsVersions,
 	// Consumer groups (groups.go).
 	offsetCommitVersions, offsetFetchVersions, findCoordinatorVersions, joinGroupVersions,
 	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
@@ -131,6 +133,9 @@ var routes = map[int16]route{
 	48: async((*Server).handleDescribeClientQuotas),
 	50: async((*Server).handleDescribeUserScramCredentials),
 	51: async((*Server).handleAlterUserScramCredentials),
+	29: async((*Server).handleDescribeAcls),
+	30: async((*Server).handleCreateAcls),
+	31: async((*Server).handleDeleteAcls),
 	// Consumer groups (groups.go).
 	8:  async((*Server).handleOffsetCommit),
 	9:  async((*Server).handleOffsetFetch),

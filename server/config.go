@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -145,6 +147,15 @@ type Config struct {
 	// (DisklessDisableTopic, API key 109); nil answers it
 	// UNSUPPORTED_VERSION.
 	Disabler TopicDisabler
+	// Authorizer decides what each request's principal may do (SPEC §14,
+	// ACLs; `authorizer.class.name`): nil allows everything and answers
+	// CreateAcls, DescribeAcls and DeleteAcls SECURITY_DISABLED, as a
+	// Kafka broker without an authorizer does.
+	Authorizer *acl.Authorizer
+	// ACLs is the store of the access control entries the ACL APIs
+	// change and list (the coordinators' shard 0); required with
+	// Authorizer.
+	ACLs ACLStore
 }
 
 // listeners returns the listeners to bind: Listeners, or the one
@@ -234,6 +245,9 @@ func (c Config) Validate() error {
 	}
 	if d.IdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms %v: must be > 0", d.IdleTimeout))
+	}
+	if c.Authorizer != nil && c.ACLs == nil {
+		errs = append(errs, errors.New("authorizer.class.name: an authorizer needs the ACL store (ACLs)"))
 	}
 	if d.MaxInflightPerConn < 0 {
 		errs = append(errs, fmt.Errorf("MaxInflightPerConn %d: must be > 0", d.MaxInflightPerConn))

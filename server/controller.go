@@ -113,6 +113,22 @@ func notController(req kmsg.Request) kmsg.Response {
 			}
 		}
 		return resp
+	case *kmsg.CreateACLsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			rr := kmsg.NewCreateACLsResponseResult()
+			rr.ErrorCode, rr.ErrorMessage = code, msg
+			resp.Results = append(resp.Results, rr)
+		}
+		return resp
+	case *kmsg.DeleteACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			rr := kmsg.NewDeleteACLsResponseResult()
+			rr.ErrorCode, rr.ErrorMessage = code, msg
+			resp.Results = append(resp.Results, rr)
+		}
+		return resp
 	case *kmsg.IncrementalAlterConfigsRequest:
 		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 		for _, rs := range r.Resources {

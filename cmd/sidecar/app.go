@@ -20,6 +20,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
@@ -338,6 +339,10 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		Disabler:              sidecars.Self(),
 		Rack:                  cfg.Rack,
 		ClientZones:           cfg.ClientZones,
+	}
+	if cfg.Authorizer {
+		scfg.Authorizer = acl.New(acl.Config{SuperUsers: cfg.SuperUsers, AllowIfNoACL: cfg.AllowIfNoACL}, a.coord.ACLs)
+		scfg.ACLs = a.coord
 	}
 	if a.cluster != nil {
 		scfg.Cluster = a.cluster.placed

@@ -18,6 +18,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 	"github.com/diskless-sidecar/sidecar/internal/telemetry"
 	"github.com/diskless-sidecar/sidecar/membership"
 	"github.com/diskless-sidecar/sidecar/metalog/kafkalog"
@@ -46,8 +47,14 @@ type Config struct {
 	SASLMechanisms  string
 	MaxReauth       time.Duration
 	FailedAuthDelay time.Duration
-	NodeID          int32
-	DataDir         string
+	// Authorizer is whether authorizer.class.name enables the authorizer
+	// (acl.StandardAuthorizerClass); SuperUsers is super.users,
+	// AllowIfNoACL allow.everyone.if.no.acl.found.
+	Authorizer   bool
+	SuperUsers   []string
+	AllowIfNoACL bool
+	NodeID       int32
+	DataDir      string
 
 	AutoCreateTopics      bool
 	NumPartitions         int32
@@ -255,6 +262,23 @@ var options = []option{
 	msOption("connections.max.reauth.ms", "0", "A SASL session's lifetime: the client must re-authenticate on its connection before it ends, or the connection is closed at its next request; 0: sessions do not expire, ms.", 0, math.MaxInt64/int64(time.Millisecond), func(c *Config) *time.Duration { return &c.MaxReauth }),
 	msOption("connection.failed.authentication.delay.ms", ms(server.DefaultFailedAuthDelay), "A connection whose authentication failed is closed this long after the answer, ms (at least 1).", 1, 60000, func(c *Config) *time.Duration { return &c.FailedAuthDelay }),
 	sslOption("ssl.principal.mapping.rules", "DEFAULT", "Maps a client certificate's subject name to its principal: DEFAULT or RULE:pattern/replacement/[LU], separated by commas."),
+	{key: "authorizer.class.name", def: "",
+		doc: "The authorizer: empty (none: every client may do everything, the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs set with kafka-acls.sh, kept in the metadata log).",
+		set: func(c *Config, v string) error {
+			switch v = strings.TrimSpace(v); v {
+			case "":
+				c.Authorizer = false
+			case acl.StandardAuthorizerClass:
+				c.Authorizer = true
+			default:
+				return fmt.Errorf("must be empty or %s", acl.StandardAuthorizerClass)
+			}
+			return nil
+		}},
+	{key: "super.users", def: "",
+		doc: "Principals the authorizer allows everything, separated by semicolons (User:admin;User:CN=ops,O=Example).",
+		set: func(c *Config, v string) (err error) { c.SuperUsers, err = acl.ParseSuperUsers(v); return err }},
+	boolOption("allow.everyone.if.no.acl.found", "false", "With an authorizer: allow every principal what no ACL of the resource (of any principal or operation) decides.", func(c *Config) *bool { return &c.AllowIfNoACL }),
 	intOption("node.id", "0", "This sidecar's node id, reported as the broker id in Metadata.", 0, maxInt32, func(c *Config) *int32 { return &c.NodeID }),
 	{key: "data.dir", def: "./data", doc: "Directory for the coordinator logs and, with the local store, the objects.",
 		set: func(c *Config, v string) error {

@@ -1,6 +1,6 @@
 // Package records is the codec of the coordinator shards' metadata-log
 // records (KIP-1164's DisklessPartitionCreatedRecord … and the project's
-// 104–106, 111, 112, 114; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
+// 104–106, 111, 112, 114, 116, 117; SPEC §8, docs/format/metadata-records.md): KRaft's metadata
 // record serialisation — uvarint frame version 1, uvarint key, uvarint
 // version 0 — then the record's fields in Kafka's flexible-version
 // encoding, tagged fields after every struct. Append and Encode write
@@ -37,8 +37,9 @@ const (
 	KeyTopicPurged      int16 = 112
 	// 113 is the consumer groups' (a topic's offsets deleted).
 	KeySegmentCommitted int16 = 114
-	// 115 is not used; 117 is reserved (ACLs); 118 is package txn's.
+	// 115 is not used; 118 is package txn's.
 	KeyScramCredential int16 = 116
+	KeyACL             int16 = 117
 )
 
 // frameVersion is the frame version of KRaft's metadata record
@@ -206,6 +207,21 @@ type ScramCredential struct {
 	ServerKey  []byte
 }
 
+// ACL is record 117 DisklessAclRecord: one access control entry (SPEC
+// §14, ACLs), added or — with Removed — removed, on shard 0. The codes
+// are Kafka's (AclResourceType, PatternType, AclOperation,
+// AclPermissionType); package coordinator checks them.
+type ACL struct {
+	ResourceType   int8
+	ResourceName   string
+	PatternType    int8
+	Principal      string
+	Host           string
+	Operation      int8
+	PermissionType int8
+	Removed        bool
+}
+
 func (*PartitionCreated) Key() int16 { return KeyPartitionCreated }
 func (*TopicDeleted) Key() int16     { return KeyTopicDeleted }
 func (*FileCommitted) Key() int16    { return KeyFileCommitted }
@@ -217,6 +233,7 @@ func (*TopicDisablement) Key() int16 { return KeyTopicDisablement }
 func (*TopicPurged) Key() int16      { return KeyTopicPurged }
 func (*SegmentCommitted) Key() int16 { return KeySegmentCommitted }
 func (*ScramCredential) Key() int16  { return KeyScramCredential }
+func (*ACL) Key() int16              { return KeyACL }
 
 // Append appends rec's body: frame version, key and version as
 // uvarints, then the fields in flexible-version encoding.
@@ -302,6 +319,8 @@ func Decode(b []byte) (Record, error) {
 		rec = new(SegmentCommitted)
 	case uint32(KeyScramCredential):
 		rec = new(ScramCredential)
+	case uint32(KeyACL):
+		rec = new(ACL)
 	default:
 		return nil, fmt.Errorf("%w: unknown record key %d", ErrBadRecord, key)
 	}
@@ -752,6 +771,38 @@ func (v *ScramCredential) ReadFrom(r *kbin.Reader) (err error) {
 			return err
 		}
 	}
+	SkipTags(r)
+	return OKOrTruncated(r)
+}
+
+// 117
+
+func (v *ACL) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt8(dst, v.ResourceType)
+	dst = kbin.AppendCompactString(dst, v.ResourceName)
+	dst = kbin.AppendInt8(dst, v.PatternType)
+	dst = kbin.AppendCompactString(dst, v.Principal)
+	dst = kbin.AppendCompactString(dst, v.Host)
+	dst = kbin.AppendInt8(dst, v.Operation)
+	dst = kbin.AppendInt8(dst, v.PermissionType)
+	dst = kbin.AppendBool(dst, v.Removed)
+	return AppendTags(dst)
+}
+
+func (v *ACL) ReadFrom(r *kbin.Reader) (err error) {
+	v.ResourceType = r.Int8()
+	if v.ResourceName, err = ReadString(r); err != nil {
+		return err
+	}
+	v.PatternType = r.Int8()
+	for _, s := range []*string{&v.Principal, &v.Host} {
+		if *s, err = ReadString(r); err != nil {
+			return err
+		}
+	}
+	v.Operation = r.Int8()
+	v.PermissionType = r.Int8()
+	v.Removed = r.Bool()
 	SkipTags(r)
 	return OKOrTruncated(r)
 }

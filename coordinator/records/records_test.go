@@ -49,6 +49,10 @@ func sampleRecords() map[string]Record {
 		"scram credential": &ScramCredential{Name: "alice", Mechanism: 2, Iterations: 8192, Salt: []byte("salt-bytes"),
 			StoredKey: bytes.Repeat([]byte{1}, 64), ServerKey: bytes.Repeat([]byte{2}, 64)},
 		"scram credential removed": &ScramCredential{Name: "bob", Mechanism: 1},
+		"acl": &ACL{ResourceType: 2, ResourceName: "orders-", PatternType: 4, Principal: "User:alice", Host: "*",
+			Operation: 3, PermissionType: 3},
+		"acl removed": &ACL{ResourceType: 4, ResourceName: "kafka-cluster", PatternType: 3, Principal: "User:*",
+			Host: "10.0.0.1", Operation: 7, PermissionType: 2, Removed: true},
 	}
 }
 
@@ -111,6 +115,27 @@ func TestScramCredentialLayout(t *testing.T) {
 		2, 7, // Salt
 		3, 8, 9, // StoredKey
 		2, 10, // ServerKey
+		0, // tagged fields
+	}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("body % x\nwant % x", body, want)
+	}
+}
+
+// TestACLLayout pins record 117 (docs/format/metadata-records.md).
+func TestACLLayout(t *testing.T) {
+	body := Append(nil, &ACL{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:a", Host: "*",
+		Operation: 4, PermissionType: 3, Removed: true})
+	want := []byte{
+		1, 117, 0, // frame version, key, version
+		2,      // ResourceType TOPIC
+		2, 't', // ResourceName
+		3,                               // PatternType LITERAL
+		7, 'U', 's', 'e', 'r', ':', 'a', // Principal
+		2, '*', // Host
+		4, // Operation WRITE
+		3, // PermissionType ALLOW
+		1, // Removed
 		0, // tagged fields
 	}
 	if !reflect.DeepEqual(body, want) {
