@@ -1,16 +1,22 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/diskless-sidecar/sidecar/internal/acl"
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
 
@@ -147,4 +153,119 @@ func TestKafkaACLsTool(t *testing.T) {
 	if err := kerr.ErrorForCode(dresp.ErrorCode); err != kerr.SecurityDisabled {
 		t.Errorf("DescribeAcls without an authorizer: %v, want SECURITY_DISABLED", err)
 	}
+}
+
+// TestACLChecks drives real clients against a sidecar with the
+// authorizer: with ACLs (kafka-acls.sh --producer and --consumer) alice
+// produces and consumes in a group; bob, without, is refused
+// TOPIC_AUTHORIZATION_FAILED on produce and on fetch, does not see the
+// topic in a listing, is refused GROUP_AUTHORIZATION_FAILED joining the
+// group, and none of his refused records is stored; User:ANONYMOUS on
+// the PLAINTEXT listener cannot create a topic; with
+// allow.everyone.if.no.acl.found a topic no ACL names is open to all.
+func TestACLChecks(t *testing.T) {
+	kafkatest.Require(t)
+	sc := StartSidecar(t, "", aclSidecarSets...)
+	ctx := testCtx(t, 4*time.Minute)
+	admin := plainToolConfig(t, "admin", "admin-secret")
+	tool := func(args ...string) {
+		t.Helper()
+		out, errOut, err := kafkatest.Tool(ctx, "kafka-acls",
+			append([]string{"--bootstrap-server", sc.Listeners["SASL_PLAINTEXT"], "--command-config", admin}, args...)...)
+		if err != nil {
+			t.Fatalf("kafka-acls %v: %v\n%s%s", args, err, out, errOut)
+		}
+	}
+	asUser := func(user string, opts ...kgo.Opt) *kgo.Client {
+		t.Helper()
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(sc.Listeners["SASL_PLAINTEXT"]),
+			kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism())}, opts...)...)
+		mustNoErr(t, "client", err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	adm := kadm.NewClient(asUser("admin"))
+	_, err := adm.CreateTopic(ctx, 2, 1, nil, "orders")
+	mustNoErr(t, "create orders as admin", err)
+	tool("--add", "--allow-principal", "User:alice", "--producer", "--topic", "orders")
+	tool("--add", "--allow-principal", "User:alice", "--consumer", "--topic", "orders", "--group", "alices")
+
+	alice := asUser("alice", kgo.DefaultProduceTopic("orders"), kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("alices"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	mustNoErr(t, "alice produces", alice.ProduceSync(ctx, kgo.StringRecord("a1"), kgo.StringRecord("a2")).FirstErr())
+	got := 0
+	for got < 2 {
+		fs := alice.PollFetches(ctx)
+		mustNoErr(t, "alice consumes", fs.Err())
+		got += fs.NumRecords()
+	}
+	mustNoErr(t, "alice commits", alice.CommitUncommittedOffsets(ctx))
+
+	bob := asUser("bob", kgo.DefaultProduceTopic("orders"), kgo.RecordRetries(1), kgo.RequestRetries(1))
+	if err := bob.ProduceSync(ctx, kgo.StringRecord("b1")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("bob produces: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// The raw requests, so that the client's retries hide nothing.
+	preq := produceRequest("orders", batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("raw", 1)...))
+	presp, err := preq.RequestWith(ctx, bob)
+	mustNoErr(t, "bob's raw produce", err)
+	if c := presp.Topics[0].Partitions[0].ErrorCode; c != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("bob's raw produce: code %d", c)
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	mresp, err := mreq.RequestWith(ctx, bob)
+	mustNoErr(t, "bob's metadata", err)
+	if len(mresp.Topics) != 0 {
+		t.Errorf("bob's listing shows %d topics, want none", len(mresp.Topics))
+	}
+	mreq.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
+	mresp, err = mreq.RequestWith(ctx, bob)
+	mustNoErr(t, "bob's metadata of orders", err)
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || len(mresp.Topics[0].Partitions) != 0 {
+		t.Errorf("bob's metadata of orders: %+v", mresp.Topics)
+	}
+	freq := kmsg.NewPtrFetchRequest()
+	freq.Version, freq.MaxWaitMillis, freq.MaxBytes = 12, 100, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "orders"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(ctx, bob)
+	mustNoErr(t, "bob's fetch", err)
+	if p := fresp.Topics[0].Partitions[0]; p.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(p.RecordBatches) != 0 {
+		t.Errorf("bob's fetch: code %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+	}
+	jreq := kmsg.NewPtrJoinGroupRequest()
+	jreq.Group, jreq.ProtocolType, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = "alices", "consumer", 10000, 10000
+	jreq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	// Straight to the sidecar: a client finds the coordinator first,
+	// which bob may not either (FindCoordinator needs DESCRIBE on the
+	// group).
+	if err := kadm.NewClient(bob).FindGroupCoordinators(ctx, "alices").Error(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Errorf("bob finds alices' coordinator: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	raw, err := bob.Broker(0).Request(ctx, jreq)
+	mustNoErr(t, "bob joins", err)
+	if jresp := raw.(*kmsg.JoinGroupResponse); jresp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("bob joins alices: code %d, want GROUP_AUTHORIZATION_FAILED", jresp.ErrorCode)
+	}
+	// Nothing of bob's was stored: the end offsets are alice's two records.
+	ends, err := adm.ListEndOffsets(ctx, "orders")
+	mustNoErr(t, "end offsets", err)
+	total := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != 2 {
+		t.Errorf("orders holds %d records, want alice's 2", total)
+	}
+
+	anon := kadm.NewClient(sc.Client())
+	res, err := anon.CreateTopic(ctx, 1, 1, nil, "anon-topic")
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(res.Err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("ANONYMOUS creates a topic: %v %v, want TOPIC_AUTHORIZATION_FAILED", err, res.Err)
+	}
+
+	open := StartSidecar(t, "", append(slices.Clone(aclSidecarSets), "allow.everyone.if.no.acl.found=true")...)
+	kgoRoundTrip(t, ctx, "free-for-all", 10, kgo.SeedBrokers(open.Addr))
 }

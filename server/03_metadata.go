@@ -7,11 +7,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
 
 // Without an authorizer Kafka reports every operation a resource type
-// supports as authorized (KIP-430); so does the sidecar, which has none.
+// supports as authorized (KIP-430); with one, those the principal may do
+// (authorizedOps).
 const (
 	topicAuthorizedOps = 1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationWrite | 1<<kmsg.ACLOperationCreate |
 		1<<kmsg.ACLOperationDelete | 1<<kmsg.ACLOperationAlter | 1<<kmsg.ACLOperationDescribe |
@@ -54,15 +56,17 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
 	resp.ControllerID = s.controllerID()
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAuthorizedOps
+		resp.AuthorizedOperations = s.authorizedOps(ctx, clusterAuthorizedOps, rtCluster, acl.ClusterName)
 	}
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.catalog.Topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(req, t, l))
+			if s.authorized(ctx, opDescribe, rtTopic, t.Name) { // the others are left out
+				resp.Topics = append(resp.Topics, s.metadataTopic(ctx, req, t, l))
+			}
 		}
-		if mt, ok := s.offsetsTopicMetadata(req, l); ok {
+		if mt, ok := s.offsetsTopicMetadata(ctx, req, l); ok && s.authorized(ctx, opDescribe, rtTopic, offsetsTopic) {
 			resp.Topics = append(resp.Topics, mt)
 		}
 		return resp
@@ -86,11 +90,16 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 				continue
 			}
 			seenIDs[id] = true
+			mt := kmsg.NewMetadataResponseTopic()
 			if t, ok := s.catalog.TopicByID(id); ok {
-				resp.Topics = append(resp.Topics, s.metadataTopic(req, t, l))
+				if !s.authorized(ctx, opDescribe, rtTopic, t.Name) {
+					mt.ErrorCode, mt.TopicID = topicAuthFailed, rt.TopicID
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+				resp.Topics = append(resp.Topics, s.metadataTopic(ctx, req, t, l))
 				continue
 			}
-			mt := kmsg.NewMetadataResponseTopic()
 			mt.ErrorCode = kerr.UnknownTopicID.Code
 			mt.TopicID = rt.TopicID
 			resp.Topics = append(resp.Topics, mt)
@@ -103,13 +112,23 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 
 // metadataByName answers one topic requested by name, creating it if
 // allowed.
+//
+// With an authorizer a topic the principal may not DESCRIBE is answered
+// TOPIC_AUTHORIZATION_FAILED whether or not it exists, and one that does
+// not exist is created only with CREATE on the cluster or on the topic
+// (else TOPIC_AUTHORIZATION_FAILED; SPEC §14, ACLs).
 func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, name string, autoCreate bool, l leaders) kmsg.MetadataResponseTopic {
+	if !s.authorized(ctx, opDescribe, rtTopic, name) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), topicAuthFailed
+		return mt
+	}
 	if t, ok := s.catalog.Topic(name); ok {
-		return s.metadataTopic(req, t, l)
+		return s.metadataTopic(ctx, req, t, l)
 	}
 	if name == offsetsTopic && s.cfg.Groups != nil {
 		// Internal: never auto-created (SPEC §6, Metadata).
-		mt, ok := s.offsetsTopicMetadata(req, l)
+		mt, ok := s.offsetsTopicMetadata(ctx, req, l)
 		if !ok {
 			mt = kmsg.NewMetadataResponseTopic()
 			mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), kerr.UnknownTopicOrPartition.Code
@@ -126,13 +145,17 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return mt
 	}
+	if !s.authorizedCluster(ctx, opCreate) && !s.authorized(ctx, opCreate, rtTopic, name) {
+		mt.ErrorCode = topicAuthFailed
+		return mt
+	}
 	if c := s.cfg.Controller; c != nil && !c.Local() {
 		// The controller creates it; this sidecar's replica of the
 		// catalog has it a moment later, and the client asks again on
 		// LEADER_NOT_AVAILABLE, as after Kafka's asynchronous creation.
 		if s.forwardAutoCreate(ctx, name) {
 			if t, ok := s.catalog.Topic(name); ok {
-				return s.metadataTopic(req, t, l)
+				return s.metadataTopic(ctx, req, t, l)
 			}
 		}
 		mt.ErrorCode = kerr.LeaderNotAvailable.Code
@@ -162,17 +185,17 @@ func (s *Server) metadataByName(ctx context.Context, req *kmsg.MetadataRequest, 
 	if created {
 		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions, "topic_id", t.ID.String())
 	}
-	return s.metadataTopic(req, t, l)
+	return s.metadataTopic(ctx, req, t, l)
 }
 
 // metadataTopic describes an existing topic, each partition led by the
 // sidecar l chooses for it.
-func (s *Server) metadataTopic(req *kmsg.MetadataRequest, t diskless.Topic, l leaders) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(ctx context.Context, req *kmsg.MetadataRequest, t diskless.Topic, l leaders) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
 	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = topicAuthorizedOps
+		mt.AuthorizedOperations = s.authorizedOps(ctx, topicAuthorizedOps, rtTopic, t.Name)
 	}
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, max(t.Partitions, 0))
 	for i := range mt.Partitions {

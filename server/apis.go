@@ -171,7 +171,15 @@ var routes = map[int16]route{
 // async routes requests of type Req to handle, on a goroutine of their own.
 func async[Req kmsg.Request](handle func(*Server, context.Context, Req) kmsg.Response) route {
 	return route{async: func(s *Server, ctx context.Context, r kmsg.Request) kmsg.Response {
-		return handle(s, ctx, r.(Req))
+		r, merge, refused := s.gate(ctx, r) // ACLs (authorize_apis.go)
+		if refused != nil {
+			return refused
+		}
+		resp := handle(s, ctx, r.(Req))
+		if merge == nil || resp == nil {
+			return resp
+		}
+		return merge(resp)
 	}}
 }
 
@@ -180,18 +188,6 @@ func async[Req kmsg.Request](handle func(*Server, context.Context, Req) kmsg.Res
 func routeFor(key int16) (route, bool) {
 	rt, ok := routes[key]
 	return rt, ok
-}
-
-// orNil returns resp as a kmsg.Response, nil (not a typed nil in the
-// interface, which the writer would try to encode) when resp is nil.
-func orNil[R interface {
-	*T
-	kmsg.Response
-}, T any](resp R) kmsg.Response {
-	if resp == nil {
-		return nil
-	}
-	return resp
 }
 
 // withRequestTimeout bounds ctx by a request's TimeoutMillis (≤ 0: no

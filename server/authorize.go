@@ -79,3 +79,19 @@ func (s *Server) authorized(ctx context.Context, op kmsg.ACLOperation, rt kmsg.A
 func (s *Server) authorizedCluster(ctx context.Context, op kmsg.ACLOperation) bool {
 	return s.authorized(ctx, op, rtCluster, acl.ClusterName)
 }
+
+// authorizedOps returns the bits of ops (1<<operation, KIP-430's
+// authorized operations) the request of ctx may do on the resource: all
+// of them without an authorizer.
+func (s *Server) authorizedOps(ctx context.Context, ops int32, rt kmsg.ACLResourceType, name string) int32 {
+	if s.authzOff(ctx) {
+		return ops
+	}
+	var out int32
+	for op := kmsg.ACLOperationRead; op <= kmsg.ACLOperationDescribeTokens; op++ {
+		if ops&(1<<op) != 0 && s.authorized(ctx, op, rt, name) {
+			out |= 1 << op
+		}
+	}
+	return out
+}

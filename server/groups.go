@@ -59,11 +59,11 @@ const offsetsTopic = "__consumer_offsets"
 
 // offsetsTopicMetadata returns __consumer_offsets' Metadata entry, or
 // false while no group holds offsets (or there is no group coordinator).
-func (s *Server) offsetsTopicMetadata(req *kmsg.MetadataRequest, l leaders) (kmsg.MetadataResponseTopic, bool) {
+func (s *Server) offsetsTopicMetadata(ctx context.Context, req *kmsg.MetadataRequest, l leaders) (kmsg.MetadataResponseTopic, bool) {
 	if s.cfg.Groups == nil || !s.cfg.Groups.HasGroups() {
 		return kmsg.MetadataResponseTopic{}, false
 	}
-	mt := s.metadataTopic(req, diskless.Topic{Name: offsetsTopic, Partitions: s.cfg.Groups.NumShards()}, l)
+	mt := s.metadataTopic(ctx, req, diskless.Topic{Name: offsetsTopic, Partitions: s.cfg.Groups.NumShards()}, l)
 	mt.IsInternal = true
 	return mt, true
 }

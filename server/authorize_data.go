@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+)
+
+// The checks of the data APIs (SPEC §14, ACLs): the partitions of topics
+// the principal may not touch are taken out of the request before the
+// Producer or Fetcher sees it, and answered TOPIC_AUTHORIZATION_FAILED
+// beside what the delegate answers for the rest; a request with nothing
+// left is answered without the delegate. With no authorizer the request
+// goes through untouched.
+
+var topicAuthFailed = kerr.TopicAuthorizationFailed.Code
+
+// topicName is the name of a topic a request names by name, or by id
+// (versions with topic ids); ok is false for an id no topic has (the
+// delegate answers UNKNOWN_TOPIC_ID: no ACL decides it).
+func (s *Server) topicName(name string, id [16]byte) (string, bool) {
+	if id == ([16]byte{}) {
+		return name, true
+	}
+	t, ok := s.catalog.TopicByID(diskless.TopicID(id))
+	return t.Name, ok
+}
+
+// transactionalProduce reports whether req carries a transactional
+// batch (Kafka checks the first batch of each partition's records).
+func transactionalProduce(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if h, _, err := batch.Parse(p.Records); err == nil && h.Attributes()&batch.AttrTransactional != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// authorizeProduce checks a Produce request: a transactional one needs
+// WRITE on its transactional id (else resp answers every partition
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each partition WRITE on its
+// topic. It returns the request to hand the Producer (nil: none) and the
+// answers of the partitions refused.
+func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest) (*kmsg.ProduceRequest, []kmsg.ProduceResponseTopic) {
+	if s.authzOff(ctx) {
+		return req, nil
+	}
+	refuseAll := func(code int16) []kmsg.ProduceResponseTopic {
+		var out []kmsg.ProduceResponseTopic
+		for _, t := range req.Topics {
+			out = append(out, produceRefused(t, code))
+		}
+		return out
+	}
+	if transactionalProduce(req) {
+		if req.TransactionID == nil || !s.authorized(ctx, opWrite, rtTxnID, *req.TransactionID) {
+			return nil, refuseAll(kerr.TransactionalIDAuthorizationFailed.Code)
+		}
+	}
+	var (
+		kept    []kmsg.ProduceRequestTopic
+		refused []kmsg.ProduceResponseTopic
+	)
+	for _, t := range req.Topics {
+		if name, ok := s.topicName(t.Topic, t.TopicID); ok && !s.authorized(ctx, opWrite, rtTopic, name) {
+			refused = append(refused, produceRefused(t, topicAuthFailed))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(refused) == 0 {
+		return req, nil
+	}
+	if len(kept) == 0 {
+		return nil, refused
+	}
+	trimmed := *req
+	trimmed.Topics = kept
+	return &trimmed, refused
+}
+
+func produceRefused(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic, rt.TopicID = t.Topic, t.TopicID
+	for _, p := range t.Partitions {
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p.Partition, code
+		rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+// authorizeFetch checks a Fetch request: each partition of a consumer's
+// fetch needs READ on its topic. It returns the request to hand the
+// Fetcher (nil: none) and the answers of the partitions refused.
+func (s *Server) authorizeFetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchRequest, []kmsg.FetchResponseTopic) {
+	if s.authzOff(ctx) {
+		return req, nil
+	}
+	var (
+		kept    []kmsg.FetchRequestTopic
+		refused []kmsg.FetchResponseTopic
+	)
+	for _, t := range req.Topics {
+		if name, ok := s.topicName(t.Topic, t.TopicID); ok && !s.authorized(ctx, opRead, rtTopic, name) {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicAuthFailed
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			refused = append(refused, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(refused) == 0 {
+		return req, nil
+	}
+	if len(kept) == 0 {
+		return nil, refused
+	}
+	trimmed := *req
+	trimmed.Topics = kept
+	return &trimmed, refused
+}
+
+// authorizeListOffsets checks a ListOffsets request: DESCRIBE on each
+// partition's topic.
+func (s *Server) authorizeListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (*kmsg.ListOffsetsRequest, []kmsg.ListOffsetsResponseTopic) {
+	if s.authzOff(ctx) {
+		return req, nil
+	}
+	var (
+		kept    []kmsg.ListOffsetsRequestTopic
+		refused []kmsg.ListOffsetsResponseTopic
+	)
+	for _, t := range req.Topics {
+		if !s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicAuthFailed
+				rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			refused = append(refused, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(refused) == 0 {
+		return req, nil
+	}
+	if len(kept) == 0 {
+		return nil, refused
+	}
+	trimmed := *req
+	trimmed.Topics = kept
+	return &trimmed, refused
+}
+
+// authorizeOffsetForLeaderEpoch checks an OffsetForLeaderEpoch request:
+// DESCRIBE on each partition's topic.
+func (s *Server) authorizeOffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) (*kmsg.OffsetForLeaderEpochRequest, []kmsg.OffsetForLeaderEpochResponseTopic) {
+	if s.authzOff(ctx) {
+		return req, nil
+	}
+	var (
+		kept    []kmsg.OffsetForLeaderEpochRequestTopic
+		refused []kmsg.OffsetForLeaderEpochResponseTopic
+	)
+	for _, t := range req.Topics {
+		if !s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicAuthFailed
+				rp.LeaderEpoch, rp.EndOffset = -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			refused = append(refused, rt)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(refused) == 0 {
+		return req, nil
+	}
+	if len(kept) == 0 {
+		return nil, refused
+	}
+	trimmed := *req
+	trimmed.Topics = kept
+	return &trimmed, refused
+}
