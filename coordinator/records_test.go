@@ -20,6 +20,7 @@ func FuzzApplyRecord(f *testing.F) {
 	f.Add(records.Append(nil, &records.TopicDeleted{TopicID: diskless.TopicID{1}}))
 	f.Add(records.Append(nil, &records.FileDeleted{ObjectKey: "wal/k"}))
 	f.Add(records.Append(nil, &records.ProducerIDBlock{FirstProducerID: 0, BlockSize: 1000}))
+	f.Add(records.Append(nil, &records.ACL{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:a", Host: "*", Operation: 3, PermissionType: 3}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec, err := records.Decode(body)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/acl"
 )
 
 // describeClusterVersions: DescribeCluster 0–2, all of kmsg's versions (as
@@ -36,7 +38,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 	resp.ControllerID = s.controllerID()
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+		resp.ClusterAuthorizedOperations = s.authorizedOps(ctx, clusterAuthorizedOps, rtCluster, acl.ClusterName)
 	}
 	return resp
 }

@@ -165,13 +165,6 @@ func (s *Server) gate(ctx context.Context, req kmsg.Request) (handle kmsg.Reques
 			out.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return nil, nil, out
 		}
-	case *kmsg.DescribeClusterRequest:
-		if !s.authorizedCluster(ctx, opDescribe) {
-			out := r.ResponseKind().(*kmsg.DescribeClusterResponse)
-			out.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-			out.EndpointType = 1
-			return nil, nil, out
-		}
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
 		if !s.authorizedCluster(ctx, opDescribe) {
 			out := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)

@@ -20,11 +20,12 @@ import (
 var topicAuthFailed = kerr.TopicAuthorizationFailed.Code
 
 // topicName is the name of a topic a request names by name, or by id
-// (versions with topic ids); ok is false for an id no topic has (the
-// delegate answers UNKNOWN_TOPIC_ID: no ACL decides it).
+// (versions with topic ids); ok is false for an id no topic has, the zero
+// id included (the handler answers UNKNOWN_TOPIC_ID, as Kafka does before
+// it asks the authorizer).
 func (s *Server) topicName(name string, id [16]byte) (string, bool) {
 	if id == ([16]byte{}) {
-		return name, true
+		return name, name != ""
 	}
 	t, ok := s.catalog.TopicByID(diskless.TopicID(id))
 	return t.Name, ok

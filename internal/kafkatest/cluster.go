@@ -70,6 +70,12 @@ type Options struct {
 	JVMOptions []string
 	// StartTimeout bounds Start and each Restart; default 2 minutes.
 	StartTimeout time.Duration
+	// SASLPlainUsers, when set, gives every broker a second client
+	// listener, SASL_PLAINTEXT with the PLAIN mechanism and these users
+	// (name → password), at SASLAddr; the PLAINTEXT listener stays, its
+	// clients and the brokers' own requests being User:ANONYMOUS (make it a
+	// super user when an authorizer is configured).
+	SASLPlainUsers map[string]string
 	// RequestLog logs every request a broker completes (Kafka's
 	// kafka.request.logger at DEBUG: the API, the client, and the time the
 	// request spent queued, being handled locally, waiting for replicas or
@@ -129,6 +135,7 @@ type node struct {
 	broker, controller bool
 	dir, props, log    string
 	port, ctrlPort     int // the PLAINTEXT and CONTROLLER listeners' ports, 0 if absent
+	saslPort           int // the SASL_PLAINTEXT listener's port (Options.SASLPlainUsers), else 0
 	proc               *proc
 }
 
@@ -141,6 +148,7 @@ type proc struct {
 
 func (n *node) addr() string     { return net.JoinHostPort(n.host, strconv.Itoa(n.port)) }
 func (n *node) ctrlAddr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.ctrlPort)) }
+func (n *node) saslAddr() string { return net.JoinHostPort(n.host, strconv.Itoa(n.saslPort)) }
 
 // Start formats and starts a cluster laid out by opts and returns once every
 // broker is listed in a Metadata answer (so the quorum has a leader and every
@@ -289,6 +297,9 @@ func (c *Cluster) start() error {
 	for _, n := range nodes {
 		if n.broker {
 			need++
+			if len(o.SASLPlainUsers) > 0 {
+				need++
+			}
 		}
 		if n.controller {
 			need++
@@ -301,6 +312,9 @@ func (c *Cluster) start() error {
 	for _, n := range nodes {
 		if n.broker {
 			n.port, ports = ports[0], ports[1:]
+			if len(o.SASLPlainUsers) > 0 {
+				n.saslPort, ports = ports[0], ports[1:]
+			}
 		}
 		if n.controller {
 			n.ctrlPort, ports = ports[0], ports[1:]
@@ -391,12 +405,27 @@ func (c *Cluster) properties(n *node, voters string) string {
 			maps.Copy(cfg, c.opts.ControllerConfig)
 		}
 	}
+	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	if n.broker && n.saslPort != 0 {
+		sasl := "SASL_PLAINTEXT://" + n.saslAddr()
+		listeners = append(listeners, sasl)
+		cfg["advertised.listeners"] += "," + sasl
+		protocols += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+		cfg["sasl.enabled.mechanisms"] = "PLAIN"
+		var jaas strings.Builder
+		jaas.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
+		for _, u := range slices.Sorted(maps.Keys(c.opts.SASLPlainUsers)) {
+			fmt.Fprintf(&jaas, " user_%s=%q", u, c.opts.SASLPlainUsers[u])
+		}
+		jaas.WriteString(";")
+		cfg["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = jaas.String()
+	}
 	maps.Copy(cfg, c.opts.NodeConfig[n.id])
 	maps.Copy(cfg, map[string]string{
 		"process.roles":                  strings.Join(roles, ","),
 		"node.id":                        strconv.Itoa(int(n.id)),
 		"listeners":                      strings.Join(listeners, ","),
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map": protocols,
 		"controller.listener.names":      "CONTROLLER",
 		"controller.quorum.voters":       voters,
 		"log.dirs":                       filepath.Join(n.dir, "data"),
@@ -578,6 +607,17 @@ func (c *Cluster) Addr(id int32) string {
 		return ""
 	}
 	return n.addr()
+}
+
+// SASLAddr returns broker id's SASL_PLAINTEXT listener (PLAIN, the users
+// of Options.SASLPlainUsers), host:port, or "" when id is not a broker or
+// there is none.
+func (c *Cluster) SASLAddr(id int32) string {
+	n := c.node(id)
+	if n == nil || !n.broker || n.saslPort == 0 {
+		return ""
+	}
+	return n.saslAddr()
 }
 
 // ControllerAddr returns voter id's CONTROLLER listener, or "" when id is
