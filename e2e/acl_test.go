@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/acl"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+	"github.com/diskless-sidecar/sidecar/peer"
+	"github.com/diskless-sidecar/sidecar/rpcmsg"
 )
 
 // aclSidecarSets are the settings of a sidecar with the authorizer: a
@@ -161,7 +164,8 @@ func TestKafkaACLsTool(t *testing.T) {
 // TOPIC_AUTHORIZATION_FAILED on produce and on fetch, does not see the
 // topic in a listing, is refused GROUP_AUTHORIZATION_FAILED joining the
 // group, and none of his refused records is stored; User:ANONYMOUS on
-// the PLAINTEXT listener cannot create a topic; with
+// the PLAINTEXT listener cannot create a topic nor call a coordinator RPC
+// (CLUSTER_ACTION); with
 // allow.everyone.if.no.acl.found a topic no ACL names is open to all.
 func TestACLChecks(t *testing.T) {
 	kafkatest.Require(t)
@@ -207,6 +211,8 @@ func TestACLChecks(t *testing.T) {
 	}
 	// The raw requests, so that the client's retries hide nothing.
 	preq := produceRequest("orders", batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("raw", 1)...))
+	ordersID := topicIDOf(t, ctx, adm, "orders") // the client may pick a version with topic ids
+	preq.Topics[0].TopicID = ordersID
 	presp, err := preq.RequestWith(ctx, bob)
 	mustNoErr(t, "bob's raw produce", err)
 	if c := presp.Topics[0].Partitions[0].ErrorCode; c != kerr.TopicAuthorizationFailed.Code {
@@ -227,7 +233,7 @@ func TestACLChecks(t *testing.T) {
 	freq := kmsg.NewPtrFetchRequest()
 	freq.Version, freq.MaxWaitMillis, freq.MaxBytes = 12, 100, 1<<20
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "orders"
+	ft.Topic, ft.TopicID = "orders", ordersID
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.PartitionMaxBytes = 1 << 20
 	ft.Partitions = append(ft.Partitions, fp)
@@ -266,6 +272,31 @@ func TestACLChecks(t *testing.T) {
 		t.Errorf("ANONYMOUS creates a topic: %v %v, want TOPIC_AUTHORIZATION_FAILED", err, res.Err)
 	}
 
+	// The coordinator RPCs need CLUSTER_ACTION on the cluster: a client
+	// calling DisklessDeleteTopics (106) itself deletes nothing.
+	pc := peer.NewClient(peer.ClientConfig{})
+	defer pc.Close()
+	dreq := rpcmsg.NewDeleteTopicsRequest()
+	dreq.TimeoutMs, dreq.TopicIDs = 5000, [][16]byte{ordersID}
+	for shard := range int32(2) {
+		dreq.ShardID = shard
+		raw, err := pc.Request(ctx, sc.Addr, dreq)
+		mustNoErr(t, "DisklessDeleteTopics as User:ANONYMOUS", err)
+		if c := raw.(*rpcmsg.DeleteTopicsResponse).ErrorCode; c != kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("DisklessDeleteTopics on shard %d as User:ANONYMOUS: code %d, want CLUSTER_AUTHORIZATION_FAILED", shard, c)
+		}
+	}
+	if td, err := adm.ListTopics(ctx, "orders"); err != nil || len(td["orders"].Partitions) != 2 {
+		t.Errorf("orders after the refused DisklessDeleteTopics: %v %v", td, err)
+	}
+
 	open := StartSidecar(t, "", append(slices.Clone(aclSidecarSets), "allow.everyone.if.no.acl.found=true")...)
 	kgoRoundTrip(t, ctx, "free-for-all", 10, kgo.SeedBrokers(open.Addr))
+}
+
+func topicIDOf(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := adm.ListTopics(ctx, topic)
+	mustNoErr(t, "list "+topic, err)
+	return td[topic].ID
 }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/rpcmsg"
 )
 
 // gate applies Kafka's checks of one request (SPEC §14, ACLs) before its
@@ -199,9 +202,68 @@ func (s *Server) gate(ctx context.Context, req kmsg.Request) (handle kmsg.Reques
 			return nil, nil, out
 		}
 	default:
+		if req.Key() >= rpcmsg.MinKey {
+			if !s.authorizedCluster(ctx, kmsg.ACLOperationClusterAction) {
+				return nil, nil, rpcRefused(req)
+			}
+			return req, nil, nil
+		}
 		return s.gateGroups(ctx, req)
 	}
 	return req, nil, nil
+}
+
+// rpcRefused is the answer to a coordinator RPC (SPEC §9) from a principal
+// without CLUSTER_ACTION on the cluster: CLUSTER_AUTHORIZATION_FAILED as
+// a whole (DescribeFiles: for each file).
+func rpcRefused(req kmsg.Request) kmsg.Response {
+	code := kerr.ClusterAuthorizationFailed.Code
+	msg := kmsg.StringPtr(kerr.ClusterAuthorizationFailed.Description)
+	switch r := req.(type) {
+	case *rpcmsg.DescribeFilesRequest:
+		resp := r.ResponseKind().(*rpcmsg.DescribeFilesResponse)
+		for _, k := range r.ObjectKeys {
+			resp.Files = append(resp.Files, rpcmsg.DescribeFilesFile{ObjectKey: k, ErrorCode: code})
+		}
+		return resp
+	case *rpcmsg.CommitFileRequest:
+		resp := r.ResponseKind().(*rpcmsg.CommitFileResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.FindBatchesRequest:
+		resp := r.ResponseKind().(*rpcmsg.FindBatchesResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.ListOffsetsRequest:
+		resp := r.ResponseKind().(*rpcmsg.ListOffsetsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.DeleteRecordsRequest:
+		resp := r.ResponseKind().(*rpcmsg.DeleteRecordsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.CreatePartitionsRequest:
+		resp := r.ResponseKind().(*rpcmsg.CreatePartitionsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.DeleteTopicsRequest:
+		resp := r.ResponseKind().(*rpcmsg.DeleteTopicsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.DeleteFilesRequest:
+		resp := r.ResponseKind().(*rpcmsg.DeleteFilesResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.AllocateProducerIDsRequest:
+		resp := r.ResponseKind().(*rpcmsg.AllocateProducerIDsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	case *rpcmsg.DisableTopicRequest:
+		resp := r.ResponseKind().(*rpcmsg.DisableTopicResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	}
+	panic(fmt.Sprintf("server: coordinator RPC %T has no refusal", req))
 }
 
 // topicAuthMsg is Kafka's message of TOPIC_AUTHORIZATION_FAILED.
