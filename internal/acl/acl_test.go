@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -125,5 +126,29 @@ func TestFilterMatches(t *testing.T) {
 		if f.Matches(x) != c.x || f.Matches(y) != c.y {
 			t.Errorf("%s: matches %v %v, want %v %v", c.name, f.Matches(x), f.Matches(y), c.x, c.y)
 		}
+	}
+}
+
+// BenchmarkAuthorize is one decision over n entries (each of another
+// topic, the last one allowing): the cost a produce pays per topic with
+// an authorizer, which scans every entry.
+func BenchmarkAuthorize(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			acls := make([]Binding, n)
+			for i := range acls {
+				acls[i] = Binding{ResourceType: topic, ResourceName: fmt.Sprintf("t%05d", i), PatternType: lit,
+					Principal: "User:a", Host: "*", Operation: kmsg.ACLOperationWrite, Permission: allow}
+			}
+			a := New(Config{}, func() []Binding { return acls })
+			r := Request{Principal: "User:a", Host: "10.0.0.1"}
+			name := acls[n-1].ResourceName
+			b.ReportAllocs()
+			for b.Loop() {
+				if !a.Authorize(r, kmsg.ACLOperationWrite, topic, name) {
+					b.Fatal("denied")
+				}
+			}
+		})
 	}
 }
