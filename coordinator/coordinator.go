@@ -87,6 +87,10 @@ type Coordinator struct {
 	// markers writes transactions' markers into their partitions
 	// (SetMarkerWriter); nil: none are written.
 	markers atomic.Pointer[markerWriterBox]
+	// completing holds, per transaction being completed (txnKey), a
+	// channel closed when that completion ends: EndTxn and the periodic
+	// check never write one transaction's markers at once (completeTxn).
+	completing sync.Map
 	// bg owns the periodic loops.
 	bg struct {
 		cancel context.CancelFunc

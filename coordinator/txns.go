@@ -336,9 +336,31 @@ func (c *Coordinator) completeTxnLogged(ctx context.Context, shard int32, prepar
 // completion. The markers are a control batch in each of its partitions
 // (through the MarkerWriter, when one is set), then records 110 on the
 // shard of each consumer group in it, which commit or drop the producer's
-// pending offsets; writing one twice changes nothing, so completing a transaction twice
-// (EndTxn and the periodic check racing, or after a crash) is harmless.
+// pending offsets. A marker takes an offset, so one completion at a time
+// per transaction: a caller finding another under way (EndTxn and the
+// periodic check racing) waits for it, and a transaction no longer in
+// prepared's state (completed meanwhile, or fenced) is left alone. Only a
+// crash between the markers and the completion writes them again: a
+// marker for a producer with no open transaction in its partition changes
+// nothing there (txndata.go) and consumers skip control batches (SPEC §15).
 func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *txn.StateRecord) error {
+	key := txnKey{prepared.TransactionalID, prepared.ProducerID, prepared.ProducerEpoch}
+	for {
+		done := make(chan struct{})
+		other, busy := c.completing.LoadOrStore(key, done)
+		if !busy {
+			defer func() { c.completing.Delete(key); close(done) }()
+			break
+		}
+		select {
+		case <-other.(chan struct{}):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !c.txnStill(shard, prepared) {
+		return nil
+	}
 	commit := prepared.State == txn.PrepareCommit
 	if box := c.markers.Load(); box != nil && len(prepared.Topics) > 0 {
 		var parts []diskless.TopicPartition
@@ -362,6 +384,23 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 	return c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
 		return one(tc.Complete(now, prepared.TransactionalID, prepared.ProducerID, prepared.ProducerEpoch, prepared.State)), nil
 	})
+}
+
+// txnKey names one transaction: its id, producer id and epoch.
+type txnKey struct {
+	id    string
+	pid   int64
+	epoch int16
+}
+
+// txnStill reports whether shard's transaction coordinator still holds
+// prepared's transaction in prepared's state.
+func (c *Coordinator) txnStill(shard int32, prepared *txn.StateRecord) bool {
+	s := c.shards[shard]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	rec, ok := s.mu.st.txns.Get(prepared.TransactionalID)
+	return ok && rec.ProducerID == prepared.ProducerID && rec.ProducerEpoch == prepared.ProducerEpoch && rec.State == prepared.State
 }
 
 // runTxnCheck is the periodic transaction check of every shard this

@@ -2,12 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/txn"
 )
 
@@ -287,5 +289,59 @@ func TestTxnIDExpiry(t *testing.T) {
 	}
 	if st := e.txnState("open"); st.State != txn.Ongoing {
 		t.Fatalf("the open transaction's id: %v", st.State)
+	}
+}
+
+// blockingMarkers is a MarkerWriter whose first call waits for release;
+// it counts the calls.
+type blockingMarkers struct {
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (m *blockingMarkers) WriteMarkers(ctx context.Context, _ int64, _ int16, _ bool, _ []diskless.TopicPartition) error {
+	if m.calls.Add(1) == 1 {
+		close(m.entered)
+		<-m.release
+	}
+	return nil
+}
+
+// TestTxnMarkersOnceWhenCompletionsRace: EndTxn's completion and the
+// periodic check finishing the same transaction at once write its markers
+// once (a marker takes an offset; TestTransactionsJava saw a high
+// watermark one past the one expected when they raced).
+func TestTxnMarkersOnceWhenCompletionsRace(t *testing.T) {
+	e := newEnv(t, 4, func(c *Config) { c.TxnAbortCheckInterval = -1 })
+	e.createTopic("t", 1, nil)
+	m := &blockingMarkers{entered: make(chan struct{}), release: make(chan struct{})}
+	e.c.SetMarkerWriter(m)
+	r := e.initTxn("tx", 60_000, -1, -1)
+	pid, ep := r.ProducerID, r.ProducerEpoch
+	if codes := e.addPartitions("tx", pid, ep, false, "t", 0); codes[0] != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(codes[0]))
+	}
+	ended := make(chan int16)
+	go func() { ended <- e.endTxn("tx", pid, ep, true) }()
+	<-m.entered // EndTxn's completion is writing the markers
+	checked := make(chan error)
+	go func() { checked <- e.c.runTxnCheck(context.Background()) }()
+	// Give the check the time to reach the markers if it does not wait
+	// (it needs milliseconds); with the fix it waits for the release.
+	deadline := time.Now().Add(time.Second)
+	for m.calls.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(m.release)
+	want(t, "EndTxn", <-ended, nil)
+	if err := <-checked; err != nil {
+		t.Fatal(err)
+	}
+	if n := m.calls.Load(); n != 1 {
+		t.Fatalf("markers written %d times, want once", n)
+	}
+	if st := e.txnState("tx"); st.State != txn.CompleteCommit {
+		t.Fatalf("state %v, want CompleteCommit", st.State)
 	}
 }
