@@ -311,7 +311,7 @@ func (j *javaTxn) must(cmds ...string) {
 func javaReadCommitted(t *testing.T, ctx context.Context, sc *Sidecar, topic string) []string {
 	t.Helper()
 	stdout, stderr, err := kafkatest.Java(ctx, "Consume", "--bootstrap-server", sc.Addr, "--topic", topic,
-		"--idle-timeout-ms", "3000", "--property", "isolation.level=read_committed")
+		"--idle-timeout-ms", "5000", "--property", "isolation.level=read_committed")
 	if err != nil {
 		t.Fatalf("java Consume: %v\n%s", err, stderr)
 	}

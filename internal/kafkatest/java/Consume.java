@@ -31,7 +31,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * partition of T is assigned and read from its beginning),
  * --max-records N (stop after N records; default unbounded),
  * --idle-timeout-ms M (stop when no record came for M ms; default 10000;
- * with --group counted from the first assignment, the join itself given up
+ * counted from the partitions' assignment — with --group the first
+ * one's, the join itself given up
  * to --join-timeout-ms J, default 120000: a loaded machine's JVM and the
  * group's initial rebalance delay can take longer than M before the first
  * partition is assigned),
@@ -97,6 +98,8 @@ public final class Consume {
                 for (PartitionInfo p : consumer.partitionsFor(topic)) tps.add(new TopicPartition(topic, p.partition()));
                 consumer.assign(tps);
                 consumer.seekToBeginning(tps);
+                // A loaded machine's JVM can take seconds to get here.
+                lastEvent[0] = System.currentTimeMillis();
             }
             StringBuilder sb = new StringBuilder();
             while (consumed < maxRecords && System.currentTimeMillis() - lastEvent[0] < (assigned[0] ? idleMs : Math.max(idleMs, joinMs))) {
