@@ -64,7 +64,10 @@ func sharedKafka(t *testing.T) *kafkatest.Cluster {
 		}
 		// Three JVMs starting on a machine running the rest of the suite
 		// may take well over the harness's default 2 minutes.
-		shared.c, shared.err = kafkatest.StartShared(kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute}, logf)
+		shared.c, shared.err = kafkatest.StartShared(kafkatest.Options{Brokers: 3, StartTimeout: 6 * time.Minute,
+			// TestClusterCoordinatorFailover runs the sidecars' group
+			// with a session timeout shorter than Kafka's 6 s floor.
+			BrokerConfig: map[string]string{"group.min.session.timeout.ms": "1000"}}, logf)
 		started.Store(true)
 		t.Logf("the package's Apache Kafka cluster started in %v", time.Since(t0).Round(time.Millisecond))
 	})

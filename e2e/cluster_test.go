@@ -988,3 +988,120 @@ func TestClusterZones(t *testing.T) {
 		t.Fatalf("a zone-a client with one zone-a sidecar left: leaders %v, want sidecar 2 only", got)
 	}
 }
+
+// TestClusterCoordinatorFailover SIGKILLs the broker that is the Kafka
+// group coordinator of the sidecars' membership group, under load through
+// every sidecar (a producer and a member of one consumer group each,
+// checked with internal/history). The sidecars run with a 3 s session
+// timeout, shorter than any failover of a group coordinator here (a
+// killed broker is fenced after the brokers' 4 s session timeout, then
+// the new coordinator loads the group): so no heartbeat is answered for
+// more than a session timeout on every sidecar at once — what happened
+// once under load with the default 8 s, when every sidecar dropped out of
+// the group and released all its shards. A sidecar keeps its view,
+// unconfirmed, and its shards through it (DESIGN §Membership): no shard
+// whose metadata partition the killed broker did not lead is released by
+// anyone, nothing acknowledged is lost or duplicated, and producers and
+// the group resume within 30 s.
+func TestClusterCoordinatorFailover(t *testing.T) {
+	cl := startSidecarCluster(t, 3, "diskless.cluster.session.timeout.ms=3000", "diskless.cluster.heartbeat.interval.ms=500")
+	const partitions = 6
+	ctx := testCtx(t, 8*time.Minute)
+	topic := "failover-coordinator"
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	h := history.New()
+	l := loadOnAll(ctx, t, cl, h, topic, partitions)
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, 2_000)
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
+	mustNoErr(t, "kafka client", err)
+	defer kcl.Close()
+	adm := kadm.NewClient(kcl)
+	group := "diskless-sidecars-" + cl.meta
+	coordinator := func() (int32, error) {
+		cs := adm.FindGroupCoordinators(ctx, group)
+		c, ok := cs[group]
+		if !ok {
+			return -1, fmt.Errorf("no answer for %s", group)
+		}
+		return c.NodeID, c.Err
+	}
+	victim, err := coordinator()
+	mustNoErr(t, "FindGroupCoordinators", err)
+	md, err := adm.Metadata(ctx, cl.meta)
+	mustNoErr(t, "Metadata", err)
+	var stay []int // shards whose metadata partition the victim does not lead
+	for _, p := range md.Topics[cl.meta].Partitions.Sorted() {
+		if p.Leader != victim {
+			stay = append(stay, int(p.Partition))
+		}
+	}
+	cl.waitSettled()
+	logsAt := map[int32]int{}
+	for id, s := range cl.scs {
+		logsAt[id] = len(lines(s.Logs()))
+	}
+	killedAt := time.Now()
+	if err := cl.k.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cl.k.Restart(victim); err != nil {
+			t.Error(err)
+		}
+	}()
+	for {
+		if c, err := coordinator(); err == nil && c >= 0 && c != victim {
+			t.Logf("broker %d (the membership group's coordinator; the sidecars' session timeout 3 s) SIGKILLed; broker %d coordinates the group after %v",
+				victim, c, time.Since(killedAt).Round(time.Millisecond))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no new coordinator of the membership group")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, p.acked.Load()+2_000)
+	}
+	l.checkResumed(t, killedAt, -1)
+	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
+	unanswered := 0 // sidecars whose heartbeats went unanswered for a session timeout
+	for id, s := range cl.scs {
+		if !s.Alive() {
+			t.Errorf("sidecar %d exited", id)
+		}
+		var released []int
+		var views []string
+		for _, ln := range lines(s.Logs())[logsAt[id]:] {
+			var rec struct {
+				Msg        string `json:"msg"`
+				Shard      int    `json:"shard"`
+				Generation int    `json:"generation"`
+				Current    bool   `json:"current"`
+			}
+			if json.Unmarshal([]byte(ln), &rec) != nil {
+				continue
+			}
+			switch {
+			case rec.Msg == "coordinator: released shard":
+				released = append(released, rec.Shard)
+			case rec.Msg == "membership: view changed":
+				views = append(views, fmt.Sprintf("%d/%v", rec.Generation, rec.Current))
+			case strings.HasPrefix(rec.Msg, "membership: no heartbeat answered for a session timeout"):
+				unanswered++
+			}
+		}
+		t.Logf("sidecar %d released shards %v after the kill (shards %v stay led by live brokers); its views (generation/current) %v",
+			id, released, stay, views)
+		for _, sh := range released {
+			if slices.Contains(stay, sh) {
+				t.Errorf("sidecar %d released shard %d, whose metadata partition broker %d did not lead", id, sh, victim)
+			}
+		}
+	}
+	if unanswered == 0 {
+		t.Errorf("no sidecar went a session timeout without an answered heartbeat: the coordinator's failover was too quick to test anything")
+	}
+}

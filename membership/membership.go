@@ -113,6 +113,12 @@ func (c Config) Validate() error {
 }
 
 // View is the cluster as one generation of the group sees it.
+//
+// A view outlives the moments this sidecar cannot confirm it — a
+// rebalance in progress, the group's Kafka coordinator failing over, a
+// network cut — instead of being dropped: Member stays as the generation
+// left it and Current says whether it is confirmed (DESIGN §Membership,
+// "Through a coordinator failover").
 type View struct {
 	// Generation is the group's generation that made this view; −1 for
 	// the view before the first one (this sidecar alone).
@@ -120,13 +126,24 @@ type View struct {
 	// Sidecars are the live sidecars by node id, one per node id (the one
 	// started last), this one included while it is in the view.
 	Sidecars []diskless.Sidecar
-	// Member reports whether this sidecar is a member of the generation
-	// and in the view: false before its first generation, while a
-	// rebalance it takes part in has not finished, after its session
-	// expired (it could not heartbeat for a session timeout: Kafka has
-	// removed it, the others no longer see it), and while another
-	// process of its node id is preferred.
+	// Member reports whether this sidecar is in the view: it was in the
+	// generation's assignment and Kafka has not said since that it no
+	// longer knows it. False before its first generation, after Kafka
+	// answered UNKNOWN_MEMBER_ID (its session expired: the others no
+	// longer see it), while another process of its node id is preferred,
+	// and after it left (Close).
 	Member bool
+	// Current reports whether the view is confirmed as the group's
+	// current generation: its SyncGroup succeeded and, since, a heartbeat
+	// was answered within every session timeout and no rebalance began
+	// (a member left out of the view by the generation's assignment has
+	// a current view too). False before the first generation, while a
+	// rebalance this sidecar takes part in has not finished, while no
+	// heartbeat has been answered for a session timeout (the coordinator
+	// is failing over, or this sidecar is cut off and the others may have
+	// moved on without it), after UNKNOWN_MEMBER_ID until it joined
+	// again, and after it left.
+	Current bool
 }
 
 // Group is this sidecar's membership of the cluster's group. Its methods
@@ -211,7 +228,7 @@ func (g *Group) Close() {
 func (g *Group) setView(v View) {
 	g.mu.Lock()
 	old := g.mu.view
-	if old.Generation == v.Generation && old.Member == v.Member && slices.Equal(old.Sidecars, v.Sidecars) {
+	if old.Generation == v.Generation && old.Member == v.Member && old.Current == v.Current && slices.Equal(old.Sidecars, v.Sidecars) {
 		g.mu.Unlock()
 		return
 	}
@@ -224,17 +241,24 @@ func (g *Group) setView(v View) {
 		ids[i] = s.NodeID
 	}
 	g.cfg.Logger.Info("membership: view changed", slog.Int("generation", int(v.Generation)),
-		slog.Any("sidecars", ids), slog.Bool("member", v.Member))
+		slog.Any("sidecars", ids), slog.Bool("member", v.Member), slog.Bool("current", v.Current))
 }
 
-// outOfGroup marks this sidecar out of the view, keeping the others as
-// last seen.
+// outOfGroup marks this sidecar out of the view (Kafka no longer knows
+// it, or it left), keeping the others as last seen.
 func (g *Group) outOfGroup() {
 	v := g.View()
-	if !v.Member {
-		return
+	v.Member, v.Current = false, false
+	g.setView(v)
+}
+
+// setCurrent marks the view confirmed or not, keeping it otherwise.
+func (g *Group) setCurrent(current bool) {
+	v := g.View()
+	if current && v.Generation < 0 {
+		return // only a generation's view is ever confirmed
 	}
-	v.Member = false
+	v.Current = current
 	g.setView(v)
 }
 
@@ -280,7 +304,9 @@ func (g *Group) joinAndSync(ctx context.Context) error {
 }
 
 func (g *Group) joinAndSyncOnce(ctx context.Context) error {
-	g.outOfGroup()
+	// The view of the last generation stays until the next one is
+	// known, unconfirmed meanwhile (DESIGN §Membership).
+	g.setCurrent(false)
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group = g.cfg.GroupID
 	join.SessionTimeoutMillis = int32(g.cfg.SessionTimeout.Milliseconds())
@@ -301,6 +327,7 @@ func (g *Group) joinAndSyncOnce(ctx context.Context) error {
 		return errRejoin
 	case errors.Is(err, kerr.UnknownMemberID):
 		g.memberID = ""
+		g.outOfGroup()
 		return errRejoin
 	case errors.Is(err, kerr.RebalanceInProgress):
 		return errRejoin
@@ -328,6 +355,7 @@ func (g *Group) joinAndSyncOnce(ctx context.Context) error {
 	case err == nil:
 	case errors.Is(err, kerr.UnknownMemberID):
 		g.memberID = ""
+		g.outOfGroup()
 		return errRejoin
 	case errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.IllegalGeneration):
 		return errRejoin
@@ -352,7 +380,7 @@ func (g *Group) joinAndSyncOnce(ctx context.Context) error {
 		member = false
 		g.cfg.Logger.Error("membership: the group's leader left this sidecar out of the view", slog.String("member", g.memberID))
 	}
-	g.setView(View{Generation: jr.Generation, Sidecars: view, Member: member})
+	g.setView(View{Generation: jr.Generation, Sidecars: view, Member: member, Current: true})
 	return nil
 }
 
@@ -374,11 +402,18 @@ func (g *Group) assign(jm []kmsg.JoinGroupResponseMember) []byte {
 
 // heartbeat heartbeats every interval until a rebalance (or an error that
 // needs a new join) comes, or ctx ends. A member that cannot heartbeat
-// for a session timeout is out of the group: the view says so.
+// for a session timeout goes on heartbeating with the same member id and
+// generation, its view unconfirmed (View.Current) but kept: when the
+// group's coordinator failed over, the new one loads the group from
+// __consumer_offsets with every member of the generation and starts
+// their sessions anew, so the next answered heartbeat confirms the view
+// again without a rebalance; when Kafka did remove this member (it was
+// cut off), the answer is UNKNOWN_MEMBER_ID and it joins again.
 func (g *Group) heartbeat(ctx context.Context) {
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
 	lastOK := time.Now()
+	unconfirmed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -396,22 +431,27 @@ func (g *Group) heartbeat(ctx context.Context) {
 		switch {
 		case err == nil:
 			lastOK = time.Now()
-		case errors.Is(err, kerr.RebalanceInProgress):
-			return
-		case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.FencedInstanceID):
-			if !errors.Is(err, kerr.IllegalGeneration) {
-				g.memberID = ""
+			if unconfirmed {
+				unconfirmed = false
+				g.cfg.Logger.Info("membership: a heartbeat answered again; the view is confirmed",
+					slog.Int("generation", int(g.generation)))
+				g.setCurrent(true)
 			}
+		case errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.IllegalGeneration):
+			return
+		case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.FencedInstanceID):
+			g.memberID = ""
+			g.outOfGroup()
 			return
 		default:
 			if ctx.Err() != nil {
 				return
 			}
-			if time.Since(lastOK) >= g.cfg.SessionTimeout {
-				g.cfg.Logger.Warn("membership: no heartbeat answered for a session timeout; out of the group until it joins again",
+			if !unconfirmed && time.Since(lastOK) >= g.cfg.SessionTimeout {
+				unconfirmed = true
+				g.cfg.Logger.Warn("membership: no heartbeat answered for a session timeout; keeping the view, unconfirmed, and heartbeating on",
 					slog.Any("err", err))
-				g.memberID = ""
-				return
+				g.setCurrent(false)
 			}
 		}
 	}

@@ -7,7 +7,11 @@
 // a rendezvous hash of the shard picks. Every sidecar computes the same
 // answer from the same membership view and partition leaders; while two
 // disagree (one saw a change first) both may try to host a shard, and the
-// metadata log's fencing lets only one write.
+// metadata log's fencing lets only one write. While this sidecar's view is
+// not confirmed (membership.View.Current: a rebalance, the group's Kafka
+// coordinator failing over, a network cut) the placement stays as it was:
+// the shards hosted are kept — released only when their log writes are
+// fenced — and none is taken (DESIGN §Shard placement).
 //
 // Goroutines: Start starts one loop, which reads the leaders every
 // Config.Refresh and at every view change, publishes the placement and
@@ -36,6 +40,11 @@ import (
 // (diskless.cluster.placement.refresh.ms): a leader change moves its
 // shard within it (plus Kafka's own detection of a dead broker).
 const DefaultRefresh = time.Second
+
+// DefaultLeadersTimeout bounds one read of the leaders
+// (Config.LeadersTimeout): a Metadata request answers in milliseconds on
+// a live cluster; past this the last leaders are kept.
+const DefaultLeadersTimeout = 5 * time.Second
 
 // Membership is the cluster's view (membership.Group).
 type Membership interface {
@@ -74,7 +83,12 @@ type Config struct {
 	Refresh time.Duration
 	// HostTimeout bounds one Host (a takeover's replay); default 1 min.
 	HostTimeout time.Duration
-	Logger      *slog.Logger
+	// LeadersTimeout bounds one Leaders call; default
+	// DefaultLeadersTimeout. A Metadata request to a broker behind a cut
+	// network waits for kgo's request timeout, and the loop must go on
+	// reacting to view changes meanwhile.
+	LeadersTimeout time.Duration
+	Logger         *slog.Logger
 }
 
 // Placement is one sidecar's placement of the shards. It implements
@@ -103,6 +117,9 @@ func Start(cfg Config) (*Placement, error) {
 	}
 	if cfg.HostTimeout == 0 {
 		cfg.HostTimeout = time.Minute
+	}
+	if cfg.LeadersTimeout == 0 {
+		cfg.LeadersTimeout = DefaultLeadersTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -144,8 +161,9 @@ func (p *Placement) Changed() <-chan struct{} {
 	return p.mu.changed
 }
 
-// Sidecars returns the live sidecars, nil while this sidecar is not a
-// member of the view (server.Cluster).
+// Sidecars returns the live sidecars — the last view's while it is
+// unconfirmed — or nil while this sidecar is not in the view
+// (server.Cluster).
 func (p *Placement) Sidecars() []diskless.Sidecar {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -167,7 +185,10 @@ func (p *Placement) run(ctx context.Context) {
 	var leaders map[int32]int32
 	for {
 		viewChanged := p.cfg.Membership.Changed()
-		if l, err := p.cfg.Leaders.Leaders(ctx); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, p.cfg.LeadersTimeout)
+		l, err := p.cfg.Leaders.Leaders(lctx)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -176,9 +197,16 @@ func (p *Placement) run(ctx context.Context) {
 			leaders = l
 		}
 		view := p.cfg.Membership.View()
-		owners := Assign(p.cfg.NumShards, view, leaders)
-		p.publish(view, owners)
-		p.reconcile(ctx, view, owners, viewChanged)
+		if view.Current {
+			owners := Assign(p.cfg.NumShards, view, leaders)
+			p.publish(view, owners)
+			p.reconcile(ctx, view, owners, viewChanged)
+		} else {
+			// Unconfirmed: keep the owners last placed (they are what
+			// the hosting still is) and only let go of what was fenced.
+			p.publish(view, p.owners())
+			p.releaseFenced()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -188,8 +216,32 @@ func (p *Placement) run(ctx context.Context) {
 	}
 }
 
-// publish stores owners and the view's sidecars, waking Changed's
-// waiters when they differ.
+// owners returns the owners last published.
+func (p *Placement) owners() []diskless.Sidecar {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.mu.owners)
+}
+
+// releaseFenced releases the hosted shards whose writes another sidecar
+// fenced (it took them over): the one thing an unconfirmed view still
+// acts on — fencing is final whatever the view says.
+func (p *Placement) releaseFenced() {
+	h := p.cfg.Hoster
+	for i := range p.cfg.NumShards {
+		if h.Hosted(i) && errors.Is(h.Serving(i), diskless.ErrShardFenced) {
+			p.cfg.Logger.Warn("placement: a shard hosted here was taken over by another sidecar; releasing it (the view is unconfirmed)",
+				slog.Int("shard", int(i)))
+			if err := h.Release(i); err != nil {
+				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// publish stores owners and the view's sidecars (those of the last
+// generation while it is unconfirmed; none while this sidecar is not in
+// it), waking Changed's waiters when they differ.
 func (p *Placement) publish(view membership.View, owners []diskless.Sidecar) {
 	var sidecars []diskless.Sidecar
 	if view.Member {
@@ -219,7 +271,8 @@ func (p *Placement) publish(view membership.View, owners []diskless.Sidecar) {
 	}
 }
 
-// reconcile releases the shards that no longer fall to this sidecar, then
+// reconcile, for a confirmed view, releases the shards that no longer fall
+// to this sidecar (another live sidecar is named: it hosts them), then
 // hosts those that do (taking a fenced one over again). A takeover takes
 // a while (a claim, a replay): when the view changes meanwhile it stops,
 // so that the owners are computed again before it hosts a shard that may
@@ -265,16 +318,16 @@ func (p *Placement) reconcile(ctx context.Context, view membership.View, owners 
 	}
 }
 
-// Assign returns the owner of each of numShards shards: the live sidecar
-// whose node id leads the shard's metadata partition, else the live
-// sidecar of the highest rendezvous hash of (shard, node id); NodeID −1
-// for none (no live sidecar, or this one out of the view: it knows of
-// nobody then).
+// Assign returns the owner of each of numShards shards among the view's
+// sidecars: the one whose node id leads the shard's metadata partition,
+// else the one of the highest rendezvous hash of (shard, node id); NodeID
+// −1 for none (the view names no sidecar). A view this sidecar is not in
+// (another process of its node id is preferred) names the others.
 func Assign(numShards int32, view membership.View, leaders map[int32]int32) []diskless.Sidecar {
 	owners := make([]diskless.Sidecar, numShards)
 	for i := range owners {
 		owners[i].NodeID = -1
-		if !view.Member || len(view.Sidecars) == 0 {
+		if len(view.Sidecars) == 0 {
 			continue
 		}
 		if l, ok := leaders[int32(i)]; ok && l >= 0 {

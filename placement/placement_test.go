@@ -20,8 +20,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func sc(id int32) diskless.Sidecar { return diskless.Sidecar{NodeID: id, Host: "h", Port: 9000 + id} }
 
+// view is a confirmed view of generation 1 of the sidecars ids, this one
+// in it or not.
 func view(member bool, ids ...int32) membership.View {
-	v := membership.View{Generation: 1, Member: member}
+	v := membership.View{Generation: 1, Member: member, Current: true}
 	for _, id := range ids {
 		v.Sidecars = append(v.Sidecars, sc(id))
 	}
@@ -39,7 +41,8 @@ func nodes(owners []diskless.Sidecar) []int32 {
 // TestAssign: a shard goes to the sidecar of its partition's leader; a
 // leader without a live sidecar (or none) falls back to the rendezvous
 // hash over the live ones, so a sidecar leaving moves only its own
-// shards; out of the view nothing is known.
+// shards; an empty view names nobody; a view this sidecar is not in (a
+// later process of its node id is preferred) names the others.
 func TestAssign(t *testing.T) {
 	leaders := map[int32]int32{0: 1, 1: 2, 2: 3, 3: 9, 4: -1}
 	got := nodes(Assign(6, view(true, 1, 2, 3), leaders))
@@ -74,12 +77,13 @@ func TestAssign(t *testing.T) {
 		}
 	}
 
-	for _, v := range []membership.View{view(false, 1, 2), view(true)} {
-		for _, o := range Assign(3, v, leaders) {
-			if o.NodeID != -1 {
-				t.Fatalf("view %+v: owner %d, want none", v, o.NodeID)
-			}
+	for _, o := range Assign(3, view(true), leaders) {
+		if o.NodeID != -1 {
+			t.Fatalf("an empty view: owner %d, want none", o.NodeID)
 		}
+	}
+	if got := nodes(Assign(3, view(false, 2, 3), leaders)); !slices.Equal(got[1:], []int32{2, 3}) || !slices.Contains([]int32{2, 3}, got[0]) {
+		t.Fatalf("a view without this sidecar (1): owners %v, want the others", got)
 	}
 }
 
@@ -115,14 +119,44 @@ func (f *fakeMembership) set(v membership.View) {
 }
 
 type fakeLeaders struct {
-	mu sync.Mutex
-	m  map[int32]int32
+	mu    sync.Mutex
+	m     map[int32]int32
+	calls int // how many times the loop read them
 }
 
 func (f *fakeLeaders) Leaders(context.Context) (map[int32]int32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
 	return f.m, nil
+}
+
+func (f *fakeLeaders) set(m map[int32]int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m = m
+}
+
+// waitRounds waits until the loop has read the leaders n more times: it
+// has acted on what it was given n times since.
+func (f *fakeLeaders) waitRounds(t *testing.T, n int) {
+	t.Helper()
+	f.mu.Lock()
+	want := f.calls + n
+	f.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		c := f.calls
+		f.mu.Unlock()
+		if c >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop read the leaders %d times, want %d", c, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 type fakeHoster struct {
@@ -195,8 +229,9 @@ func waitHosted(t *testing.T, p *Placement, h *fakeHoster, want ...int32) {
 
 // TestPlacementLoop: the loop hosts the shards that fall to this sidecar
 // and releases the others as the view and the leaders change; a fenced
-// shard it should host is released and hosted again; out of the view it
-// hosts nothing and names no broker.
+// shard it should host is released and hosted again; left out of a
+// confirmed view (another process of its node id preferred) it hosts
+// nothing and names no broker.
 func TestPlacementLoop(t *testing.T) {
 	fm := newFakeMembership(view(true, 1, 2))
 	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
@@ -244,13 +279,67 @@ func TestPlacementLoop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	// Out of the view: nothing hosted, no broker named.
-	fm.set(view(false, 1))
+	// Left out of a confirmed view: nothing hosted, no broker named.
+	fm.set(view(false, 2))
 	waitHosted(t, p, fh)
 	if got := p.Sidecars(); got != nil {
 		t.Fatalf("Sidecars out of the view: %v", got)
 	}
-	if _, ok := p.Owner(0); ok {
-		t.Fatal("an owner out of the view")
+	if o, ok := p.Owner(0); !ok || o.NodeID != 2 {
+		t.Fatalf("Owner(0) = %+v %v out of the view, want sidecar 2", o, ok)
 	}
+}
+
+// TestPlacementUnconfirmed: while the view is unconfirmed — a rebalance,
+// the group's coordinator failing over, Kafka not knowing this member any
+// more until it joined again — the placement stays: the hosted shards are
+// kept and named as before whatever the leaders do, none is taken, and
+// only a fenced one is released (and not taken back); confirmed again,
+// the placement follows the view and the leaders.
+func TestPlacementUnconfirmed(t *testing.T) {
+	fm := newFakeMembership(view(true, 1, 2))
+	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
+	fh := &fakeHoster{hosted: map[int32]bool{}, fenced: map[int32]bool{}}
+	p, err := Start(Config{Self: 1, NumShards: 4, Membership: fm, Leaders: fl, Hoster: fh, Refresh: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitHosted(t, p, fh, 0, 2)
+
+	// No heartbeat answered for a session timeout; meanwhile the leader
+	// of partition 0 moves to broker 2 and that of 3 to broker 1.
+	unconfirmed := view(true, 1, 2)
+	unconfirmed.Current = false
+	fm.set(unconfirmed)
+	fl.set(map[int32]int32{0: 2, 1: 2, 2: 1, 3: 1})
+	fl.waitRounds(t, 5)
+	if got := fh.hostedSet(); !slices.Equal(got, []int32{0, 2}) {
+		t.Fatalf("unconfirmed view: hosted %v, want [0 2] kept (calls %v)", got, fh.log)
+	}
+	if o, _ := p.Owner(0); o.NodeID != 1 {
+		t.Fatalf("unconfirmed view: Owner(0) = %d, want 1 as placed", o.NodeID)
+	}
+	if got := p.Sidecars(); len(got) != 2 {
+		t.Fatalf("unconfirmed view: Sidecars %v, want the last view's", got)
+	}
+
+	// Kafka says it no longer knows this member (it joins again): still
+	// kept; a shard fenced meanwhile is released, not taken back.
+	out := unconfirmed
+	out.Member = false
+	fm.set(out)
+	fh.mu.Lock()
+	fh.fenced[2] = true
+	fh.mu.Unlock()
+	waitHosted(t, p, fh, 0)
+	fl.waitRounds(t, 5)
+	if got := fh.hostedSet(); !slices.Equal(got, []int32{0}) {
+		t.Fatalf("out, unconfirmed: hosted %v, want [0] (calls %v)", got, fh.log)
+	}
+
+	// Joined again, confirmed: the placement follows the leaders.
+	fm.set(membership.View{Generation: 2, Member: true, Current: true, Sidecars: []diskless.Sidecar{sc(1), sc(2)}})
+	waitHosted(t, p, fh, 2, 3)
 }

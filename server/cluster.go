@@ -14,9 +14,11 @@ import (
 // DescribeCluster and FindCoordinator name them to clients (DESIGN
 // §Membership). The membership implements it.
 type Cluster interface {
-	// Sidecars returns the live sidecars by node id, this one included,
-	// or nil while this sidecar is not a member of the cluster's view
-	// (then it names itself alone: a sidecar it cannot see may be gone).
+	// Sidecars returns the live sidecars by node id, this one included
+	// (those of the last view while it is unconfirmed: DESIGN
+	// §Membership), or nil while this sidecar is not in the cluster's
+	// view (then it names itself alone: a sidecar it cannot see may be
+	// gone).
 	Sidecars() []diskless.Sidecar
 	// Owner returns the sidecar hosting a coordinator shard, and whether
 	// one is known (FindCoordinator answers the owner of the group's
