@@ -37,6 +37,11 @@ type sidecarCluster struct {
 	// hosts holds the network namespace of a sidecar started on a host
 	// of its own (startOnHost).
 	hosts map[int32]*netHost
+	// lan, when set, is the one host every sidecar runs on
+	// (startSidecarClusterLAN), reached by the test's clients only from
+	// networks of clients (netHost.ClientNet) through lanDial.
+	lan     *netHost
+	lanDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 const clusterShards = 6
@@ -52,9 +57,35 @@ func startSidecarCluster(t *testing.T, n int, extra ...string) *sidecarCluster {
 // startSidecarClusterRacks is startSidecarCluster with racks by node id.
 func startSidecarClusterRacks(t *testing.T, n int, racks map[int32]string, extra ...string) *sidecarCluster {
 	t.Helper()
+	return newSidecarCluster(t, racks).startAll(n, extra...)
+}
+
+// startSidecarClusterLAN is startSidecarClusterRacks with every sidecar on
+// one host of the test's own (a network namespace, netHost), listening on
+// the host's address: clients reach them from networks of clients
+// joined to the host (netHost.ClientNet), with their own addresses.
+func startSidecarClusterLAN(t *testing.T, n int, racks map[int32]string, extra ...string) *sidecarCluster {
+	t.Helper()
+	sc := newSidecarCluster(t, racks)
+	sc.lan = newNetHost(t)
+	sc.lan.Reach(strings.Split(sc.k.BootstrapServers(), ",")...)
+	sc.lan.ReachDirect(strings.TrimPrefix(sc.s3.Proxy.URL, "http://"))
+	sc.lanDial, _ = sc.lan.ClientNet(250) // the test's own network: no zone
+	return sc.startAll(n, extra...)
+}
+
+func newSidecarCluster(t *testing.T, racks map[int32]string) *sidecarCluster {
+	t.Helper()
 	k := sharedKafka(t)
-	sc := &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}, racks: racks,
+	return &sidecarCluster{t: t, k: k, s3: StartS3(t), meta: fmt.Sprintf("meta-cluster-%d", metaTopics.Add(1)), scs: map[int32]*Sidecar{}, racks: racks,
 		hosts: map[int32]*netHost{}}
+}
+
+// startAll starts a sidecar next to each of the first n brokers and waits
+// until every one names all of them and the placement settled.
+func (sc *sidecarCluster) startAll(n int, extra ...string) *sidecarCluster {
+	sc.t.Helper()
+	k := sc.k
 	sc.sets = append(kafkaLogOn(k, sc.meta),
 		"diskless.cluster.enable=true",
 		fmt.Sprintf("diskless.metadata.topic.num.partitions=%d", clusterShards),
@@ -129,6 +160,17 @@ func (sc *sidecarCluster) waitSettled() {
 // data.dir, as a replacement machine would have).
 func (sc *sidecarCluster) start(id int32) *Sidecar {
 	sc.t.Helper()
+	if sc.lan != nil {
+		// On the LAN host, at the host's address (port 19000+id: the
+		// namespace is the test's own).
+		addr := sc.lan.HostAddr(fmt.Sprint(19000 + id))
+		s := startSidecarS3Cmd(sc.t, sc.lan.Command, sc.s3, "", append(slices.Clone(sc.sets),
+			fmt.Sprintf("node.id=%d", id), "broker.rack="+sc.rack(id),
+			"listeners=PLAINTEXT://"+addr, "advertised.listeners=PLAINTEXT://"+addr)...)
+		s.Addr, s.HTTP = addr, "" // its HTTP endpoint is inside the host
+		sc.scs[id] = s
+		return s
+	}
 	s := StartSidecarS3(sc.t, sc.s3, "", append(slices.Clone(sc.sets),
 		fmt.Sprintf("node.id=%d", id), "broker.rack="+sc.rack(id))...)
 	sc.scs[id] = s
@@ -169,8 +211,8 @@ func (sc *sidecarCluster) rack(id int32) string {
 }
 
 // brokers returns the node ids s's Metadata names.
-func brokers(ctx context.Context, s *Sidecar) []int32 {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr))
+func brokers(ctx context.Context, s *Sidecar, opts ...kgo.Opt) []int32 {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.Addr)}, opts...)...)
 	if err != nil {
 		return nil
 	}
@@ -187,6 +229,15 @@ func brokers(ctx context.Context, s *Sidecar) []int32 {
 	return ids
 }
 
+// clientOpts are what the test's clients need to reach the sidecars:
+// nothing, or on a LAN host a dialer in the test's network of clients.
+func (sc *sidecarCluster) clientOpts() []kgo.Opt {
+	if sc.lanDial != nil {
+		return []kgo.Opt{kgo.Dialer(sc.lanDial)}
+	}
+	return nil
+}
+
 // waitBrokers waits until every running sidecar names exactly ids.
 func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 	sc.t.Helper()
@@ -194,9 +245,9 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 	defer cancel()
 	want := slices.Sorted(slices.Values(ids))
 	for _, id := range ids {
-		for !slices.Equal(brokers(ctx, sc.scs[id]), want) {
+		for !slices.Equal(brokers(ctx, sc.scs[id], sc.clientOpts()...), want) {
 			if ctx.Err() != nil {
-				sc.t.Fatalf("sidecar %d names brokers %v, want %v", id, brokers(context.Background(), sc.scs[id]), want)
+				sc.t.Fatalf("sidecar %d names brokers %v, want %v", id, brokers(context.Background(), sc.scs[id], sc.clientOpts()...), want)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -915,8 +966,8 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 }
 
 // topicOf returns topic's id as s's Metadata names it.
-func topicOf(ctx context.Context, s *Sidecar, topic string) (diskless.TopicID, bool) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr))
+func topicOf(ctx context.Context, s *Sidecar, topic string, opts ...kgo.Opt) (diskless.TopicID, bool) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.Addr)}, opts...)...)
 	if err != nil {
 		return diskless.TopicID{}, false
 	}
@@ -930,32 +981,34 @@ func topicOf(ctx context.Context, s *Sidecar, topic string) (diskless.TopicID, b
 }
 
 // TestClusterZones: clients told their zone by their address
-// (diskless.client.zone.cidrs), two zones of loopback addresses — zone a
-// 127.0.1.0/24 with sidecars 1 and 2, zone b 127.0.2.0/24 with sidecar 3
-// — a client dialing from the zone's address: a zone-a client is only
-// ever told of zone-a sidecars as leaders while one is alive, spread over
-// both; a zone-b client of sidecar 3 alone; once sidecar 3 is dead, of
-// the live ones, never of it; a client of no zone of all.
+// (diskless.client.zone.cidrs), two zones by CIDR of network namespaces:
+// the three sidecars run on one host of the test's own (a namespace), and
+// each zone's clients in a namespace of their own joined to it by a veth
+// (netHost.ClientNet), so a sidecar sees each client's own address — zone
+// a 10.214.1.0/24 with sidecars 1 and 2, zone b 10.214.2.0/24 with
+// sidecar 3, the test's network 10.214.250.0/24 in none. A zone-a client
+// is only ever told of zone-a sidecars as leaders while one is alive,
+// spread over both; a zone-b client of sidecar 3 alone; once sidecar 3 is
+// dead, of the live ones, never of it; a client of no zone of all.
 func TestClusterZones(t *testing.T) {
-	cl := startSidecarClusterRacks(t, 3, map[int32]string{1: "a", 2: "a", 3: "b"},
-		"diskless.client.zone.cidrs=a=127.0.1.0/24,b=127.0.2.0/24")
+	requireNetHost(t)
+	cl := startSidecarClusterLAN(t, 3, map[int32]string{1: "a", 2: "a", 3: "b"},
+		"diskless.client.zone.cidrs=a=10.214.1.0/24,b=10.214.2.0/24")
 	ctx := testCtx(t, 3*time.Minute)
+	dialA, addrA := cl.lan.ClientNet(1)
+	dialB, addrB := cl.lan.ClientNet(2)
+	t.Logf("zone a's clients at %s, zone b's at %s, the sidecars at %s, %s, %s", addrA, addrB, cl.scs[1].Addr, cl.scs[2].Addr, cl.scs[3].Addr)
 	const topic, partitions = "zones", 12
-	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	createTopic(t, ctx, cl.scs[1], topic, partitions, nil, cl.clientOpts()...)
 	for id, s := range cl.scs {
 		waitFor(t, time.Minute, fmt.Sprintf("the topic in sidecar %d's catalog", id), func() bool {
-			_, ok := topicOf(ctx, s, topic)
+			_, ok := topicOf(ctx, s, topic, cl.clientOpts()...)
 			return ok
 		})
 	}
-	leaders := func(from string, via *Sidecar) map[int32]int {
+	leaders := func(dial func(context.Context, string, string) (net.Conn, error), via *Sidecar) map[int32]int {
 		t.Helper()
-		opts := []kgo.Opt{kgo.SeedBrokers(via.Addr)}
-		if from != "" {
-			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-			opts = append(opts, kgo.Dialer(d.DialContext))
-		}
-		c, err := kgo.NewClient(opts...)
+		c, err := kgo.NewClient(kgo.SeedBrokers(via.Addr), kgo.Dialer(dial))
 		mustNoErr(t, "client", err)
 		defer c.Close()
 		md, err := kadm.NewClient(c).Metadata(ctx, topic)
@@ -967,24 +1020,24 @@ func TestClusterZones(t *testing.T) {
 		return out
 	}
 	for _, via := range []int32{1, 2, 3} {
-		if got := leaders("127.0.1.7", cl.scs[via]); got[3] != 0 || got[1] == 0 || got[2] == 0 {
+		if got := leaders(dialA, cl.scs[via]); got[3] != 0 || got[1] == 0 || got[2] == 0 {
 			t.Fatalf("a zone-a client asking sidecar %d: leaders %v, want sidecars 1 and 2 only, both", via, got)
 		}
-		if got := leaders("127.0.2.7", cl.scs[via]); got[3] != partitions {
+		if got := leaders(dialB, cl.scs[via]); got[3] != partitions {
 			t.Fatalf("a zone-b client asking sidecar %d: leaders %v, want sidecar 3 only", via, got)
 		}
-		if got := leaders("", cl.scs[via]); len(got) != 3 {
+		if got := leaders(cl.lanDial, cl.scs[via]); len(got) != 3 {
 			t.Fatalf("a client of no zone asking sidecar %d: leaders %v, want all three", via, got)
 		}
 	}
 	cl.scs[3].Kill()
 	cl.waitBrokers(1, 2)
-	if got := leaders("127.0.2.7", cl.scs[1]); got[3] != 0 || len(got) != 2 {
+	if got := leaders(dialB, cl.scs[1]); got[3] != 0 || len(got) != 2 {
 		t.Fatalf("a zone-b client with its zone's sidecar dead: leaders %v, want sidecars 1 and 2", got)
 	}
 	cl.scs[1].Kill()
 	cl.waitBrokers(2)
-	if got := leaders("127.0.1.7", cl.scs[2]); got[2] != partitions {
+	if got := leaders(dialA, cl.scs[2]); got[2] != partitions {
 		t.Fatalf("a zone-a client with one zone-a sidecar left: leaders %v, want sidecar 2 only", got)
 	}
 }

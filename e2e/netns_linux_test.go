@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -329,4 +330,51 @@ func inNetNS(ns *os.File, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// ClientNet adds a network of clients to the host: a namespace of its own
+// joined to the host by a veth of its own, subnet 10.214.<n>.0/24 (n in
+// 1 … 250, one per network of a host), the clients at 10.214.<n>.2 and
+// the host's end at .1, their default route. Unlike the forwarders, this
+// is routed by the kernel: a client reaches the host's servers at the
+// host's address (HostAddr) and they see its own address — a zone of
+// clients by CIDR (diskless.client.zone.cidrs). It returns a dial
+// function for clients of the network (kgo.Dialer) and their address;
+// the namespace goes with the host.
+func (h *netHost) ClientNet(n int) (dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) {
+	h.t.Helper()
+	if n < 1 || n > 250 {
+		h.t.Fatalf("ClientNet(%d): n must be in 1 … 250", n)
+	}
+	name := fmt.Sprintf("%s-c%d", h.host, n)
+	run := func(args ...string) {
+		h.t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			h.t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", name)
+	h.t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	hostEnd, addr := fmt.Sprintf("10.214.%d.1", n), fmt.Sprintf("10.214.%d.2", n)
+	dev := fmt.Sprintf("vc%d", n)
+	run("-n", h.host, "link", "add", dev, "type", "veth", "peer", "name", "vc", "netns", name)
+	run("-n", h.host, "addr", "add", hostEnd+"/24", "dev", dev)
+	run("-n", name, "addr", "add", addr+"/24", "dev", "vc")
+	run("-n", name, "link", "set", "lo", "up")
+	run("-n", name, "link", "set", "vc", "up")
+	run("-n", h.host, "link", "set", dev, "up")
+	run("-n", name, "route", "add", "default", "via", hostEnd)
+	ns, err := os.Open("/run/netns/" + name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { ns.Close() })
+	dial = func(ctx context.Context, network, to string) (c net.Conn, err error) {
+		err = inNetNS(ns, func() (err error) {
+			c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, to)
+			return err
+		})
+		return c, err
+	}
+	return dial, addr
 }

@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"net"
 	"os/exec"
 	"testing"
 )
@@ -30,3 +32,6 @@ func (*netHost) Reach(...string)                               {}
 func (*netHost) ReachDirect(string)                            {}
 func (*netHost) Expose() (string, string)                      { return "", "" }
 func (*netHost) HostAddr(string) string                        { return "" }
+func (*netHost) ClientNet(int) (func(context.Context, string, string) (net.Conn, error), string) {
+	return nil, ""
+}

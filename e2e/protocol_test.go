@@ -16,9 +16,9 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 )
 
-func createTopic(t *testing.T, ctx context.Context, sc *Sidecar, topic string, partitions int32, configs map[string]*string) {
+func createTopic(t *testing.T, ctx context.Context, sc *Sidecar, topic string, partitions int32, configs map[string]*string, opts ...kgo.Opt) {
 	t.Helper()
-	resp, err := kadm.NewClient(sc.Client()).CreateTopic(ctx, partitions, 1, configs, topic)
+	resp, err := kadm.NewClient(sc.Client(opts...)).CreateTopic(ctx, partitions, 1, configs, topic)
 	mustNoErr(t, "CreateTopic", err)
 	mustNoErr(t, "CreateTopic "+topic, resp.Err)
 }
