@@ -287,8 +287,16 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //     sidecar: DISABLED on every sidecar's /v1/topics, produce through
 //     each refused with POLICY_VIOLATION, the records kept readable
 //     through each (policy retain).
+//   - DisablementSidecarDown: a sidecar SIGKILLed, then diskless disabled
+//     on a topic (KIP-950's failure modes): the disablement stays
+//     DISABLING, its DisklessDisableTopic to the dead sidecar retried,
+//     until a new process of that node id is started and confirms it;
+//     then DISABLED everywhere, and the new process refuses produce to it.
 func TestCluster(t *testing.T) {
-	cl := startSidecarCluster(t, 3)
+	// A session timeout of 20 s: DisablementSidecarDown restarts a killed
+	// sidecar before the others' views drop it, however loaded the
+	// machine (the restart replaces it in the view at once).
+	cl := startSidecarCluster(t, 3, "diskless.cluster.session.timeout.ms=20000")
 	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
 	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
 	t.Run("GroupsOnTheWrongCoordinator", func(t *testing.T) { testClusterGroupNotCoordinator(t, cl) })
@@ -297,6 +305,7 @@ func TestCluster(t *testing.T) {
 	t.Run("LongPollAcrossSidecars", func(t *testing.T) { testLongPollAcrossSidecars(t, cl) })
 	t.Run("ProducerIDsAcrossSidecars", func(t *testing.T) { testProducerIDsAcrossSidecars(t, cl) })
 	t.Run("DisablementEverySidecar", func(t *testing.T) { testClusterDisablement(t, cl) })
+	t.Run("DisablementSidecarDown", func(t *testing.T) { testClusterDisablementDown(t, cl) })
 	for id, s := range cl.scs {
 		t.Logf("sidecar %d hosted shards %v", id, cl.hosted(s))
 	}
@@ -1156,5 +1165,67 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	}
 	if unanswered == 0 {
 		t.Errorf("no sidecar went a session timeout without an answered heartbeat: the coordinator's failover was too quick to test anything")
+	}
+}
+
+func testClusterDisablementDown(t *testing.T, cl *sidecarCluster) {
+	kafkatest.Require(t)
+	ctx := testCtx(t, 3*time.Minute)
+	const topic = "cluster-disable-down"
+	createTopic(t, ctx, cl.scs[1], topic, 1, nil)
+	ids := slices.Sorted(maps.Keys(cl.scs))
+	for i, n := range ids {
+		waitProduced(t, ctx, cl.scs[n].DialRaw(), topic,
+			batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values(fmt.Sprint("d", n), 1)...), int64(i))
+	}
+	// The catalog's owner (shard 0's host) drives disablements; the victim
+	// is another.
+	owner, victim := int32(-1), int32(-1)
+	for _, n := range ids {
+		if cl.hostingNow(cl.scs[n])[0] {
+			owner = n
+		} else {
+			victim = n
+		}
+	}
+	if owner < 0 || victim < 0 {
+		t.Fatalf("shard 0's host %d, another %d", owner, victim)
+	}
+	cl.scs[victim].Kill()
+	killedAt := time.Now()
+	adm := kadm.NewClient(cl.scs[owner].Client())
+	resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "diskless.enable", Value: kmsg.StringPtr("false")},
+		{Op: kadm.SetConfig, Name: "diskless.disable.policy", Value: kmsg.StringPtr("retain")},
+	}, topic)
+	mustNoErr(t, "AlterTopicConfigs", err)
+	for _, r := range resps {
+		mustNoErr(t, "AlterTopicConfigs "+r.Name, r.Err)
+	}
+	notConfirmed := fmt.Sprintf("sidecar %d did not confirm", victim)
+	waitFor(t, time.Minute, "a failed DisklessDisableTopic to the dead sidecar", func() bool {
+		return strings.Contains(cl.scs[owner].Logs(), notConfirmed)
+	})
+	if st, _ := httpTopic(t, cl.scs[owner], topic); st.State != "DISABLING" {
+		t.Fatalf("with sidecar %d down (%v): state %q, want DISABLING until it confirms", victim, time.Since(killedAt).Round(time.Millisecond), st.State)
+	}
+	restartAt := time.Now()
+	back := cl.start(victim)
+	for _, n := range ids {
+		if st := waitState(t, cl.scs[n], topic, "DISABLED", time.Minute); st.Epoch != 1 || st.Policy != "retain" {
+			t.Fatalf("sidecar %d: %+v, want DISABLED at epoch 1, policy retain", n, st)
+		}
+	}
+	// The new process is in the view once the rebalance its join starts
+	// ends: when the dead one is dropped (the session timeout).
+	t.Logf("sidecar %d SIGKILLed, diskless disabled meanwhile: DISABLING until its new process was in the view and confirmed, DISABLED %v after the restart",
+		victim, time.Since(restartAt).Round(time.Millisecond))
+	p := produceRaw(t, back.DialRaw(), topic, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("late", 1)...))[0]
+	if p.ErrorCode != kerr.PolicyViolation.Code {
+		t.Fatalf("produce through the restarted sidecar %d to a DISABLED topic: error %d, want POLICY_VIOLATION", victim, p.ErrorCode)
+	}
+	f := fetchRaw(t, back.DialRaw(), topic, 0, 0, 1<<20, 0)
+	if bases, _ := batchesIn(t, f.RecordBatches); f.ErrorCode != 0 || len(bases) != len(ids) {
+		t.Fatalf("fetch through the restarted sidecar: error %d, batches %v; want the %d records kept", f.ErrorCode, bases, len(ids))
 	}
 }
