@@ -757,7 +757,8 @@ const silentPeer = 30 * time.Second
 
 // checkResumed stops the load and checks that each producer and the group
 // as a whole resumed within 30 s of since (the longest time without an
-// acknowledgement, and without a record read by any member). The producer
+// acknowledgement, and without a record read by any member, up to the
+// stop). The producer
 // connected through cutOff (−1: none), a sidecar cut off by the network,
 // is allowed silentPeer more: its client first has to give up on it.
 func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
@@ -775,6 +776,7 @@ func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
 		}
 	}
 	var reads []time.Time
+	stoppedAt := time.Now()
 	for _, c := range l.cs {
 		reads = append(reads, c.stopConsuming()...)
 	}
@@ -786,6 +788,8 @@ func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
 			gap, prev = max(gap, at.Sub(prev)), at
 		}
 	}
+	// Up to the stop too: a group that read nothing since is a gap.
+	gap = max(gap, stoppedAt.Sub(prev))
 	t.Logf("the consumer group: %d fetches with records, longest gap between them %v", len(reads), gap.Round(time.Millisecond))
 	if gap > 30*time.Second {
 		t.Errorf("the consumer group read nothing for %v", gap)
