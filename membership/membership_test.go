@@ -221,9 +221,67 @@ func waitView(t *testing.T, g *Group, want ...int32) (View, time.Duration) {
 // subtests).
 func TestGroupOnKafka(t *testing.T) {
 	kafkatest.Require(t)
-	kc := kafkatest.Start(t, kafkatest.Options{})
+	// CoordinatorDown runs members with a session timeout below Kafka's
+	// 6 s floor.
+	kc := kafkatest.Start(t, kafkatest.Options{BrokerConfig: map[string]string{"group.min.session.timeout.ms": "1000"}})
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, kc) })
 	t.Run("GroupIDTakenByConsumers", func(t *testing.T) { testGroupIDTaken(t, kc) })
+	t.Run("CoordinatorDown", func(t *testing.T) { testCoordinatorDown(t, kc) })
+}
+
+// testCoordinatorDown: the group's coordinator (the one broker) is
+// SIGKILLed for longer than the members' session timeout, then started
+// again. The members keep their view through it, unconfirmed, and the
+// broker, loading the group from __consumer_offsets, confirms the same
+// generation at their next heartbeat: nobody was dropped, no rebalance.
+// (With the first design each member dropped out of its view after a
+// session timeout without an answer, and joined a new generation.)
+func testCoordinatorDown(t *testing.T, kc *kafkatest.Cluster) {
+	const group = "diskless-sidecars-coordinator-down"
+	short := func(c *Config) { c.SessionTimeout, c.HeartbeatInterval = 2*time.Second, 200*time.Millisecond }
+	a := testGroup(t, kc, group, sidecar(1, "za"), short)
+	b := testGroup(t, kc, group, sidecar(2, "zb"), short)
+	before, _ := waitView(t, a, 1, 2)
+	waitView(t, b, 1, 2)
+	id := kc.Brokers()[0]
+	if err := kc.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	for _, g := range []*Group{a, b} {
+		waitFor(t, g, func(v View) bool { return !v.Current })
+		if v := g.View(); !v.Member || v.Generation != before.Generation || len(v.Sidecars) != 2 {
+			t.Fatalf("node %d with its coordinator down: view %+v, want the last one kept, unconfirmed", g.cfg.Self.NodeID, v)
+		}
+	}
+	if err := kc.Restart(id); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*Group{a, b} {
+		waitFor(t, g, func(v View) bool { return v.Current })
+		if v := g.View(); !v.Member || v.Generation != before.Generation {
+			t.Fatalf("node %d after its coordinator came back: view %+v, want generation %d confirmed", g.cfg.Self.NodeID, v, before.Generation)
+		}
+	}
+	t.Logf("coordinator down %v (session timeout 2 s): generation %d kept and confirmed again", time.Since(killedAt).Round(time.Millisecond), before.Generation)
+}
+
+// waitFor waits until g's view satisfies ok.
+func waitFor(t *testing.T, g *Group, ok func(View) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		ch := g.Changed()
+		if ok(g.View()) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("node %d: view %+v", g.cfg.Self.NodeID, g.View())
+		}
+	}
 }
 
 // testLifecycle: three sidecars join and see the same view of one
