@@ -11,7 +11,8 @@
 // not confirmed (membership.View.Current: a rebalance, the group's Kafka
 // coordinator failing over, a network cut) the placement stays as it was:
 // the shards hosted are kept — released only when their log writes are
-// fenced — and none is taken (DESIGN §Shard placement).
+// fenced, or all of them when Kafka says it removed this sidecar — and
+// none is taken (DESIGN §Shard placement).
 //
 // Goroutines: Start starts one loop, which reads the leaders every
 // Config.Refresh and at every view change, publishes the placement and
@@ -197,11 +198,22 @@ func (p *Placement) run(ctx context.Context) {
 			leaders = l
 		}
 		view := p.cfg.Membership.View()
-		if view.Current {
+		switch {
+		case view.Current:
 			owners := Assign(p.cfg.NumShards, view, leaders)
 			p.publish(view, owners)
 			p.reconcile(ctx, view, owners, viewChanged)
-		} else {
+		case !view.Member && view.Generation >= 0:
+			// Kafka removed this sidecar (UNKNOWN_MEMBER_ID): the
+			// others' confirmed views name other owners for its shards,
+			// which may have taken them over. Its state of them may be
+			// behind, and not every answer waits for a write that would
+			// find the fencing (an idempotent producer's sequence check
+			// does not): let them all go; a confirmed view brings the
+			// ones that fall to it back with a takeover and a replay.
+			p.publish(view, p.owners())
+			p.releaseAll()
+		default:
 			// Unconfirmed: keep the owners last placed (they are what
 			// the hosting still is) and only let go of what was fenced.
 			p.publish(view, p.owners())
@@ -221,6 +233,18 @@ func (p *Placement) owners() []diskless.Sidecar {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.mu.owners)
+}
+
+// releaseAll releases every hosted shard.
+func (p *Placement) releaseAll() {
+	h := p.cfg.Hoster
+	for i := range p.cfg.NumShards {
+		if h.Hosted(i) {
+			if err := h.Release(i); err != nil {
+				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
+			}
+		}
+	}
 }
 
 // releaseFenced releases the hosted shards whose writes another sidecar

@@ -291,11 +291,12 @@ func TestPlacementLoop(t *testing.T) {
 }
 
 // TestPlacementUnconfirmed: while the view is unconfirmed — a rebalance,
-// the group's coordinator failing over, Kafka not knowing this member any
-// more until it joined again — the placement stays: the hosted shards are
+// the group's coordinator failing over, a network cut
+// — the placement stays: the hosted shards are
 // kept and named as before whatever the leaders do, none is taken, and
-// only a fenced one is released (and not taken back); confirmed again,
-// the placement follows the view and the leaders.
+// only a fenced one is released (and not taken back); removed by Kafka,
+// it lets every shard go; confirmed again, the placement follows the view
+// and the leaders.
 func TestPlacementUnconfirmed(t *testing.T) {
 	fm := newFakeMembership(view(true, 1, 2))
 	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
@@ -325,19 +326,23 @@ func TestPlacementUnconfirmed(t *testing.T) {
 		t.Fatalf("unconfirmed view: Sidecars %v, want the last view's", got)
 	}
 
-	// Kafka says it no longer knows this member (it joins again): still
-	// kept; a shard fenced meanwhile is released, not taken back.
-	out := unconfirmed
-	out.Member = false
-	fm.set(out)
+	// A shard fenced meanwhile is released, not taken back.
 	fh.mu.Lock()
 	fh.fenced[2] = true
 	fh.mu.Unlock()
 	waitHosted(t, p, fh, 0)
 	fl.waitRounds(t, 5)
 	if got := fh.hostedSet(); !slices.Equal(got, []int32{0}) {
-		t.Fatalf("out, unconfirmed: hosted %v, want [0] (calls %v)", got, fh.log)
+		t.Fatalf("unconfirmed, shard 2 fenced: hosted %v, want [0] (calls %v)", got, fh.log)
 	}
+
+	// Kafka says it no longer knows this member (its session expired:
+	// the others may have taken its shards, and its state of them may be
+	// behind): everything released until a confirmed view.
+	out := unconfirmed
+	out.Member = false
+	fm.set(out)
+	waitHosted(t, p, fh)
 
 	// Joined again, confirmed: the placement follows the leaders.
 	fm.set(membership.View{Generation: 2, Member: true, Current: true, Sidecars: []diskless.Sidecar{sc(1), sc(2)}})
