@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -737,14 +738,46 @@ type load struct {
 // loadOnAll starts a producer and a member of one consumer group through
 // each sidecar of cl on topic, each told its sidecar's zone.
 func loadOnAll(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32) *load {
+	return loadOnAllGroup(ctx, t, cl, h, topic, partitions, "group-"+topic)
+}
+
+// loadOnAllGroup is loadOnAll with the consumers in group.
+func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32, group string) *load {
 	l := &load{ps: map[int32]*hproducer{}, cs: map[int32]*hconsumer{}}
 	for id, s := range cl.scs {
 		l.ps[id] = startProducer(ctx, s, h, fmt.Sprintf("p%d-%s", id, topic), topic, partitions,
 			kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2*time.Minute))
-		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), "group-"+topic, topic,
+		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), group, topic,
 			kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id)))
 	}
 	return l
+}
+
+// groupOnShard returns a group id starting with prefix whose coordinator
+// is shard (diskless.GroupShardFor).
+func groupOnShard(prefix string, shard int32) string {
+	for i := 0; ; i++ {
+		if g := fmt.Sprintf("%s-%d", prefix, i); diskless.GroupShardFor(g, clusterShards) == shard {
+			return g
+		}
+	}
+}
+
+// waitReading waits until every producer has n records acknowledged and
+// every member of the group has read records: the load runs in full.
+func (l *load) waitReading(t *testing.T, ctx context.Context, n int64) {
+	t.Helper()
+	for _, p := range l.ps {
+		p.waitAcked(t, ctx, n)
+	}
+	for id, c := range l.cs {
+		for c.lastRead.Load() == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the group's member through sidecar %d read nothing", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // silentPeer is how long a kgo client with its defaults (a produce
@@ -758,11 +791,19 @@ const silentPeer = 30 * time.Second
 // checkResumed stops the load and checks that each producer and the group
 // as a whole resumed within 30 s of since (the longest time without an
 // acknowledgement, and without a record read by any member, up to the
-// stop). The producer
+// stop). The group is given up to 30 s to read once more before the
+// load stops, so a group stalled at the end fails however soon the test
+// got here. The producer
 // connected through cutOff (−1: none), a sidecar cut off by the network,
 // is allowed silentPeer more: its client first has to give up on it.
 func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
 	t.Helper()
+	waitFrom := time.Now()
+	for time.Since(waitFrom) < 30*time.Second && !slices.ContainsFunc(slices.Collect(maps.Values(l.cs)), func(c *hconsumer) bool {
+		return c.lastRead.Load() > waitFrom.UnixNano()
+	}) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	for id, p := range l.ps {
 		p.stopProducing()
 		gap := p.longestGap(since)
@@ -782,15 +823,16 @@ func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
 	}
 	slices.SortFunc(reads, func(a, b time.Time) int { return a.Compare(b) })
 	var gap time.Duration
-	prev := since
+	prev, n := since, 0
 	for _, at := range reads {
 		if at.After(since) {
 			gap, prev = max(gap, at.Sub(prev)), at
+			n++
 		}
 	}
 	// Up to the stop too: a group that read nothing since is a gap.
 	gap = max(gap, stoppedAt.Sub(prev))
-	t.Logf("the consumer group: %d fetches with records, longest gap between them %v", len(reads), gap.Round(time.Millisecond))
+	t.Logf("the consumer group: %d fetches with records since, longest gap between them %v", n, gap.Round(time.Millisecond))
 	if gap > 30*time.Second {
 		t.Errorf("the consumer group read nothing for %v", gap)
 	}
@@ -802,6 +844,9 @@ type hconsumer struct {
 	cl    *kgo.Client
 	done  chan struct{}
 	reads []time.Time // when each fetch with records came
+	// lastRead is when the last fetch with records came (Unix ns; 0:
+	// none yet), for waitReading and checkResumed.
+	lastRead atomic.Int64
 }
 
 func startGroupConsumer(ctx context.Context, t *testing.T, s *Sidecar, h *history.History, name, group, topic string, opts ...kgo.Opt) *hconsumer {
@@ -821,7 +866,9 @@ func startGroupConsumer(ctx context.Context, t *testing.T, s *Sidecar, h *histor
 				n++
 			})
 			if n > 0 {
-				c.reads = append(c.reads, time.Now())
+				now := time.Now()
+				c.reads = append(c.reads, now)
+				c.lastRead.Store(now.UnixNano())
 			}
 		}
 	}()
@@ -842,9 +889,7 @@ func testClusterSidecarKill(t *testing.T, cl *sidecarCluster) {
 	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
 	h := history.New()
 	l := loadOnAll(ctx, t, cl, h, topic, partitions)
-	for _, p := range l.ps {
-		p.waitAcked(t, ctx, 2_000)
-	}
+	l.waitReading(t, ctx, 2_000)
 	victim := int32(3)
 	killedAt := time.Now()
 	cl.scs[victim].Kill()
@@ -911,14 +956,16 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	topic := "failover-partition"
 	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
 	h := history.New()
-	l := loadOnAll(ctx, t, cl, h, topic, partitions)
-	for _, p := range l.ps {
-		p.waitAcked(t, ctx, 2_000)
-	}
+	// The group's coordinator is on the sidecar cut off: its members
+	// have to find it elsewhere and join the group anew there.
+	group := groupOnShard("group-"+topic, int32(hosted[0]))
+	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group)
+	l.waitReading(t, ctx, 2_000)
 	cutAt := time.Now()
 	host.Cut()
 	cl.waitBrokers(1, 2)
-	t.Logf("sidecar %d (hosting shards %v) cut off; gone from the others' Metadata after %v", victim, hosted, time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("sidecar %d (hosting shards %v, %s's coordinator among them) cut off; gone from the others' Metadata after %v",
+		victim, hosted, group, time.Since(cutAt).Round(time.Millisecond))
 	// Every producer, its own included, goes on through the others.
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+2_000)
@@ -953,9 +1000,7 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
 	h := history.New()
 	l := loadOnAll(ctx, t, cl, h, topic, partitions)
-	for _, p := range l.ps {
-		p.waitAcked(t, ctx, 2_000)
-	}
+	l.waitReading(t, ctx, 2_000)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
 	mustNoErr(t, "kafka client", err)
 	defer kcl.Close()
@@ -1097,9 +1142,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
 	h := history.New()
 	l := loadOnAll(ctx, t, cl, h, topic, partitions)
-	for _, p := range l.ps {
-		p.waitAcked(t, ctx, 2_000)
-	}
+	l.waitReading(t, ctx, 2_000)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
 	mustNoErr(t, "kafka client", err)
 	defer kcl.Close()
