@@ -177,6 +177,9 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) error {
 		l.Close()
 		return err
 	}
+	// The groups' members were another sidecar's soft state (DESIGN
+	// §Consumer groups, across a shard move): take them back as they come.
+	s.groups.AdoptMembers(c.cfg.Now())
 	s.recent = recentCommits{}
 	if s.id == 0 {
 		s.mu.RLock()

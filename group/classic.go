@@ -380,7 +380,8 @@ func (g *classicGroup) initNextGeneration(now int64) {
 // answer, at once or from a later call (the join phase ends when every
 // member rejoined, or at the rebalance timeout; the first rebalance of an
 // empty group waits group.initial.rebalance.delay.ms). clientID and
-// clientHost describe the caller for DescribeGroups.
+// clientHost describe the caller for DescribeGroups. A member id the
+// group does not know joins as it is while AdoptMembers takes it.
 //
 // Errors (Kafka's): INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT,
 // MEMBER_ID_REQUIRED (v4+, with the member id to rejoin with),
@@ -420,7 +421,7 @@ func (c *Coordinator) JoinGroup(now time.Time, req *kmsg.JoinGroupRequest, clien
 	g := c.classic[req.Group]
 	unknown := req.MemberID == ""
 	if g == nil {
-		if !unknown {
+		if !unknown && !c.adopts(req.Group, nil, ms, req.MemberID, req.InstanceID) {
 			fail(kerr.UnknownMemberID.Code, req.MemberID)
 			return
 		}
@@ -515,6 +516,11 @@ func (c *Coordinator) joinExistingMember(g *classicGroup, j joinArgs, now int64)
 			j.fail(kerr.UnknownMemberID.Code, memberID)
 			return
 		}
+		c.addMember(g, j, memberID, now)
+		return
+	}
+	if c.adopts(g.id, g, now, memberID, req.InstanceID) {
+		// A member from before the shard's takeover (AdoptMembers).
 		c.addMember(g, j, memberID, now)
 		return
 	}
@@ -828,7 +834,7 @@ func (c *Coordinator) removeClassicMember(g *classicGroup, m *classicMember, now
 // empty group), FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
 // INCONSISTENT_GROUP_PROTOCOL (v5+: protocol type or name missing or
 // different),
-// REBALANCE_IN_PROGRESS.
+// REBALANCE_IN_PROGRESS (also for a member AdoptMembers takes).
 func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncGroupResponse)) {
 	ms := now.UnixMilli()
 	fail := func(code int16) {
@@ -847,6 +853,10 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 		return
 	}
 	g := c.classic[req.Group]
+	if c.adopts(req.Group, g, ms, req.MemberID, req.InstanceID) {
+		fail(kerr.RebalanceInProgress.Code) // rejoin (AdoptMembers)
+		return
+	}
 	if g == nil || g.is(stateEmpty) {
 		fail(kerr.UnknownMemberID.Code)
 		return
@@ -933,7 +943,7 @@ func (c *Coordinator) removePendingSync(g *classicGroup, memberID string) {
 //
 // Errors: INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (also for an unknown group,
 // and for an Empty one), FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
-// REBALANCE_IN_PROGRESS (rejoin).
+// REBALANCE_IN_PROGRESS (rejoin; also for a member AdoptMembers takes).
 func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	ms := now.UnixMilli()
 	resp := kmsg.NewPtrHeartbeatResponse()
@@ -943,6 +953,10 @@ func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg
 		return resp
 	}
 	g := c.classic[req.Group]
+	if c.adopts(req.Group, g, ms, req.MemberID, req.InstanceID) {
+		resp.ErrorCode = kerr.RebalanceInProgress.Code // rejoin (AdoptMembers)
+		return resp
+	}
 	if g == nil {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp

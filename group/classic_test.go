@@ -440,3 +440,46 @@ func TestClassicPendingMemberExpires(t *testing.T) {
 		t.Fatalf("v3 join: %+v", r.resp)
 	}
 }
+
+// TestClassicAdoptMembers: a Coordinator over a shard taken over from
+// another sidecar (AdoptMembers) takes the members of a group it never
+// saw for its members from before the takeover — their Heartbeat and
+// SyncGroup are answered REBALANCE_IN_PROGRESS, their JoinGroup with the
+// old member id joins as it is — until the group completes a rebalance
+// here or the window ends; without AdoptMembers, and after, a member it
+// does not know is unknown (UNKNOWN_MEMBER_ID), as Kafka answers.
+func TestClassicAdoptMembers(t *testing.T) {
+	h := newHarness(t, Config{})
+	wantCode(t, "heartbeat of an unknown member", h.heartbeat("g", "old-1", 4), kerr.UnknownMemberID)
+	wantCode(t, "join with an unknown member id", h.join(joinReq(9, "g", "old-1", nil)).resp.ErrorCode, kerr.UnknownMemberID)
+	h.c.AdoptMembers(h.now)
+	wantCode(t, "heartbeat of a member from before the takeover", h.heartbeat("g", "old-1", 4), kerr.RebalanceInProgress)
+	wantCode(t, "sync of a member from before the takeover", h.sync("g", "old-2", 4, nil).resp.ErrorCode, kerr.RebalanceInProgress)
+	j1 := h.join(joinReq(9, "g", "old-1", nil))
+	wantCode(t, "a static member's heartbeat", h.c.Heartbeat(h.now, &kmsg.HeartbeatRequest{Version: 4, Group: "g", MemberID: "old-s", InstanceID: strp("i")}).ErrorCode, kerr.UnknownMemberID)
+	j2 := h.join(joinReq(9, "g", "old-2", nil))
+	wantCode(t, "heartbeat of an adopted member while preparing", h.heartbeat("g", "old-1", 0), kerr.RebalanceInProgress)
+	for range 3 {
+		h.advance(DefaultInitialRebalanceDelay)
+	}
+	for i, j := range []*joinResult{j1, j2} {
+		if want := []string{"old-1", "old-2"}[i]; !j.done() || j.resp.ErrorCode != 0 || j.resp.MemberID != want || j.resp.Generation != 1 {
+			t.Fatalf("join of %s: %+v", want, j.resp)
+		}
+	}
+	leader := j1.resp.LeaderID
+	other := map[string]string{"old-1": "old-2", "old-2": "old-1"}[leader]
+	so := h.sync("g", other, 1, nil)
+	sl := h.sync("g", leader, 1, map[string]string{"old-1": "a", "old-2": "b"})
+	if so.resp == nil || sl.resp == nil || so.resp.ErrorCode != 0 || sl.resp.ErrorCode != 0 {
+		t.Fatalf("syncs: %+v, %+v", so.resp, sl.resp)
+	}
+	wantCode(t, "heartbeat of an adopted member", h.heartbeat("g", "old-1", 1), nil)
+	// The group completed a rebalance here: no more adoptions in it.
+	wantCode(t, "heartbeat of another unknown member", h.heartbeat("g", "old-3", 4), kerr.UnknownMemberID)
+	wantCode(t, "join of another unknown member", h.join(joinReq(9, "g", "old-3", nil)).resp.ErrorCode, kerr.UnknownMemberID)
+	// Nor in any group once the window (MaxSessionTimeout) ended.
+	wantCode(t, "another group in the window", h.heartbeat("g2", "old-9", 2), kerr.RebalanceInProgress)
+	h.advance(DefaultMaxSessionTimeout)
+	wantCode(t, "another group after the window", h.heartbeat("g2", "old-9", 2), kerr.UnknownMemberID)
+}

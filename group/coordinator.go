@@ -52,6 +52,9 @@ type Coordinator struct {
 	// openedAt, which only makes retention longer, never shorter.
 	emptySince map[string]int64
 	openedAt   int64
+	// adoptUntil is when AdoptMembers' window ends (ms; 0: never
+	// opened).
+	adoptUntil int64
 }
 
 // Deps are the Coordinator's injected dependencies.
@@ -97,6 +100,31 @@ func randomID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// AdoptMembers opens a window, from now for MaxSessionTimeout, in which
+// a classic group that has not completed a rebalance on this Coordinator
+// takes a dynamic member it does not know for one of its members from
+// before: the shard was taken over from another sidecar (DESIGN
+// §Consumer groups, across a shard move), whose groups' members are not
+// in the log. Such a member's Heartbeat and SyncGroup are answered
+// REBALANCE_IN_PROGRESS instead of UNKNOWN_MEMBER_ID, and its JoinGroup
+// joins with its member id as it is, so a cooperative consumer keeps its
+// partitions through the rebalance instead of giving them up and joining
+// anew. Kafka's coordinators never need this: they load a group's members
+// with its offsets.
+func (c *Coordinator) AdoptMembers(now time.Time) {
+	c.adoptUntil = now.UnixMilli() + c.cfg.MaxSessionTimeout.Milliseconds()
+}
+
+// adopts reports whether a member of group g (nil: not known here) that
+// this Coordinator does not know is taken as one from before the
+// takeover (AdoptMembers).
+func (c *Coordinator) adopts(group string, g *classicGroup, now int64, memberID string, instanceID *string) bool {
+	if now >= c.adoptUntil || memberID == "" || instanceID != nil || c.consumer[group] != nil {
+		return false
+	}
+	return g == nil || g.generation == 0 && g.members[memberID] == nil && !isPending(g, memberID)
 }
 
 // Offsets returns the committed-offsets table (read-only for callers: it
