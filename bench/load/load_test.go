@@ -163,6 +163,12 @@ func checkLatency(t *testing.T, name string, l Latency) {
 	}
 }
 
+// writerFunc is an io.Writer calling f with each write (the progress loop
+// writes a line at a time).
+type writerFunc func(line []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
 func near(a, b float64) bool { return a > b*0.999-1e-9 && a < b*1.001+1e-9 }
 
 // TestRunInterrupted cancels a run in its window: it returns the figures so
@@ -171,17 +177,30 @@ func TestRunInterrupted(t *testing.T) {
 	target := startTestKfake(t)
 	cfg := smallConfig()
 	cfg.Duration = time.Minute
-	ctx, cancel := context.WithTimeout(t.Context(), cfg.Warmup+time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	start := time.Now()
+	// Cancel at the first progress line of the window with records
+	// produced in it (not after a fixed time: a loaded machine produced
+	// nothing in a 1 s window), noting when.
+	var cancelled atomic.Int64
+	cfg.ProgressInterval = 100 * time.Millisecond
+	cfg.Progress = writerFunc(func(line []byte) {
+		if bytes.Contains(line, []byte(" measure ")) && !bytes.Contains(line, []byte("prod       0 rec/s")) &&
+			cancelled.CompareAndSwap(0, time.Now().UnixNano()) {
+			cancel()
+		}
+	})
 	res, err := run(ctx, cfg, target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elapsed := time.Since(start); elapsed > 10*time.Second {
-		t.Errorf("interrupted run took %v", elapsed)
+	if cancelled.Load() == 0 {
+		t.Fatal("the run ended without a progress line of its window showing records")
 	}
-	if !res.Interrupted || res.WindowSeconds <= 0 || res.WindowSeconds > 2 || res.Produced.Records == 0 {
+	if d := time.Since(time.Unix(0, cancelled.Load())); d > 10*time.Second {
+		t.Errorf("interrupted run returned %v after its cancellation", d)
+	}
+	if !res.Interrupted || res.WindowSeconds <= 0 || res.WindowSeconds >= cfg.Duration.Seconds() || res.Produced.Records == 0 {
 		t.Errorf("interrupted %t, window %.2fs, produced %d; want a short marked window with records",
 			res.Interrupted, res.WindowSeconds, res.Produced.Records)
 	}
