@@ -92,6 +92,20 @@ func TestConsolidationSIGKILL(t *testing.T) {
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
+				// The rule fires as the request arrives, before the proxy
+				// forwards it; a kill before the store has the object
+				// cancels the PUT and leaves no orphan to find.
+				if held := heldPath.Load(); step == "segment uploaded" {
+					for {
+						if _, err := os.Stat(filepath.Join(st.GW.Root, filepath.FromSlash(*held))); err == nil {
+							break
+						}
+						if ctx.Err() != nil {
+							t.Fatalf("the held segment %s was never stored", *held)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
 			}
 			sc.Kill()
 			armed.Store(false)
