@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -108,7 +109,7 @@ func BenchmarkPlanAndStamp(b *testing.B) {
 			spans := appendSpans(make([]span, 0, countSpans(sel)), 0, sel, tail, buf)
 			e.h.readSpans(context.Background(), spans)
 			op := &fetchOp{h: e.h, req: &kmsg.FetchRequest{Version: 16}}
-			p := &fetchPart{out: new(kmsg.FetchResponseTopicPartition), maxBytes: 1 << 20, offset: offset,
+			p := &fetchPart{out: new(kmsg.FetchResponseTopicPartition), maxBytes: 1 << 20, offset: offset, end: math.MaxInt64,
 				sel: sel, tail: tail, size: size, buf: buf, cut: len(sel)}
 			bs := make([]runBatch, 0, 1024)
 			b.SetBytes(size)
