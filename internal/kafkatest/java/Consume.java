@@ -42,31 +42,13 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  */
 public final class Consume {
     public static void main(String[] args) throws Exception {
-        String bootstrap = null, topic = null, group = null;
-        long maxRecords = Long.MAX_VALUE, idleMs = 10000, joinMs = 120000;
-        Properties props = new Properties();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            if (i + 1 >= args.length) throw new IllegalArgumentException("missing value for " + a);
-            String v = args[++i];
-            switch (a) {
-                case "--bootstrap-server": bootstrap = v; break;
-                case "--topic": topic = v; break;
-                case "--group": group = v; break;
-                case "--max-records": maxRecords = Long.parseLong(v); break;
-                case "--idle-timeout-ms": idleMs = Long.parseLong(v); break;
-                case "--join-timeout-ms": joinMs = Long.parseLong(v); break;
-                case "--property": {
-                    int eq = v.indexOf('=');
-                    if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
-                    props.setProperty(v.substring(0, eq), v.substring(eq + 1));
-                    break;
-                }
-                default: throw new IllegalArgumentException("unknown argument " + a);
-            }
-        }
-        if (bootstrap == null || topic == null) throw new IllegalArgumentException("--bootstrap-server and --topic are required");
-        props.putIfAbsent(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Args a = new Args(args, List.of("--bootstrap-server", "--topic"),
+            List.of("--group", "--max-records", "--idle-timeout-ms", "--join-timeout-ms"));
+        String topic = a.get("--topic"), group = a.get("--group");
+        long maxRecords = a.getLong("--max-records", Long.MAX_VALUE), idleMs = a.getLong("--idle-timeout-ms", 10000),
+            joinMs = a.getLong("--join-timeout-ms", 120000);
+        Properties props = a.props;
+        props.putIfAbsent(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap-server"));
         props.putIfAbsent(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.putIfAbsent(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         if (group != null) props.putIfAbsent(ConsumerConfig.GROUP_ID_CONFIG, group);

@@ -1,6 +1,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -26,29 +27,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class Produce {
     public static void main(String[] args) throws Exception {
-        String bootstrap = null, topic = null, sep = null;
-        Integer partition = null;
-        Properties props = new Properties();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            if (i + 1 >= args.length) throw new IllegalArgumentException("missing value for " + a);
-            String v = args[++i];
-            switch (a) {
-                case "--bootstrap-server": bootstrap = v; break;
-                case "--topic": topic = v; break;
-                case "--partition": partition = Integer.parseInt(v); break;
-                case "--key-separator": sep = v; break;
-                case "--property": {
-                    int eq = v.indexOf('=');
-                    if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
-                    props.setProperty(v.substring(0, eq), v.substring(eq + 1));
-                    break;
-                }
-                default: throw new IllegalArgumentException("unknown argument " + a);
-            }
-        }
-        if (bootstrap == null || topic == null) throw new IllegalArgumentException("--bootstrap-server and --topic are required");
-        props.putIfAbsent(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Args a = new Args(args, List.of("--bootstrap-server", "--topic"), List.of("--partition", "--key-separator"));
+        String topic = a.get("--topic"), sep = a.get("--key-separator");
+        Integer partition = a.get("--partition") == null ? null : Integer.valueOf(a.get("--partition"));
+        Properties props = a.props;
+        props.putIfAbsent(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap-server"));
         props.putIfAbsent(ProducerConfig.ACKS_CONFIG, "all");
 
         AtomicLong ok = new AtomicLong(), failed = new AtomicLong();

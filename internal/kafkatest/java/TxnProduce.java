@@ -1,6 +1,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Properties;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -23,30 +24,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class TxnProduce {
     public static void main(String[] args) throws Exception {
-        String bootstrap = null, topic = null, id = null;
-        Properties props = new Properties();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            if (i + 1 >= args.length) throw new IllegalArgumentException("missing value for " + a);
-            String v = args[++i];
-            switch (a) {
-                case "--bootstrap-server": bootstrap = v; break;
-                case "--topic": topic = v; break;
-                case "--transactional-id": id = v; break;
-                case "--property": {
-                    int eq = v.indexOf('=');
-                    if (eq < 0) throw new IllegalArgumentException("--property wants key=value: " + v);
-                    props.setProperty(v.substring(0, eq), v.substring(eq + 1));
-                    break;
-                }
-                default: throw new IllegalArgumentException("unknown argument " + a);
-            }
-        }
-        if (bootstrap == null || topic == null || id == null) {
-            throw new IllegalArgumentException("--bootstrap-server, --topic and --transactional-id are required");
-        }
-        props.putIfAbsent(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.putIfAbsent(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        Args a = new Args(args, List.of("--bootstrap-server", "--topic", "--transactional-id"), List.of());
+        String topic = a.get("--topic");
+        Properties props = a.props;
+        props.putIfAbsent(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap-server"));
+        props.putIfAbsent(ProducerConfig.TRANSACTIONAL_ID_CONFIG, a.get("--transactional-id"));
         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
         boolean broken = false;
         try {
