@@ -32,9 +32,7 @@ import (
 // machine's cores: the ratio of the two throughputs says what a cluster
 // costs here, not what it scales to on separate machines.
 func TestBenchClusterProduce(t *testing.T) {
-	if os.Getenv("SIDECAR_BENCH") != "1" {
-		t.Skip("a measurement: run with SIDECAR_BENCH=1")
-	}
+	requireBench(t)
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("Sidecars%d", n), func(t *testing.T) {
 			b := t
@@ -150,6 +148,20 @@ func replicaLag(b *testing.T, ctx context.Context, cl *sidecarCluster, topic str
 		}
 		lags = append(lags, time.Since(acked))
 	}
-	slices.Sort(lags)
-	return lags[len(lags)/2], lags[len(lags)*99/100]
+	return quantile(lags, 0.5), quantile(lags, 0.99)
+}
+
+// requireBench skips t, a measurement, unless SIDECAR_BENCH=1.
+func requireBench(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SIDECAR_BENCH") != "1" {
+		t.Skip("a measurement: run with SIDECAR_BENCH=1")
+	}
+}
+
+// quantile sorts d and returns its q quantile (0 ≤ q ≤ 1), the nearest
+// rank at or below; d must not be empty.
+func quantile(d []time.Duration, q float64) time.Duration {
+	slices.Sort(d)
+	return d[int(float64(len(d)-1)*q)]
 }

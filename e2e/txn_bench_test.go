@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -19,9 +17,7 @@ import (
 // latency p50/p99 of both, and for the transactional rounds the commit's
 // (EndTransaction: the markers through the WAL, then the completion).
 func TestBenchTransactions(t *testing.T) {
-	if os.Getenv("SIDECAR_BENCH") != "1" {
-		t.Skip("a measurement: run with SIDECAR_BENCH=1")
-	}
+	requireBench(t)
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 5*time.Minute)
 	const (
@@ -60,10 +56,7 @@ func TestBenchTransactions(t *testing.T) {
 			s[mode].rounds = append(s[mode].rounds, time.Since(start))
 		}
 	}
-	pct := func(d []time.Duration, p float64) float64 {
-		slices.Sort(d)
-		return float64(d[int(float64(len(d)-1)*p)].Microseconds()) / 1000
-	}
+	pct := func(d []time.Duration, q float64) float64 { return float64(quantile(d, q).Microseconds()) / 1000 }
 	for mode, name := range []string{"idempotent", "transactional"} {
 		st := s[mode]
 		var total time.Duration

@@ -81,6 +81,22 @@ func txnEnds(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p 
 	return hwm, lso
 }
 
+// txnWaitLSO waits until partition p's last stable offset reaches lso
+// (the coordinator aborting a timed-out transaction moves it) and returns
+// txnEnds then; it fails t when ctx ends first.
+func txnWaitLSO(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p int32, lso int64) (int64, int64) {
+	t.Helper()
+	hwm, got := txnEnds(t, ctx, cl, topic, p)
+	for got < lso {
+		if ctx.Err() != nil {
+			t.Fatalf("the LSO stayed at %d (high watermark %d): the timed-out transaction was not aborted", got, hwm)
+		}
+		time.Sleep(200 * time.Millisecond)
+		hwm, got = txnEnds(t, ctx, cl, topic, p)
+	}
+	return hwm, got
+}
+
 // produceAll produces one record per value, synchronously, to partition 0.
 func produceAll(ctx context.Context, cl *kgo.Client, topic string, vals ...string) error {
 	var recs []*kgo.Record
@@ -163,13 +179,7 @@ func TestTransactionsKgo(t *testing.T) {
 	if hwm, lso = txnEnds(t, ctx, p, topic, 0); hwm != 28 || lso != 25 {
 		t.Fatalf("abandoned transaction: high watermark %d, LSO %d; want 28, 25", hwm, lso)
 	}
-	for lso < 29 {
-		if ctx.Err() != nil {
-			t.Fatalf("the LSO stayed at %d (high watermark %d): the timed-out transaction was not aborted", lso, hwm)
-		}
-		time.Sleep(200 * time.Millisecond)
-		hwm, lso = txnEnds(t, ctx, p, topic, 0)
-	}
+	hwm, lso = txnWaitLSO(t, ctx, p, topic, 0, 29)
 	if hwm != 29 || lso != 29 {
 		t.Fatalf("after the timeout: high watermark %d, LSO %d; want 29, 29 (the abort marker)", hwm, lso)
 	}
@@ -360,13 +370,7 @@ func TestTransactionsJava(t *testing.T) {
 	if hwm != 8 || lso != 7 {
 		t.Fatalf("abandoned transaction: high watermark %d, LSO %d; want 8, 7", hwm, lso)
 	}
-	for lso < 9 {
-		if ctx.Err() != nil {
-			t.Fatalf("the LSO stayed at %d (high watermark %d): the timed-out transaction was not aborted", lso, hwm)
-		}
-		time.Sleep(200 * time.Millisecond)
-		hwm, lso = txnEnds(t, ctx, cl, topic, 0)
-	}
+	txnWaitLSO(t, ctx, cl, topic, 0, 9)
 	if a := short.do("commit"); !strings.HasPrefix(a, "error ") {
 		t.Fatalf("the timed-out producer's commit: %s", a)
 	}
