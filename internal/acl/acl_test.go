@@ -2,6 +2,8 @@ package acl
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -151,4 +153,70 @@ func BenchmarkAuthorize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAuthorizeSearchesAsItScans: with more entries of a type than
+// scanBelow Authorize searches the sorted entries; its decisions are
+// those of a scan of every entry, for random entries over a few names,
+// prefixes, principals, hosts and operations.
+func TestAuthorizeSearchesAsItScans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	names := []string{"*", "a", "ab", "abc", "abd", "b", "ba", "*a"}
+	ops := []kmsg.ACLOperation{kmsg.ACLOperationAll, kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe}
+	for round := range 50 {
+		var acls []Binding
+		for range scanBelow + rng.IntN(60) {
+			pt := lit
+			if rng.IntN(3) == 0 {
+				pt = pre
+			}
+			perm := allow
+			if rng.IntN(4) == 0 {
+				perm = deny
+			}
+			rt := topic
+			if rng.IntN(5) == 0 {
+				rt = group
+			}
+			x := b(rt, pick(names...), pt, pick("User:a", "User:b", "User:*"), pick("*", "h1"), ops[rng.IntN(len(ops))], perm)
+			if i, held := slices.BinarySearchFunc(acls, x, Compare); !held {
+				acls = slices.Insert(acls, i, x)
+			}
+		}
+		for _, open := range []bool{false, true} {
+			a := New(Config{AllowIfNoACL: open}, func() []Binding { return acls })
+			for _, name := range append(names, "abcd", "c", "", "a*") {
+				for _, op := range ops[1:] {
+					for _, r := range []Request{{"User:a", "h1"}, {"User:b", "h2"}, {"User:c", "h1"}} {
+						if got, want := a.Authorize(r, op, topic, name), scanAuthorize(a, r, op, topic, name); got != want {
+							t.Fatalf("round %d, %d entries: %v %s %q = %v, a scan says %v", round, len(acls), r, op, name, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// scanAuthorize is Authorize as a scan of every entry, without super
+// users.
+func scanAuthorize(a *Authorizer, r Request, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	found, allowed := false, false
+	for _, b := range a.source() {
+		if b.ResourceType != rt || !patternApplies(b, name) {
+			continue
+		}
+		found = true
+		switch result(b, r, op) {
+		case kmsg.ACLPermissionTypeDeny:
+			return false
+		case kmsg.ACLPermissionTypeAllow:
+			allowed = true
+		}
+	}
+	if !found {
+		return a.cfg.AllowIfNoACL
+	}
+	return allowed
 }
