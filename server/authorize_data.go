@@ -65,26 +65,13 @@ func (s *Server) authorizeProduce(ctx context.Context, req *kmsg.ProduceRequest)
 			return nil, refuseAll(kerr.TransactionalIDAuthorizationFailed.Code)
 		}
 	}
-	var (
-		kept    []kmsg.ProduceRequestTopic
-		refused []kmsg.ProduceResponseTopic
-	)
-	for _, t := range req.Topics {
-		if name, ok := s.topicName(t.Topic, t.TopicID); ok && !s.authorized(ctx, opWrite, rtTopic, name) {
-			refused = append(refused, produceRefused(t, topicAuthFailed))
-			continue
-		}
-		kept = append(kept, t)
-	}
-	if len(refused) == 0 {
-		return req, nil
-	}
-	if len(kept) == 0 {
-		return nil, refused
-	}
-	trimmed := *req
-	trimmed.Topics = kept
-	return &trimmed, refused
+	return trimTopics(req, func(r *kmsg.ProduceRequest) *[]kmsg.ProduceRequestTopic { return &r.Topics },
+		func(t kmsg.ProduceRequestTopic) (kmsg.ProduceResponseTopic, bool) {
+			if name, ok := s.topicName(t.Topic, t.TopicID); ok && !s.authorized(ctx, opWrite, rtTopic, name) {
+				return produceRefused(t, topicAuthFailed), true
+			}
+			return kmsg.ProduceResponseTopic{}, false
+		})
 }
 
 func produceRefused(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
@@ -106,12 +93,11 @@ func (s *Server) authorizeFetch(ctx context.Context, req *kmsg.FetchRequest) (*k
 	if s.authzOff(ctx) {
 		return req, nil
 	}
-	var (
-		kept    []kmsg.FetchRequestTopic
-		refused []kmsg.FetchResponseTopic
-	)
-	for _, t := range req.Topics {
-		if name, ok := s.topicName(t.Topic, t.TopicID); ok && !s.authorized(ctx, opRead, rtTopic, name) {
+	return trimTopics(req, func(r *kmsg.FetchRequest) *[]kmsg.FetchRequestTopic { return &r.Topics },
+		func(t kmsg.FetchRequestTopic) (kmsg.FetchResponseTopic, bool) {
+			if name, ok := s.topicName(t.Topic, t.TopicID); !ok || s.authorized(ctx, opRead, rtTopic, name) {
+				return kmsg.FetchResponseTopic{}, false
+			}
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
@@ -120,20 +106,8 @@ func (s *Server) authorizeFetch(ctx context.Context, req *kmsg.FetchRequest) (*k
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			refused = append(refused, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	if len(refused) == 0 {
-		return req, nil
-	}
-	if len(kept) == 0 {
-		return nil, refused
-	}
-	trimmed := *req
-	trimmed.Topics = kept
-	return &trimmed, refused
+			return rt, true
+		})
 }
 
 // authorizeListOffsets checks a ListOffsets request: DESCRIBE on each
@@ -142,12 +116,11 @@ func (s *Server) authorizeListOffsets(ctx context.Context, req *kmsg.ListOffsets
 	if s.authzOff(ctx) {
 		return req, nil
 	}
-	var (
-		kept    []kmsg.ListOffsetsRequestTopic
-		refused []kmsg.ListOffsetsResponseTopic
-	)
-	for _, t := range req.Topics {
-		if !s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+	return trimTopics(req, func(r *kmsg.ListOffsetsRequest) *[]kmsg.ListOffsetsRequestTopic { return &r.Topics },
+		func(t kmsg.ListOffsetsRequestTopic) (kmsg.ListOffsetsResponseTopic, bool) {
+			if s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+				return kmsg.ListOffsetsResponseTopic{}, false
+			}
 			rt := kmsg.NewListOffsetsResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -156,20 +129,8 @@ func (s *Server) authorizeListOffsets(ctx context.Context, req *kmsg.ListOffsets
 				rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			refused = append(refused, rt)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	if len(refused) == 0 {
-		return req, nil
-	}
-	if len(kept) == 0 {
-		return nil, refused
-	}
-	trimmed := *req
-	trimmed.Topics = kept
-	return &trimmed, refused
+			return rt, true
+		})
 }
 
 // authorizeOffsetForLeaderEpoch checks an OffsetForLeaderEpoch request:
@@ -178,12 +139,11 @@ func (s *Server) authorizeOffsetForLeaderEpoch(ctx context.Context, req *kmsg.Of
 	if s.authzOff(ctx) {
 		return req, nil
 	}
-	var (
-		kept    []kmsg.OffsetForLeaderEpochRequestTopic
-		refused []kmsg.OffsetForLeaderEpochResponseTopic
-	)
-	for _, t := range req.Topics {
-		if !s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+	return trimTopics(req, func(r *kmsg.OffsetForLeaderEpochRequest) *[]kmsg.OffsetForLeaderEpochRequestTopic { return &r.Topics },
+		func(t kmsg.OffsetForLeaderEpochRequestTopic) (kmsg.OffsetForLeaderEpochResponseTopic, bool) {
+			if s.authorized(ctx, opDescribe, rtTopic, t.Topic) {
+				return kmsg.OffsetForLeaderEpochResponseTopic{}, false
+			}
 			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -192,18 +152,33 @@ func (s *Server) authorizeOffsetForLeaderEpoch(ctx context.Context, req *kmsg.Of
 				rp.LeaderEpoch, rp.EndOffset = -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			refused = append(refused, rt)
+			return rt, true
+		})
+}
+
+// trimTopics splits the topics of req (the slice topics points to) by
+// refuse, which returns a topic's answer and true when it is refused. It
+// returns req itself when nothing is refused, nil when everything is, else
+// a copy of req holding the topics kept; and the answers of the refused.
+func trimTopics[Q any, T, R any](req *Q, topics func(*Q) *[]T, refuse func(T) (R, bool)) (*Q, []R) {
+	var (
+		kept    []T
+		refused []R
+	)
+	for _, t := range *topics(req) {
+		if r, no := refuse(t); no {
+			refused = append(refused, r)
 			continue
 		}
 		kept = append(kept, t)
 	}
-	if len(refused) == 0 {
+	switch {
+	case len(refused) == 0:
 		return req, nil
-	}
-	if len(kept) == 0 {
+	case len(kept) == 0:
 		return nil, refused
 	}
 	trimmed := *req
-	trimmed.Topics = kept
+	*topics(&trimmed) = kept
 	return &trimmed, refused
 }
