@@ -25,10 +25,13 @@ func (s *Server) gate(ctx context.Context, req kmsg.Request) (handle kmsg.Reques
 	}
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest:
+		if s.authorizedCluster(ctx, opCreate) {
+			return req, nil, nil // CREATE on the cluster: every topic
+		}
 		var refused []kmsg.CreateTopicsResponseTopic
 		trimmed := *r
 		trimmed.Topics = slices.DeleteFunc(slices.Clone(r.Topics), func(t kmsg.CreateTopicsRequestTopic) bool {
-			if s.authorizedCluster(ctx, opCreate) || s.authorized(ctx, opCreate, rtTopic, t.Topic) {
+			if s.authorized(ctx, opCreate, rtTopic, t.Topic) {
 				return false
 			}
 			rt := kmsg.NewCreateTopicsResponseTopic()

@@ -199,21 +199,29 @@ func (s *Server) gateGroups(ctx context.Context, req kmsg.Request) (kmsg.Request
 			}
 			return req, nil, nil
 		}
-		code := int16(0)
-		if !txnID(r.TransactionalID) {
-			code = kerr.TransactionalIDAuthorizationFailed.Code
-		} else if slices.ContainsFunc(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) bool { return !s.authorized(ctx, opWrite, rtTopic, t.Topic) }) {
-			code = topicAuthFailed
+		// Each topic's code: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
+		// all without WRITE on the id, else TOPIC_AUTHORIZATION_FAILED
+		// for those without WRITE on it and OPERATION_NOT_ATTEMPTED for
+		// the others once one is refused.
+		idRefused := !txnID(r.TransactionalID)
+		refused := idRefused
+		codes := make([]int16, len(r.Topics))
+		for i, t := range r.Topics {
+			switch {
+			case idRefused:
+				codes[i] = kerr.TransactionalIDAuthorizationFailed.Code
+			case s.authorized(ctx, opWrite, rtTopic, t.Topic):
+				codes[i] = kerr.OperationNotAttempted.Code
+			default:
+				codes[i], refused = topicAuthFailed, true
+			}
 		}
-		if code != 0 {
+		if refused {
 			out := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-			for _, t := range r.Topics {
+			for i, t := range r.Topics {
 				rt := kmsg.NewAddPartitionsToTxnResponseTopic()
 				rt.Topic = t.Topic
-				c := code
-				if code == topicAuthFailed && s.authorized(ctx, opWrite, rtTopic, t.Topic) {
-					c = kerr.OperationNotAttempted.Code
-				}
+				c := codes[i]
 				for _, p := range t.Partitions {
 					rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 					rp.Partition, rp.ErrorCode = p, c
