@@ -50,6 +50,10 @@ type testLog struct {
 	failPrepare atomic.Bool
 	needsReplay atomic.Bool
 	replayWaits chan struct{} // when set, told each time a Replay waits at replayGate
+	// confirms counts Confirm calls; confirmHook, when set (under mu),
+	// answers them instead of the log (a log cut off, or taken over).
+	confirms    atomic.Int64
+	confirmHook func(ctx context.Context) error
 	mu          sync.Mutex
 }
 
@@ -118,6 +122,16 @@ func (l *testLog) setFail(f func([][]byte) (bool, error)) {
 }
 
 func (l *testLog) Close() error { return l.inner.Close() }
+func (l *testLog) Confirm(ctx context.Context) error {
+	l.confirms.Add(1)
+	l.mu.Lock()
+	hook := l.confirmHook
+	l.mu.Unlock()
+	if hook != nil {
+		return hook(ctx)
+	}
+	return l.inner.Confirm(ctx)
+}
 func (l *testLog) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
 	l.readSnapshots.Add(1)
 	return l.inner.ReadSnapshot(ctx)

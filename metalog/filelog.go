@@ -506,6 +506,11 @@ func (l *FileLog) Append(ctx context.Context, bodies [][]byte) error {
 	return nil
 }
 
+// Confirm implements Log: at once, since the caller holds the log's
+// directory exclusively, no other writer can take it over; nil unless
+// the log was closed or broken.
+func (l *FileLog) Confirm(context.Context) error { return l.failed() }
+
 // undo truncates the segment to its last durable size after a failed
 // append. If that fails the file's content is unknown: the log breaks.
 func (l *FileLog) undo() {

@@ -66,6 +66,22 @@ type Log interface {
 	// takeover came before it); ErrClosed; IO errors. After any error,
 	// Replay before appending again.
 	Append(ctx context.Context, bodies [][]byte) error
+	// Confirm reports whether this handle still writes the log as of a
+	// moment after the call began: nil when no other writer had taken it
+	// over by then, so a state that applied every group this handle's
+	// Appends made durable is the log's state at that moment, and an
+	// answer read from it after Confirm returns is as fresh as the log
+	// (DESIGN §Fencing, the read-index rule). A group of an Append in
+	// progress meanwhile does not fail it (it is not acknowledged yet).
+	// It may be called from any goroutine, concurrently with every other
+	// call, and does not wait for the driver's call in progress. A
+	// backend held exclusively (the file log) answers at once. Errors:
+	// ErrFenced when another writer took the log over (the handle is then
+	// fenced, as after an Append that found it); ctx's error or IO errors
+	// when the backend could not tell (Kafka unreachable) — the caller
+	// must not answer from its state then; ErrClosed. Before the first
+	// Replay a backend with takeovers fails it (nothing is owned yet).
+	Confirm(ctx context.Context) error
 
 	// ReadSnapshot returns the latest snapshot — payload is the state
 	// after records [0, index), as given to WriteSnapshot — or 0, nil when

@@ -62,6 +62,44 @@ func testAppendBounded(t *testing.T, e *env) {
 			t.Fatalf("a new owner replays %v, want %v", got, strs(g1, g3))
 		}
 	})
+	// Confirm on a writer cut off from Kafka fails once its context
+	// ends — it cannot tell whether another writer took over — without
+	// fencing the log; reconnected, it confirms again.
+	t.Run("Confirm", func(t *testing.T) {
+		d := &dropper{}
+		tp, _ := e.topic(t, 1, func(c *Config) { c.ClientOpts = []kgo.Opt{kgo.Dialer(d.dial)} })
+		l := openShard(t, tp)
+		replayAll(t, l, 0)
+		mustAppend(t, l, group("g1", 2))
+		if err := l.Confirm(context.Background()); err != nil {
+			t.Fatalf("Confirm: %v", err)
+		}
+		d.swallowAll.Store(true)
+		ch := make(chan error, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		go func() { ch <- l.Confirm(ctx) }()
+		err := wait(t, "a Confirm whose requests vanish", ch)
+		if err == nil || errors.Is(err, metalog.ErrFenced) {
+			t.Fatalf("a Confirm whose requests vanish: %v, want an error other than ErrFenced", err)
+		}
+		d.swallowAll.Store(false)
+		// The vanished requests' connections are given up by the
+		// client (its request timeout); a new Confirm may need a
+		// reconnection first.
+		for deadline := time.Now().Add(bound); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := l.Confirm(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if errors.Is(err, metalog.ErrFenced) || time.Now().After(deadline) {
+				t.Fatalf("Confirm after the cut healed: %v", err)
+			}
+		}
+		mustAppend(t, l, group("g2", 1))
+	})
 	t.Run("Close", func(t *testing.T) {
 		d := &dropper{}
 		tp, _ := e.topic(t, 1, func(c *Config) {

@@ -785,7 +785,9 @@ type dropper struct {
 	request bool
 	// swallow, while set, makes every Produce request vanish on the way
 	// (the broker never sees it, the client never gets an answer).
-	swallow    atomic.Bool
+	swallow atomic.Bool
+	// swallowAll, while set, makes every request vanish (a network cut).
+	swallowAll atomic.Bool
 	armed      atomic.Bool
 	blockUntil atomic.Int64 // unix ns
 	cut        atomic.Int32
@@ -804,6 +806,9 @@ func (d *dropper) dial(ctx context.Context, network, host string) (net.Conn, err
 
 func (c *dropConn) Write(b []byte) (int, error) {
 	const produceKey = 0
+	if c.d.swallowAll.Load() {
+		return len(b), nil
+	}
 	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == produceKey && c.d.swallow.Load() {
 		return len(b), nil
 	}

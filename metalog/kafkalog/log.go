@@ -11,8 +11,10 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/metalog"
@@ -68,9 +70,21 @@ type Log struct {
 		// fresh producer starts a fresh sequence).
 		cl     *kgo.Client
 		closed bool
-		// fenced is set once another writer's claim took the shard over;
-		// every call then fails with it.
-		fenced error
+	}
+	// fenced is set once another writer's claim took the shard over
+	// (by the driver's calls, or by Confirm and TruncateBefore beside
+	// them); every call then fails with it.
+	fenced atomic.Pointer[error]
+
+	// at is a copy of the writer's position and the rule's state there,
+	// published whenever pos and st move (under mu) so that Confirm and
+	// TruncateBefore read it without waiting for a driver's call in
+	// progress. anchored: a Replay succeeded.
+	at struct {
+		sync.Mutex
+		pos      int64
+		st       scanState
+		anchored bool
 	}
 
 	// The writer's position, set by Replay, Append and PrepareSnapshot
@@ -197,15 +211,23 @@ func (l *Log) produce(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// fence marks the log fenced by cause; ErrFenced errors say who took it.
-// l.mu must be held.
+// fence marks the log fenced by cause, for good; ErrFenced errors say
+// who took it. Every call checks it first (usable), so a fenced log is
+// never appended to again.
 func (l *Log) fence(cause string) error {
-	if l.mu.fenced == nil {
-		l.mu.fenced = fmt.Errorf("%w: shard %d: %s", metalog.ErrFenced, l.shard, cause)
+	err := fmt.Errorf("%w: shard %d: %s", metalog.ErrFenced, l.shard, cause)
+	if l.fenced.CompareAndSwap(nil, &err) {
 		l.logger.Warn("kafkalog: another writer took the shard over; this one is fenced", "cause", cause)
-		l.ready = false
 	}
-	return l.mu.fenced
+	return *l.fenced.Load()
+}
+
+// publish makes the writer's position (pos, st) the one Confirm and
+// TruncateBefore read; l.mu must be held.
+func (l *Log) publish() {
+	l.at.Lock()
+	l.at.pos, l.at.st, l.at.anchored = l.pos, l.st, l.anchored
+	l.at.Unlock()
 }
 
 // usable returns the error every call on a closed or fenced log makes;
@@ -214,8 +236,8 @@ func (l *Log) usable() error {
 	switch {
 	case l.mu.closed:
 		return metalog.ErrClosed
-	case l.mu.fenced != nil:
-		return l.mu.fenced
+	case l.fenced.Load() != nil:
+		return *l.fenced.Load()
 	}
 	return nil
 }
@@ -352,6 +374,7 @@ func (l *Log) replayOnce(ctx context.Context, from int64, fn func(int64, []byte)
 		case own && sc.clean():
 			l.pos, l.st = pos, st
 			l.anchored, l.ready, l.owned = true, true, true
+			l.publish()
 			if claims > 1 {
 				l.logger.Info("kafkalog: took the shard over after claiming again", "claims", claims, "epoch", st.epoch)
 			}
@@ -522,6 +545,7 @@ func (l *Log) check(ctx context.Context, recs []*kgo.Record, n int) error {
 	if exact {
 		l.pos = last + 1
 		l.st.next += int64(n)
+		l.publish()
 		return nil
 	}
 	sc := newScanner(l.st, l.where)
@@ -564,6 +588,7 @@ func (l *Log) check(ctx context.Context, recs []*kgo.Record, n int) error {
 	}
 	l.logger.Debug("kafkalog: appended records follow others' records", "from", l.pos, "first", first, "last", last)
 	l.pos, l.st = last+1, sc.st
+	l.publish()
 	return nil
 }
 
@@ -825,39 +850,115 @@ func (l *Log) TruncateBefore(ctx context.Context, index int64) error {
 	return nil
 }
 
-// stillOwner reads the partition from the writer's position to its high
-// watermark and fences the log if another writer's claim is there. It
-// runs beside the driver: it reads from a copy of the position, which only
-// moves forward.
+// stillOwner reads the partition from the writer's published position
+// to its high watermark and fences the log if another writer's
+// effective claim is there. It runs beside the driver without waiting for
+// its call in progress: it reads from the published copy of the position
+// (at), which only moves forward, so the records of an Append in
+// progress are read as this writer's own. Before the first Replay it
+// does nothing (nothing is owned yet). Errors: the log's ErrFenced or
+// ErrClosed; IO errors, retriable ones asked again until ctx ends.
 func (l *Log) stillOwner(ctx context.Context) error {
-	l.mu.Lock()
-	err := l.usable()
-	pos, st, anchored := l.pos, l.st, l.anchored
-	l.mu.Unlock()
-	if err != nil || !anchored {
+	if err := l.fencedOrClosed(); err != nil {
 		return err
 	}
-	end, err := l.t.listOffset(ctx, l.shard, -1)
-	if err != nil {
-		return fmt.Errorf("kafkalog: shard %d: high watermark: %w", l.shard, err)
+	l.at.Lock()
+	pos, st, anchored := l.at.pos, l.at.st, l.at.anchored
+	l.at.Unlock()
+	if !anchored {
+		return nil
+	}
+	var end int64
+	for {
+		var err error
+		if end, err = l.t.listOffset(ctx, l.shard, -1); err == nil {
+			break
+		}
+		// A leader moving (NOT_LEADER_OR_FOLLOWER), or a new leader whose
+		// high watermark is not established yet (OFFSET_NOT_AVAILABLE,
+		// KIP-207): ask again.
+		if !kerr.IsRetriable(err) || ctx.Err() != nil {
+			return fmt.Errorf("kafkalog: shard %d: high watermark: %w", l.shard, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkalog: shard %d: high watermark: %w (%w)", l.shard, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if end <= pos {
+		return nil
 	}
 	sc := newScanner(st, l.where)
 	var foreign string
 	sc.claimSeen = func(off int64, c claimValue, effective bool) {
-		if effective && c.writer != l.id {
+		if effective && c.writer != l.id && foreign == "" {
 			foreign = fmt.Sprintf("the claim at offset %d by %s", off, c.description)
 		}
 	}
 	sc.dropped = func(int64, string) {}
-	if err := l.scanRange(ctx, sc, pos, end); err != nil {
+	err := l.t.read(ctx, l.shard, pos, end, func(r *kgo.Record) error {
+		if err := sc.add(r.Offset, r.Key, r.Value); err != nil {
+			return err
+		}
+		if foreign != "" {
+			return errTakeoverFound // no need to read on
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errTakeoverFound) {
 		return fmt.Errorf("kafkalog: shard %d: reading offsets [%d, %d) for claims: %w", l.shard, pos, end, err)
 	}
 	if foreign == "" {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.fence(foreign)
+}
+
+// errTakeoverFound ends stillOwner's read at the first effective claim of
+// another writer.
+var errTakeoverFound = errors.New("kafkalog: another writer's claim found")
+
+// fencedOrClosed returns the error of a fenced or closed log without
+// taking mu (Close cancels closing before it takes mu).
+func (l *Log) fencedOrClosed() error {
+	switch {
+	case l.fenced.Load() != nil:
+		return *l.fenced.Load()
+	case l.closing.Err() != nil:
+		return metalog.ErrClosed
+	}
+	return nil
+}
+
+// Confirm implements metalog.Log: nil when no other writer's effective
+// claim lies between this writer's position and the partition's high
+// watermark as read by a ListOffsets sent after the call began — so no
+// takeover was acknowledged to anyone before then (acks=all: an
+// acknowledged claim is below the high watermark; a new leader answers
+// OFFSET_NOT_AVAILABLE until its high watermark is established, KIP-207).
+// The cost: one ListOffsets to the partition's leader when the high
+// watermark is this writer's position (nothing appended since its last
+// acknowledged group); otherwise also a read of the records in between —
+// an Append of its own in progress (they count as its own, and do not
+// fail it), or a takeover, read up to its claim only. ErrFenced when
+// another writer took the shard over (the log is fenced for good, as
+// when an Append finds it); Kafka not answering: ctx's error, after ctx
+// ends; ErrClosed. It does not wait for a call of the driver's in
+// progress (it reads a published copy of the position).
+func (l *Log) Confirm(ctx context.Context) error {
+	ctx, cancel := l.callContext(ctx, 0)
+	defer cancel()
+	l.at.Lock()
+	anchored := l.at.anchored
+	l.at.Unlock()
+	if err := l.fencedOrClosed(); err != nil {
+		return err
+	}
+	if !anchored {
+		return fmt.Errorf("kafkalog: shard %d: Confirm before Replay", l.shard)
+	}
+	return l.closedErr(l.stillOwner(ctx))
 }
 
 // Close implements metalog.Log. A call in progress ends first, at once:

@@ -401,6 +401,14 @@ func (l *memLog) TruncateBefore(ctx context.Context, index int64) error {
 	return nil
 }
 
+// Confirm implements metalog.Log: ErrFenced once the log was opened
+// again (the takeover), at once.
+func (l *memLog) Confirm(ctx context.Context) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.check()
+}
+
 func (l *memLog) Close() error {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()

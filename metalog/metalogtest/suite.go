@@ -43,11 +43,12 @@ type Backend struct {
 // Run checks b against the metalog.Log contract: append and replay round
 // trips, record indexes dense across groups, reopens, snapshots and
 // truncation; groups durable whole or not at all across a torn tail;
-// refused and cancelled appends writing nothing; errors after Close; and,
-// for a backend that fences, a fenced handle's calls failing with
-// metalog.ErrFenced, and an Append racing a takeover either succeeding and
-// in the new owner's replay, or failing with ErrFenced and its group never
-// appearing.
+// refused and cancelled appends writing nothing; errors after Close;
+// Confirm on the only writer, also while it appends; and, for a backend
+// that fences, a fenced handle's calls failing with metalog.ErrFenced —
+// Confirm finding a takeover by itself — and an Append racing a takeover
+// either succeeding and in the new owner's replay, or failing with
+// ErrFenced and its group never appearing.
 func Run(t *testing.T, b Backend) {
 	ctx := context.Background()
 	sub := func(name string, fn func(t *testing.T, s *suite)) {
@@ -349,6 +350,44 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
+	// Confirm on the log's only writer: nil after the first Replay, after
+	// appends, and while appends are in flight (a group of its own that
+	// is not acknowledged yet does not fail it).
+	sub("Confirm", func(t *testing.T, s *suite) {
+		l := s.open()
+		s.replay(l, 0)
+		s.confirm(l)
+		s.append(l, bodies("a", 3))
+		s.confirm(l)
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		var cerr error
+		confirms := 0
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if cerr = l.Confirm(ctx); cerr != nil {
+					return
+				}
+				confirms++
+			}
+		})
+		for i := range 20 {
+			s.append(l, bodies(fmt.Sprintf("b%d", i), 1+i%3))
+		}
+		close(stop)
+		wg.Wait()
+		if cerr != nil {
+			t.Fatalf("Confirm while appending (after %d that returned nil): %v", confirms, cerr)
+		}
+		t.Logf("%d confirmations while appending 20 groups", confirms)
+		s.confirm(l)
+	})
+
 	sub("Closed", func(t *testing.T, s *suite) {
 		l := s.open()
 		s.replay(l, 0)
@@ -383,6 +422,30 @@ func Run(t *testing.T, b Backend) {
 			if err := old.Close(); err != nil {
 				t.Fatalf("closing a fenced handle: %v", err)
 			}
+			s.close(cur)
+		})
+
+		// Confirm finds a takeover by itself, before any other call on
+		// the old handle: ErrFenced, and the handle stays fenced.
+		sub("ConfirmAfterTakeover", func(t *testing.T, s *suite) {
+			old := s.open()
+			s.replay(old, 0)
+			s.append(old, bodies("a", 2))
+			s.confirm(old)
+			cur := s.open()
+			s.replay(cur, 0)
+			s.append(cur, bodies("b", 1))
+			if err := old.Confirm(ctx); !errors.Is(err, metalog.ErrFenced) {
+				t.Fatalf("Confirm after another handle took the log over and appended: %v, want ErrFenced", err)
+			}
+			if err := old.Append(ctx, bodies("late", 1)); !errors.Is(err, metalog.ErrFenced) {
+				t.Fatalf("Append after Confirm found the takeover: %v, want ErrFenced", err)
+			}
+			s.confirm(cur)
+			if got, next := s.replay(cur, 0); next != 3 || !equal(got, append(bodies("a", 2), bodies("b", 1)...)) {
+				t.Fatalf("the new owner replays %d records, next %d", len(got), next)
+			}
+			s.close(old)
 			s.close(cur)
 		})
 
@@ -495,13 +558,23 @@ func (s *suite) checkSnapshot(l metalog.Log, index int64, payload string) {
 	}
 }
 
+// confirm confirms l, failing the test on an error.
+func (s *suite) confirm(l metalog.Log) {
+	s.t.Helper()
+	if err := l.Confirm(context.Background()); err != nil {
+		s.t.Fatalf("Confirm: %v", err)
+	}
+}
+
 // wantErr checks that every call on l fails with target.
 func (s *suite) wantErr(target error, l metalog.Log) {
 	s.t.Helper()
 	ctx := context.Background()
+	cerr := l.Confirm(ctx) // first: the other calls may find out too
 	_, rerr := l.Replay(ctx, 0, ignore)
 	_, _, serr := l.ReadSnapshot(ctx)
 	for name, err := range map[string]error{
+		"Confirm":         cerr,
 		"Replay":          rerr,
 		"Append":          l.Append(ctx, bodies("z", 1)),
 		"ReadSnapshot":    serr,
