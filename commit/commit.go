@@ -171,10 +171,11 @@ func failed(n int, code *kerr.Error) []diskless.CommitBatchResult {
 // whole: NOT_LEADER_OR_FOLLOWER from a fenced shard (another sidecar
 // serves its partitions now; producers refresh their metadata and retry,
 // and an idempotent producer's retry of a batch the fenced commit made
-// durable after all is answered as a duplicate — DESIGN §Fencing), else
-// KAFKA_STORAGE_ERROR.
+// durable after all is answered as a duplicate — DESIGN §Fencing) and
+// from one whose log could not confirm its state for an answer without a
+// write (DESIGN §Fencing, the read-index rule), else KAFKA_STORAGE_ERROR.
 func errorCode(err error) *kerr.Error {
-	if errors.Is(err, diskless.ErrShardFenced) {
+	if errors.Is(err, diskless.ErrShardFenced) || errors.Is(err, diskless.ErrNotConfirmed) {
 		return kerr.NotLeaderForPartition
 	}
 	return kerr.KafkaStorageError
@@ -258,6 +259,12 @@ func retriable(ctx context.Context, err error) bool {
 		// The shard could not rebuild its state from its log and stays
 		// failed until the process restarts, or another sidecar took its
 		// log over.
+		return false
+	case errors.Is(err, diskless.ErrNotConfirmed):
+		// The shard's log could not confirm its state within the
+		// coordinator's ConfirmTimeout (Kafka unreachable): the producer
+		// gets NOT_LEADER_OR_FOLLOWER now and retries after refreshing
+		// its metadata, rather than waiting here attempt after attempt.
 		return false
 	default:
 		// Storage errors and timeouts may be transient. CommitFile is

@@ -57,6 +57,13 @@ type Stats struct {
 	RunsConsolidated       atomic.Int64
 	SegmentsAbandoned      atomic.Int64
 	ConsolidationFailures  atomic.Int64
+
+	// Confirmations counts the confirmations of hosted shards' logs
+	// (the read-index rule, confirm.go): one per wave of answers read
+	// from state, not per answer; ConfirmationsFailed those that could
+	// not tell (Kafka unreachable), answered NOT_LEADER_OR_FOLLOWER.
+	Confirmations       atomic.Int64
+	ConfirmationsFailed atomic.Int64
 }
 
 // Stats returns the coordinator's counters; the pointer stays valid after

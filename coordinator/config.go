@@ -49,6 +49,13 @@ const (
 	// taken for an orphan and its object deleted under an acknowledged
 	// batch.
 	MinOrphanScanGracePeriod = 10 * time.Minute
+	// DefaultConfirmTimeout is Config.ConfirmTimeout's default: 5 s,
+	// well inside a client's request timeout (30 s), so a client of a
+	// sidecar cut off from Kafka gets a retriable error and tries again
+	// (another sidecar, once its metadata names one) instead of timing
+	// out; a Kafka that answers confirms in one round trip
+	// (bench/RESULTS.md entry 25).
+	DefaultConfirmTimeout = 5 * time.Second
 	// DefaultLifecycleInterval is Config.LifecycleInterval's default.
 	DefaultLifecycleInterval = time.Second
 	// DefaultTxnAbortCheckInterval is Kafka's
@@ -133,6 +140,13 @@ type Config struct {
 	// double such as metalogtest.Memory). The Coordinator closes the logs
 	// it opened.
 	OpenLog func(shard int32) (metalog.Log, error)
+	// ConfirmTimeout bounds one confirmation of a hosted shard's log
+	// (metalog.Log.Confirm) before an answer is read from its state
+	// without a write (DESIGN §Fencing, the read-index rule): when the
+	// log cannot tell within it (Kafka unreachable), the answer is
+	// NOT_LEADER_OR_FOLLOWER (NOT_COORDINATOR to a group request), which
+	// clients retry. 0 selects DefaultConfirmTimeout.
+	ConfirmTimeout time.Duration
 
 	// RetentionCheckInterval is diskless.retention.check.interval.ms: how
 	// often each shard applies its topics' retention.ms and
@@ -296,6 +310,9 @@ func (c Config) Validate() error {
 	if c.ProducerIDExpirationMs < 0 {
 		errs = append(errs, fmt.Errorf("producer.id.expiration.ms %d: must be ≥ 1", c.ProducerIDExpirationMs))
 	}
+	if c.ConfirmTimeout < 0 {
+		errs = append(errs, fmt.Errorf("coordinator: ConfirmTimeout %v: must be ≥ 0", c.ConfirmTimeout))
+	}
 	if c.SnapshotIntervalBytes < -1 {
 		errs = append(errs, fmt.Errorf("coordinator: SnapshotIntervalBytes %d: must be ≥ -1", c.SnapshotIntervalBytes))
 	}
@@ -349,6 +366,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.ConfirmTimeout == 0 {
+		c.ConfirmTimeout = DefaultConfirmTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -453,6 +453,9 @@ func (c *Coordinator) FindBatches(ctx context.Context, reqs []diskless.FindBatch
 // timestamps, KAFKA_STORAGE_ERROR from a failed shard. Answers reflect
 // every commit acknowledged before the call.
 func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartition, timestamp int64) diskless.ListOffsetsResult {
+	if err := c.confirmFor(ctx, tp); err != nil {
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
+	}
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
@@ -486,12 +489,36 @@ func (c *Coordinator) ListOffsets(ctx context.Context, tp diskless.TopicPartitio
 // 17–28 µs in the worst case (from the second batch of a chunk, past a
 // candidate holding the partition's largest timestamp).
 func (c *Coordinator) ListOffsetsFrom(ctx context.Context, tp diskless.TopicPartition, timestamp, from int64) diskless.ListOffsetsResult {
+	if err := c.confirmFor(ctx, tp); err != nil {
+		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
+	}
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
 	defer s.unlock()
 	if err != nil {
 		return diskless.ListOffsetsResult{Err: err, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
 	}
 	return s.mu.st.listOffsetsFrom(p, timestamp, from)
+}
+
+// confirmFor confirms the state of tp's shard, when hosted here, before
+// a ListOffsets answer is read from it (SPEC §9: ListOffsets may not be
+// stale; confirm.go). When the log could not confirm — the shard was
+// taken over, Kafka did not answer, ctx ended first — the partition
+// answers NOT_LEADER_OR_FOLLOWER, on which clients refresh their
+// metadata and retry (the router of package peer asks the owner again).
+func (c *Coordinator) confirmFor(ctx context.Context, tp diskless.TopicPartition) *kerr.Error {
+	if tp.Partition < 0 {
+		return nil // lookup answers it
+	}
+	s := c.shards[c.ShardFor(tp.TopicID, tp.Partition)]
+	l, ok := s.hostedLog()
+	if !ok {
+		return nil
+	}
+	if err := s.confirm(ctx, l); err != nil {
+		return kerr.NotLeaderForPartition
+	}
+	return nil
 }
 
 // lookup finds a partition's shard and index and returns with the shard's

@@ -80,11 +80,15 @@ func (c *Coordinator) DescribeFiles(ctx context.Context, shard int32, keys []str
 		return nil, fmt.Errorf("coordinator: DescribeFiles: shard %d out of [0, %d)", shard, c.cfg.NumShards)
 	}
 	s := c.shards[shard]
-	if c.clustered() {
-		// A replica may lag: only the owner knows a file is not live.
-		if r := s.roleOf(); r != roleHosted {
-			return nil, s.roleError(r)
-		}
+	// A replica may lag: only the owner knows a file is not live — and
+	// only once its log confirms that no other sidecar took the shard
+	// over, whose commits may have made the file live (confirm.go).
+	l, ok := s.hostedLog()
+	if !ok {
+		return nil, s.roleError(s.roleOf())
+	}
+	if err := s.confirm(ctx, l); err != nil {
+		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -68,6 +68,10 @@ type shard struct {
 	// every request the same way.)
 	rebuilding atomic.Bool
 
+	// confirms coalesces the confirmations of the shard's log
+	// (confirm.go).
+	confirms confirmer
+
 	// Driver-only fields.
 	recent recentCommits
 	// groups is the consumer-group coordinator of the groups this shard
@@ -309,6 +313,23 @@ func (s *shard) process(batch []*request) {
 			bodies = append(bodies, txn.AppendRecord(nil, rec))
 		}
 	}
+	if failure == nil && len(bodies) == 0 && answersFromState(ps) {
+		// Nothing to write: every answer comes from the state (a
+		// duplicate, a sequence error, a commit replayed, a group's
+		// offsets), so the log must confirm it is current first (the
+		// read-index rule, confirm.go). A group that writes needs no
+		// confirmation: its Append counts only while this shard's epoch
+		// is in force.
+		if err := s.confirm(context.Background(), s.log); err != nil {
+			for i := range ps {
+				if ps[i].err == nil {
+					ps[i].results, ps[i].err = nil, fmt.Errorf("coordinator: shard %d: %w", s.id, err)
+				}
+			}
+			s.answer(ps)
+			return
+		}
+	}
 	if failure == nil && len(bodies) > 0 {
 		if failure = s.log.Append(context.Background(), bodies); errors.Is(failure, metalog.ErrFenced) {
 			failure = s.fence(failure)
@@ -384,6 +405,13 @@ func (s *shard) processDeferred(r *request) {
 		// Only the driver changes st, so reading it here needs no lock.
 		recs, err = r.build(st)
 	}
+	if !failed && r.ctx.Err() == nil && len(recs) == 0 {
+		// Answered from the state without a write (nothing to move, or
+		// the request refused by it): confirm it first (confirm.go).
+		if cerr := s.confirm(context.Background(), s.log); cerr != nil {
+			err = fmt.Errorf("coordinator: shard %d: %w", s.id, cerr)
+		}
+	}
 	if err != nil || len(recs) == 0 {
 		r.done <- response{err: err}
 		return
@@ -428,6 +456,17 @@ func (s *shard) processDeferred(r *request) {
 	s.c.stats.FilesReleased.Add(st.releases - releases)
 	r.done <- response{}
 	s.maybeSnapshot()
+}
+
+// answersFromState reports whether a group that writes nothing answers a
+// request from the state: any request not already answered with an error.
+func answersFromState(ps []pending) bool {
+	for i := range ps {
+		if ps[i].err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // decideCommit decides one CommitFile of a group.

@@ -59,6 +59,14 @@ var (
 	// same coordinator, as with Kafka's group coordinator while it loads;
 	// DESIGN §Consumer groups).
 	ErrShardLoading = errors.New("coordinator: shard loading")
+	// ErrNotConfirmed is returned (wrapped, with kerr.NotLeaderForPartition)
+	// for an answer a hosted shard would read from its state without a
+	// write when its metadata log could not confirm, in time, that no
+	// other sidecar took the shard over (Kafka unreachable: DESIGN
+	// §Fencing, the read-index rule). Nothing was decided: partitions
+	// answer NOT_LEADER_OR_FOLLOWER, coordinator requests
+	// NOT_COORDINATOR, and the caller retries.
+	ErrNotConfirmed = errors.New("coordinator: shard's state not confirmed current by its metadata log")
 )
 
 // CommitFileRequest commits one uploaded WAL object to one shard: the

@@ -961,6 +961,12 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	group := groupOnShard("group-"+topic, int32(hosted[0]))
 	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group)
 	l.waitReading(t, ctx, 2_000)
+	// A client that still reaches the sidecar through the cut: a network
+	// of clients routed to its host by a veth of its own (not cut).
+	dialCut, _ := host.ClientNet(1)
+	_, port, err := net.SplitHostPort(s.Addr)
+	mustNoErr(t, "the cut sidecar's port", err)
+	cutAddr := host.HostAddr(port)
 	cutAt := time.Now()
 	host.Cut()
 	cl.waitBrokers(1, 2)
@@ -974,6 +980,7 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	if !s.Alive() {
 		t.Fatalf("sidecar %d exited while cut off", victim)
 	}
+	checkCutListOffsets(t, ctx, cl, topic, partitions, hosted, dialCut, cutAddr)
 	healAt := time.Now()
 	host.Heal()
 	cl.waitBrokers(1, 2, 3)
@@ -991,6 +998,70 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 			t.Errorf("sidecar %d exited", id)
 		}
 	}
+}
+
+// checkCutListOffsets asks a sidecar cut off from Kafka and the other
+// sidecars — through addr, dialed with dial, a client that still reaches
+// it — for ListOffsets latest of every partition of topic on a shard it
+// hosted at the cut (hosted), which the others took over and committed
+// to: its answer must be a retriable error or an offset no lower than
+// what the others' owner answers (what they acknowledged), never its
+// state as of the cut (DESIGN §Fencing, the read-index rule; before it,
+// the cut sidecar answered the high watermark of the cut).
+func checkCutListOffsets(t *testing.T, ctx context.Context, cl *sidecarCluster, topic string, partitions int32, hosted []int,
+	dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) {
+	t.Helper()
+	id, ok := topicOf(ctx, cl.scs[1], topic)
+	if !ok {
+		t.Fatalf("topic %s unknown to sidecar 1", topic)
+	}
+	ends, err := kadm.NewClient(cl.scs[1].Client()).ListEndOffsets(ctx, topic)
+	mustNoErr(t, "ListEndOffsets through sidecar 1", err)
+	c, err := dial(ctx, "tcp", addr)
+	mustNoErr(t, "dial the cut sidecar", err)
+	defer c.Close()
+	rc := &RawConn{t: t, conn: c}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version, req.ReplicaID = 7, -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	acked := map[int32]int64{}
+	for p := range partitions {
+		if !slices.Contains(hosted, int(diskless.ShardFor(id, p, clusterShards))) {
+			continue
+		}
+		e, ok := ends.Lookup(topic, p)
+		if !ok || e.Err != nil {
+			t.Fatalf("ListEndOffsets %s/%d through sidecar 1: %+v", topic, p, e)
+		}
+		acked[p] = e.Offset
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	if len(rt.Partitions) == 0 {
+		t.Fatalf("no partition of %s on the shards %v the cut sidecar hosted", topic, hosted)
+	}
+	req.Topics = append(req.Topics, rt)
+	t0 := time.Now()
+	resp, err := rc.TryRequest(req)
+	mustNoErr(t, "ListOffsets at the cut sidecar", err)
+	for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				if !kerr.IsRetriable(err) {
+					t.Errorf("ListOffsets latest of %s/%d at the cut sidecar: %v, not retriable", topic, rp.Partition, err)
+				}
+				t.Logf("ListOffsets latest of %s/%d at the cut sidecar: %v (the others acknowledged up to %d)", topic, rp.Partition, err, acked[rp.Partition])
+				continue
+			}
+			if rp.Offset < acked[rp.Partition] {
+				t.Errorf("ListOffsets latest of %s/%d at the cut sidecar: %d, below the %d the others acknowledged (its state as of the cut)",
+					topic, rp.Partition, rp.Offset, acked[rp.Partition])
+			}
+		}
+	}
+	t.Logf("the cut sidecar answered ListOffsets of %d partitions in %v", len(rt.Partitions), time.Since(t0).Round(time.Millisecond))
 }
 
 func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {

@@ -16,7 +16,8 @@ import (
 // methods take one group's request (topics named: the handlers resolve
 // topic ids) and return its answer; an error means the shard could not
 // answer: diskless.ErrClosed (the coordinator is stopping) and
-// diskless.ErrShardFenced (another sidecar took the shard over), answered
+// diskless.ErrShardFenced (another sidecar took the shard over) and
+// diskless.ErrNotConfirmed (its log could not confirm it had not), answered
 // NOT_COORDINATOR so the client looks it up again; diskless.ErrShardLoading
 // (the shard is loading its state), COORDINATOR_LOAD_IN_PROGRESS, which
 // the client retries on the same coordinator; anything else
@@ -72,10 +73,13 @@ func (s *Server) offsetsTopicMetadata(ctx context.Context, req *kmsg.MetadataReq
 // could not answer it (Groups).
 func groupErrCode(err error) int16 {
 	switch {
-	case errors.Is(err, diskless.ErrClosed), errors.Is(err, diskless.ErrShardFenced), errors.Is(err, diskless.ErrNotCoordinator):
+	case errors.Is(err, diskless.ErrClosed), errors.Is(err, diskless.ErrShardFenced), errors.Is(err, diskless.ErrNotCoordinator),
+		errors.Is(err, diskless.ErrNotConfirmed):
 		// Stopping, or the shard is hosted by another sidecar (it moved,
-		// or another took it over): the client looks the coordinator up
-		// again.
+		// or another took it over), or its log could not confirm that it
+		// was not (cut off from Kafka): the client looks the coordinator
+		// up again, as from a Kafka broker that lost its partition of
+		// __consumer_offsets.
 		return kerr.NotCoordinator.Code
 	case errors.Is(err, diskless.ErrShardLoading):
 		// The shard is being taken over here, or rebuilds its state after

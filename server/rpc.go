@@ -94,7 +94,10 @@ func rpcCode(err error) (int16, *string) {
 	msg := err.Error()
 	var ke *kerr.Error
 	switch {
-	case errors.Is(err, diskless.ErrNotCoordinator), errors.Is(err, diskless.ErrShardFenced), errors.Is(err, diskless.ErrClosed):
+	case errors.Is(err, diskless.ErrNotCoordinator), errors.Is(err, diskless.ErrShardFenced), errors.Is(err, diskless.ErrClosed),
+		errors.Is(err, diskless.ErrNotConfirmed):
+		// Not here, moved, stopping, or the owner's log could not
+		// confirm its state (cut off from Kafka: nothing was decided).
 		return kerr.NotCoordinator.Code, &msg
 	case errors.Is(err, diskless.ErrShardLoading):
 		return kerr.CoordinatorLoadInProgress.Code, &msg
