@@ -19,6 +19,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,7 +30,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/diskless-sidecar/sidecar/rpcmsg"
 )
@@ -74,6 +77,18 @@ type ClientConfig struct {
 	// Dial opens a TCP connection; default a net.Dialer's DialContext
 	// (tests put a proxy in between).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS, when set, wraps every connection in TLS (the inter-sidecar
+	// listener is SSL or SASL_SSL; SPEC §14, Inter-sidecar traffic):
+	// its RootCAs verify the peer, whose host is the server name unless
+	// ServerName is set; its Certificates are this sidecar's client
+	// certificate. Default none: PLAINTEXT.
+	TLS *tls.Config
+	// SASL, when set, authenticates every connection after ApiVersions
+	// (SaslHandshake v1, then SaslAuthenticate v1 until the mechanism is
+	// done), as a Kafka client does: kgo's sasl/plain and sasl/scram
+	// mechanisms. A refusal fails the set-up (ErrNotSent). Default
+	// none.
+	SASL sasl.Mechanism
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -247,14 +262,14 @@ func (cn *conn) dial() {
 		return
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
-	versions, err := apiVersions(nc, cfg.ClientID, cfg.MaxResponseBytes)
+	nc, versions, err := cn.setUp(ctx, nc)
 	stop()
-	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		nc.Close()
-		cn.failSetup(fmt.Errorf("%w: %w: ApiVersions from %s: %w", ErrConnection, ErrNotSent, cn.addr, err))
+		cn.failSetup(fmt.Errorf("%w: %w: %w", ErrConnection, ErrNotSent, err))
 		return
 	}
+	_ = nc.SetDeadline(time.Time{})
 	cn.c.mu.Lock()
 	closed := cn.c.mu.closed
 	if !closed {
@@ -269,6 +284,105 @@ func (cn *conn) dial() {
 	cn.nc, cn.versions, cn.dialed = nc, versions, true
 	close(cn.ready)
 	go cn.readLoop()
+}
+
+// setUp runs a new connection's set-up: the TLS handshake, ApiVersions
+// and the SASL exchange, as configured. It returns the connection to use
+// (nc, or its TLS wrapping, to be closed on error too).
+func (cn *conn) setUp(ctx context.Context, nc net.Conn) (net.Conn, map[int16]int16, error) {
+	cfg := cn.c.cfg
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			host, _, _ := net.SplitHostPort(cn.addr)
+			tc.ServerName = host
+		}
+		t := tls.Client(nc, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			return t, nil, fmt.Errorf("TLS handshake with %s: %w", cn.addr, err)
+		}
+		nc = t
+	}
+	versions, err := apiVersions(nc, cfg.ClientID, cfg.MaxResponseBytes)
+	if err != nil {
+		return nc, nil, fmt.Errorf("ApiVersions from %s: %w", cn.addr, err)
+	}
+	if cfg.SASL != nil {
+		if err := authenticate(ctx, nc, cn.addr, cfg); err != nil {
+			return nc, nil, fmt.Errorf("SASL %s with %s: %w", cfg.SASL.Name(), cn.addr, err)
+		}
+	}
+	return nc, versions, nil
+}
+
+// authenticate runs a SASL exchange on nc: SaslHandshake v1 naming the
+// mechanism, then SaslAuthenticate v1 with each message the mechanism
+// gives until it is done (KIP-152). An error code of either answer is
+// returned as its kerr error, with the broker's message.
+func authenticate(ctx context.Context, nc net.Conn, addr string, cfg ClientConfig) error {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, cfg.SASL.Name()
+	raw, err := roundTrip(nc, hs, 1, cfg)
+	if err != nil {
+		return err
+	}
+	hsResp := hs.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	hsResp.Version = 1
+	if err := hsResp.ReadFrom(raw); err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
+		return fmt.Errorf("handshake: %w (the peer offers %v)", err, hsResp.SupportedMechanisms)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	session, msg, err := cfg.SASL.Authenticate(ctx, host)
+	if err != nil {
+		return err
+	}
+	for corr, last := int32(2), false; ; corr++ {
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = 1, msg
+		raw, err := roundTrip(nc, req, corr, cfg)
+		if err != nil {
+			return err
+		}
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.Version = 1
+		if err := resp.ReadFrom(raw); err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if resp.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
+			}
+			return err
+		}
+		if last {
+			return nil
+		}
+		done, next, err := session.Challenge(resp.SASLAuthBytes)
+		switch {
+		case err != nil:
+			return err
+		case done && next == nil:
+			return nil
+		}
+		// done with a message: a last one, answered without a challenge.
+		msg, last = next, done
+	}
+}
+
+// roundTrip writes req (its version set, not flexible) and returns its
+// answer's body.
+func roundTrip(nc net.Conn, req kmsg.Request, corr int32, cfg ClientConfig) ([]byte, error) {
+	if _, err := nc.Write(appendRequest(nil, req, corr, cfg.ClientID)); err != nil {
+		return nil, err
+	}
+	frame, err := readFrame(nc, cfg.MaxResponseBytes)
+	if err != nil {
+		return nil, err
+	}
+	return frame[4:], nil
 }
 
 // failSetup ends a set-up that failed.

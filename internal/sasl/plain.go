@@ -111,10 +111,58 @@ func (e *plainExchange) Step(msg []byte) ([]byte, bool, string, error) {
 // user_<name>="<password>" is one user. Other options (username,
 // password: the broker's own client login) are ignored.
 func ParseJAASUsers(jaas string) (map[string]string, error) {
+	module, options, err := parseJAAS(jaas)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(module, "PlainLoginModule") {
+		return nil, errors.New("want org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" …;")
+	}
+	users := map[string]string{}
+	for k, v := range options {
+		if name, isUser := strings.CutPrefix(k, "user_"); isUser {
+			if name == "" {
+				return nil, errors.New("option user_: no user name")
+			}
+			users[name] = v
+		}
+	}
+	if len(users) == 0 {
+		return nil, errors.New("no user_<name>=\"<password>\" option: no one could log in")
+	}
+	return users, nil
+}
+
+// ParseJAASLogin reads the client login of a JAAS configuration (the
+// value of listener.name.<name>.<mechanism>.sasl.jaas.config for a
+// sidecar's logins to the others, or of
+// diskless.metadata.kafka.sasl.jaas.config; SPEC §14, Inter-sidecar
+// traffic): the options username and password of a PlainLoginModule or a
+// ScramLoginModule, as Kafka's clients read them. Errors never quote the
+// text (it holds a password).
+func ParseJAASLogin(jaas string) (user, pass string, err error) {
+	module, options, err := parseJAAS(jaas)
+	if err != nil {
+		return "", "", err
+	}
+	if !strings.HasSuffix(module, "PlainLoginModule") && !strings.HasSuffix(module, "ScramLoginModule") {
+		return "", "", errors.New("want a PlainLoginModule or ScramLoginModule with username=\"…\" password=\"…\"")
+	}
+	user, uok := options["username"]
+	pass, pok := options["password"]
+	if !uok || !pok || user == "" {
+		return "", "", errors.New("no username and password options: the login needs both")
+	}
+	return user, pass, nil
+}
+
+// parseJAAS reads a one-module JAAS configuration: the login module, a
+// control flag, options name="value", a closing semicolon.
+func parseJAAS(jaas string) (module string, options map[string]string, err error) {
 	s := strings.TrimSpace(jaas)
 	module, rest, ok := strings.Cut(s, " ")
-	if !ok || !strings.HasSuffix(module, "PlainLoginModule") {
-		return nil, errors.New("want org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" …;")
+	if !ok || !strings.HasSuffix(module, "LoginModule") {
+		return "", nil, errors.New("want org.apache.kafka.common.security.<plain.PlainLoginModule|scram.ScramLoginModule> required name=\"value\" …;")
 	}
 	rest = strings.TrimSpace(rest)
 	flag, rest, _ := strings.Cut(rest, " ")
@@ -123,9 +171,9 @@ func ParseJAASUsers(jaas string) (map[string]string, error) {
 	default:
 		// Not quoted back: without a flag this is the first option,
 		// a password in it.
-		return nil, errors.New("want a control flag (required) after the login module")
+		return "", nil, errors.New("want a control flag (required) after the login module")
 	}
-	users := map[string]string{}
+	options = map[string]string{}
 	rest = strings.TrimSpace(rest)
 	after := "the control flag"
 	for rest != "" && rest != ";" {
@@ -133,32 +181,23 @@ func ParseJAASUsers(jaas string) (map[string]string, error) {
 		// Errors name the option before, not this text: after a
 		// password that held a quote, the text is the password's end.
 		if !ok {
-			return nil, fmt.Errorf("after %s: want name=\"value\"", after)
+			return "", nil, fmt.Errorf("after %s: want name=\"value\"", after)
 		}
 		k = strings.TrimSpace(k)
 		v = strings.TrimLeft(v, " ")
 		if !strings.HasPrefix(v, `"`) {
-			return nil, fmt.Errorf("after %s: an option's value must be quoted", after)
+			return "", nil, fmt.Errorf("after %s: an option's value must be quoted", after)
 		}
 		end := strings.IndexByte(v[1:], '"')
 		if end < 0 {
-			return nil, fmt.Errorf("after %s: unterminated quote", after)
+			return "", nil, fmt.Errorf("after %s: unterminated quote", after)
 		}
-		val := v[1 : 1+end]
+		options[k] = v[1 : 1+end]
 		rest = strings.TrimSpace(v[2+end:])
 		after = "option " + k
-		if name, isUser := strings.CutPrefix(k, "user_"); isUser {
-			if name == "" {
-				return nil, errors.New("option user_: no user name")
-			}
-			users[name] = val
-		}
 	}
 	if !strings.HasSuffix(s, ";") {
-		return nil, errors.New("must end with ;")
+		return "", nil, errors.New("must end with ;")
 	}
-	if len(users) == 0 {
-		return nil, errors.New("no user_<name>=\"<password>\" option: no one could log in")
-	}
-	return users, nil
+	return module, options, nil
 }

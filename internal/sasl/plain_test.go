@@ -40,3 +40,20 @@ func TestParseJAASUsersErrorsHidePasswords(t *testing.T) {
 		}
 	}
 }
+
+func TestParseJAASLogin(t *testing.T) {
+	for jaas, want := range map[string][2]string{
+		`org.apache.kafka.common.security.scram.ScramLoginModule required username="sc" password="p w";`:                  {"sc", "p w"},
+		`org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b" user_a="b";`:          {"a", "b"},
+		`org.apache.kafka.common.security.plain.PlainLoginModule required user_a="secret-pw";`:                            {},
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required username="a" password="secret-pw";`: {},
+	} {
+		u, p, err := ParseJAASLogin(jaas)
+		if (want == [2]string{}) != (err != nil) || [2]string{u, p} != want {
+			t.Errorf("%s: %q %q %v, want %v", jaas, u, p, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("error %v shows the password", err)
+		}
+	}
+}

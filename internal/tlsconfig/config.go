@@ -140,6 +140,22 @@ func New(c Config) (*Source, error) {
 // certificates loaded last, after checking the files for a change.
 func (s *Source) TLSConfig() *tls.Config { return s.base }
 
+// ClientConfig returns the *tls.Config this listener's own side dials its
+// peers with (a sidecar's calls to the others on the inter-sidecar
+// listener, as a Kafka broker's on the inter-broker one; SPEC §14,
+// Inter-sidecar traffic): the keystore's certificate, the one loaded last
+// at each handshake, as the client certificate, and the truststore's CAs
+// as loaded now (none: the system's roots) to verify the peer.
+func (s *Source) ClientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: s.cfg.MinVersion,
+		RootCAs:    s.Current().ClientCAs,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &s.Current().Certificates[0], nil
+		},
+	}
+}
+
 // forClient is the base config's GetConfigForClient.
 func (s *Source) forClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	return s.Current(), nil
