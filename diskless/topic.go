@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/diskless-sidecar/sidecar/internal/topicconfig"
 )
@@ -105,11 +106,35 @@ type TopicPartitions struct {
 // (zone).
 type Sidecar struct {
 	NodeID int32
-	Host   string
-	Port   int32
+	// Host and Port are the advertised address of its inter-sidecar
+	// listener (inter.broker.listener.name), where the others call it.
+	Host string
+	Port int32
 	// Rack is the sidecar's broker.rack, its zone; "" when not set.
 	Rack string
+	// Listeners are the advertised addresses of all its listeners as
+	// advertised.listeners writes them, NAME://host:port separated by
+	// commas (names upper case): Metadata names each client the address
+	// of the listener it connected to. "" (a sidecar of an older
+	// release): Host and Port for every listener.
+	Listeners string
 }
 
-// Addr is the sidecar's Kafka listener as host:port.
+// Addr is the sidecar's inter-sidecar listener as host:port.
 func (s Sidecar) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))) }
+
+// Listener returns the advertised host and port of s's listener named
+// name (upper case), else Host and Port.
+func (s Sidecar) Listener(name string) (string, int32) {
+	for l := range strings.SplitSeq(s.Listeners, ",") {
+		n, hp, ok := strings.Cut(l, "://")
+		if !ok || n != name {
+			continue
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if p, perr := strconv.ParseUint(port, 10, 16); err == nil && perr == nil && p > 0 {
+			return host, int32(p)
+		}
+	}
+	return s.Host, s.Port
+}

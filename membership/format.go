@@ -46,8 +46,18 @@ func appendSidecar(dst []byte, s diskless.Sidecar, startMs int64) []byte {
 	}
 	dst = kbin.AppendCompactNullableString(dst, rack)
 	dst = kbin.AppendInt64(dst, startMs)
-	return kbin.AppendUvarint(dst, 0) // no tagged fields
+	if s.Listeners == "" {
+		return kbin.AppendUvarint(dst, 0) // no tagged fields
+	}
+	// Tag 0: the listeners (docs/format/membership.md).
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, tagListeners)
+	dst = kbin.AppendUvarint(dst, uint32(len(kbin.AppendCompactString(nil, s.Listeners))))
+	return kbin.AppendCompactString(dst, s.Listeners)
 }
+
+// tagListeners is the tag of a sidecar's listeners.
+const tagListeners = 0
 
 // decodeMetadata reads a member's metadata.
 func decodeMetadata(b []byte) (diskless.Sidecar, int64, error) {
@@ -75,7 +85,17 @@ func readSidecar(r *kbin.Reader) (diskless.Sidecar, int64, error) {
 		s.Rack = *rack
 	}
 	start := r.Int64()
-	skipTags(r)
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		field := &kbin.Reader{Src: r.Span(int(size))}
+		if tag == tagListeners && r.Ok() {
+			if l, err := readString(field); err == nil && len(field.Src) == 0 {
+				s.Listeners = l
+			} else {
+				return s, 0, fmt.Errorf("%w: listeners tag", ErrMalformed)
+			}
+		}
+	}
 	if !r.Ok() {
 		return s, 0, fmt.Errorf("%w: ends early", ErrMalformed)
 	}

@@ -29,7 +29,9 @@ func sidecar(id int32, rack string) diskless.Sidecar {
 }
 
 func TestFormatRoundTrip(t *testing.T) {
-	for _, s := range []diskless.Sidecar{sidecar(0, ""), sidecar(7, "eu-west-1a")} {
+	withListeners := sidecar(8, "")
+	withListeners.Listeners = "INTERNAL://10.0.0.1:9100,EXTERNAL://k8.example.com:9093"
+	for _, s := range []diskless.Sidecar{sidecar(0, ""), sidecar(7, "eu-west-1a"), withListeners} {
 		got, start, err := decodeMetadata(appendMetadata(nil, s, 1234))
 		if err != nil || got != s || start != 1234 {
 			t.Fatalf("metadata %+v: %+v %d %v", s, got, start, err)
@@ -39,6 +41,7 @@ func TestFormatRoundTrip(t *testing.T) {
 		{MemberID: "b", Sidecar: sidecar(2, "a"), StartTimeMs: 5},
 		{MemberID: "a", Sidecar: sidecar(1, ""), StartTimeMs: 6},
 		{MemberID: "a", Sidecar: sidecar(2, "b"), StartTimeMs: 7},
+		{MemberID: "c", Sidecar: withListeners, StartTimeMs: 8},
 	}
 	got, err := decodeAssignment(appendAssignment(nil, ms))
 	if err != nil {

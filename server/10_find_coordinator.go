@@ -58,7 +58,8 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 				c.ErrorMessage = &msg
 				return c
 			}
-			c.NodeID, c.Host, c.Port = owner.NodeID, owner.Host, owner.Port
+			c.Host, c.Port = addrFor(ctx, owner)
+			c.NodeID = owner.NodeID
 			return c
 		}
 		c.NodeID, c.Host, c.Port = s.cfg.NodeID, host, port

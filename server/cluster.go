@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -94,15 +95,31 @@ func (s *Server) zoneOf(c client) string {
 }
 
 // sidecars returns the sidecars Metadata names: the cluster's live ones,
-// or this one alone (without a cluster, or while it is not a member).
+// or this one alone (without a cluster, or while it is not a member),
+// each at the address of the listener the client of ctx connected to.
 func (s *Server) sidecars(ctx context.Context) []diskless.Sidecar {
 	if s.cfg.Cluster != nil {
 		if ss := s.cfg.Cluster.Sidecars(); len(ss) > 0 {
+			if l := listenerOf(ctx); l != nil {
+				ss = slices.Clone(ss)
+				for i := range ss {
+					ss[i].Host, ss[i].Port = ss[i].Listener(l.Name)
+				}
+			}
 			return ss
 		}
 	}
 	host, port := s.advertised(ctx)
 	return []diskless.Sidecar{{NodeID: s.cfg.NodeID, Host: host, Port: port, Rack: s.cfg.Rack}}
+}
+
+// addrFor is where the client of ctx reaches sc: the advertised address
+// of sc's listener of the name the client connected to.
+func addrFor(ctx context.Context, sc diskless.Sidecar) (string, int32) {
+	if l := listenerOf(ctx); l != nil {
+		return sc.Listener(l.Name)
+	}
+	return sc.Host, sc.Port
 }
 
 // leaders chooses partition leaders for a client in zone among ss: the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,6 +146,33 @@ func (s *Server) Advertised() (string, int32) {
 		return "", 0
 	}
 	return s.mu.lns[0].advHost, s.mu.lns[0].advPort
+}
+
+// AdvertisedListener returns the host and port Metadata advertises for
+// this sidecar on its listener named name, resolved by Listen; ok is
+// false before Listen or for a name not configured.
+func (s *Server) AdvertisedListener(name string) (host string, port int32, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.mu.lns {
+		if l.Name == name {
+			return l.advHost, l.advPort, true
+		}
+	}
+	return "", 0, false
+}
+
+// AdvertisedListeners returns every listener's advertised address as
+// advertised.listeners writes them: NAME://host:port separated by commas,
+// in listener order ("" before Listen).
+func (s *Server) AdvertisedListeners() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range s.mu.lns {
+		out = append(out, l.Name+"://"+net.JoinHostPort(l.advHost, strconv.Itoa(int(l.advPort))))
+	}
+	return strings.Join(out, ",")
 }
 
 // advertised returns the host and port Metadata advertises to the client
