@@ -28,6 +28,8 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	describeUserScramCredentialsVersions, alterUserScramCredentialsVersions, describeClientQuotasVersions,
 	// ACLs (29_describe_acls.go, 30_…, 31_…).
 	describeACLsVersions, createACLsVersions, deleteACLsVersions,
+	// Forwarding to the controller (58_envelope.go).
+	envelopeVersions,
 	// Consumer groups (groups.go).
 	offsetCommitVersions, offsetFetchVersions, findCoordinatorVersions, joinGroupVersions,
 	heartbeatVersions, leaveGroupVersions, syncGroupVersions, describeGroupsVersions,
@@ -136,6 +138,7 @@ var routes = map[int16]route{
 	29: async((*Server).handleDescribeAcls),
 	30: async((*Server).handleCreateAcls),
 	31: async((*Server).handleDeleteAcls),
+	58: async((*Server).handleEnvelope),
 	// Consumer groups (groups.go).
 	8:  async((*Server).handleOffsetCommit),
 	9:  async((*Server).handleOffsetFetch),

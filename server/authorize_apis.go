@@ -165,6 +165,15 @@ func (s *Server) gate(ctx context.Context, req kmsg.Request) (handle kmsg.Reques
 			resp.(*kmsg.IncrementalAlterConfigsResponse).Resources = append(resp.(*kmsg.IncrementalAlterConfigsResponse).Resources, refused...)
 			return resp
 		}, nil
+	case *kmsg.EnvelopeRequest:
+		// From another sidecar: its principal needs CLUSTER_ACTION, as
+		// Kafka's controller requires of a forwarding broker; the
+		// request inside is checked as its client's (handleEnvelope).
+		if !s.authorizedCluster(ctx, kmsg.ACLOperationClusterAction) {
+			out := r.ResponseKind().(*kmsg.EnvelopeResponse)
+			out.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return nil, nil, out
+		}
 	case *kmsg.DescribeLogDirsRequest:
 		if !s.authorizedCluster(ctx, opDescribe) {
 			out := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -42,26 +44,54 @@ func (s *Server) forwardAdmin(ctx context.Context, req kmsg.Request) (resp kmsg.
 	if c == nil || c.Local() {
 		return nil, false
 	}
-	if clientOf(ctx).id == PeerClientID {
+	if enveloped(ctx) || clientOf(ctx).id == PeerClientID {
 		// Forwarded by another sidecar that takes this one for the
 		// controller: no second hop (two that disagree would pass it
 		// back and forth); it retries once the placement settles.
 		return notController(req), true
 	}
-	resp, err := c.Forward(ctx, req)
-	if err == nil && resp.Key() == req.Key() {
+	resp, err := s.forward(ctx, req)
+	var kErr *kerr.Error
+	switch {
+	case err == nil:
 		return resp, true
+	case errors.As(err, &kErr) && kErr != kerr.NotController:
+		// The controller refused the envelope (the forwarding sidecar
+		// lacks CLUSTER_ACTION): the client gets that error, as
+		// Kafka's forwarding answers it.
+		s.rl.Log(ctx, slog.LevelWarn, "controller", "the controller refused a forwarded admin request",
+			slog.String("api", nameForKey(req.Key())), slog.Int("controller", int(c.ID())), slog.Any("err", err))
+		return adminError(req, kErr), true
 	}
 	s.rl.Log(ctx, slog.LevelWarn, "controller", "forwarding an admin request to the controller failed; answering NOT_CONTROLLER",
 		slog.String("api", nameForKey(req.Key())), slog.Int("controller", int(c.ID())), slog.Any("err", err))
 	return notController(req), true
 }
 
+// forward sends req, from the client of ctx, to the controller in an
+// Envelope carrying the client's principal and address (58_envelope.go),
+// so that the controller checks the client, not this sidecar, and returns
+// the answer inside.
+func (s *Server) forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	raw, err := s.cfg.Controller.Forward(ctx, envelope(ctx, req))
+	if err != nil {
+		return nil, err
+	}
+	env, ok := raw.(*kmsg.EnvelopeResponse)
+	if !ok {
+		return nil, fmt.Errorf("a %s answer to an Envelope", nameForKey(raw.Key()))
+	}
+	return unwrapEnvelope(req, env)
+}
+
 // notController is req's answer with NOT_CONTROLLER for everything it
 // names.
-func notController(req kmsg.Request) kmsg.Response {
-	code := kerr.NotController.Code
-	msg := kmsg.StringPtr(kerr.NotController.Description)
+func notController(req kmsg.Request) kmsg.Response { return adminError(req, kerr.NotController) }
+
+// adminError is req's answer with err for everything it names.
+func adminError(req kmsg.Request, err *kerr.Error) kmsg.Response {
+	code := err.Code
+	msg := kmsg.StringPtr(err.Description)
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest:
 		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -172,7 +202,7 @@ func (s *Server) forwardAutoCreate(ctx context.Context, name string) bool {
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
 	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-	resp, err := s.cfg.Controller.Forward(ctx, req)
+	resp, err := s.forward(ctx, req)
 	if err != nil {
 		return false
 	}

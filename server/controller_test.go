@@ -16,6 +16,7 @@ type fakeController struct {
 	local     bool
 	fail      bool
 	forwarded atomic.Int32
+	principal atomic.Value // of the last Envelope
 }
 
 func (f *fakeController) Local() bool { return f.local }
@@ -25,14 +26,30 @@ func (f *fakeController) Forward(_ context.Context, req kmsg.Request) (kmsg.Resp
 	if f.fail {
 		return nil, errors.New("controller down")
 	}
-	r := req.(*kmsg.CreateTopicsRequest)
+	env := req.(*kmsg.EnvelopeRequest)
+	inner, corr, _, err := decodeEnveloped(env.RequestData)
+	if err != nil {
+		return nil, err
+	}
+	var p kmsg.DefaultPrincipalData
+	if err := p.ReadFrom(env.RequestPrincipal); err != nil {
+		return nil, err
+	}
+	f.principal.Store(p.Type + ":" + p.Name)
+	r := inner.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	for _, t := range r.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.ErrorMessage = t.Topic, kmsg.StringPtr("created at the controller")
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, nil
+	data, err := appendResponse(nil, corr, r.IsFlexible(), resp)
+	if err != nil {
+		return nil, err
+	}
+	out := env.ResponseKind().(*kmsg.EnvelopeResponse)
+	out.ResponseData = data[4:]
+	return out, nil
 }
 
 // TestControllerForwarding: a catalog change sent to a sidecar that is not
@@ -57,6 +74,9 @@ func TestControllerForwarding(t *testing.T) {
 	r := create("app")
 	if fc.forwarded.Load() != 1 || r.Topics[0].ErrorCode != 0 || *r.Topics[0].ErrorMessage != "created at the controller" {
 		t.Fatalf("forwarded %d, answer %+v", fc.forwarded.Load(), r.Topics)
+	}
+	if p := fc.principal.Load(); p != AnonymousPrincipal {
+		t.Fatalf("the envelope carries principal %v, want the client's, %s", p, AnonymousPrincipal)
 	}
 	if _, ok := ts.cat.Topic("t"); ok {
 		t.Fatal("created locally too")
