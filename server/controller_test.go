@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -98,5 +99,66 @@ func TestControllerForwarding(t *testing.T) {
 	}
 	if _, ok := ts.cat.Topic("t"); !ok {
 		t.Fatal("the controller did not create the topic")
+	}
+}
+
+// TestEnvelope: the controller answers a CreateTopics an Envelope carries
+// as the client's (here without an authorizer: created, the answer
+// inside with the inner request's correlation id); an Envelope carrying a
+// request no sidecar forwards, a principal that does not decode or a
+// client address of 5 bytes is INVALID_REQUEST, and nothing is created.
+func TestEnvelope(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialRaw(t, ts.Addr())
+	send := func(inner kmsg.Request, principal []byte, host []byte) *kmsg.EnvelopeResponse {
+		t.Helper()
+		env := kmsg.NewPtrEnvelopeRequest()
+		env.RequestData = kmsg.NewRequestFormatter(kmsg.FormatterClientID("app")).AppendRequest(nil, inner, 42)[4:]
+		env.RequestPrincipal, env.ClientHostAddress = principal, host
+		c.write(kmsg.NewRequestFormatter().AppendRequest(nil, env, 1))
+		_, resp := c.recv(env)
+		return resp.(*kmsg.EnvelopeResponse)
+	}
+	create := func(topic string) *kmsg.CreateTopicsRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version = 7
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, -1
+		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+		return req
+	}
+	alice := (&kmsg.DefaultPrincipalData{Type: "User", Name: "alice"}).AppendTo(nil)
+	localhost := []byte{127, 0, 0, 1}
+	resp := send(create("enveloped"), alice, localhost)
+	if resp.ErrorCode != 0 || len(resp.ResponseData) < 5 {
+		t.Fatalf("envelope: %+v", resp)
+	}
+	inner := kmsg.NewPtrCreateTopicsResponse()
+	inner.Version = 7
+	if corr := int32(binary.BigEndian.Uint32(resp.ResponseData)); corr != 42 {
+		t.Fatalf("inner correlation id %d, want 42", corr)
+	}
+	if err := inner.ReadFrom(resp.ResponseData[5:]); err != nil || inner.Topics[0].ErrorCode != 0 {
+		t.Fatalf("inner answer %+v %v", inner, err)
+	}
+	if _, ok := ts.cat.Topic("enveloped"); !ok {
+		t.Fatal("the enveloped CreateTopics created nothing")
+	}
+	for name, c := range map[string]struct {
+		inner           kmsg.Request
+		principal, host []byte
+	}{
+		"not forwarded": {kmsg.NewPtrMetadataRequest(), alice, localhost},
+		"bad principal": {create("bad-principal"), []byte{0, 0, 5}, localhost},
+		"bad address":   {create("bad-address"), alice, []byte{1, 2, 3, 4, 5}},
+	} {
+		if r := send(c.inner, c.principal, c.host); r.ErrorCode != kerr.InvalidRequest.Code || r.ResponseData != nil {
+			t.Errorf("%s: %+v, want INVALID_REQUEST", name, r)
+		}
+	}
+	for _, n := range []string{"bad-principal", "bad-address"} {
+		if _, ok := ts.cat.Topic(n); ok {
+			t.Errorf("topic %s created", n)
+		}
 	}
 }
