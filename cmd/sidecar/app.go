@@ -367,8 +367,12 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	if a.cluster != nil {
 		// Known only now: the address the other sidecars and clients
 		// reach this one at.
-		host, port := a.server.Advertised()
-		if err := a.cluster.join(cfg, a.coord, host, port); err != nil {
+		inter, err := cfg.interListener()
+		if err != nil {
+			return nil, err
+		}
+		host, port, _ := a.server.AdvertisedListener(inter.Name)
+		if err := a.cluster.join(cfg, a.coord, host, port, a.server.AdvertisedListeners()); err != nil {
 			return nil, err
 		}
 	}
@@ -577,6 +581,11 @@ func openKafkaLog(cfg Config, store objstore.Store, log *slog.Logger) (*kafkalog
 	ctx, cancel := context.WithTimeout(context.Background(), metalogOpenTimeout)
 	defer cancel()
 	kc := kafkaLogConfig(cfg)
+	opts, err := kafkaClientOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kc.ClientOpts = append(kc.ClientOpts, opts...)
 	kc.Snapshots = store
 	kc.Logger = log
 	t, err := kafkalog.Open(ctx, kc)

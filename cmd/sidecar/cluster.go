@@ -55,7 +55,15 @@ var (
 const peerClientID = "diskless-sidecar"
 
 func newClusterPart(cfg Config, log *slog.Logger) (*clusterPart, error) {
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(cfg.MetadataKafkaBrokers...), kgo.ClientID("diskless-sidecar-cluster"))
+	opts, err := kafkaClientOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	peerTLS, peerSASL, err := peerSecurity(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	kcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.MetadataKafkaBrokers...), kgo.ClientID("diskless-sidecar-cluster")}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -63,7 +71,7 @@ func newClusterPart(cfg Config, log *slog.Logger) (*clusterPart, error) {
 	return &clusterPart{
 		log:    log,
 		kcl:    kcl,
-		peers:  peer.NewClient(peer.ClientConfig{ClientID: peerClientID, Logger: log}),
+		peers:  peer.NewClient(peer.ClientConfig{ClientID: peerClientID, Logger: log, TLS: peerTLS, SASL: peerSASL}),
 		remote: &remoteRef{},
 		placed: newPlacementRef(self),
 	}, nil
@@ -80,10 +88,11 @@ func (c *clusterPart) startRouter(cfg Config, coord *coordinator.Coordinator) er
 	return nil
 }
 
-// join joins the membership group as the sidecar at host:port and starts
-// placing shards on coord.
-func (c *clusterPart) join(cfg Config, coord *coordinator.Coordinator, host string, port int32) error {
-	self := diskless.Sidecar{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack}
+// join joins the membership group as the sidecar whose inter-sidecar
+// listener is at host:port, with listeners (advertised.listeners' form)
+// for clients, and starts placing shards on coord.
+func (c *clusterPart) join(cfg Config, coord *coordinator.Coordinator, host string, port int32, listeners string) error {
+	self := diskless.Sidecar{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Listeners: listeners}
 	group := cfg.ClusterGroupID
 	if group == "" {
 		group = "diskless-sidecars-" + cfg.MetadataTopic

@@ -47,6 +47,15 @@ type Config struct {
 	SASLMechanisms  string
 	MaxReauth       time.Duration
 	FailedAuthDelay time.Duration
+	// InterBrokerListener is inter.broker.listener.name (upper case),
+	// InterBrokerProtocol security.inter.broker.protocol (both "" when
+	// not set), InterBrokerSASLMechanism
+	// sasl.mechanism.inter.broker.protocol: how the sidecars of a
+	// cluster reach each other (security.go).
+	InterBrokerListener, InterBrokerProtocol, InterBrokerSASLMechanism string
+	// KafkaClient is how the sidecar's Kafka clients connect to the
+	// metadata topic's cluster (diskless.metadata.kafka.* security keys).
+	KafkaClient KafkaClientSecurity
 	// Authorizer is whether authorizer.class.name enables the authorizer
 	// (acl.StandardAuthorizerClass); SuperUsers is super.users,
 	// AllowIfNoACL allow.everyone.if.no.acl.found.
@@ -457,6 +466,8 @@ var options = []option{
 		}},
 }
 
+func init() { options = append(options, securityOptions...) }
+
 // sslOption is a broker-wide ssl.* key; listener.name.<name>.<key>
 // overrides it for one listener.
 func sslOption(key, def, doc string) option {
@@ -586,6 +597,11 @@ func (c *Config) check() error {
 	if c.MetadataLog == "kafka" && len(c.MetadataKafkaBrokers) == 0 {
 		return &ConfigError{Key: "diskless.metadata.kafka.bootstrap.servers", Value: "",
 			Err: fmt.Errorf("required with diskless.metadata.log=kafka")}
+	}
+	if c.MetadataLog == "kafka" {
+		if _, err := kafkaClientOpts(*c); err != nil {
+			return err
+		}
 	}
 	if c.MetadataLog == "kafka" && strings.Trim(c.ObjectKeyPrefix, "/") == kafkalog.DefaultSnapshotPrefix {
 		// The orphan scan would take the snapshots for orphans.

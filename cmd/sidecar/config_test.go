@@ -132,6 +132,9 @@ func TestLoadConfigFileThenSet(t *testing.T) {
 	}
 }
 
+// clusterSets make a cluster on Kafka, its one listener PLAINTEXT.
+var clusterSets = []string{"diskless.cluster.enable=true", "diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1"}
+
 func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 	cases := []struct {
 		name string
@@ -148,8 +151,20 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"unknown protocol", []string{"listener.security.protocol.map=CLIENT:TLS"}, "listener.security.protocol.map"},
 		{"advertised listener not bound", []string{"advertised.listeners=SSL://a:1"}, "advertised.listeners"},
 		{"override of no listener", []string{"listener.name.ssl.ssl.client.auth=required"}, "listener.name.ssl.ssl.client.auth"},
-		{"cluster with a TLS listener", []string{"listeners=SSL://127.0.0.1:9093", "diskless.cluster.enable=true",
-			"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:1"}, "listeners"},
+		{"cluster without its inter-sidecar listener", slices.Concat(clusterSets, []string{"listeners=SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094"}), "security.inter.broker.protocol"},
+		{"inter.broker.listener.name of no listener", slices.Concat(clusterSets, []string{"inter.broker.listener.name=internal"}), "inter.broker.listener.name"},
+		{"both inter-broker keys", slices.Concat(clusterSets, []string{"inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"}), "security.inter.broker.protocol"},
+		{"inter-broker mechanism not offered", slices.Concat(clusterSets, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9093", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"}), "sasl.mechanism.inter.broker.protocol"},
+		{"inter-broker mechanism GSSAPI", slices.Concat(clusterSets, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9093", "sasl.mechanism.inter.broker.protocol=GSSAPI"}), "sasl.mechanism.inter.broker.protocol"},
+		{"inter-broker SCRAM without a login", slices.Concat(clusterSets, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9093",
+			"sasl.enabled.mechanisms=SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"}), "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"},
+		{"inter-broker PLAIN without username", slices.Concat(clusterSets, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9093",
+			`listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required password="pw-not-shown" user_a="pw-not-shown";`}), "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		{"unknown Kafka client protocol", slices.Concat(clusterSets, []string{"diskless.metadata.kafka.security.protocol=TLS"}), "diskless.metadata.kafka.security.protocol"},
+		{"Kafka client SASL without a login", slices.Concat(clusterSets, []string{"diskless.metadata.kafka.security.protocol=SASL_SSL"}), "diskless.metadata.kafka.sasl.jaas.config"},
+		{"Kafka client mechanism", slices.Concat(clusterSets, []string{"diskless.metadata.kafka.security.protocol=SASL_PLAINTEXT", "diskless.metadata.kafka.sasl.mechanism=OAUTHBEARER"}), "diskless.metadata.kafka.sasl.mechanism"},
+		{"Kafka client truststore missing", slices.Concat(clusterSets, []string{"diskless.metadata.kafka.security.protocol=SSL", "diskless.metadata.kafka.ssl.truststore.location=/no/such/file.pem"}), "diskless.metadata.kafka.ssl.truststore.location"},
+		{"Kafka client host check", []string{"diskless.metadata.kafka.ssl.endpoint.identification.algorithm=none"}, "diskless.metadata.kafka.ssl.endpoint.identification.algorithm"},
 		{"wildcard without advertised", []string{"listeners=PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"},
 		{"pending below buffer", []string{"diskless.append.max.pending.bytes=10"}, "diskless.append.max.pending.bytes"},
 		{"bad log level", []string{"log.level=loud"}, "log.level"},
@@ -182,6 +197,9 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 			var ce *ConfigError
 			if !errors.As(err, &ce) || ce.Key != c.key || !strings.Contains(err.Error(), c.key) {
 				t.Fatalf("error %v, want one naming %s", err, c.key)
+			}
+			if strings.Contains(err.Error(), "pw-not-shown") {
+				t.Fatalf("error %v shows a password", err)
 			}
 		})
 	}
@@ -274,5 +292,25 @@ func TestSinglePutMaxBytes(t *testing.T) {
 		if got := singlePutMaxBytes(Config{AppendBufferMaxBytes: c.buffer, UploadPartBytes: c.part}); got != c.want {
 			t.Errorf("buffer %d, part %d: %d, want %d", c.buffer, c.part, got, c.want)
 		}
+	}
+}
+
+// TestClusterTakesAnyListeners: a cluster with an SSL listener for
+// clients and a SASL_PLAINTEXT one between the sidecars loads, the
+// inter-sidecar listener and its login read from Kafka's keys.
+func TestClusterTakesAnyListeners(t *testing.T) {
+	c, err := LoadConfig("", slices.Concat(clusterSets, []string{
+		"listeners=CLIENT://127.0.0.1:9093,INTERNAL://127.0.0.1:9094",
+		"listener.security.protocol.map=CLIENT:SSL,INTERNAL:SASL_PLAINTEXT",
+		"inter.broker.listener.name=internal",
+		`listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="sc" password="pw" user_sc="pw";`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.interListener()
+	mech, login, lerr := c.interSASLLogin(l.Name)
+	if err != nil || lerr != nil || l.Name != "INTERNAL" || mech != "PLAIN" || login != [2]string{"sc", "pw"} {
+		t.Fatalf("inter-sidecar listener %v %v, login %s %v %v", l, err, mech, login, lerr)
 	}
 }

@@ -101,7 +101,10 @@ var sslKeys = []string{
 
 // listenerOnlyKeys exist only with a listener-name prefix: the PLAIN
 // users of a listener (SPEC §14, SASL).
-var listenerOnlyKeys = []string{"plain.sasl.jaas.config"}
+// A listener's <mechanism>.sasl.jaas.config also holds the username and
+// password a sidecar logs in to the others with on the inter-sidecar
+// listener (SPEC §14, Inter-sidecar traffic).
+var listenerOnlyKeys = []string{"plain.sasl.jaas.config", "scram-sha-256.sasl.jaas.config", "scram-sha-512.sasl.jaas.config"}
 
 // prefixableKeys are the keys listener.name.<name>. may prefix.
 var prefixableKeys = append(append([]string{"sasl.enabled.mechanisms"}, sslKeys...), listenerOnlyKeys...)
@@ -177,9 +180,8 @@ func (c *Config) checkListeners() error {
 			}
 		}
 	}
-	if c.Cluster && (len(c.Listeners) > 1 || c.ProtocolMap[c.Listeners[0].Name] != server.Plaintext) {
-		return &ConfigError{Key: "listeners", Value: listenersString(c.Listeners),
-			Err: fmt.Errorf("diskless.cluster.enable needs one PLAINTEXT listener: the sidecars announce one address to each other and their RPCs are not authenticated yet")}
+	if c.Cluster {
+		return c.checkInterListener()
 	}
 	return nil
 }
@@ -242,6 +244,16 @@ func serverListeners(c Config, log *slog.Logger, scram sasl.ScramLookup) ([]serv
 
 // listenerTLS builds listener name's TLS from its ssl.* keys.
 func listenerTLS(c Config, name string, proto server.SecurityProtocol, log *slog.Logger) (*tls.Config, func(*x509.Certificate) (string, error), error) {
+	src, principal, err := listenerTLSSource(c, name, proto, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src.TLSConfig(), principal, nil
+}
+
+// listenerTLSSource loads listener name's certificates from its ssl.*
+// keys; principal maps a client certificate to its principal.
+func listenerTLSSource(c Config, name string, proto server.SecurityProtocol, log *slog.Logger) (_ *tlsconfig.Source, principal func(*x509.Certificate) (string, error), _ error) {
 	get := func(k string) string { return strings.TrimSpace(c.sslValue(name, proto, k)) }
 	bad := func(k string, err error) error {
 		return &ConfigError{Key: c.sslKeyName(name, k), Value: shownValue(k, get(k)), Err: err}
@@ -301,7 +313,7 @@ func listenerTLS(c Config, name string, proto server.SecurityProtocol, log *slog
 		}
 		return nil, nil, bad(key, err)
 	}
-	return src.TLSConfig(), mapper.Principal, nil
+	return src, mapper.Principal, nil
 }
 
 // listenerSASL builds listener name's SASL mechanisms from
