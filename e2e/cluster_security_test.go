@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +44,8 @@ import (
 //     principal the Envelope carries: bob's is refused
 //     TOPIC_AUTHORIZATION_FAILED and nothing is created, admin's creates
 //     the topic; an Envelope from bob himself is refused
-//     CLUSTER_AUTHORIZATION_FAILED (no one else may speak for a client).
+//     CLUSTER_AUTHORIZATION_FAILED (no one else may speak for a client);
+//   - no password appears in either sidecar's log.
 func TestClusterSASLSSL(t *testing.T) {
 	skipIfShort(t)
 	kafkatest.Require(t)
@@ -266,5 +268,13 @@ func TestClusterSASLSSL(t *testing.T) {
 	mustNoErr(t, "list topics", err)
 	if !td.Has("admins-topic") || td.Has("bobs-topic") || td.Has("bob-as-admin") {
 		t.Errorf("topics %v: want admins-topic alone of the forwarded ones", td.Names())
+	}
+	// No password in the logs (at debug level).
+	for i, s := range []*Sidecar{sc1, sc2} {
+		for _, pw := range []string{"sidecar-secret", "sidecar-kafka-secret", "admin-secret", "alice-secret"} {
+			if strings.Contains(s.Logs(), pw) {
+				t.Errorf("sidecar %d's log shows a password", i+1)
+			}
+		}
 	}
 }
