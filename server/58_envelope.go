@@ -44,12 +44,16 @@ type envelopedKey struct{}
 // through the same gate and handler as on a connection of its own, and
 // its answer (header and body) returned in ResponseData. An Envelope whose
 // principal or request does not decode, or carries a request no sidecar
-// forwards, is answered INVALID_REQUEST.
+// forwards or of a version this server does not serve, is answered
+// INVALID_REQUEST.
 func (s *Server) handleEnvelope(ctx context.Context, req *kmsg.EnvelopeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.EnvelopeResponse)
 	inner, corr, clientID, err := decodeEnveloped(req.RequestData)
 	if err == nil && !slices.Contains(forwardedKeys, inner.Key()) {
 		err = fmt.Errorf("%s is not forwarded", nameForKey(inner.Key()))
+	}
+	if lo, hi, _ := s.versionRange(inner.Key()); err == nil && (inner.GetVersion() < lo || inner.GetVersion() > hi) {
+		err = fmt.Errorf("%s v%d is not served", nameForKey(inner.Key()), inner.GetVersion())
 	}
 	var principal kmsg.DefaultPrincipalData
 	if err == nil {

@@ -148,9 +148,10 @@ func TestEnvelope(t *testing.T) {
 		inner           kmsg.Request
 		principal, host []byte
 	}{
-		"not forwarded": {kmsg.NewPtrMetadataRequest(), alice, localhost},
-		"bad principal": {create("bad-principal"), []byte{0, 0, 5}, localhost},
-		"bad address":   {create("bad-address"), alice, []byte{1, 2, 3, 4, 5}},
+		"not forwarded":        {kmsg.NewPtrMetadataRequest(), alice, localhost},
+		"a version not served": {&kmsg.CreateACLsRequest{Version: 0}, alice, localhost},
+		"bad principal":        {create("bad-principal"), []byte{0, 0, 5}, localhost},
+		"bad address":          {create("bad-address"), alice, []byte{1, 2, 3, 4, 5}},
 	} {
 		if r := send(c.inner, c.principal, c.host); r.ErrorCode != kerr.InvalidRequest.Code || r.ResponseData != nil {
 			t.Errorf("%s: %+v, want INVALID_REQUEST", name, r)
