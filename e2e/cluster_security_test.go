@@ -209,7 +209,8 @@ func TestClusterSASLSSL(t *testing.T) {
 		return pc
 	}
 	commit := rpcmsg.NewCommitFileRequest()
-	commit.TimeoutMs, commit.ShardID, commit.ObjectKey = 5000, 0, "no-such-object"
+	// Of a shard no sidecar has: checked, never committed.
+	commit.TimeoutMs, commit.ShardID, commit.ObjectKey = 5000, 99, "no-such-object"
 	for _, c := range []struct {
 		who     string
 		m       sasl.Mechanism
