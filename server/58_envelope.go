@@ -52,8 +52,10 @@ func (s *Server) handleEnvelope(ctx context.Context, req *kmsg.EnvelopeRequest) 
 	if err == nil && !slices.Contains(forwardedKeys, inner.Key()) {
 		err = fmt.Errorf("%s is not forwarded", nameForKey(inner.Key()))
 	}
-	if lo, hi, _ := s.versionRange(inner.Key()); err == nil && (inner.GetVersion() < lo || inner.GetVersion() > hi) {
-		err = fmt.Errorf("%s v%d is not served", nameForKey(inner.Key()), inner.GetVersion())
+	if err == nil {
+		if lo, hi, _ := s.versionRange(inner.Key()); inner.GetVersion() < lo || inner.GetVersion() > hi {
+			err = fmt.Errorf("%s v%d is not served", nameForKey(inner.Key()), inner.GetVersion())
+		}
 	}
 	var principal kmsg.DefaultPrincipalData
 	if err == nil {

@@ -113,7 +113,9 @@ func TestEnvelope(t *testing.T) {
 	send := func(inner kmsg.Request, principal []byte, host []byte) *kmsg.EnvelopeResponse {
 		t.Helper()
 		env := kmsg.NewPtrEnvelopeRequest()
-		env.RequestData = kmsg.NewRequestFormatter(kmsg.FormatterClientID("app")).AppendRequest(nil, inner, 42)[4:]
+		if inner != nil {
+			env.RequestData = kmsg.NewRequestFormatter(kmsg.FormatterClientID("app")).AppendRequest(nil, inner, 42)[4:]
+		}
 		env.RequestPrincipal, env.ClientHostAddress = principal, host
 		c.write(kmsg.NewRequestFormatter().AppendRequest(nil, env, 1))
 		_, resp := c.recv(env)
@@ -150,6 +152,7 @@ func TestEnvelope(t *testing.T) {
 	}{
 		"not forwarded":        {kmsg.NewPtrMetadataRequest(), alice, localhost},
 		"a version not served": {&kmsg.CreateACLsRequest{Version: 0}, alice, localhost},
+		"no request":           {nil, alice, localhost},
 		"bad principal":        {create("bad-principal"), []byte{0, 0, 5}, localhost},
 		"bad address":          {create("bad-address"), alice, []byte{1, 2, 3, 4, 5}},
 	} {
