@@ -164,7 +164,8 @@ func (s *state) appendPartTxnsSnapshot(dst []byte) []byte {
 // readPartTxnsSnapshot loads the snapshot's partition transactions into
 // s's partitions, loaded already. It refuses a section of another version,
 // an unknown partition, partitions or producers out of order or repeated,
-// offsets outside the partition's [log start, high watermark), aborted
+// an open transaction's first offset outside [0, high watermark), a
+// marker offset outside [log start, high watermark), aborted
 // transactions out of marker order or with a first offset past their
 // marker.
 func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
@@ -195,7 +196,10 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		for range no {
 			id, first := r.Int64(), r.Int64()
 			records.SkipTags(r)
-			if id <= last || first < p.logStart || first >= p.hwm {
+			// An open transaction's first offset may be below the log
+			// start: DeleteRecords and retention may pass it, as in
+			// Kafka (the LSO is then the log start offset).
+			if id <= last || first < 0 || first >= p.hwm {
 				return fmt.Errorf("open transaction of producer %d at %d out of order or range", id, first)
 			}
 			last = id

@@ -124,3 +124,49 @@ func TestTxnBatchChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteRecordsPastOpenTransaction: as Kafka, DeleteRecords (and
+// retention, which moves the log start the same way) may pass the first
+// offset of an open transaction — Kafka checks only the high watermark —
+// and the last stable offset is then the log start offset; the
+// transaction stays open with its first offset below the log start, so
+// its abort lists it for a read_committed fetch from the log start, whose
+// consumer drops the producer's records up to the marker (SPEC §15). The
+// state survives a snapshot taken meanwhile: before, the snapshot's reader
+// refused an open transaction below the log start and the shard did not
+// open again.
+func TestDeleteRecordsPastOpenTransaction(t *testing.T) {
+	e := newEnv(t, 1, func(c *Config) { c.SnapshotIntervalRecords = 1 })
+	top := e.createTopic("t", 1, nil)
+	tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
+	// 0–1: producer 7's open transaction; 2: plain; 3: producer 7 again.
+	e.commit(nextKey(), txnData(top, 0, 7, 0, 2), plain(top, 0, 1))
+	e.commit(nextKey(), txnData(top, 0, 7, 2, 1))
+	if low, err := e.c.DeleteRecords(t.Context(), tp, 2); err != nil || low != 2 {
+		t.Fatalf("DeleteRecords to 2: %d, %v", low, err)
+	}
+	check := func(when string, wantLSO, wantHWM int64, wantAborted []diskless.AbortedTxn) {
+		t.Helper()
+		r := e.findCommitted(top, 0, 2)
+		if r.Err != nil || r.LogStartOffset != 2 || r.LastStableOffset != wantLSO || r.HighWatermark != wantHWM || !reflect.DeepEqual(r.Aborted, wantAborted) {
+			t.Fatalf("%s: log start %d, LSO %d, HWM %d, aborted %+v, err %v; want 2, %d, %d, %+v",
+				when, r.LogStartOffset, r.LastStableOffset, r.HighWatermark, r.Aborted, r.Err, wantLSO, wantHWM, wantAborted)
+		}
+	}
+	check("open", 2, 4, nil)
+	// The snapshot of this state loads (the periodic snapshots run
+	// asynchronously: decode one here).
+	for i, b := range stateBytes(e.c) {
+		if err := newState(int32(i), DefaultProducerIDExpirationMs, discardLogger()).decodeSnapshot(b); err != nil {
+			t.Fatalf("shard %d: the snapshot of an open transaction below the log start: %v", i, err)
+		}
+	}
+	e.reopenSame()
+	check("open, after a restart", 2, 4, nil)
+	// 4: the abort.
+	e.commit(nextKey(), marker(top, 0, 7, false))
+	aborted := []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 4}}
+	check("aborted", 5, 5, aborted)
+	e.reopenSame()
+	check("aborted, after a restart", 5, 5, aborted)
+}
