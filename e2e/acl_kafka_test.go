@@ -451,6 +451,52 @@ func aclCases() []aclCase {
 			codes:  func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.DescribeLogDirsResponse).ErrorCode} },
 			denied: clusterAuth,
 		},
+		{
+			name: "DescribeTransactions needs DESCRIBE on the transactional id",
+			acls: resourceACL(kmsg.ACLResourceTypeTransactionalId, "acl-dtxn", kmsg.ACLOperationDescribe),
+			setup: func(t *testing.T, ctx context.Context, tg *aclTarget) {
+				// The id exists (Kafka answers NOT_COORDINATOR before its
+				// transaction log does): FindCoordinator creates the log,
+				// InitProducerId the id, each retried until answered.
+				for {
+					fc := kmsg.NewPtrFindCoordinatorRequest()
+					fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"acl-dtxn"}
+					tg.send(t, ctx, tg.admin, fc)
+					ip := kmsg.NewPtrInitProducerIDRequest()
+					ip.TransactionalID, ip.TransactionTimeoutMillis, ip.ProducerID, ip.ProducerEpoch = kmsg.StringPtr("acl-dtxn"), 60000, -1, -1
+					code := tg.send(t, ctx, tg.admin, ip).(*kmsg.InitProducerIDResponse).ErrorCode
+					if code == 0 {
+						return
+					}
+					if ctx.Err() != nil {
+						t.Fatalf("%s: InitProducerId acl-dtxn: %v", tg.name, kerr.ErrorForCode(code))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			},
+			req: func(t *testing.T, ctx context.Context, tg *aclTarget) kmsg.Request {
+				req := kmsg.NewPtrDescribeTransactionsRequest()
+				req.TransactionalIDs = []string{"acl-dtxn"}
+				return req
+			},
+			codes: func(r kmsg.Response) []int16 {
+				return []int16{r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode}
+			},
+			denied: kerr.TransactionalIDAuthorizationFailed.Code,
+		},
+		{
+			name: "DescribeProducers needs READ on the topic", acls: topicACL("acl-dprod", kmsg.ACLOperationRead),
+			setup: func(t *testing.T, ctx context.Context, tg *aclTarget) { createTopicAs(t, ctx, tg, "acl-dprod", 1) },
+			req: func(t *testing.T, ctx context.Context, tg *aclTarget) kmsg.Request {
+				req := kmsg.NewPtrDescribeProducersRequest()
+				req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "acl-dprod", Partitions: []int32{0}}}
+				return req
+			},
+			codes: func(r kmsg.Response) []int16 {
+				return []int16{r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode}
+			},
+			denied: topicAuth,
+		},
 	}
 }
 

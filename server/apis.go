@@ -37,6 +37,7 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	consumerGroupHeartbeatVersions, consumerGroupDescribeVersions,
 	// Transactions (txns.go), advertised only with Config.Transactions.
 	addPartitionsToTxnVersions, addOffsetsToTxnVersions, endTxnVersions, txnOffsetCommitVersions,
+	describeProducersVersions, describeTransactionsVersions, listTransactionsVersions,
 }
 
 // The API keys each delegate answers, one per method of its interface.
@@ -158,6 +159,9 @@ var routes = map[int16]route{
 	25: async((*Server).handleAddOffsetsToTxn),
 	26: async((*Server).handleEndTxn),
 	28: async((*Server).handleTxnOffsetCommit),
+	61: async((*Server).handleDescribeProducers),
+	65: async((*Server).handleDescribeTransactions),
+	66: async((*Server).handleListTransactions),
 	// The coordinator RPCs (rpc.go).
 	100: async((*Server).handleDisklessDescribeFiles),
 	101: async((*Server).handleDisklessCommitFile),

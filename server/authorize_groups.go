@@ -255,6 +255,89 @@ func (s *Server) gateGroups(ctx context.Context, req kmsg.Request) (kmsg.Request
 			}
 			return nil, nil, out
 		}
+	case *kmsg.DescribeTransactionsRequest, *kmsg.ListTransactionsRequest, *kmsg.DescribeProducersRequest:
+		return s.gateTxnAdmin(ctx, req)
+	}
+	return req, nil, nil
+}
+
+// gateTxnAdmin is gate's part for the operators' transaction APIs, as
+// Kafka checks them: DescribeTransactions refuses an id the principal may
+// not DESCRIBE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and leaves out of
+// an answer the topics it may not DESCRIBE; ListTransactions leaves out
+// the ids it may not DESCRIBE; DescribeProducers refuses the partitions of
+// a topic it may not READ (TOPIC_AUTHORIZATION_FAILED). Answers keep the
+// request's order.
+func (s *Server) gateTxnAdmin(ctx context.Context, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response, kmsg.Response) {
+	describeID := func(id string) bool { return s.authorized(ctx, opDescribe, rtTxnID, id) }
+	switch r := req.(type) {
+	case *kmsg.DescribeTransactionsRequest:
+		allowed := make([]bool, len(r.TransactionalIDs))
+		trimmed := *r
+		trimmed.TransactionalIDs = nil
+		for i, id := range r.TransactionalIDs {
+			if allowed[i] = describeID(id); allowed[i] {
+				trimmed.TransactionalIDs = append(trimmed.TransactionalIDs, id)
+			}
+		}
+		return &trimmed, func(resp kmsg.Response) kmsg.Response {
+			out := resp.(*kmsg.DescribeTransactionsResponse)
+			answered := out.TransactionStates
+			out.TransactionStates = make([]kmsg.DescribeTransactionsResponseTransactionState, 0, len(r.TransactionalIDs))
+			for i, id := range r.TransactionalIDs {
+				if !allowed[i] {
+					st := kmsg.NewDescribeTransactionsResponseTransactionState()
+					st.TransactionalID, st.ErrorCode = id, kerr.TransactionalIDAuthorizationFailed.Code
+					out.TransactionStates = append(out.TransactionStates, st)
+					continue
+				}
+				st := answered[0]
+				answered = answered[1:]
+				st.Topics = slices.DeleteFunc(st.Topics, func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+					return !s.authorized(ctx, opDescribe, rtTopic, t.Topic)
+				})
+				out.TransactionStates = append(out.TransactionStates, st)
+			}
+			return out
+		}, nil
+	case *kmsg.ListTransactionsRequest:
+		return req, func(resp kmsg.Response) kmsg.Response {
+			out := resp.(*kmsg.ListTransactionsResponse)
+			out.TransactionStates = slices.DeleteFunc(out.TransactionStates, func(st kmsg.ListTransactionsResponseTransactionState) bool {
+				return !describeID(st.TransactionalID)
+			})
+			return out
+		}, nil
+	case *kmsg.DescribeProducersRequest:
+		allowed := make([]bool, len(r.Topics))
+		trimmed := *r
+		trimmed.Topics = nil
+		for i, t := range r.Topics {
+			if allowed[i] = s.authorized(ctx, opRead, rtTopic, t.Topic); allowed[i] {
+				trimmed.Topics = append(trimmed.Topics, t)
+			}
+		}
+		return &trimmed, func(resp kmsg.Response) kmsg.Response {
+			out := resp.(*kmsg.DescribeProducersResponse)
+			answered := out.Topics
+			out.Topics = make([]kmsg.DescribeProducersResponseTopic, 0, len(r.Topics))
+			for i, t := range r.Topics {
+				if allowed[i] {
+					out.Topics = append(out.Topics, answered[0])
+					answered = answered[1:]
+					continue
+				}
+				ot := kmsg.NewDescribeProducersResponseTopic()
+				ot.Topic = t.Topic
+				for _, p := range t.Partitions {
+					op := kmsg.NewDescribeProducersResponseTopicPartition()
+					op.Partition, op.ErrorCode = p, topicAuthFailed
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+			return out
+		}, nil
 	}
 	return req, nil, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Transactions is the transaction coordinator (the coordinator shards,
@@ -23,6 +25,13 @@ type Transactions interface {
 	AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) (*kmsg.AddOffsetsToTxnResponse, error)
 	EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kmsg.EndTxnResponse, error)
 	TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error)
+	// The operators' APIs (kafka-transactions.sh): DescribeTransaction
+	// answers one id of DescribeTransactions, ListTransactions the whole
+	// request (an error when a shard could not answer), DescribeProducers
+	// one partition of DescribeProducers (its code on error).
+	DescribeTransaction(ctx context.Context, id string) (kmsg.DescribeTransactionsResponseTransactionState, error)
+	ListTransactions(ctx context.Context, req *kmsg.ListTransactionsRequest) (*kmsg.ListTransactionsResponse, error)
+	DescribeProducers(tp diskless.TopicPartition) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, *kerr.Error)
 }
 
 // The transaction APIs' versions (SPEC §15). The versions that signal
@@ -40,8 +49,19 @@ var (
 	txnOffsetCommitVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 28, MinVersion: 0, MaxVersion: 4}
 )
 
+// The operators' transaction APIs (kafka-transactions.sh), all of kmsg's
+// versions: ListTransactions v1 adds the duration filter (KIP-994), v2
+// the transactional-id pattern (KIP-1152).
+var (
+	describeProducersVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 61, MinVersion: 0, MaxVersion: 0}
+	describeTransactionsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 65, MinVersion: 0, MaxVersion: 0}
+	listTransactionsVersions     = kmsg.ApiVersionsResponseApiKey{ApiKey: 66, MinVersion: 0, MaxVersion: 2}
+)
+
 // txnKeys are the API keys that exist only with a transaction coordinator.
-var txnKeys = []int16{24, 25, 26, 28}
+// DescribeProducers is among them: the producer state it shows is a
+// partition's shard's, which a sidecar reads in process only.
+var txnKeys = []int16{24, 25, 26, 28, 61, 65, 66}
 
 // withoutTxns returns apis without the transaction APIs when drop is set:
 // without a transaction coordinator they do not exist.

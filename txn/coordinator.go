@@ -318,7 +318,7 @@ func (c *Coordinator) EndTxn(now int64, id string, pid int64, epoch int16, commi
 // Complete returns the record completing the transaction of id that was
 // in state prep (PrepareCommit or PrepareAbort) with producer (pid,
 // epoch), once every marker of it was written: CompleteCommit or
-// CompleteAbort, partitions and groups cleared. Nil when the id has moved
+// CompleteAbort, partitions and groups cleared, the start timestamp kept. Nil when the id has moved
 // on (another call completed it).
 func (c *Coordinator) Complete(now int64, id string, pid int64, epoch int16, prep State) *StateRecord {
 	cur, ok := c.table.ids[id]
@@ -330,7 +330,9 @@ func (c *Coordinator) Complete(now int64, id string, pid int64, epoch int16, pre
 	if prep == PrepareAbort {
 		rec.State = CompleteAbort
 	}
-	rec.Topics, rec.Groups, rec.StartTimestamp, rec.UpdateTimestamp = nil, nil, -1, now
+	// StartTimestamp stays: Kafka keeps the start of the last transaction
+	// until the next InitProducerId, and DescribeTransactions shows it.
+	rec.Topics, rec.Groups, rec.UpdateTimestamp = nil, nil, now
 	return rec
 }
 

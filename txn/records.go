@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,6 +48,18 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int8(s))
 }
 
+// StateNamed returns the state Kafka names name (case-sensitive), for
+// ListTransactions' state filters. PrepareEpochFence, a state of Kafka's
+// this coordinator never holds, is known and returned as -1 (no id is in
+// it); ok is false for a name Kafka does not know.
+func StateNamed(name string) (s State, ok bool) {
+	if name == "PrepareEpochFence" {
+		return -1, true
+	}
+	i := slices.Index(stateNames[:], name)
+	return State(i), i >= 0
+}
+
 // preparing reports whether s is PrepareCommit or PrepareAbort: the outcome
 // is decided and durable, the markers not all written.
 func (s State) preparing() bool { return s == PrepareCommit || s == PrepareAbort }
@@ -69,8 +82,9 @@ type StateRecord struct {
 	// TimeoutMs is the producer's transaction.timeout.ms.
 	TimeoutMs int32
 	State     State
-	// StartTimestamp is ms since the epoch when the transaction became
-	// Ongoing (its timeout counts from it), −1 when none is open.
+	// StartTimestamp is ms since the epoch when the id's last transaction
+	// became Ongoing (its timeout counts from it), kept until the next
+	// InitProducerId as Kafka keeps it; −1 when none began since.
 	StartTimestamp int64
 	// UpdateTimestamp is ms since the epoch of the transition.
 	UpdateTimestamp int64

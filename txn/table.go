@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -38,6 +39,18 @@ func (t *Table) Apply(rec *StateRecord) {
 func (t *Table) Get(id string) (*StateRecord, bool) {
 	r, ok := t.ids[id]
 	return r, ok
+}
+
+// All yields the state of every transactional id, by id; the caller must
+// not change them.
+func (t *Table) All() iter.Seq[*StateRecord] {
+	return func(yield func(*StateRecord) bool) {
+		for _, id := range slices.Sorted(maps.Keys(t.ids)) {
+			if !yield(t.ids[id]) {
+				return
+			}
+		}
+	}
 }
 
 // Len returns the number of transactional ids.

@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+)
+
+// TestTransactionAdminMatchesKafka: one scenario — a committed
+// transaction (id a), an open one over two partitions (b), an id
+// initialised only (cb), an idempotent producer — on Apache Kafka 4.4 and
+// on the sidecar binary, then DescribeTransactions, ListTransactions (every
+// filter: states known and not, producer ids, durations, id patterns valid
+// and not) and DescribeProducers (partitions with and without producers,
+// out of range, an unknown topic), the answers compared after producer ids
+// are named by their transactional ids and timestamps reduced to their
+// sign (SPEC §15). Then kafka-transactions.sh list, describe,
+// describe-producers and find-hanging against the sidecar.
+func TestTransactionAdminMatchesKafka(t *testing.T) {
+	kafkatest.Require(t)
+	kc := kafkatest.Start(t, kafkatest.Options{})
+	sc := StartSidecar(t, "")
+	ctx := testCtx(t, 4*time.Minute)
+	var answers [2][]string
+	for i, addr := range []string{kc.BootstrapServers(), sc.Addr} {
+		answers[i] = txnAdminScenario(t, ctx, addr)
+	}
+	for i := range max(len(answers[0]), len(answers[1])) {
+		var k, s string
+		if i < len(answers[0]) {
+			k = answers[0][i]
+		}
+		if i < len(answers[1]) {
+			s = answers[1][i]
+		}
+		if k != s {
+			t.Errorf("step %d:\n Kafka   %s\n sidecar %s", i, k, s)
+		} else {
+			t.Logf("step %d: %s", i, k)
+		}
+	}
+
+	tool := func(args ...string) string {
+		out, errOut, err := kafkatest.Tool(ctx, "kafka-transactions", append([]string{"--bootstrap-server", sc.Addr}, args...)...)
+		if err != nil {
+			t.Fatalf("kafka-transactions %v: %v\n%s%s", args, err, out, errOut)
+		}
+		return out
+	}
+	rows := func(out string) [][]string {
+		var rs [][]string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			rs = append(rs, strings.Fields(l))
+		}
+		return rs
+	}
+	list := rows(tool("list"))
+	var ids []string
+	for _, r := range list {
+		ids = append(ids, r[0]+":"+r[3])
+	}
+	if !slices.Equal(ids, []string{"a:CompleteCommit", "b:Ongoing", "cb:Empty"}) {
+		t.Errorf("kafka-transactions list: %v, want a CompleteCommit, b Ongoing, cb Empty", list)
+	}
+	if d := rows(tool("describe", "--transactional-id", "b")); len(d) != 1 || d[0][4] != "Ongoing" || !slices.Contains([]string{"t-0,t-1", "t-1,t-0"}, d[0][len(d[0])-1]) {
+		t.Errorf("kafka-transactions describe b: %v", d)
+	}
+	producers := rows(tool("describe-producers", "--topic", "t", "--partition", "0"))
+	starts := map[string]bool{}
+	for _, r := range producers {
+		starts[r[len(r)-1]] = true
+	}
+	if len(producers) != 3 || !starts["2"] || !starts["None"] {
+		t.Errorf("kafka-transactions describe-producers t-0: %v, want 3 producers, one with its transaction open at 2", producers)
+	}
+	// Every open transaction is known to its coordinator: none hangs.
+	if h := rows(tool("find-hanging", "--broker-id", fmt.Sprint(sidecarNodeID(t, ctx, sc)), "--max-transaction-timeout", "0")); len(h) != 0 {
+		t.Errorf("kafka-transactions find-hanging: %v, want none", h)
+	}
+}
+
+// sidecarNodeID returns the sidecar's broker id from Metadata.
+func sidecarNodeID(t *testing.T, ctx context.Context, sc *Sidecar) int32 {
+	t.Helper()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, sc.Client())
+	mustNoErr(t, "Metadata", err)
+	return resp.Brokers[0].NodeID
+}
+
+// txnAdminScenario runs the scenario against the cluster at addr and
+// returns one line per answer, producer ids named (pid:a, pid:idem) and
+// timestamps reduced to -1 / >0.
+func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	mustNoErr(t, "client", err)
+	defer admin.Close()
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	tt := kmsg.NewCreateTopicsRequestTopic()
+	tt.Topic, tt.NumPartitions, tt.ReplicationFactor = "t", 3, 1
+	ct.Topics = append(ct.Topics, tt)
+	if r, err := ct.RequestWith(ctx, admin); err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v %+v", err, r)
+	}
+	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
+	client := func(opts ...kgo.Opt) *kgo.Client {
+		// Transactions v1 on both: the sidecar announces no v2.
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), manual, kgo.MaxVersions(kversion.V3_9_0())}, opts...)...)
+		mustNoErr(t, "client", err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	names := map[int64]string{}
+	pidOf := func(cl *kgo.Client, name string) int64 {
+		pid, _, err := cl.ProducerID(ctx)
+		mustNoErr(t, "ProducerID", err)
+		names[pid] = name
+		return pid
+	}
+	a := client(kgo.TransactionalID("a"), kgo.TransactionTimeout(time.Minute))
+	mustNoErr(t, "begin a", a.BeginTransaction())
+	mustNoErr(t, "produce a", a.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("a")}).FirstErr())
+	mustNoErr(t, "commit a", a.EndTransaction(ctx, kgo.TryCommit))
+	b := client(kgo.TransactionalID("b"), kgo.TransactionTimeout(time.Minute))
+	mustNoErr(t, "begin b", b.BeginTransaction())
+	mustNoErr(t, "produce b", b.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("b")}, &kgo.Record{Topic: "t", Partition: 1, Value: []byte("b")}).FirstErr())
+	idem := client()
+	mustNoErr(t, "produce idempotent", idem.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("i")}).FirstErr())
+	c := client(kgo.TransactionalID("cb"), kgo.TransactionTimeout(30*time.Second))
+	pa, pb := pidOf(a, "a"), pidOf(b, "b")
+	pidOf(c, "cb")
+	pidOf(idem, "idem")
+	name := func(pid int64) string {
+		if n, ok := names[pid]; ok {
+			return "pid:" + n
+		}
+		return fmt.Sprint(pid)
+	}
+	sign := func(ts int64) string {
+		if ts > 0 {
+			return ">0"
+		}
+		return fmt.Sprint(ts)
+	}
+
+	var out []string
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"a", "b", "cb", "nope", ""}
+	dresp, err := dt.RequestWith(ctx, admin)
+	mustNoErr(t, "DescribeTransactions", err)
+	for _, st := range dresp.TransactionStates {
+		var topics []string
+		for _, tp := range st.Topics {
+			ps := slices.Clone(tp.Partitions)
+			slices.Sort(ps)
+			topics = append(topics, fmt.Sprintf("%s%v", tp.Topic, ps))
+		}
+		line := fmt.Sprintf("describe %q: error %d", st.TransactionalID, st.ErrorCode)
+		if st.ErrorCode == 0 {
+			line += fmt.Sprintf(" %s %s epoch %d timeout %d start %s topics %v", st.State, name(st.ProducerID), st.ProducerEpoch,
+				st.TimeoutMillis, sign(st.StartTimestamp), topics)
+		}
+		out = append(out, line)
+	}
+	bad := "[("
+	anchored := "a|b"
+	partial := "b"
+	for _, lt := range []struct {
+		version int16
+		states  []string
+		pids    []int64
+		dur     int64
+		pattern *string
+	}{
+		{version: 0},
+		{version: 1, states: []string{"Ongoing", "Bogus", "ongoing", "PrepareEpochFence"}, dur: -1},
+		{version: 1, pids: []int64{pa, pb, 1 << 40}, dur: -1},
+		{version: 1, dur: 0},
+		{version: 1, dur: time.Hour.Milliseconds()},
+		{version: 2, dur: -1, pattern: &anchored},
+		{version: 2, dur: -1, pattern: &partial},
+		{version: 2, dur: -1, pattern: &bad},
+	} {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.Version, req.StateFilters, req.ProducerIDFilters, req.DurationFilterMillis, req.TransactionalIDPattern = lt.version, lt.states, lt.pids, lt.dur, lt.pattern
+		var got []string
+		var codes []int16
+		var unknown []string
+		for _, sh := range admin.RequestSharded(ctx, req) {
+			mustNoErr(t, "ListTransactions", sh.Err)
+			r := sh.Resp.(*kmsg.ListTransactionsResponse)
+			codes = append(codes, r.ErrorCode)
+			unknown = append(unknown, r.UnknownStateFilters...)
+			for _, st := range r.TransactionStates {
+				got = append(got, fmt.Sprintf("%s:%s:%s", st.TransactionalID, st.TransactionState, name(st.ProducerID)))
+			}
+		}
+		slices.Sort(got)
+		p := "<nil>"
+		if lt.pattern != nil {
+			p = *lt.pattern
+		}
+		out = append(out, fmt.Sprintf("list v%d states %v pids %d duration %d pattern %s: codes %v unknown %v %v",
+			lt.version, lt.states, len(lt.pids), lt.dur, p, codes, unknown, got))
+	}
+
+	// DescribeProducers goes to the partitions' leader (the only broker).
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, admin)
+	mustNoErr(t, "Metadata", err)
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{0, 1, 2, 7}}, {Topic: "nope", Partitions: []int32{0}}}
+	presp, err := admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, dp)
+	mustNoErr(t, "DescribeProducers", err)
+	for _, pt := range presp.(*kmsg.DescribeProducersResponse).Topics {
+		for _, pp := range pt.Partitions {
+			var ps []string
+			for _, ap := range pp.ActiveProducers {
+				// CoordinatorEpoch is left out: Kafka reports its
+				// markers' (0) once one was written, the sidecar -1.
+				ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts %s txn %d", name(ap.ProducerID), ap.ProducerEpoch, ap.LastSequence,
+					sign(ap.LastTimestamp), ap.CurrentTxnStartOffset))
+			}
+			slices.Sort(ps)
+			out = append(out, fmt.Sprintf("producers %s-%d: error %d %v", pt.Topic, pp.Partition, pp.ErrorCode, ps))
+		}
+	}
+	return out
+}
