@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -233,4 +234,32 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 		}
 	}
 	return out
+}
+
+// TestTransactionMaxTimeoutKey: transaction.max.timeout.ms reaches the
+// transaction coordinator — InitProducerId asking for more gets
+// INVALID_TRANSACTION_TIMEOUT, asking for it gets a producer id (SPEC §15).
+func TestTransactionMaxTimeoutKey(t *testing.T) {
+	sc := StartSidecar(t, "", "transaction.max.timeout.ms=5000")
+	ctx := testCtx(t, time.Minute)
+	cl := sc.Client()
+	for _, tc := range []struct {
+		timeout int32
+		want    int16
+	}{{5001, kerr.InvalidTransactionTimeout.Code}, {5000, 0}} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = kmsg.StringPtr("max"), tc.timeout, -1, -1
+		var resp *kmsg.InitProducerIDResponse
+		for {
+			r, err := req.RequestWith(ctx, cl)
+			mustNoErr(t, "InitProducerId", err)
+			if resp = r; r.ErrorCode != kerr.CoordinatorLoadInProgress.Code || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if resp.ErrorCode != tc.want {
+			t.Errorf("transaction.timeout.ms %d: %v, want %v", tc.timeout, kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(tc.want))
+		}
+	}
 }

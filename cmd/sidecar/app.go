@@ -30,6 +30,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/segment"
 	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/txn"
 	"github.com/diskless-sidecar/sidecar/upload"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
@@ -213,6 +214,9 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 			ConsumerMaxSize:           cfg.GroupConsumerMaxSize,
 		},
 		OffsetsRetentionCheckInterval: cfg.OffsetsRetentionCheckInterval,
+		Txns:                          txn.Config{MaxTimeoutMs: cfg.TxnMaxTimeoutMs, IDExpirationMs: cfg.TxnIDExpirationMs},
+		TxnAbortCheckInterval:         cfg.TxnAbortCheckInterval,
+		TxnIDExpirationCheckInterval:  cfg.TxnIDExpirationCheckInterval,
 	})
 	if errors.Is(err, coordinator.ErrShardCountChanged) {
 		return nil, &ConfigError{Key: "diskless.metadata.topic.num.partitions", Value: fmt.Sprint(cfg.MetadataShards), Err: err}

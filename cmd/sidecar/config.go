@@ -26,6 +26,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/placement"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/txn"
 	"github.com/diskless-sidecar/sidecar/upload"
 	"github.com/diskless-sidecar/sidecar/wal"
 )
@@ -146,6 +147,11 @@ type Config struct {
 	GroupConsumerMaxSize            int
 	OffsetsRetentionMinutes         int64
 	OffsetsRetentionCheckInterval   time.Duration
+	// Transactions (SPEC §15), Kafka's keys.
+	TxnMaxTimeoutMs              int32
+	TxnIDExpirationMs            int64
+	TxnAbortCheckInterval        time.Duration
+	TxnIDExpirationCheckInterval time.Duration
 
 	HTTPListener string
 
@@ -452,6 +458,10 @@ var options = []option{
 	intOption("group.consumer.max.size", itoa(group.DefaultConsumerMaxSize), "Most members of a KIP-848 consumer group; past it the heartbeat gets GROUP_MAX_SIZE_REACHED.", 1, maxInt32, func(c *Config) *int { return &c.GroupConsumerMaxSize }),
 	intOption("offsets.retention.minutes", itoa(int64(group.DefaultOffsetsRetention/time.Minute)), "How long committed offsets of an empty consumer group (or of topics a group no longer consumes) are kept, minutes.", 1, math.MaxInt32, func(c *Config) *int64 { return &c.OffsetsRetentionMinutes }),
 	periodOption("offsets.retention.check.interval.ms", ms(coordinator.DefaultOffsetsRetentionCheckInterval), "How often each coordinator shard removes expired committed offsets, ms; -1 disables it.", 86400000, func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
+	intOption("transaction.max.timeout.ms", itoa(txn.DefaultMaxTimeoutMs), "Largest transaction.timeout.ms a transactional producer may ask for, ms; a larger one gets INVALID_TRANSACTION_TIMEOUT (SPEC §15).", 1, math.MaxInt32, func(c *Config) *int32 { return &c.TxnMaxTimeoutMs }),
+	intOption("transactional.id.expiration.ms", itoa(txn.DefaultIDExpirationMs), "Idle time after which a transactional id with no open transaction is removed, ms.", 1, math.MaxInt32, func(c *Config) *int64 { return &c.TxnIDExpirationMs }),
+	msOption("transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(coordinator.DefaultTxnAbortCheckInterval), "How often each coordinator shard aborts the transactions whose timeout passed (and finishes those whose markers are not all written), ms.", 1, math.MaxInt32, func(c *Config) *time.Duration { return &c.TxnAbortCheckInterval }),
+	msOption("transaction.remove.expired.transaction.cleanup.interval.ms", ms(coordinator.DefaultTxnIDExpirationCheckInterval), "How often each coordinator shard removes the transactional ids idle for transactional.id.expiration.ms, ms.", 1, math.MaxInt32, func(c *Config) *time.Duration { return &c.TxnIDExpirationCheckInterval }),
 	msOption("shutdown.timeout.ms", "30000", "How long SIGTERM waits for files in flight to upload and commit, ms.", 0, 3600000, func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 	{key: "log.level", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(strings.TrimSpace(v))) }},

@@ -17,6 +17,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/objstore/s3"
 	"github.com/diskless-sidecar/sidecar/produce"
 	"github.com/diskless-sidecar/sidecar/server"
+	"github.com/diskless-sidecar/sidecar/txn"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
 
@@ -88,6 +89,10 @@ func TestDefaultsArePackageDefaults(t *testing.T) {
 		{"diskless.consolidation.segment.bytes", c.ConsolidationSegmentBytes, coordinator.DefaultSegmentBytes},
 		{"diskless.consolidation.segment.ms", c.ConsolidationSegmentRollTime, coordinator.DefaultSegmentRollTime},
 		{"diskless.consolidation.index.interval.bytes", c.ConsolidationIndexIntervalBytes, coordinator.DefaultConsolidationIndexIntervalBytes},
+		{"transaction.max.timeout.ms", c.TxnMaxTimeoutMs, txn.DefaultMaxTimeoutMs},
+		{"transactional.id.expiration.ms", c.TxnIDExpirationMs, txn.DefaultIDExpirationMs},
+		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", c.TxnAbortCheckInterval, coordinator.DefaultTxnAbortCheckInterval},
+		{"transaction.remove.expired.transaction.cleanup.interval.ms", c.TxnIDExpirationCheckInterval, coordinator.DefaultTxnIDExpirationCheckInterval},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: the binary's default gives %v (%T), the package's default is %v (%T)", tc.key, tc.got, tc.got, tc.want, tc.want)
@@ -189,6 +194,11 @@ func TestLoadConfigRefusesNamingTheKey(t *testing.T) {
 		{"OTLP endpoint of another scheme", []string{"otel.exporter.otlp.endpoint=grpc://collector:4317"}, "otel.exporter.otlp.endpoint"},
 		{"sampler ratio above 1", []string{"otel.traces.sampler.ratio=1.5"}, "otel.traces.sampler.ratio"},
 		{"sampler ratio not a number", []string{"otel.traces.sampler.ratio=half"}, "otel.traces.sampler.ratio"},
+		{"transaction timeout bound of 0", []string{"transaction.max.timeout.ms=0"}, "transaction.max.timeout.ms"},
+		{"transaction timeout bound past an int", []string{"transaction.max.timeout.ms=2147483648"}, "transaction.max.timeout.ms"},
+		{"transactional id expiry not a number", []string{"transactional.id.expiration.ms=7d"}, "transactional.id.expiration.ms"},
+		{"transaction abort check of 0", []string{"transaction.abort.timed.out.transaction.cleanup.interval.ms=0"}, "transaction.abort.timed.out.transaction.cleanup.interval.ms"},
+		{"transactional id expiry check negative", []string{"transaction.remove.expired.transaction.cleanup.interval.ms=-1"}, "transaction.remove.expired.transaction.cleanup.interval.ms"},
 		{"wal prefix on the snapshots", []string{"diskless.metadata.log=kafka", "diskless.metadata.kafka.bootstrap.servers=127.0.0.1:9092", "diskless.object.key.prefix=snapshots"}, "diskless.object.key.prefix"},
 	}
 	for _, c := range cases {
