@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 		// (groups_member_test.go).
 		os.Exit(runMember())
 	}
+	if os.Getenv(eosEnv) != "" {
+		// An exactly-once member a test SIGKILLs (txn_eos_test.go).
+		os.Exit(runEOSMember())
+	}
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,15 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// eosMember runs a kgo GroupTransactSession consume-transform-produce loop
-// (each input record's value copied to the same partition of out, with
-// the consumed offsets, in one transaction per poll of at most 100
-// records) until ctx ends, or —
-// when abandon is set — until it has committed once and then holds a
-// transaction open: it closes its client without ending it, as a member
-// that dies mid-transaction leaves it. It returns when done.
-func eosMember(t *testing.T, ctx context.Context, addr, name, in, out string, abandon bool) (commits, aborts int, abandoned bool) {
-	sess, err := kgo.NewGroupTransactSession(
+// eosEnv, when set, makes the test binary an exactly-once member process
+// (runEOSMember) instead of running tests: a member the test can SIGKILL
+// in the middle of a transaction. Its value is "addr;name;in;out".
+const eosEnv = "SIDECAR_E2E_EOS_MEMBER"
+
+// newEOSSession returns a kgo GroupTransactSession of group eos,
+// transactional id name, reading in with read_committed.
+func newEOSSession(addr, name, in string) (*kgo.GroupTransactSession, error) {
+	return kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(addr),
 		kgo.TransactionalID(name),
 		kgo.TransactionTimeout(8*time.Second),
@@ -32,11 +36,16 @@ func eosMember(t *testing.T, ctx context.Context, addr, name, in, out string, ab
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
-	if err != nil {
-		t.Errorf("%s: %v", name, err)
-		return
-	}
-	defer sess.Close()
+}
+
+// eosLoop runs sess's consume-transform-produce loop (each input record's
+// value copied to the same partition of out, with the consumed offsets,
+// in one transaction per poll of at most 100 records) until ctx ends or
+// the client is closed, or — when hold is set — until it has committed
+// once and then produced a transaction's records: it returns with that
+// transaction open and its records written (held), for its caller to die
+// with it.
+func eosLoop(ctx context.Context, sess *kgo.GroupTransactSession, name, out string, hold bool, logf func(string, ...any)) (commits, aborts int, held bool) {
 	for ctx.Err() == nil {
 		fs := sess.PollRecords(ctx, 100)
 		if fs.IsClientClosed() {
@@ -46,20 +55,20 @@ func eosMember(t *testing.T, ctx context.Context, addr, name, in, out string, ab
 			continue
 		}
 		if err := sess.Begin(); err != nil {
-			t.Logf("%s: Begin: %v", name, err)
+			logf("%s: Begin: %v", name, err)
 			continue
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			sess.Produce(ctx, &kgo.Record{Topic: out, Partition: r.Partition, Value: r.Value}, nil)
 		})
-		if abandon && commits > 0 {
-			// Whatever was produced is in flight or written; no End.
-			sess.Client().Flush(ctx)
-			return commits, aborts, true
+		if hold && commits > 0 {
+			if err := sess.Client().Flush(ctx); err == nil {
+				return commits, aborts, true
+			}
 		}
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
-			t.Logf("%s: End: %v", name, err)
+			logf("%s: End: %v", name, err)
 		}
 		if committed {
 			commits++
@@ -70,13 +79,66 @@ func eosMember(t *testing.T, ctx context.Context, addr, name, in, out string, ab
 	return commits, aborts, false
 }
 
+// runEOSMember is the member process: eosLoop with hold set; once it holds
+// a transaction open it prints "O <commits> <aborts>" and waits to be
+// killed, its client neither closed nor leaving the group.
+func runEOSMember() int {
+	f := strings.Split(os.Getenv(eosEnv), ";")
+	if len(f) != 4 {
+		fmt.Fprintln(os.Stderr, "eos member: want addr;name;in;out")
+		return 2
+	}
+	sess, err := newEOSSession(f[0], f[1], f[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	commits, aborts, held := eosLoop(context.Background(), sess, f[1], f[3], true, logf)
+	if !held {
+		return 1
+	}
+	fmt.Printf("O %d %d\n", commits, aborts)
+	select {} // until SIGKILLed
+}
+
+// startEOSMember starts a member process; held is closed (with its
+// commits and aborts in the string) once the member holds a transaction
+// open, and the process is SIGKILLed at the end of the test.
+func startEOSMember(t *testing.T, addr, name, in, out string) (cmd *exec.Cmd, held <-chan string) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), eosEnv+"="+strings.Join([]string{addr, name, in, out}, ";"))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	mustNoErr(t, "member's stdout", err)
+	mustNoErr(t, "member process", cmd.Start())
+	h := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "O ") {
+				h <- line
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, h
+}
+
 // TestTransactionsExactlyOnce: kgo's GroupTransactSession copies a topic
 // to another between two diskless topics, consume-transform-produce with
-// the consumed offsets in each transaction, by two members, one of which
-// dies mid-transaction (its client closed with a transaction open, left to
-// time out), while the sidecar is SIGKILLed once and restarted on its
-// data.dir: the output read with read_committed holds every input record
-// exactly once (SPEC §15).
+// the consumed offsets in each transaction, by two members, one of which —
+// a process of its own — is SIGKILLed mid-transaction (its records
+// written, left to time out), while the sidecar is SIGKILLed once and
+// restarted on its data.dir: the output read with read_committed holds
+// every input record exactly once (SPEC §15).
 func TestTransactionsExactlyOnce(t *testing.T) {
 	const (
 		partitions = 4
@@ -123,15 +185,33 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
 	var members sync.WaitGroup
-	var bAbandoned atomic.Bool
+	var bKilled atomic.Bool
 	members.Go(func() {
-		c, a, _ := eosMember(t, mctx, addr, "eos-a", in, out, false)
+		sess, err := newEOSSession(addr, "eos-a", in)
+		if err != nil {
+			t.Errorf("eos-a: %v", err)
+			return
+		}
+		defer sess.Close()
+		c, a, _ := eosLoop(mctx, sess, "eos-a", out, false, t.Logf)
 		t.Logf("eos-a: %d transactions committed, %d aborted", c, a)
 	})
+	// eos-b, a process of its own, is SIGKILLed with a transaction open
+	// (its records written, no EndTxn, no LeaveGroup): the coordinator
+	// aborts it at its timeout, the group gives its partitions to eos-a
+	// after its session timeout.
+	bProc, bHeld := startEOSMember(t, addr, "eos-b", in, out)
 	members.Go(func() {
-		c, a, ab := eosMember(t, mctx, addr, "eos-b", in, out, true)
-		bAbandoned.Store(ab)
-		t.Logf("eos-b: %d transactions committed, %d aborted, one abandoned: %v", c, a, ab)
+		select {
+		case line := <-bHeld:
+			if err := bProc.Process.Kill(); err != nil {
+				t.Errorf("SIGKILL eos-b: %v", err)
+				return
+			}
+			bKilled.Store(true)
+			t.Logf("eos-b SIGKILLed with a transaction open (%s: commits, aborts before it)", line)
+		case <-mctx.Done():
+		}
 	})
 
 	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return read.Load() >= n/3 })
@@ -185,7 +265,7 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d distinct values in the output, want %d", len(seen), n)
 	}
-	if !bAbandoned.Load() {
-		t.Error("eos-b never left a transaction open")
+	if !bKilled.Load() {
+		t.Error("eos-b was never SIGKILLed with a transaction open")
 	}
 }
