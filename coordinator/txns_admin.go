@@ -168,3 +168,19 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 	})
 	return out, nil
 }
+
+// WriteTxnMarkers writes producer (producerID, epoch)'s COMMIT (commit) or
+// ABORT marker into parts through the marker writer (SetMarkerWriter), as
+// a transaction's completion does, and returns once they are committed:
+// WriteTxnMarkers from an operator's kafka-transactions.sh abort, which
+// ends a transaction open in a partition whatever the transaction
+// coordinator holds (a marker for a producer with no open transaction in
+// a partition changes nothing there). Errors: the writer's;
+// COORDINATOR_NOT_AVAILABLE without a writer.
+func (c *Coordinator) WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
+	box := c.markers.Load()
+	if box == nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	return box.w.WriteMarkers(ctx, producerID, epoch, commit, parts)
+}

@@ -497,6 +497,23 @@ func aclCases() []aclCase {
 			},
 			denied: topicAuth,
 		},
+		{
+			name: "WriteTxnMarkers needs CLUSTER_ACTION on the cluster", acls: cluster(kmsg.ACLOperationClusterAction),
+			setup: func(t *testing.T, ctx context.Context, tg *aclTarget) { createTopicAs(t, ctx, tg, "acl-wtm", 1) },
+			req: func(t *testing.T, ctx context.Context, tg *aclTarget) kmsg.Request {
+				req := kmsg.NewPtrWriteTxnMarkersRequest()
+				req.Version = 1
+				m := kmsg.NewWriteTxnMarkersRequestMarker()
+				m.ProducerID, m.ProducerEpoch = 123456, 0
+				m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "acl-wtm", Partitions: []int32{0}}}
+				req.Markers = append(req.Markers, m)
+				return req
+			},
+			codes: func(r kmsg.Response) []int16 {
+				return []int16{r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode}
+			},
+			denied: clusterAuth,
+		},
 	}
 }
 

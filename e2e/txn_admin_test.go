@@ -25,7 +25,8 @@ import (
 // out of range, an unknown topic), the answers compared after producer ids
 // are named by their transactional ids and timestamps reduced to their
 // sign (SPEC §15). Then kafka-transactions.sh list, describe,
-// describe-producers and find-hanging against the sidecar.
+// describe-producers and find-hanging against the sidecar; abort, on
+// both, then compared as above.
 func TestTransactionAdminMatchesKafka(t *testing.T) {
 	kafkatest.Require(t)
 	kc := kafkatest.Start(t, kafkatest.Options{})
@@ -232,6 +233,28 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 			slices.Sort(ps)
 			out = append(out, fmt.Sprintf("producers %s-%d: error %d %v", pt.Topic, pp.Partition, pp.ErrorCode, ps))
 		}
+	}
+
+	// kafka-transactions.sh abort ends b's transaction in t-1 (WriteTxnMarkers
+	// to the partition's leader), whatever its coordinator holds: the LSO
+	// of t-1 moves to its end, b's transaction stays open in t-0.
+	if o, e, err := kafkatest.Tool(ctx, "kafka-transactions", "--bootstrap-server", addr, "abort", "--topic", "t", "--partition", "1", "--start-offset", "0"); err != nil {
+		t.Fatalf("kafka-transactions abort: %v\n%s%s", err, o, e)
+	}
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+	presp, err = admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, dp)
+	mustNoErr(t, "DescribeProducers", err)
+	for _, pp := range presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions {
+		var ps []string
+		for _, ap := range pp.ActiveProducers {
+			ps = append(ps, fmt.Sprintf("%s txn %d", name(ap.ProducerID), ap.CurrentTxnStartOffset))
+		}
+		slices.Sort(ps)
+		out = append(out, fmt.Sprintf("producers after abort t-%d: error %d %v", pp.Partition, pp.ErrorCode, ps))
+	}
+	for p := range int32(2) {
+		hwm, lso := txnEnds(t, ctx, admin, "t", p)
+		out = append(out, fmt.Sprintf("after abort t-%d: high watermark %d, LSO %d", p, hwm, lso))
 	}
 	return out
 }

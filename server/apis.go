@@ -37,7 +37,7 @@ var ownAPIs = []kmsg.ApiVersionsResponseApiKey{
 	consumerGroupHeartbeatVersions, consumerGroupDescribeVersions,
 	// Transactions (txns.go), advertised only with Config.Transactions.
 	addPartitionsToTxnVersions, addOffsetsToTxnVersions, endTxnVersions, txnOffsetCommitVersions,
-	describeProducersVersions, describeTransactionsVersions, listTransactionsVersions,
+	describeProducersVersions, describeTransactionsVersions, listTransactionsVersions, writeTxnMarkersVersions,
 }
 
 // The API keys each delegate answers, one per method of its interface.
@@ -158,6 +158,7 @@ var routes = map[int16]route{
 	24: async((*Server).handleAddPartitionsToTxn),
 	25: async((*Server).handleAddOffsetsToTxn),
 	26: async((*Server).handleEndTxn),
+	27: async((*Server).handleWriteTxnMarkers),
 	28: async((*Server).handleTxnOffsetCommit),
 	61: async((*Server).handleDescribeProducers),
 	65: async((*Server).handleDescribeTransactions),

@@ -255,7 +255,7 @@ func (s *Server) gateGroups(ctx context.Context, req kmsg.Request) (kmsg.Request
 			}
 			return nil, nil, out
 		}
-	case *kmsg.DescribeTransactionsRequest, *kmsg.ListTransactionsRequest, *kmsg.DescribeProducersRequest:
+	case *kmsg.DescribeTransactionsRequest, *kmsg.ListTransactionsRequest, *kmsg.DescribeProducersRequest, *kmsg.WriteTxnMarkersRequest:
 		return s.gateTxnAdmin(ctx, req)
 	}
 	return req, nil, nil
@@ -266,8 +266,9 @@ func (s *Server) gateGroups(ctx context.Context, req kmsg.Request) (kmsg.Request
 // not DESCRIBE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and leaves out of
 // an answer the topics it may not DESCRIBE; ListTransactions leaves out
 // the ids it may not DESCRIBE; DescribeProducers refuses the partitions of
-// a topic it may not READ (TOPIC_AUTHORIZATION_FAILED). Answers keep the
-// request's order.
+// a topic it may not READ (TOPIC_AUTHORIZATION_FAILED); WriteTxnMarkers
+// needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED on
+// every partition). Answers keep the request's order.
 func (s *Server) gateTxnAdmin(ctx context.Context, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response, kmsg.Response) {
 	describeID := func(id string) bool { return s.authorized(ctx, opDescribe, rtTxnID, id) }
 	switch r := req.(type) {
@@ -308,6 +309,26 @@ func (s *Server) gateTxnAdmin(ctx context.Context, req kmsg.Request) (kmsg.Reque
 			})
 			return out
 		}, nil
+	case *kmsg.WriteTxnMarkersRequest:
+		if !s.authorizedCluster(ctx, kmsg.ACLOperationClusterAction) {
+			out := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+			for _, m := range r.Markers {
+				om := kmsg.NewWriteTxnMarkersResponseMarker()
+				om.ProducerID = m.ProducerID
+				for _, t := range m.Topics {
+					ot := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+					ot.Topic = t.Topic
+					for _, p := range t.Partitions {
+						op := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+						op.Partition, op.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+						ot.Partitions = append(ot.Partitions, op)
+					}
+					om.Topics = append(om.Topics, ot)
+				}
+				out.Markers = append(out.Markers, om)
+			}
+			return nil, nil, out
+		}
 	case *kmsg.DescribeProducersRequest:
 		allowed := make([]bool, len(r.Topics))
 		trimmed := *r

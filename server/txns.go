@@ -32,6 +32,12 @@ type Transactions interface {
 	DescribeTransaction(ctx context.Context, id string) (kmsg.DescribeTransactionsResponseTransactionState, error)
 	ListTransactions(ctx context.Context, req *kmsg.ListTransactionsRequest) (*kmsg.ListTransactionsResponse, error)
 	DescribeProducers(tp diskless.TopicPartition) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, *kerr.Error)
+	// WriteTxnMarkers writes producer (producerID, epoch)'s COMMIT
+	// (commit) or ABORT marker into parts, as a transaction's completion
+	// does, and returns once they are committed (WriteTxnMarkers, which
+	// kafka-transactions.sh abort sends); an error applies to every
+	// partition.
+	WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error
 }
 
 // The transaction APIs' versions (SPEC §15). The versions that signal
@@ -56,12 +62,14 @@ var (
 	describeProducersVersions    = kmsg.ApiVersionsResponseApiKey{ApiKey: 61, MinVersion: 0, MaxVersion: 0}
 	describeTransactionsVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 65, MinVersion: 0, MaxVersion: 0}
 	listTransactionsVersions     = kmsg.ApiVersionsResponseApiKey{ApiKey: 66, MinVersion: 0, MaxVersion: 2}
+	// writeTxnMarkersVersions: 1–2, Kafka 4's (v0 removed, KIP-896).
+	writeTxnMarkersVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 27, MinVersion: 1, MaxVersion: 2}
 )
 
 // txnKeys are the API keys that exist only with a transaction coordinator.
 // DescribeProducers is among them: the producer state it shows is a
 // partition's shard's, which a sidecar reads in process only.
-var txnKeys = []int16{24, 25, 26, 28, 61, 65, 66}
+var txnKeys = []int16{24, 25, 26, 27, 28, 61, 65, 66}
 
 // withoutTxns returns apis without the transaction APIs when drop is set:
 // without a transaction coordinator they do not exist.

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// handleWriteTxnMarkers answers WriteTxnMarkers (SPEC §15), the request a
+// transaction coordinator sends partition leaders and
+// kafka-transactions.sh abort sends to end a hanging transaction: each
+// marker is written into its partitions through Transactions.WriteTxnMarkers
+// (the produce pipeline, as a completion's). A topic or partition the
+// catalog does not hold gets UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers;
+// a marker that could not be written gets its error's code on each of
+// its partitions (ctx's: REQUEST_TIMED_OUT; another: KAFKA_STORAGE_ERROR).
+func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		out := kmsg.NewWriteTxnMarkersResponseMarker()
+		out.ProducerID = m.ProducerID
+		var parts []diskless.TopicPartition
+		codes := make([][]int16, len(m.Topics))
+		for i, rt := range m.Topics {
+			t, ok := s.catalog.Topic(rt.Topic)
+			codes[i] = make([]int16, len(rt.Partitions))
+			for j, p := range rt.Partitions {
+				if !ok || p < 0 || p >= t.Partitions {
+					codes[i][j] = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+				parts = append(parts, diskless.TopicPartition{TopicID: t.ID, Partition: p})
+			}
+		}
+		var code int16
+		if len(parts) > 0 {
+			err := s.cfg.Transactions.WriteTxnMarkers(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, parts)
+			var kErr *kerr.Error
+			switch {
+			case err == nil:
+			case errors.As(err, &kErr):
+				code = kErr.Code
+			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+				code = kerr.RequestTimedOut.Code
+			default:
+				s.rl.Log(ctx, slog.LevelWarn, "txn-markers", "WriteTxnMarkers: the markers could not be written", slog.Any("err", err))
+				code = kerr.KafkaStorageError.Code
+			}
+		}
+		for i, rt := range m.Topics {
+			ot := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			ot.Topic = rt.Topic
+			for j, p := range rt.Partitions {
+				op := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				op.Partition, op.ErrorCode = p, codes[i][j]
+				if op.ErrorCode == 0 {
+					op.ErrorCode = code
+				}
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			out.Topics = append(out.Topics, ot)
+		}
+		resp.Markers = append(resp.Markers, out)
+	}
+	return resp
+}
