@@ -448,8 +448,9 @@ func TestConfigValidate(t *testing.T) {
 
 // TestRunKfakeConsumerDelay: with -consumer-delay the consumers start
 // that long after the producers and read from the run's start offsets, so
-// the records of the window's start wait about the delay less the warmup,
-// and every record is still consumed in the drain.
+// the records of the window's start wait about the delay less the time
+// the window took to open (the warmup, more on a loaded machine), and
+// every record is still consumed in the drain.
 func TestRunKfakeConsumerDelay(t *testing.T) {
 	target := startTestKfake(t)
 	cfg := smallConfig()
@@ -461,9 +462,17 @@ func TestRunKfakeConsumerDelay(t *testing.T) {
 	if res.E2ELatency == nil || res.Unconsumed != 0 || res.ErrorCount != 0 {
 		t.Fatalf("e2e %+v, unconsumed %d, errors %v", res.E2ELatency, res.Unconsumed, res.Errors)
 	}
-	// The first records of the window were sent at the warmup's end.
-	if lag := (cfg.ConsumerDelay - cfg.Warmup).Seconds() * 1e3; res.E2ELatency.MaxMs < lag*0.9 {
-		t.Errorf("e2e max %.0f ms, want ≥ about %.0f ms: the consumers did not start late", res.E2ELatency.MaxMs, lag)
+	// The first records of the window were sent when it opened: at the
+	// warmup's end, later on a loaded machine (a run under load saw 926
+	// ms against the 1200 the warmup alone gives: a window opened at
+	// least 0.15 s late).
+	lag := cfg.ConsumerDelay - res.windowOpened
+	if lag < 200*time.Millisecond {
+		t.Fatalf("the window opened %v into the run, too close to the consumers' %v delay to see it", res.windowOpened, cfg.ConsumerDelay)
+	}
+	if ms := lag.Seconds() * 1e3; res.E2ELatency.MaxMs < ms*0.9 {
+		t.Errorf("e2e max %.0f ms, want ≥ about %.0f ms (the window opened %v into the run): the consumers did not start late",
+			res.E2ELatency.MaxMs, ms, res.windowOpened)
 	}
 }
 

@@ -89,6 +89,11 @@ type Result struct {
 	// E2ELatency summarise (microseconds), for -plot; e2eHist is nil
 	// without consumers.
 	produceHist, e2eHist *hdrhistogram.Histogram
+	// windowOpened is how long after the load's clocks started (before the
+	// warmup and the consumers' delay, which count from a moment later)
+	// the window opened, past Warmup on a loaded machine; 0 if it never
+	// opened.
+	windowOpened time.Duration
 	// CPU is what the target's server processes spent in the window.
 	CPU CPU `json:"cpu"`
 	// PeerCPU is what Target.PeerPIDs spent in the window, named by Peer;
@@ -412,6 +417,9 @@ func (l *load) fill(res *Result) {
 	st := l.st
 	window := st.windowLength()
 	res.WindowSeconds = window.Seconds()
+	if at := st.windowStart.Load(); at != math.MaxInt64 {
+		res.windowOpened = time.Duration(at)
+	}
 	res.Interrupted = l.interrupted
 	res.Produced = throughput(st.winAcked.Load(), st.winAckedBytes.Load(), window)
 	res.produceHist = mergeShards(st.produce, pickWindow, false)
