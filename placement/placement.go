@@ -212,12 +212,21 @@ func (p *Placement) run(ctx context.Context) {
 			// does not): let them all go; a confirmed view brings the
 			// ones that fall to it back with a takeover and a replay.
 			p.publish(view, p.owners())
-			p.releaseAll()
+			p.release(func(int32) bool { return true })
 		default:
 			// Unconfirmed: keep the owners last placed (they are what
-			// the hosting still is) and only let go of what was fenced.
+			// the hosting still is) and only let go of what was fenced
+			// (another sidecar took it over): fencing is final whatever
+			// the view says.
 			p.publish(view, p.owners())
-			p.releaseFenced()
+			p.release(func(i int32) bool {
+				if !errors.Is(p.cfg.Hoster.Serving(i), diskless.ErrShardFenced) {
+					return false
+				}
+				p.cfg.Logger.Warn("placement: a shard hosted here was taken over by another sidecar; releasing it (the view is unconfirmed)",
+					slog.Int("shard", int(i)))
+				return true
+			})
 		}
 		select {
 		case <-ctx.Done():
@@ -235,27 +244,11 @@ func (p *Placement) owners() []diskless.Sidecar {
 	return slices.Clone(p.mu.owners)
 }
 
-// releaseAll releases every hosted shard.
-func (p *Placement) releaseAll() {
+// release releases each hosted shard drop reports true for.
+func (p *Placement) release(drop func(shard int32) bool) {
 	h := p.cfg.Hoster
 	for i := range p.cfg.NumShards {
-		if h.Hosted(i) {
-			if err := h.Release(i); err != nil {
-				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
-			}
-		}
-	}
-}
-
-// releaseFenced releases the hosted shards whose writes another sidecar
-// fenced (it took them over): the one thing an unconfirmed view still
-// acts on — fencing is final whatever the view says.
-func (p *Placement) releaseFenced() {
-	h := p.cfg.Hoster
-	for i := range p.cfg.NumShards {
-		if h.Hosted(i) && errors.Is(h.Serving(i), diskless.ErrShardFenced) {
-			p.cfg.Logger.Warn("placement: a shard hosted here was taken over by another sidecar; releasing it (the view is unconfirmed)",
-				slog.Int("shard", int(i)))
+		if h.Hosted(i) && drop(i) {
 			if err := h.Release(i); err != nil {
 				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
 			}
@@ -306,13 +299,7 @@ func (p *Placement) publish(view membership.View, owners []diskless.Sidecar) {
 func (p *Placement) reconcile(ctx context.Context, view membership.View, owners []diskless.Sidecar, viewChanged <-chan struct{}) {
 	h := p.cfg.Hoster
 	mine := func(i int32) bool { return view.Member && owners[i].NodeID == p.cfg.Self }
-	for i := range p.cfg.NumShards {
-		if !mine(i) && h.Hosted(i) {
-			if err := h.Release(i); err != nil {
-				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
-			}
-		}
-	}
+	p.release(func(i int32) bool { return !mine(i) })
 	for i := range p.cfg.NumShards {
 		if !mine(i) || ctx.Err() != nil {
 			continue
