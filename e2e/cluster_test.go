@@ -935,14 +935,11 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 		// controller fenced brokers meanwhile (heartbeats timed out) and
 		// their leaderships moved. The preferred leaders (spread over the
 		// brokers when the topic was made) take them back.
-		kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
-		mustNoErr(t, "kafka client", err)
 		set := kadm.TopicsSet{}
 		for p := range int32(clusterShards) {
 			set.Add(cl.meta, p)
 		}
-		_, err = kadm.NewClient(kcl).ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
-		kcl.Close()
+		_, err := cl.k.Admin(t).ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 		mustNoErr(t, "ElectLeaders", err)
 		waitFor(t, time.Minute, fmt.Sprintf("sidecar %d hosting a shard after a preferred leader election", victim), func() bool {
 			return len(cl.hostingNow(s)) > 0
@@ -1072,10 +1069,8 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 	h := history.New()
 	l := loadOnAll(ctx, t, cl, h, topic, partitions)
 	l.waitReading(t, ctx, 2_000)
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
-	mustNoErr(t, "kafka client", err)
-	defer kcl.Close()
-	md, err := kadm.NewClient(kcl).Metadata(ctx, cl.meta)
+	adm := cl.k.Admin(t)
+	md, err := adm.Metadata(ctx, cl.meta)
 	mustNoErr(t, "Metadata", err)
 	leader := md.Topics[cl.meta].Partitions[0].Leader
 	if leader < 0 {
@@ -1091,7 +1086,7 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 		}
 	}()
 	for {
-		md, err := kadm.NewClient(kcl).Metadata(ctx, cl.meta)
+		md, err := adm.Metadata(ctx, cl.meta)
 		mustNoErr(t, "Metadata", err)
 		if l := md.Topics[cl.meta].Partitions[0].Leader; l >= 0 && l != leader {
 			t.Logf("broker %d (leader of metadata partition 0) SIGKILLed; new leader %d after %v", leader, l, time.Since(killedAt).Round(time.Millisecond))
@@ -1214,10 +1209,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	h := history.New()
 	l := loadOnAll(ctx, t, cl, h, topic, partitions)
 	l.waitReading(t, ctx, 2_000)
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(cl.k.BootstrapServers(), ",")...))
-	mustNoErr(t, "kafka client", err)
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
+	adm := cl.k.Admin(t)
 	group := "diskless-sidecars-" + cl.meta
 	coordinator := func() (int32, error) {
 		cs := adm.FindGroupCoordinators(ctx, group)
