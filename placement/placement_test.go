@@ -227,6 +227,20 @@ func waitHosted(t *testing.T, p *Placement, h *fakeHoster, want ...int32) {
 	}
 }
 
+// startLoop starts the placement loop of sidecar 1 over 4 shards with a
+// fake hoster hosting nothing yet; it is closed when t ends.
+func startLoop(t *testing.T, fm *fakeMembership, fl *fakeLeaders) (*Placement, *fakeHoster) {
+	t.Helper()
+	fh := &fakeHoster{hosted: map[int32]bool{}, fenced: map[int32]bool{}}
+	p, err := Start(Config{Self: 1, NumShards: 4, Membership: fm, Leaders: fl, Hoster: fh, Refresh: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, fh
+}
+
 // TestPlacementLoop: the loop hosts the shards that fall to this sidecar
 // and releases the others as the view and the leaders change; a fenced
 // shard it should host is released and hosted again; left out of a
@@ -235,13 +249,7 @@ func waitHosted(t *testing.T, p *Placement, h *fakeHoster, want ...int32) {
 func TestPlacementLoop(t *testing.T) {
 	fm := newFakeMembership(view(true, 1, 2))
 	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
-	fh := &fakeHoster{hosted: map[int32]bool{}, fenced: map[int32]bool{}}
-	p, err := Start(Config{Self: 1, NumShards: 4, Membership: fm, Leaders: fl, Hoster: fh, Refresh: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, fh := startLoop(t, fm, fl)
 	waitHosted(t, p, fh, 0, 2)
 	if o, ok := p.Owner(1); !ok || o.NodeID != 2 {
 		t.Fatalf("Owner(1) = %+v %v", o, ok)
@@ -251,9 +259,7 @@ func TestPlacementLoop(t *testing.T) {
 	}
 
 	// The leader of partition 3 moves to broker 1.
-	fl.mu.Lock()
-	fl.m = map[int32]int32{0: 1, 1: 2, 2: 1, 3: 1}
-	fl.mu.Unlock()
+	fl.set(map[int32]int32{0: 1, 1: 2, 2: 1, 3: 1})
 	waitHosted(t, p, fh, 0, 2, 3)
 
 	// Node 2 dies: its shard falls to the fallback, this sidecar (alone).
@@ -300,13 +306,7 @@ func TestPlacementLoop(t *testing.T) {
 func TestPlacementUnconfirmed(t *testing.T) {
 	fm := newFakeMembership(view(true, 1, 2))
 	fl := &fakeLeaders{m: map[int32]int32{0: 1, 1: 2, 2: 1, 3: 2}}
-	fh := &fakeHoster{hosted: map[int32]bool{}, fenced: map[int32]bool{}}
-	p, err := Start(Config{Self: 1, NumShards: 4, Membership: fm, Leaders: fl, Hoster: fh, Refresh: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, fh := startLoop(t, fm, fl)
 	waitHosted(t, p, fh, 0, 2)
 
 	// No heartbeat answered for a session timeout; meanwhile the leader
