@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
@@ -200,22 +201,32 @@ func testGroup(t *testing.T, kc *kafkatest.Cluster, group string, s diskless.Sid
 func waitView(t *testing.T, g *Group, want ...int32) (View, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		ch := g.Changed()
-		v := g.View()
+	v := waitFor(t, g, time.Minute, fmt.Sprintf("members %v", want), func(v View) bool {
 		ids := make([]int32, len(v.Sidecars))
 		for i, s := range v.Sidecars {
 			ids[i] = s.NodeID
 		}
-		if v.Member && slices.Equal(ids, want) {
-			return v, time.Since(start)
+		return v.Member && slices.Equal(ids, want)
+	})
+	return v, time.Since(start)
+}
+
+// waitFor waits up to within until g's view satisfies ok (what says how,
+// for the failure) and returns that view.
+func waitFor(t *testing.T, g *Group, within time.Duration, what string, ok func(View) bool) View {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		ch := g.Changed()
+		v := g.View()
+		if ok(v) {
+			return v
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			t.Fatalf("node %d: view %+v, want members %v", g.cfg.Self.NodeID, v, want)
+			t.Fatalf("node %d: view %+v, want %s", g.cfg.Self.NodeID, v, what)
 		}
 	}
 }
@@ -253,8 +264,8 @@ func testCoordinatorDown(t *testing.T, kc *kafkatest.Cluster) {
 	}
 	killedAt := time.Now()
 	for _, g := range []*Group{a, b} {
-		waitFor(t, g, func(v View) bool { return !v.Current })
-		if v := g.View(); !v.Member || v.Generation != before.Generation || len(v.Sidecars) != 2 {
+		v := waitFor(t, g, 2*time.Minute, "an unconfirmed view", func(v View) bool { return !v.Current })
+		if !v.Member || v.Generation != before.Generation || len(v.Sidecars) != 2 {
 			t.Fatalf("node %d with its coordinator down: view %+v, want the last one kept, unconfirmed", g.cfg.Self.NodeID, v)
 		}
 	}
@@ -262,30 +273,12 @@ func testCoordinatorDown(t *testing.T, kc *kafkatest.Cluster) {
 		t.Fatal(err)
 	}
 	for _, g := range []*Group{a, b} {
-		waitFor(t, g, func(v View) bool { return v.Current })
-		if v := g.View(); !v.Member || v.Generation != before.Generation {
+		v := waitFor(t, g, 2*time.Minute, "a confirmed view", func(v View) bool { return v.Current })
+		if !v.Member || v.Generation != before.Generation {
 			t.Fatalf("node %d after its coordinator came back: view %+v, want generation %d confirmed", g.cfg.Self.NodeID, v, before.Generation)
 		}
 	}
 	t.Logf("coordinator down %v (session timeout 6 s): generation %d kept and confirmed again", time.Since(killedAt).Round(time.Millisecond), before.Generation)
-}
-
-// waitFor waits until g's view satisfies ok.
-func waitFor(t *testing.T, g *Group, ok func(View) bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for {
-		ch := g.Changed()
-		if ok(g.View()) {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("node %d: view %+v", g.cfg.Self.NodeID, g.View())
-		}
-	}
 }
 
 // testLifecycle: three sidecars join and see the same view of one
