@@ -483,3 +483,23 @@ func TestClassicAdoptMembers(t *testing.T) {
 	h.advance(DefaultMaxSessionTimeout)
 	wantCode(t, "another group after the window", h.heartbeat("g2", "old-9", 2), kerr.UnknownMemberID)
 }
+
+// TestClassicAdoptMembersCommit: in AdoptMembers' window a member from
+// before the takeover that commits offsets before it rejoined is answered
+// REBALANCE_IN_PROGRESS, as its Heartbeat is (a client keeps its
+// partitions and rejoins), not UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION
+// (the Java client resets its generation and loses its partitions); a
+// simple consumer's commit is untouched, and after the window the answers
+// are Kafka's for a member it does not know.
+func TestClassicAdoptMembersCommit(t *testing.T) {
+	h := newHarness(t, Config{})
+	wantCode(t, "a simple consumer's commit", h.commit(8, "g", "", -1, 5), nil)
+	wantCode(t, "an unknown member's commit, group with offsets", h.commit(8, "g", "old-1", 4, 6), kerr.UnknownMemberID)
+	wantCode(t, "an unknown member's commit, no group", h.commit(8, "g2", "old-9", 2, 6), kerr.IllegalGeneration)
+	h.c.AdoptMembers(h.now)
+	wantCode(t, "commit of a member from before the takeover", h.commit(8, "g", "old-1", 4, 6), kerr.RebalanceInProgress)
+	wantCode(t, "commit of a member from before the takeover, no offsets", h.commit(8, "g2", "old-9", 2, 6), kerr.RebalanceInProgress)
+	wantCode(t, "a simple consumer's commit in the window", h.commit(8, "g", "", -1, 7), nil)
+	h.advance(DefaultMaxSessionTimeout)
+	wantCode(t, "an unknown member's commit after the window", h.commit(8, "g", "old-1", 4, 8), kerr.UnknownMemberID)
+}

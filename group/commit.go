@@ -25,7 +25,8 @@ import (
 // group if there is none); otherwise UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
 // or ILLEGAL_GENERATION (classic), UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH
 // (KIP-848 members, which must use v9+: UNSUPPORTED_VERSION below),
-// REBALANCE_IN_PROGRESS while a classic group completes a rebalance, and
+// REBALANCE_IN_PROGRESS while a classic group completes a rebalance (and
+// for a member AdoptMembers takes, until it rejoined), and
 // for a group that does not exist GROUP_ID_NOT_FOUND from v9 (before:
 // ILLEGAL_GENERATION). Per partition: UNKNOWN_TOPIC_OR_PARTITION for a
 // topic or partition the catalog (Deps.Topics) does not hold, whatever the
@@ -202,6 +203,9 @@ func (c *Coordinator) validateCommit(req *kmsg.OffsetCommitRequest, now int64) *
 		return nil
 	}
 	g := c.classic[req.Group]
+	if c.adopts(req.Group, g, now, req.MemberID, req.InstanceID) {
+		return kerr.RebalanceInProgress // rejoin first (AdoptMembers)
+	}
 	if g == nil {
 		if !c.offsets.HasGroup(req.Group) {
 			if req.Generation < 0 {

@@ -107,11 +107,11 @@ func randomID() string {
 // takes a dynamic member it does not know for one of its members from
 // before: the shard was taken over from another sidecar (DESIGN
 // §Consumer groups, across a shard move), whose groups' members are not
-// in the log. Such a member's Heartbeat and SyncGroup are answered
-// REBALANCE_IN_PROGRESS instead of UNKNOWN_MEMBER_ID, and its JoinGroup
-// joins with its member id as it is, so a cooperative consumer keeps its
-// partitions through the rebalance instead of giving them up and joining
-// anew. Kafka's coordinators never need this: they load a group's members
+// in the log. Such a member's Heartbeat, SyncGroup and OffsetCommit are
+// answered REBALANCE_IN_PROGRESS instead of UNKNOWN_MEMBER_ID, and its
+// JoinGroup joins with its member id as it is, so a cooperative consumer
+// keeps its partitions through the rebalance instead of giving them up
+// and joining anew. Kafka's coordinators never need this: they load a group's members
 // with its offsets.
 func (c *Coordinator) AdoptMembers(now time.Time) {
 	c.adoptUntil = now.UnixMilli() + c.cfg.MaxSessionTimeout.Milliseconds()
