@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/objstore/objstoretest"
 )
 
@@ -108,7 +109,10 @@ func benchProduce(b *testing.B, c *kafkatest.Cluster) {
 	report(b, lat)
 }
 
-func benchAppend(b *testing.B, c *kafkatest.Cluster) {
+// openBenchLog opens shard 0's log of a one-partition metadata topic on c
+// and replays it, ready to append; it is closed when b ends.
+func openBenchLog(b *testing.B, c *kafkatest.Cluster) metalog.Log {
+	b.Helper()
 	tp, err := Open(context.Background(), Config{
 		Brokers:    strings.Split(c.BootstrapServers(), ","),
 		Partitions: 1,
@@ -118,16 +122,21 @@ func benchAppend(b *testing.B, c *kafkatest.Cluster) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer tp.Close()
+	b.Cleanup(func() { tp.Close() })
 	l, err := tp.OpenLog(0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
-	ctx := context.Background()
-	if _, err := l.Replay(ctx, 0, func(int64, []byte) error { return nil }); err != nil {
+	b.Cleanup(func() { l.Close() })
+	if _, err := l.Replay(context.Background(), 0, func(int64, []byte) error { return nil }); err != nil {
 		b.Fatal(err)
 	}
+	return l
+}
+
+func benchAppend(b *testing.B, c *kafkatest.Cluster) {
+	l := openBenchLog(b, c)
+	ctx := context.Background()
 	body := [][]byte{bytes.Repeat([]byte("r"), 200)}
 	for range 50 { // warm the connections and producers
 		if err := l.Append(ctx, body); err != nil {
@@ -156,25 +165,8 @@ func benchAppend(b *testing.B, c *kafkatest.Cluster) {
 // as in BenchmarkAppend.
 func BenchmarkConfirm(b *testing.B) {
 	c := kafkatest.Start(b, kafkatest.Options{Brokers: 3, JVMOptions: kafkatest.ProductionJVM("1g")})
-	tp, err := Open(context.Background(), Config{
-		Brokers:    strings.Split(c.BootstrapServers(), ","),
-		Partitions: 1,
-		Snapshots:  objstoretest.NewMemory(),
-		Logger:     discard(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tp.Close()
-	l, err := tp.OpenLog(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := openBenchLog(b, c)
 	ctx := context.Background()
-	if _, err := l.Replay(ctx, 0, func(int64, []byte) error { return nil }); err != nil {
-		b.Fatal(err)
-	}
 	body := [][]byte{bytes.Repeat([]byte("r"), 200)}
 	for range 50 {
 		if err := l.Append(ctx, body); err != nil {
