@@ -39,32 +39,9 @@ func TestClientAuthenticates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := &metalogtest.Memory{}
-	coord, err := coordinator.Open(coordinator.Config{NumShards: numShards, NodeID: 1, Logger: quiet,
-		OpenLog: func(s int32) (metalog.Log, error) { return mem.Open(s) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { coord.Close() })
-	srv, err := server.New(server.Config{NodeID: 1, ClusterID: "peer-test", Logger: quiet,
-		Listeners: []server.Listener{{Name: "SASL_SSL", Protocol: server.SASLSSL, Addr: "127.0.0.1:0",
-			TLS:  &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{leaf.TLSCertificate(t)}},
-			SASL: []server.SASLMechanism{scramMech, plainMech}}}}, stubProducer{}, stubFetcher{}, coord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testWait)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-served
-	})
-	addr := srv.Addr().String()
+	addr := startAuthServer(t, server.Listener{Name: "SASL_SSL", Protocol: server.SASLSSL, Addr: "127.0.0.1:0",
+		TLS:  &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{leaf.TLSCertificate(t)}},
+		SASL: []server.SASLMechanism{scramMech, plainMech}})
 	clientTLS := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
 	for _, c := range []struct {
 		name string
@@ -89,4 +66,69 @@ func TestClientAuthenticates(t *testing.T) {
 			t.Errorf("%s: %v, want ErrNotSent", c.name, err)
 		}
 	}
+}
+
+// TestClientPresentsCertificate: a Client set up with TLS and the
+// keystore's certificate (no SASL) calls a server whose one listener is SSL
+// with ssl.client.auth=required — the inter-sidecar listener of a cluster
+// authenticating by certificates (SPEC §14, Inter-sidecar traffic): with
+// the certificate its requests are answered; without one the set-up fails
+// with ErrNotSent.
+func TestClientPresentsCertificate(t *testing.T) {
+	ca := certtest.NewCA(t, "peer-ca")
+	leaf := ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "sidecar-1"}, Server: true})
+	client := ca.Issue(t, certtest.Options{Subject: pkix.Name{CommonName: "sidecar-2"}})
+	addr := startAuthServer(t, server.Listener{Name: "SSL", Protocol: server.SSL, Addr: "127.0.0.1:0",
+		TLS: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{leaf.TLSCertificate(t)},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}})
+	for _, c := range []struct {
+		name string
+		tls  *tls.Config
+		ok   bool
+	}{
+		{"with the certificate", &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{client.TLSCertificate(t)}}, true},
+		{"without a certificate", &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, false},
+	} {
+		cl := NewClient(ClientConfig{TLS: c.tls, DialTimeout: testWait})
+		req := rpcmsg.NewDescribeFilesRequest()
+		req.ObjectKeys = []string{"k"}
+		_, err := cl.Request(context.Background(), addr, req)
+		cl.Close()
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if !c.ok && !errors.Is(err, ErrNotSent) {
+			t.Errorf("%s: %v, want ErrNotSent", c.name, err)
+		}
+	}
+}
+
+// startAuthServer serves a coordinator of numShards shards on a server
+// whose one listener is l, until t ends, and returns its address.
+func startAuthServer(t *testing.T, l server.Listener) string {
+	t.Helper()
+	mem := &metalogtest.Memory{}
+	coord, err := coordinator.Open(coordinator.Config{NumShards: numShards, NodeID: 1, Logger: quiet,
+		OpenLog: func(s int32) (metalog.Log, error) { return mem.Open(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coord.Close() })
+	srv, err := server.New(server.Config{NodeID: 1, ClusterID: "peer-test", Logger: quiet,
+		Listeners: []server.Listener{l}}, stubProducer{}, stubFetcher{}, coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-served
+	})
+	return srv.Addr().String()
 }
