@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,12 +53,17 @@ func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest)
 	supported := req.Version >= listOffsetsVersions.MinVersion && req.Version <= listOffsetsVersions.MaxVersion
 	dups := duplicates(req)
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
+	topics := make([]diskless.Topic, len(req.Topics))
+	// The partitions left to look up, by shard: each shard's in turn, the
+	// shards concurrently (byShard).
+	var lookups map[int32][]func()
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		out := &resp.Topics[i]
 		out.Default()
 		out.Topic = rt.Topic
 		t, ok := h.coord.Topic(rt.Topic)
+		topics[i] = t
 		out.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -75,16 +81,60 @@ func (h *Handler) ListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest)
 			case req.Version >= 4:
 				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			}
-			if errc == nil {
-				errc = h.listOffset(ctx, &t, req.Version, req.IsolationLevel == 1, rp, o)
-			}
 			if errc != nil {
-				o.ErrorCode = errc.Code
-				o.Offset, o.Timestamp, o.LeaderEpoch = -1, -1, -1
+				setListOffsetsError(o, errc)
+				continue
 			}
+			if lookups == nil {
+				lookups = map[int32][]func(){}
+			}
+			shard := h.coord.ShardFor(t.ID, rp.Partition)
+			lookups[shard] = append(lookups[shard], func() {
+				if errc := h.listOffset(ctx, &topics[i], req.Version, req.IsolationLevel == 1, rp, o); errc != nil {
+					setListOffsetsError(o, errc)
+				}
+			})
 		}
 	}
+	byShard(lookups)
 	return resp
+}
+
+// setListOffsetsError answers a partition of ListOffsets with errc.
+func setListOffsetsError(o *kmsg.ListOffsetsResponseTopicPartition, errc *kerr.Error) {
+	o.ErrorCode = errc.Code
+	o.Offset, o.Timestamp, o.LeaderEpoch = -1, -1, -1
+}
+
+// byShard runs each shard's calls one after the other, the shards
+// concurrently (one goroutine per shard beyond the first, waited for),
+// and returns once all have returned. An answer read from a hosted shard
+// waits for its metadata log's confirmation (DESIGN §Fencing, the
+// read-index rule) — up to the coordinator's ConfirmTimeout on a sidecar
+// cut off from Kafka — and one of a remote shard for its owner: a request
+// spanning k shards waits for the slowest of them, not for the sum of k
+// waits. A shard's own calls share its confirmation (a failed one answers
+// the calls right after it at once), so they gain nothing from running
+// concurrently.
+func byShard(calls map[int32][]func()) {
+	var wg sync.WaitGroup
+	var here func() // the first shard's, on this goroutine
+	for _, fs := range calls {
+		run := func() {
+			for _, f := range fs {
+				f()
+			}
+		}
+		if here == nil {
+			here = run
+			continue
+		}
+		wg.Go(run)
+	}
+	if here != nil {
+		here()
+	}
+	wg.Wait()
 }
 
 // topicPartitionName names a partition as ListOffsets does, by topic name.

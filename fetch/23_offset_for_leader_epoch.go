@@ -30,6 +30,7 @@ var offsetForLeaderEpochVersions = kmsg.ApiVersionsResponseApiKey{ApiKey: 23, Mi
 func (h *Handler) OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(req.Topics))
+	var lookups map[int32][]func() // by shard (byShard)
 	for i := range req.Topics {
 		rt, out := &req.Topics[i], &resp.Topics[i]
 		*out = kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -48,18 +49,27 @@ func (h *Handler) OffsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForL
 			case req.Version >= 2:
 				errc = h.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			}
-			if errc == nil && rp.LeaderEpoch == h.cfg.LeaderEpoch {
-				r := h.coord.ListOffsets(ctx, diskless.TopicPartition{TopicID: t.ID, Partition: rp.Partition}, diskless.ListOffsetsLatest)
-				if r.Err != nil {
-					errc = r.Err
+			if errc != nil {
+				o.ErrorCode = errc.Code
+				continue
+			}
+			if rp.LeaderEpoch != h.cfg.LeaderEpoch {
+				continue
+			}
+			if lookups == nil {
+				lookups = map[int32][]func(){}
+			}
+			tp := diskless.TopicPartition{TopicID: t.ID, Partition: rp.Partition}
+			shard := h.coord.ShardFor(tp.TopicID, tp.Partition)
+			lookups[shard] = append(lookups[shard], func() {
+				if r := h.coord.ListOffsets(ctx, tp, diskless.ListOffsetsLatest); r.Err != nil {
+					o.ErrorCode = r.Err.Code
 				} else {
 					o.LeaderEpoch, o.EndOffset = h.cfg.LeaderEpoch, r.HighWatermark
 				}
-			}
-			if errc != nil {
-				o.ErrorCode = errc.Code
-			}
+			})
 		}
 	}
+	byShard(lookups)
 	return resp
 }

@@ -32,6 +32,9 @@ type fakeCoord struct {
 	// ListOffsetsFrom call (not ListOffsets: a lookup's first call): the
 	// test's way to change the index between calls of one request.
 	onFind func()
+	// shards is the number of coordinator shards: partition p is on
+	// shard p % shards (0: one shard).
+	shards int32
 
 	mu struct {
 		sync.Mutex
@@ -188,6 +191,10 @@ func (c *fakeCoord) FindBatches(_ context.Context, reqs []diskless.FindBatchesRe
 		}
 	}
 	return out
+}
+
+func (c *fakeCoord) ShardFor(_ diskless.TopicID, partition int32) int32 {
+	return partition % max(c.shards, 1)
 }
 
 func (c *fakeCoord) ListOffsets(_ context.Context, tp diskless.TopicPartition, ts int64) diskless.ListOffsetsResult {

@@ -36,6 +36,10 @@ type Coordinator interface {
 	// Watch returns a channel that is closed at the next commit that makes
 	// data visible. Take it before looking at the index, then wait on it.
 	Watch() <-chan struct{}
+	// ShardFor returns the coordinator shard of a partition (SPEC §3):
+	// ListOffsets looks up the partitions of different shards
+	// concurrently.
+	ShardFor(id diskless.TopicID, partition int32) int32
 }
 
 // ObjectReader is how fetch reads stored batches: the block cache

@@ -1,13 +1,19 @@
 package fetch
 
 import (
+	"context"
 	"errors"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 )
 
@@ -291,5 +297,115 @@ func TestListOffsetsLogStartMovesDuringLookup(t *testing.T) {
 	p := e.h.ListOffsets(t.Context(), listReq(8, "l", 2, 2400)).Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || p.Offset != 4 || p.Timestamp != 2600 {
 		t.Errorf("error %d offset %d timestamp %d, want 0 4 2600", p.ErrorCode, p.Offset, p.Timestamp)
+	}
+}
+
+// cutCoord is a Coordinator on a sidecar cut off from Kafka: a shard's
+// answers wait for its metadata log's confirmation, which fails after
+// confirmTimeout (the coordinator's ConfirmTimeout, DESIGN §Fencing); a
+// failed one answers the calls after it at once (coordinator's
+// confirmer). It records when each shard's confirmation started and
+// ended.
+type cutCoord struct {
+	Coordinator
+	mu struct {
+		sync.Mutex
+		started, ended map[int32]time.Time
+	}
+}
+
+const confirmTimeout = 5 * time.Second
+
+func (c *cutCoord) ListOffsets(ctx context.Context, tp diskless.TopicPartition, ts int64) diskless.ListOffsetsResult {
+	shard := c.ShardFor(tp.TopicID, tp.Partition)
+	c.mu.Lock()
+	_, failed := c.mu.ended[shard]
+	if !failed {
+		c.mu.started[shard] = time.Now()
+	}
+	c.mu.Unlock()
+	if !failed {
+		time.Sleep(confirmTimeout)
+		c.mu.Lock()
+		c.mu.ended[shard] = time.Now()
+		c.mu.Unlock()
+	}
+	return diskless.ListOffsetsResult{Err: kerr.NotLeaderForPartition, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1, Offset: -1, Timestamp: -1}
+}
+
+// TestListOffsetsShardsConcurrently: a ListOffsets or an
+// OffsetForLeaderEpoch request spanning three shards of a sidecar that
+// cannot confirm them waits for the three confirmations at once — each
+// started before the first ended, one confirmation timeout in all
+// (synctest's clock) — not for one after the other (three timeouts), and
+// every partition is answered NOT_LEADER_OR_FOLLOWER.
+func TestListOffsetsShardsConcurrently(t *testing.T) {
+	const partitions = 6
+	for _, tc := range []struct {
+		name string
+		ask  func(h *Handler) []int16 // the partitions' error codes
+	}{
+		{"ListOffsets", func(h *Handler) (codes []int16) {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.Version = 8
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = "l"
+			for p := range int32(partitions) {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp = p, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			for _, p := range h.ListOffsets(context.Background(), req).Topics[0].Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+			return codes
+		}},
+		{"OffsetForLeaderEpoch", func(h *Handler) (codes []int16) {
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			req.Version = 4
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = "l"
+			for p := range int32(partitions) {
+				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+				rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, -1, h.cfg.LeaderEpoch
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			for _, p := range h.OffsetForLeaderEpoch(context.Background(), req).Topics[0].Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+			return codes
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, Config{})
+				e.coord.shards = 3
+				e.coord.createTopic("l", partitions)
+				cc := &cutCoord{Coordinator: e.coord}
+				cc.mu.started, cc.mu.ended = map[int32]time.Time{}, map[int32]time.Time{}
+				h := e.newHandler(Config{}, e.store)
+				h.coord = cc
+				start := time.Now()
+				codes := tc.ask(h)
+				took := time.Since(start)
+				if len(codes) != partitions || slices.ContainsFunc(codes, func(c int16) bool { return c != kerr.NotLeaderForPartition.Code }) {
+					t.Errorf("error codes %v, want NOT_LEADER_OR_FOLLOWER (%d) for each of %d partitions", codes, kerr.NotLeaderForPartition.Code, partitions)
+				}
+				if len(cc.mu.started) != 3 {
+					t.Fatalf("confirmations of shards %v, want 3", slices.Collect(maps.Keys(cc.mu.started)))
+				}
+				firstEnd := slices.MinFunc(slices.Collect(maps.Values(cc.mu.ended)), time.Time.Compare)
+				for shard, at := range cc.mu.started {
+					if at.After(firstEnd) {
+						t.Errorf("shard %d's confirmation started %v after the first ended", shard, at.Sub(firstEnd))
+					}
+				}
+				if took != confirmTimeout {
+					t.Errorf("answered after %v (synctest's clock), want one confirmation timeout (%v)", took, confirmTimeout)
+				}
+			})
+		})
 	}
 }

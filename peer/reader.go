@@ -33,6 +33,9 @@ func NewReader(local Local, router *Router) *Reader { return &Reader{local: loca
 func (r *Reader) Topic(name string) (diskless.Topic, bool)             { return r.local.Topic(name) }
 func (r *Reader) TopicByID(id diskless.TopicID) (diskless.Topic, bool) { return r.local.TopicByID(id) }
 func (r *Reader) Watch() <-chan struct{}                               { return r.local.Watch() }
+func (r *Reader) ShardFor(id diskless.TopicID, partition int32) int32 {
+	return r.router.ShardFor(id, partition)
+}
 
 // FindBatches answers each request from this sidecar's state (see
 // Reader).
