@@ -291,6 +291,11 @@ type Remote interface {
 	DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless.TopicID) error
 	DeleteRecords(ctx context.Context, tp diskless.TopicPartition, offset int64) (int64, error)
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
+	// CheckTxn and EndTxnOffsets are the transaction coordinator's calls
+	// to a transactional id's and a consumer group's shard (DESIGN
+	// §Transactions).
+	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
 }
 
 // Validate reports every invalid field of c (zero optional fields count as

@@ -73,6 +73,13 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 			results[i] = errorResult(err)
 			continue
 		}
+		if s.txnEnded(p, b, t) {
+			// Its transaction's marker is here already (DESIGN
+			// §Transactions, the hazard): the producer's batch of an
+			// ended transaction, SPEC §15's INVALID_TXN_STATE.
+			results[i] = errorResult(kerr.InvalidTxnState)
+			continue
+		}
 		ps, res, done := s.checkProducer(p, b, t)
 		if done {
 			results[i] = res
@@ -122,6 +129,7 @@ func acceptedBatch(b *diskless.CommitBatch, base, t int64) records.CommittedBatc
 		BaseSequence:       b.BaseSequence,
 		LastSequence:       b.LastSequence,
 		Txn:                b.Txn,
+		TxnSeq:             b.TxnSeq,
 	}
 }
 

@@ -115,6 +115,22 @@ func (r remote) AllocateProducerIDBlock(ctx context.Context, node int32) (int64,
 	return c.AllocateProducerIDBlock(ctx, node)
 }
 
+func (r remote) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	c, err := r.at(shard)
+	if err != nil {
+		return diskless.TxnCheckResult{}, err
+	}
+	return c.CheckTxn(ctx, shard, req)
+}
+
+func (r remote) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+	c, err := r.at(shard)
+	if err != nil {
+		return err
+	}
+	return c.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+}
+
 func (r remote) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error) {
 	c, err := r.at(shard)
 	if err != nil {

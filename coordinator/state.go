@@ -682,6 +682,7 @@ func (s *state) sweepProducers(now int64) {
 				delete(p.producers, id)
 			}
 		}
+		p.sweepEnded(now, s.expirationMs)
 	}
 	s.nextSweep = now + producerSweepIntervalMs
 }

@@ -33,6 +33,34 @@ type partTxns struct {
 	// aborted are the aborted transactions whose markers are at or past
 	// the log start offset, by marker offset (LastOffset).
 	aborted []diskless.AbortedTxn
+	// ended maps a producer id to the guard of its last marker here that
+	// carried a token (CommitBatch.TxnSeq > 0): a transactional batch of
+	// the producer whose token is not above it is refused (txnEnded;
+	// DESIGN §Transactions, the hazard).
+	ended map[int64]endedTxn
+}
+
+// endedTxn is the transaction guard of one producer in one partition: the
+// largest token of its markers there and the log-append time of the last
+// one (ms), which expires it as producer state expires.
+type endedTxn struct {
+	seq int64
+	at  int64
+}
+
+// txnEnded reports whether the transactional batch b, to be decided at
+// log-append time t, belongs to a transaction whose marker p already
+// holds: b's token is not above its producer's last marker's here. Such a
+// batch was checked while its transaction was open and reaches the shard
+// after the transaction ended; committed, it would open a transaction no
+// marker ends. A batch without a token (0), and an entry older than the
+// producer-state expiration, pass.
+func (s *state) txnEnded(p *partition, b *diskless.CommitBatch, t int64) bool {
+	if b.Txn != diskless.TxnData || b.TxnSeq <= 0 || p.txns == nil {
+		return false
+	}
+	e, ok := p.txns.ended[b.ProducerID]
+	return ok && t-e.at < s.expirationMs && b.TxnSeq <= e.seq
 }
 
 // trackTxn updates p's transactions with b, just indexed at its assigned
@@ -53,6 +81,18 @@ func (p *partition) trackTxn(b *records.CommittedBatch) {
 			p.txns.open[b.ProducerID] = b.AssignedBaseOffset
 		}
 	case diskless.TxnCommit, diskless.TxnAbort:
+		if b.TxnSeq > 0 {
+			// The guard: the producer's batches of this transaction or an
+			// earlier one are refused here from now on.
+			if p.txns == nil {
+				p.txns = &partTxns{}
+			}
+			if p.txns.ended == nil {
+				p.txns.ended = make(map[int64]endedTxn)
+			}
+			e := p.txns.ended[b.ProducerID]
+			p.txns.ended[b.ProducerID] = endedTxn{seq: max(e.seq, b.TxnSeq), at: b.LogAppendTimestamp}
+		}
 		if p.txns == nil {
 			return
 		}
@@ -70,9 +110,24 @@ func (p *partition) trackTxn(b *records.CommittedBatch) {
 
 // dropIfEmpty forgets t when it holds nothing.
 func (t *partTxns) dropIfEmpty(p *partition) {
-	if len(t.open) == 0 && len(t.aborted) == 0 {
+	if len(t.open) == 0 && len(t.aborted) == 0 && len(t.ended) == 0 {
 		p.txns = nil
 	}
+}
+
+// sweepEnded drops p's transaction guards older than expirationMs at
+// now, as producer state expires (decisions treat them as absent already:
+// txnEnded).
+func (p *partition) sweepEnded(now, expirationMs int64) {
+	if p.txns == nil || len(p.txns.ended) == 0 {
+		return
+	}
+	for id, e := range p.txns.ended {
+		if now-e.at >= expirationMs {
+			delete(p.txns.ended, id)
+		}
+	}
+	p.txns.dropIfEmpty(p)
 }
 
 // lso is p's last stable offset: the first offset of its earliest open
@@ -156,7 +211,7 @@ func (s *state) appendPartTxnsSnapshot(dst []byte) []byte {
 			dst = kbin.AppendInt64(dst, a.LastOffset)
 			dst = records.AppendTags(dst)
 		}
-		dst = records.AppendTags(dst)
+		dst = appendEndedTag(dst, p.txns.ended)
 	}
 	return records.AppendTags(dst)
 }
@@ -221,15 +276,78 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 			}
 			t.aborted = append(t.aborted, a)
 		}
-		records.SkipTags(r)
+		if err := readEndedTag(r, t); err != nil {
+			return err
+		}
 		if !r.Ok() {
 			return records.ErrTruncated
 		}
-		if len(t.open) == 0 && len(t.aborted) == 0 {
+		if len(t.open) == 0 && len(t.aborted) == 0 && len(t.ended) == 0 {
 			return errors.New("empty partition transactions")
 		}
 		p.txns = t
 	}
 	records.SkipTags(r)
 	return records.OKOrTruncated(r)
+}
+
+// appendEndedTag appends a partition's tagged fields in the snapshot's
+// partition transactions: tag 0, written when ended holds any, the
+// transaction guards — a compact array of (producer id int64, token
+// int64, log-append time int64, tags) by producer id ascending.
+func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
+	if len(ended) == 0 {
+		return records.AppendTags(dst)
+	}
+	ids := slices.Sorted(maps.Keys(ended))
+	var f []byte
+	f = kbin.AppendCompactArrayLen(f, len(ids))
+	for _, id := range ids {
+		f = kbin.AppendInt64(f, id)
+		f = kbin.AppendInt64(f, ended[id].seq)
+		f = kbin.AppendInt64(f, ended[id].at)
+		f = records.AppendTags(f)
+	}
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, 0)
+	dst = kbin.AppendUvarint(dst, uint32(len(f)))
+	return append(dst, f...)
+}
+
+// readEndedTag reads what appendEndedTag wrote into t, skipping unknown
+// tags; a snapshot written before the guard has none. It refuses guards
+// out of order or repeated, a token below 1 and bytes left in the field.
+func readEndedTag(r *kbin.Reader, t *partTxns) error {
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || tag != 0 {
+			continue
+		}
+		f := &kbin.Reader{Src: v}
+		ne, err := records.ReadArrayLen(f, 8+8+8+1)
+		if err != nil {
+			return err
+		}
+		last := int64(-1)
+		for range ne {
+			id, seq, at := f.Int64(), f.Int64(), f.Int64()
+			records.SkipTags(f)
+			if !f.Ok() {
+				return records.ErrTruncated
+			}
+			if id <= last || seq < 1 {
+				return fmt.Errorf("transaction guard of producer %d (token %d) out of order or range", id, seq)
+			}
+			last = id
+			if t.ended == nil {
+				t.ended = make(map[int64]endedTxn, ne)
+			}
+			t.ended[id] = endedTxn{seq: seq, at: at}
+		}
+		if len(f.Src) != 0 {
+			return fmt.Errorf("%d bytes left in the transaction guards", len(f.Src))
+		}
+	}
+	return nil
 }

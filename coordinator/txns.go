@@ -235,14 +235,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kms
 // 107 with the producer id, group.Coordinator.CommitTxnOffsets), answered
 // once durable. Errors: the shards'.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
-	var code int16
-	err := c.txnDo(ctx, c.TxnShard(req.TransactionalID), func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
-		code = tc.CheckOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
-		return nil, nil
-	})
+	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Group: req.Group})
 	if err != nil {
 		return nil, err
 	}
+	code := res.Code
 	if code == kerr.InvalidTxnState.Code && req.Version >= 5 {
 		code = kerr.TransactionAbortable.Code
 	}
@@ -272,11 +269,12 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 // MarkerWriter writes the COMMIT (commit) or ABORT marker of producer
 // (producerID, epoch)'s transaction to each partition of parts as a record
 // batch through the produce pipeline, and returns once all are committed
-// (produce.Handler.WriteMarkers; SPEC §15). It waits first for the
-// producer's transactional batches still in flight. A marker written
+// (produce.Handler.WriteMarkers; SPEC §15), each carrying seq, the token
+// of the transaction it ends (0: not known). It waits first for the
+// producer's transactional batches still in flight here. A marker written
 // twice changes nothing in the partition.
 type MarkerWriter interface {
-	WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error
+	WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error
 }
 
 type markerWriterBox struct{ w MarkerWriter }
@@ -289,37 +287,104 @@ func (c *Coordinator) SetMarkerWriter(w MarkerWriter) { c.markers.Store(&markerW
 
 // CheckTxnProduce answers whether producer (pid, epoch), holding
 // transactional id id, may write a transactional batch to tp now (SPEC
-// §15; produce.Transactions): under the read lock of the id's shard, the
-// id's current producer must be (pid, epoch) — another producer id, or
+// §15; produce.Transactions), and the open transaction's token (the
+// batch's CommitBatch.TxnSeq): CheckTxn on the id's shard, here or — in a
+// cluster — at its owner through Config.Remote. Another producer id, or
 // none, INVALID_PRODUCER_ID_MAPPING; another epoch INVALID_PRODUCER_EPOCH,
-// which Kafka's partition leader answers a fenced producer — and tp in its
-// Ongoing transaction, else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
+// which Kafka's partition leader answers a fenced producer; tp not in the
+// Ongoing transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
 // Produce v11, KIP-890). A shard that cannot answer:
-// NOT_LEADER_OR_FOLLOWER; a clustered coordinator serves no transaction:
-// INVALID_REQUEST.
-func (c *Coordinator) CheckTxnProduce(id string, pid int64, epoch int16, tp diskless.TopicPartition, version int16) *kerr.Error {
-	if c.clustered() {
-		return kerr.InvalidRequest
+// NOT_LEADER_OR_FOLLOWER, which the producer retries.
+func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64, epoch int16, tp diskless.TopicPartition, version int16) (int64, *kerr.Error) {
+	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partition: tp})
+	if err != nil {
+		return 0, kerr.NotLeaderForPartition
 	}
-	s := c.shards[c.TxnShard(id)]
+	if res.Code != 0 {
+		if res.Code == kerr.InvalidTxnState.Code && version >= 11 {
+			return 0, kerr.TransactionAbortable
+		}
+		return 0, kerr.ErrorForCode(res.Code).(*kerr.Error)
+	}
+	return res.Seq, nil
+}
+
+// checkTxn is CheckTxn on req's id's shard: here alone, through the
+// router (Config.Remote: here or at the owner) in a cluster.
+func (c *Coordinator) checkTxn(ctx context.Context, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	shard := c.TxnShard(req.TransactionalID)
+	if c.clustered() {
+		return c.cfg.Remote.CheckTxn(ctx, shard, req)
+	}
+	return c.CheckTxn(ctx, shard, req)
+}
+
+// CheckTxn answers req (diskless.TxnCheck, SPEC §15) on shard, which must
+// be hosted here and own req's id: for a partition, under the shard's read
+// lock — the table the driver changes under its write lock, so the
+// transition out of Ongoing and the check are ordered —; for a group's
+// offsets, on the shard's driver (txn.Coordinator.CheckOffsetCommit). The
+// result's Seq is the open transaction's token. Errors:
+// diskless.ErrNotCoordinator (wrapped) for a shard not hosted here or not
+// req's id's, diskless.ErrShardLoading, the shard's failure.
+func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	if shard != c.TxnShard(req.TransactionalID) {
+		return diskless.TxnCheckResult{}, fmt.Errorf("%w: transactional id %q is not on shard %d", diskless.ErrNotCoordinator, req.TransactionalID, shard)
+	}
+	if req.Group != "" {
+		var code int16
+		err := c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
+			code = tc.CheckOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+			return nil, nil
+		})
+		return diskless.TxnCheckResult{Code: code}, err
+	}
+	if err := c.Serving(shard); err != nil {
+		return diskless.TxnCheckResult{}, err
+	}
+	s := c.shards[shard]
+	if s.rebuilding.Load() {
+		return diskless.TxnCheckResult{}, fmt.Errorf("%w (shard %d, %w)", diskless.ErrShardLoading, shard, kerr.CoordinatorLoadInProgress)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.mu.failed != nil || s.rebuilding.Load() {
-		return kerr.NotLeaderForPartition
+	if s.mu.failed != nil {
+		return diskless.TxnCheckResult{}, s.failedError()
 	}
-	rec, ok := s.mu.st.txns.Get(id)
+	rec, ok := s.mu.st.txns.Get(req.TransactionalID)
+	tp := req.Partition
 	switch {
-	case !ok || rec.ProducerID != pid:
-		return kerr.InvalidProducerIDMapping
-	case rec.ProducerEpoch != epoch:
-		return kerr.InvalidProducerEpoch
+	case !ok || rec.ProducerID != req.ProducerID:
+		return diskless.TxnCheckResult{Code: kerr.InvalidProducerIDMapping.Code}, nil
+	case rec.ProducerEpoch != req.ProducerEpoch:
+		return diskless.TxnCheckResult{Code: kerr.InvalidProducerEpoch.Code}, nil
 	case rec.State != txn.Ongoing || !rec.Contains(tp.TopicID, tp.Partition):
-		if version >= 11 {
-			return kerr.TransactionAbortable
-		}
-		return kerr.InvalidTxnState
+		return diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}, nil
 	}
-	return nil
+	return diskless.TxnCheckResult{Seq: rec.Seq}, nil
+}
+
+// EndTxnOffsets writes record 110 on shard, hosted here and group's: the
+// pending offsets of producer (pid, epoch) in the shard's groups are
+// committed (committed) or dropped, answered once durable (DESIGN
+// §Transactions, the markers). Errors: as CheckTxn's.
+func (c *Coordinator) EndTxnOffsets(ctx context.Context, shard int32, groupID string, pid int64, epoch int16, committed bool) error {
+	if shard != c.GroupShard(groupID) {
+		return fmt.Errorf("%w: group %q is not on shard %d", diskless.ErrNotCoordinator, groupID, shard)
+	}
+	return c.groupDo(ctx, shard, func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
+		return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: pid, ProducerEpoch: epoch, Committed: committed}}, nil
+	})
+}
+
+// endTxnOffsets is EndTxnOffsets on group's shard: here alone, through
+// the router in a cluster.
+func (c *Coordinator) endTxnOffsets(ctx context.Context, g string, pid int64, epoch int16, committed bool) error {
+	shard := c.GroupShard(g)
+	if c.clustered() {
+		return c.cfg.Remote.EndTxnOffsets(ctx, shard, g, pid, epoch, committed)
+	}
+	return c.EndTxnOffsets(ctx, shard, g, pid, epoch, committed)
 }
 
 // completeTxnLogged completes a transaction and logs a failure, which the
@@ -369,15 +434,12 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 				parts = append(parts, diskless.TopicPartition{TopicID: t.TopicID, Partition: p})
 			}
 		}
-		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, commit, parts); err != nil {
+		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, commit, parts); err != nil {
 			return fmt.Errorf("markers: %w", err)
 		}
 	}
 	for _, g := range prepared.Groups {
-		err := c.groupDo(ctx, c.GroupShard(g), func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
-			return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: prepared.ProducerID, ProducerEpoch: prepared.ProducerEpoch, Committed: commit}}, nil
-		})
-		if err != nil {
+		if err := c.endTxnOffsets(ctx, g, prepared.ProducerID, prepared.ProducerEpoch, commit); err != nil {
 			return fmt.Errorf("marker for group %q: %w", g, err)
 		}
 	}

@@ -175,12 +175,13 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 // WriteTxnMarkers from an operator's kafka-transactions.sh abort, which
 // ends a transaction open in a partition whatever the transaction
 // coordinator holds (a marker for a producer with no open transaction in
-// a partition changes nothing there). Errors: the writer's;
+// a partition changes nothing there). Its markers carry no token (0: the
+// partitions' transaction guards are left as they are). Errors: the writer's;
 // COORDINATOR_NOT_AVAILABLE without a writer.
 func (c *Coordinator) WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
 	box := c.markers.Load()
 	if box == nil {
 		return kerr.CoordinatorNotAvailable
 	}
-	return box.w.WriteMarkers(ctx, producerID, epoch, commit, parts)
+	return box.w.WriteMarkers(ctx, producerID, epoch, 0, commit, parts)
 }

@@ -120,6 +120,13 @@ type CommitBatch struct {
 	// (a marker the transaction coordinator wrote). Record 102 keeps it
 	// (docs/format/metadata-records.md §102).
 	Txn int8
+	// TxnSeq is the transaction guard's token (DESIGN §Transactions):
+	// for TxnData the Seq of the producer's transaction when its check
+	// passed, for a marker the Seq of the transaction it ends; 0 when
+	// not known (a marker of WriteTxnMarkers, records of before), which
+	// the guard passes over. The partition's shard refuses a TxnData
+	// batch whose TxnSeq its producer's last marker there has reached.
+	TxnSeq int64
 }
 
 // What a batch is to transactions (CommitBatch.Txn, record 102's tagged

@@ -42,6 +42,8 @@ type Local interface {
 	DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless.TopicID) error
 	CloseFiles(ctx context.Context, shard, deleter int32, keys []string) error
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
+	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
 	Topic(name string) (diskless.Topic, bool)
 	TopicByID(id diskless.TopicID) (diskless.Topic, bool)
 	Watch() <-chan struct{}
@@ -431,6 +433,35 @@ func (r *Router) CloseFiles(ctx context.Context, shard, deleter int32, keys []st
 			return r.cfg.Local.CloseFiles(ctx, shard, deleter, keys)
 		}
 		return r.cfg.Client.closeFiles(ctx, owner.Addr(), shard, deleter, keys)
+	})
+}
+
+// CheckTxn asks the transactional id's shard (shard) at its owner whether
+// a transactional batch or offset commit may be written, and the open
+// transaction's token (DisklessCheckTxn). It writes nothing, so it goes
+// again like a read, for at most ReadWait: a produce refused meanwhile
+// (NOT_LEADER_OR_FOLLOWER) is retried by its producer.
+func (r *Router) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	var res diskless.TxnCheckResult
+	err := r.route(ctx, shard, true, func(ctx context.Context, owner diskless.Sidecar, local bool) (err error) {
+		if local {
+			res, err = r.cfg.Local.CheckTxn(ctx, shard, req)
+		} else {
+			res, err = r.cfg.Client.checkTxn(ctx, owner.Addr(), shard, req)
+		}
+		return err
+	})
+	return res, err
+}
+
+// EndTxnOffsets writes record 110 on group's shard (shard) at its owner
+// (DisklessEndTxnOffsets); written twice it changes nothing.
+func (r *Router) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
+		if local {
+			return r.cfg.Local.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+		}
+		return r.cfg.Client.endTxnOffsets(ctx, owner.Addr(), shard, group, pid, epoch, committed)
 	})
 }
 

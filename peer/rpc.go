@@ -90,7 +90,8 @@ func (c *Client) commitFile(ctx context.Context, addr string, shard int32, req *
 		w.Batches[i] = rpcmsg.CommitFileBatch{TopicID: b.TopicID, Partition: b.Partition, Magic: b.Magic,
 			ByteOffset: b.ByteOffset, ByteSize: b.ByteSize, LastOffsetDelta: b.LastOffsetDelta,
 			BatchMaxTimestamp: b.BatchMaxTimestamp, TimestampType: b.TimestampType, ProducerID: b.ProducerID,
-			ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, LastSequence: b.LastSequence}
+			ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, LastSequence: b.LastSequence,
+			Txn: b.Txn, TxnSeq: b.TxnSeq}
 	}
 	r, err := c.Request(ctx, addr, w)
 	if err != nil {
@@ -307,6 +308,36 @@ func (c *Client) allocateProducerIDBlock(ctx context.Context, addr string, node 
 		return -1, 0, fmt.Errorf("peer %s: producer id block [%d, +%d) is not one", addr, resp.ProducerIDStart, resp.ProducerIDLen)
 	}
 	return resp.ProducerIDStart, resp.ProducerIDLen, nil
+}
+
+// checkTxn sends DisklessCheckTxn.
+func (c *Client) checkTxn(ctx context.Context, addr string, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	w := rpcmsg.NewCheckTxnRequest()
+	w.TimeoutMs, w.ShardID = timeoutMs(ctx, defaultTimeout), shard
+	w.TransactionalID, w.ProducerID, w.ProducerEpoch = req.TransactionalID, req.ProducerID, req.ProducerEpoch
+	w.TopicID, w.Partition, w.GroupID = req.Partition.TopicID, req.Partition.Partition, req.Group
+	r, err := c.Request(ctx, addr, w)
+	if err != nil {
+		return diskless.TxnCheckResult{}, err
+	}
+	resp := r.(*rpcmsg.CheckTxnResponse)
+	if err := shardError(addr, resp.ErrorCode, resp.ErrorMessage, nil); err != nil {
+		return diskless.TxnCheckResult{}, err
+	}
+	return diskless.TxnCheckResult{Code: resp.TxnErrorCode, Seq: resp.TxnSeq}, nil
+}
+
+// endTxnOffsets sends DisklessEndTxnOffsets.
+func (c *Client) endTxnOffsets(ctx context.Context, addr string, shard int32, group string, pid int64, epoch int16, committed bool) error {
+	w := rpcmsg.NewEndTxnOffsetsRequest()
+	w.TimeoutMs, w.ShardID, w.GroupID = timeoutMs(ctx, defaultTimeout), shard, group
+	w.ProducerID, w.ProducerEpoch, w.Committed = pid, epoch, committed
+	r, err := c.Request(ctx, addr, w)
+	if err != nil {
+		return err
+	}
+	resp := r.(*rpcmsg.EndTxnOffsetsResponse)
+	return shardError(addr, resp.ErrorCode, resp.ErrorMessage, nil)
 }
 
 // disableTopic sends DisklessDisableTopic.

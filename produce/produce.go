@@ -213,7 +213,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		endStep(span, errc)
 		return answered(req, resp)
 	}
-	a := h.validate(req, resp)
+	a := h.validate(ctx, req, resp)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("diskless.batches", len(a.entries)), attribute.Int64("diskless.bytes", a.size),
 			attribute.Int64("diskless.bytes.refused", a.offered-a.size))
@@ -254,7 +254,7 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		// the file commits. The batches are stored all the same.
 		return func() *kmsg.ProduceResponse { return nil }
 	}
-	return await(ctx, resp, f, first, a.refs)
+	return await(ctx, req.Version, resp, f, first, a.refs)
 }
 
 // endStep ends the span of one step of Produce, failed with errc's name
@@ -313,7 +313,7 @@ func (a *accepted) fail(errc *kerr.Error) {
 // error against the topic's limits (which reads every record, and may
 // rewrite a batch's max timestamp in the request's bytes); batches are not
 // copied.
-func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) accepted {
+func (h *Handler) validate(ctx context.Context, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) accepted {
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	n := 0
 	for ti := range req.Topics {
@@ -375,7 +375,7 @@ func (h *Handler) validate(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse)
 			}
 			e := newPendingEntry(topic.ID, rp.Partition, hdr, tsType)
 			if hdr.Attributes()&batch.AttrTransactional != 0 {
-				if verr = h.txnBegin(req, &e); verr != nil {
+				if verr = h.txnBegin(ctx, req, &e); verr != nil {
 					sp.ErrorCode = verr.Code
 					continue
 				}
@@ -513,8 +513,11 @@ func (h *Handler) appendAccepted(a *accepted, need int64, sc trace.SpanContext) 
 // entries first… of f: it blocks until f is committed, or ctx is done (the
 // connection is gone, or the server stopped hard: there is no one to
 // answer, so it returns nil; the file still completes on its own), then
-// fills each accepted partition of resp from its batch's result.
-func await(ctx context.Context, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
+// fills each accepted partition of resp from its batch's result. A
+// transactional batch the partition's shard refused as its transaction's
+// marker came first (INVALID_TXN_STATE) gets TRANSACTION_ABORTABLE from
+// Produce v11 (version), as the check's refusal (SPEC §15).
+func await(ctx context.Context, version int16, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
 	return func() *kmsg.ProduceResponse {
 		select {
 		case <-f.done:
@@ -525,6 +528,9 @@ func await(ctx context.Context, resp *kmsg.ProduceResponse, f *file, first int, 
 			res := &f.results[first+i]
 			if res.Err != nil {
 				r.resp.ErrorCode = res.Err.Code
+				if res.Err == kerr.InvalidTxnState && version >= 11 {
+					r.resp.ErrorCode = kerr.TransactionAbortable.Code
+				}
 				continue
 			}
 			r.resp.BaseOffset = res.BaseOffset

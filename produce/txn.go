@@ -23,12 +23,16 @@ import (
 // data. The hazard is a transactional batch committed after its
 // transaction's marker: it would open a transaction in the partition that
 // no marker ever ends, and the last stable offset would stay behind it
-// forever. So every transactional batch counts as in flight for its
-// producer from before its check until its file is answered (txnBegin,
-// txnDone), and WriteMarkers first waits until the producer has none in
-// flight: a batch checked before the transaction left Ongoing is
-// committed (or failed) before the marker is appended, and one checked
-// after is refused by the check.
+// forever. The guard that holds across sidecars is the partition's shard:
+// a batch's commit carries its transaction's token (CommitBatch.TxnSeq,
+// from the check), a marker the token of the transaction it ends, and the
+// shard refuses a batch whose token its producer's last marker there has
+// reached. Within this sidecar, moreover, every transactional batch
+// counts as in flight for its producer from before its check until its
+// file is answered (txnBegin, txnDone), and WriteMarkers first waits until
+// the producer has none in flight, so that a batch checked before the
+// transaction left Ongoing is committed before the marker rather than
+// refused after it.
 
 // txnGate counts one producer's transactional batches in flight; zero is
 // closed (and the gate dropped) when the count returns to 0.
@@ -42,7 +46,7 @@ type txnGate struct {
 // counts it out again and returns the partition's error. A transactional
 // batch in a request without a transactional id gets
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers (SPEC §15).
-func (h *Handler) txnBegin(req *kmsg.ProduceRequest, e *pendingEntry) *kerr.Error {
+func (h *Handler) txnBegin(ctx context.Context, req *kmsg.ProduceRequest, e *pendingEntry) *kerr.Error {
 	if req.TransactionID == nil {
 		return kerr.TransactionalIDAuthorizationFailed
 	}
@@ -59,11 +63,12 @@ func (h *Handler) txnBegin(req *kmsg.ProduceRequest, e *pendingEntry) *kerr.Erro
 	g.n++
 	h.txnMu.Unlock()
 	tp := diskless.TopicPartition{TopicID: e.commit.TopicID, Partition: e.commit.Partition}
-	if errc := h.cfg.Transactions.CheckTxnProduce(*req.TransactionID, pid, e.commit.ProducerEpoch, tp, req.Version); errc != nil {
+	seq, errc := h.cfg.Transactions.CheckTxnProduce(ctx, *req.TransactionID, pid, e.commit.ProducerEpoch, tp, req.Version)
+	if errc != nil {
 		h.txnEnd(pid)
 		return errc
 	}
-	e.commit.Txn = diskless.TxnData
+	e.commit.Txn, e.commit.TxnSeq = diskless.TxnData, seq
 	return nil
 }
 
@@ -122,9 +127,14 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // (producerID, epoch)'s transaction to each partition of parts through the
 // pipeline (SPEC §15: a control batch with the producer's id and epoch,
 // coordinator epoch 0, the handler's clock as timestamp) and returns once
-// every one is committed. It first waits until the producer has no
-// transactional batch in flight (the package's comment on transactions),
-// so it must be called only once the transaction has left Ongoing. A
+// every one is committed. Each marker carries seq, the token of the
+// transaction it ends (txn.StateRecord.Seq; 0 when not known), so that
+// the partition's shard refuses the transaction's batches committed after
+// it, from whichever sidecar (DESIGN §Transactions, the hazard). It first
+// waits until the producer has no transactional batch in flight here (the
+// package's comment on transactions), so that this sidecar's batches of
+// the transaction are committed rather than refused; it must be called
+// only once the transaction has left Ongoing. A
 // partition whose topic is gone, or takes no produce (diskless being
 // disabled on it, SPEC §10), is skipped, as is one whose commit answers
 // so (deleted or disabled meanwhile): such a partition would otherwise
@@ -132,7 +142,7 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // Errors: ctx's,
 // ErrClosed, the first other commit error (the caller retries the whole
 // transaction's markers: a marker written twice changes nothing).
-func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
+func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error {
 	if err := h.waitTxnProduces(ctx, producerID); err != nil {
 		return err
 	}
@@ -169,7 +179,7 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 	for i := range entries {
 		hdr := batch.Header(buf[start:ends[i]:ends[i]])
 		e := newPendingEntry(entries[i].commit.TopicID, entries[i].commit.Partition, hdr, entries[i].commit.TimestampType)
-		e.commit.Txn = kind
+		e.commit.Txn, e.commit.TxnSeq = kind, seq
 		entries[i] = e
 		start = ends[i]
 	}

@@ -22,11 +22,14 @@ type fakeTxns struct {
 	checks int
 }
 
-func (f *fakeTxns) CheckTxnProduce(_ string, _ int64, _ int16, tp diskless.TopicPartition, _ int16) *kerr.Error {
+func (f *fakeTxns) CheckTxnProduce(_ context.Context, _ string, _ int64, _ int16, tp diskless.TopicPartition, _ int16) (int64, *kerr.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checks++
-	return f.refuse[tp.Partition]
+	if e := f.refuse[tp.Partition]; e != nil {
+		return 0, e
+	}
+	return 1, nil
 }
 
 // txnBatch is a transactional batch of producer 5, epoch 0, n records
@@ -109,7 +112,7 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	err := r.h.WriteMarkers(ctx, 5, 0, true, parts)
+	err := r.h.WriteMarkers(ctx, 5, 0, 1, true, parts)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteMarkers with a batch in flight: %v, want the context's deadline", err)
@@ -125,7 +128,7 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 	if got := codes(wait()); got[0] != 0 {
 		t.Fatalf("data batch: code %d", got[0])
 	}
-	if err := r.h.WriteMarkers(context.Background(), 5, 0, true, parts); err != nil {
+	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, true, parts); err != nil {
 		t.Fatalf("WriteMarkers: %v", err)
 	}
 	r.cm.mu.Lock()
@@ -153,7 +156,7 @@ func TestMarkersSkipPartitionsTakingNoProduce(t *testing.T) {
 	dis.Disablement.State = diskless.TopicDisabling
 	cat.topics["dis"] = dis
 	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: dis.ID, Partition: 0}, {TopicID: diskless.TopicID{9}, Partition: 0}}
-	if err := r.h.WriteMarkers(context.Background(), 5, 0, false, parts); err != nil {
+	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, false, parts); err != nil {
 		t.Fatalf("WriteMarkers: %v", err)
 	}
 	r.cm.mu.Lock()

@@ -35,6 +35,12 @@ type CommitFileBatch struct {
 	ProducerEpoch     int16
 	BaseSequence      int32
 	LastSequence      int32
+	// Txn (tagged field 0, written when not 0) is what the batch is to
+	// transactions (diskless.TxnData, TxnCommit, TxnAbort); TxnSeq
+	// (tagged field 1, written when not 0) the transaction guard's token
+	// (diskless.CommitBatch.TxnSeq).
+	Txn    int8
+	TxnSeq int64
 }
 
 // commitFileBatchSize is a CommitFileBatch's encoded size (no tags).
@@ -72,9 +78,30 @@ func (v *CommitFileRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt16(dst, b.ProducerEpoch)
 		dst = kbin.AppendInt32(dst, b.BaseSequence)
 		dst = kbin.AppendInt32(dst, b.LastSequence)
-		dst = appendNoTags(dst)
+		dst = appendTxnTags(dst, b.Txn, b.TxnSeq)
 	}
 	return appendNoTags(dst)
+}
+
+// appendTxnTags appends a batch's tagged fields: Txn under tag 0 and
+// TxnSeq under tag 1, each only when not 0.
+func appendTxnTags(dst []byte, txn int8, seq int64) []byte {
+	n := 0
+	if txn != 0 {
+		n++
+	}
+	if seq != 0 {
+		n++
+	}
+	dst = kbin.AppendUvarint(dst, uint32(n))
+	if txn != 0 {
+		dst = append(dst, 0, 1, byte(txn))
+	}
+	if seq != 0 {
+		dst = append(dst, 1, 8)
+		dst = kbin.AppendInt64(dst, seq)
+	}
+	return dst
 }
 
 func (v *CommitFileRequest) ReadFrom(b []byte) error {
@@ -108,7 +135,17 @@ func (v *CommitFileRequest) ReadFrom(b []byte) error {
 		b.ProducerEpoch = r.Int16()
 		b.BaseSequence = r.Int32()
 		b.LastSequence = r.Int32()
-		r.noTags()
+		r.tags(func(tag uint32, f *reader) bool {
+			switch tag {
+			case 0:
+				b.Txn = f.Int8()
+			case 1:
+				b.TxnSeq = f.Int64()
+			default:
+				return false
+			}
+			return true
+		})
 	}
 	r.noTags()
 	return r.done()

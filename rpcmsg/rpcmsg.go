@@ -1,5 +1,5 @@
 // Package rpcmsg holds the coordinator RPCs' messages (SPEC §9, API keys
-// 100 … 109): one request and one response type per key, each encoding
+// 100 … 111): one request and one response type per key, each encoding
 // itself with AppendTo and decoding with ReadFrom, as franz-go's kmsg does
 // for Kafka's own keys. The types satisfy kmsg.Request and kmsg.Response,
 // so a Kafka listener frames and answers them like any other request.
@@ -37,10 +37,12 @@ const (
 	KeyDeleteFiles         int16 = 107
 	KeyAllocateProducerIDs int16 = 108
 	KeyDisableTopic        int16 = 109
+	KeyCheckTxn            int16 = 110
+	KeyEndTxnOffsets       int16 = 111
 
 	// MinKey and MaxKey bound the keys of this package.
 	MinKey = KeyDescribeFiles
-	MaxKey = KeyDisableTopic
+	MaxKey = KeyEndTxnOffsets
 )
 
 // DefaultDescribeFilesTimeoutMs is KIP-1164's default TimeoutMs of
@@ -54,7 +56,7 @@ var ErrMalformed = errors.New("rpcmsg: malformed message")
 var names = [...]string{
 	"DisklessDescribeFiles", "DisklessCommitFile", "DisklessFindBatches", "DisklessListOffsets",
 	"DisklessDeleteRecords", "DisklessCreatePartitions", "DisklessDeleteTopics", "DisklessDeleteFiles",
-	"DisklessAllocateProducerIds", "DisklessDisableTopic",
+	"DisklessAllocateProducerIds", "DisklessDisableTopic", "DisklessCheckTxn", "DisklessEndTxnOffsets",
 }
 
 // NameForKey returns the name of an API key of this package, or "" for
@@ -90,6 +92,10 @@ func RequestForKey(key int16) kmsg.Request {
 		return NewAllocateProducerIDsRequest()
 	case KeyDisableTopic:
 		return NewDisableTopicRequest()
+	case KeyCheckTxn:
+		return NewCheckTxnRequest()
+	case KeyEndTxnOffsets:
+		return NewEndTxnOffsetsRequest()
 	}
 	return nil
 }

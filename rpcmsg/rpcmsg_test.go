@@ -47,6 +47,10 @@ func samples() map[int16]sample {
 						BatchMaxTimestamp: 123, TimestampType: 0, ProducerID: 99, ProducerEpoch: 2, BaseSequence: 10, LastSequence: 14},
 					{TopicID: topicB, Partition: 0, Magic: 2, ByteOffset: 100, ByteSize: 61, LastOffsetDelta: 0,
 						BatchMaxTimestamp: -1, TimestampType: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1},
+					{TopicID: topicB, Partition: 1, Magic: 2, ByteOffset: 161, ByteSize: 61, LastOffsetDelta: 0,
+						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, LastSequence: 0, Txn: 1, TxnSeq: 3},
+					{TopicID: topicB, Partition: 2, Magic: 2, ByteOffset: 222, ByteSize: 61, LastOffsetDelta: 0,
+						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1, LastSequence: -1, Txn: 3},
 				}},
 			&CommitFileResponse{ErrorMessage: str("x"), Batches: []CommitFileResult{
 				{BaseOffset: 10, LogAppendTime: 1000, LogStartOffset: 2},
@@ -100,6 +104,15 @@ func samples() map[int16]sample {
 			&DisableTopicRequest{TimeoutMs: 30000, TopicID: topicA, TopicName: "orders", Epoch: 3, Policy: 1},
 			&DisableTopicResponse{ErrorCode: 7, ErrorMessage: str("timed out")},
 		},
+		KeyCheckTxn: {
+			&CheckTxnRequest{TimeoutMs: 5000, ShardID: 3, TransactionalID: "tx-1", ProducerID: 1 << 40, ProducerEpoch: 7,
+				TopicID: topicA, Partition: 4, GroupID: "g"},
+			&CheckTxnResponse{TxnErrorCode: 48, TxnSeq: 1 << 33},
+		},
+		KeyEndTxnOffsets: {
+			&EndTxnOffsetsRequest{TimeoutMs: 5000, ShardID: 2, GroupID: "g", ProducerID: 9, ProducerEpoch: 1, Committed: true},
+			&EndTxnOffsetsResponse{ErrorCode: 16, ErrorMessage: str("not here")},
+		},
 	}
 }
 
@@ -144,8 +157,8 @@ func TestRoundTrip(t *testing.T) {
 // TestKinds checks the kmsg plumbing: keys, names, the pairing of
 // requests and responses and RequestForKey's defaults.
 func TestKinds(t *testing.T) {
-	if RequestForKey(MinKey-1) != nil || RequestForKey(MaxKey+1) != nil || ResponseForKey(99) != nil || NameForKey(110) != "" {
-		t.Fatal("keys outside 100–109 answered")
+	if RequestForKey(MinKey-1) != nil || RequestForKey(MaxKey+1) != nil || ResponseForKey(99) != nil || NameForKey(112) != "" {
+		t.Fatal("keys outside 100–111 answered")
 	}
 	for k := MinKey; k <= MaxKey; k++ {
 		req := RequestForKey(k)
@@ -311,6 +324,17 @@ func TestCorruption(t *testing.T) {
 		{"DisableTopic: null name", &DisableTopicRequest{}, append(make([]byte, 20), 0, 0, 0, 0, 0, 0, 0)},
 		{"AllocateProducerIds response: tags count past the end", &AllocateProducerIDsResponse{},
 			append(appendTop(nil, 0, 0, nil), append(make([]byte, 12), 3, 1)...)},
+		{"CommitFile: TxnSeq tag of 4 bytes", &CommitFileRequest{}, commitFileWithTags(1, 1, 4, 0, 0, 0, 1)},
+		{"CommitFile: Txn tag past the end", &CommitFileRequest{}, commitFileWithTags(1, 0, 9, 1)},
+		{"CheckTxn: null TransactionalId", &CheckTxnRequest{}, append(make([]byte, 8), 0)},
+		{"CheckTxn: null GroupId", &CheckTxnRequest{},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2+16+4), 0, 0)...)},
+		{"CheckTxn: truncated", &CheckTxnRequest{}, (&CheckTxnRequest{TransactionalID: "t", GroupID: "g"}).AppendTo(nil)[:30]},
+		{"CheckTxn: trailing bytes", &CheckTxnRequest{}, append((&CheckTxnRequest{TransactionalID: "t"}).AppendTo(nil), 0)},
+		{"CheckTxn response: no TxnSeq", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0, 0)},
+		{"EndTxnOffsets: null GroupId", &EndTxnOffsetsRequest{}, append(make([]byte, 8), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"EndTxnOffsets: truncated", &EndTxnOffsetsRequest{}, (&EndTxnOffsetsRequest{GroupID: "g"}).AppendTo(nil)[:12]},
+		{"EndTxnOffsets response: trailing bytes", &EndTxnOffsetsResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0)},
 	} {
 		if err := tc.m.ReadFrom(tc.b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", tc.name, err)
@@ -393,6 +417,25 @@ func FuzzDeleteFiles(f *testing.F) {
 func FuzzAllocateProducerIDs(f *testing.F) {
 	fuzzSeeds(f, KeyAllocateProducerIDs)
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyAllocateProducerIDs, b) })
+}
+
+func FuzzCheckTxn(f *testing.F) {
+	fuzzSeeds(f, KeyCheckTxn)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyCheckTxn, b) })
+}
+
+func FuzzEndTxnOffsets(f *testing.F) {
+	fuzzSeeds(f, KeyEndTxnOffsets)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyEndTxnOffsets, b) })
+}
+
+// commitFileWithTags is a CommitFile request of one batch whose tagged
+// fields are tags (count, then fields as the wire has them), then the
+// request's empty tags.
+func commitFileWithTags(tags ...byte) []byte {
+	b := (&CommitFileRequest{ObjectKey: "k", FileSize: 100, OwnerIDs: []int32{}, Batches: []CommitFileBatch{{Magic: 2, ByteSize: 10}}}).AppendTo(nil)
+	// The batch's tags (one 0 byte) and the request's (one 0 byte) end it.
+	return append(append(b[:len(b)-2:len(b)-2], tags...), 0)
 }
 
 func FuzzDisableTopic(f *testing.F) {

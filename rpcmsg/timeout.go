@@ -16,3 +16,5 @@ func (v *DeleteTopicsRequest) Timeout() int32        { return v.TimeoutMs }
 func (v *DeleteFilesRequest) Timeout() int32         { return v.TimeoutMs }
 func (v *AllocateProducerIDsRequest) Timeout() int32 { return v.TimeoutMs }
 func (v *DisableTopicRequest) Timeout() int32        { return v.TimeoutMs }
+func (v *CheckTxnRequest) Timeout() int32            { return v.TimeoutMs }
+func (v *EndTxnOffsetsRequest) Timeout() int32       { return v.TimeoutMs }

@@ -23,13 +23,12 @@ const (
 // the sidecar hosting the group's shard (diskless.GroupShardFor; DESIGN
 // §Consumer groups): this node without a Cluster, else the shard's owner
 // the Cluster names (COORDINATOR_NOT_AVAILABLE, retriable, while none is
-// known). A transactional id's coordinator is this node when a
-// transaction coordinator is configured (Config.Transactions; the id's
-// shard is diskless.GroupShardFor of the id); without one, or in a
-// cluster (transactions are served by one sidecar alone so far: DESIGN
-// §Transactions), COORDINATOR_NOT_AVAILABLE, which clients retry; other
-// key types INVALID_REQUEST. With no group coordinator configured every
-// key gets COORDINATOR_NOT_AVAILABLE.
+// known). A transactional id's coordinator is found alike, its shard
+// diskless.GroupShardFor of the id (DESIGN §Transactions), when a
+// transaction coordinator is configured (Config.Transactions); without
+// one COORDINATOR_NOT_AVAILABLE, which clients retry; other key types
+// INVALID_REQUEST. With no group coordinator configured every key gets
+// COORDINATOR_NOT_AVAILABLE.
 func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	host, port := s.advertised(ctx)
@@ -37,7 +36,7 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Host: "", Port: -1}
 		var err *kerr.Error
 		switch {
-		case req.CoordinatorType == coordinatorTypeTransaction && (s.cfg.Transactions == nil || s.cfg.Cluster != nil):
+		case req.CoordinatorType == coordinatorTypeTransaction && s.cfg.Transactions == nil:
 			err = kerr.CoordinatorNotAvailable
 		case req.CoordinatorType != coordinatorTypeGroup && req.CoordinatorType != coordinatorTypeTransaction:
 			err = kerr.InvalidRequest

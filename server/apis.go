@@ -174,6 +174,8 @@ var routes = map[int16]route{
 	107: async((*Server).handleDisklessDeleteFiles),
 	108: async((*Server).handleDisklessAllocateProducerIDs),
 	109: async((*Server).handleDisklessDisableTopic),
+	110: async((*Server).handleDisklessCheckTxn),
+	111: async((*Server).handleDisklessEndTxnOffsets),
 }
 
 // async routes requests of type Req to handle, on a goroutine of their own.

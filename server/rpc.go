@@ -12,7 +12,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/rpcmsg"
 )
 
-// The coordinator RPCs (SPEC §9, API keys 100–109; DESIGN §Coordinator
+// The coordinator RPCs (SPEC §9, API keys 100–111; DESIGN §Coordinator
 // RPCs): the requests another sidecar sends to reach a coordinator shard
 // this one hosts, answered from Config.Shards, one file per key
 // (100_diskless_describe_files.go, …). Like a Kafka broker's
@@ -42,6 +42,8 @@ type Shards interface {
 	DeleteTopicsIn(ctx context.Context, shard int32, ids []diskless.TopicID) error
 	CloseFiles(ctx context.Context, shard, deleter int32, keys []string) error
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
+	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
 }
 
 // TopicDisabler is this sidecar's part of a topic's disablement

@@ -80,6 +80,10 @@ func TestRPCWithoutShards(t *testing.T) {
 			got = r.ErrorCode
 		case *rpcmsg.DisableTopicResponse:
 			got, want = r.ErrorCode, kerr.UnsupportedVersion.Code
+		case *rpcmsg.CheckTxnResponse:
+			got = r.ErrorCode
+		case *rpcmsg.EndTxnOffsetsResponse:
+			got = r.ErrorCode
 		default:
 			t.Fatalf("key %d answered with %T", k, resp)
 		}
@@ -129,6 +133,10 @@ func (f *fakeShards) CloseFiles(context.Context, int32, int32, []string) error  
 func (f *fakeShards) AllocateProducerIDBlock(context.Context, int32) (int64, int32, error) {
 	return 0, 0, nil
 }
+func (f *fakeShards) CheckTxn(context.Context, int32, diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	return diskless.TxnCheckResult{}, nil
+}
+func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, bool) error { return nil }
 
 // TestRPCHandlers: the handlers' own rules — a DescribeFiles without a
 // shard, a partition of another shard, a shard that is loading or gone,

@@ -224,7 +224,9 @@ func (c *Coordinator) begin(now int64, cur, rec *StateRecord) {
 	if cur.State != Ongoing {
 		// Empty and Complete* hold no partitions or groups (InitProducerID
 		// and Complete cleared them): rec holds only what was added now.
+		// A new transaction: its token is the next Seq.
 		rec.StartTimestamp = now
+		rec.Seq = cur.Seq + 1
 	}
 	rec.State, rec.UpdateTimestamp = Ongoing, now
 }

@@ -125,7 +125,7 @@ func TestTransactionLifecycle(t *testing.T) {
 		}
 	}
 	got, rec := c.AddPartitions(10, "tx", pid, ep, []Topic{{TopicID: topicA, Name: "a", Partitions: []int32{1, 0}}})
-	if got != 0 || rec == nil || rec.State != Ongoing || rec.StartTimestamp != 10 {
+	if got != 0 || rec == nil || rec.State != Ongoing || rec.StartTimestamp != 10 || rec.Seq != 1 {
 		t.Fatalf("AddPartitions: %d %+v", got, rec)
 	}
 	apply(t, tb, rec)
@@ -148,7 +148,7 @@ func TestTransactionLifecycle(t *testing.T) {
 		t.Fatalf("CheckOffsetCommit of a group not added: %d", code)
 	}
 	got, rec = c.EndTxn(13, "tx", pid, ep, true)
-	if got != 0 || rec.State != PrepareCommit {
+	if got != 0 || rec.State != PrepareCommit || rec.Seq != 1 {
 		t.Fatalf("EndTxn: %d %+v", got, rec)
 	}
 	apply(t, tb, rec)
@@ -186,8 +186,8 @@ func TestTransactionLifecycle(t *testing.T) {
 	}
 	// The next transaction starts afresh.
 	got, rec = c.AddPartitions(20, "tx", pid, ep, []Topic{{TopicID: topicA, Partitions: []int32{3}}})
-	if got != 0 || rec.StartTimestamp != 20 || rec.Contains(topicA, 0) || !rec.Contains(topicA, 3) {
-		t.Fatalf("next transaction: %d %+v", got, rec)
+	if got != 0 || rec.StartTimestamp != 20 || rec.Contains(topicA, 0) || !rec.Contains(topicA, 3) || rec.Seq != 2 {
+		t.Fatalf("next transaction: %d %+v (Seq: the next transaction's token)", got, rec)
 	}
 }
 

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,6 +95,15 @@ type StateRecord struct {
 	// Groups are the consumer groups whose offsets are in the
 	// transaction (AddOffsetsToTxn), ascending.
 	Groups []string
+	// Seq numbers the id's transactions: 1 for the first one to begin,
+	// one more each time a transaction begins (Ongoing from Empty or
+	// Complete*), kept through its end and InitProducerId; 0 in records
+	// written before it was kept (tagged field 0, written when not 0). It
+	// is the token of the transaction guard: a transactional batch's
+	// commit carries the Seq its check saw, a marker the Seq of the
+	// transaction it ends, and a partition refuses a batch whose Seq its
+	// producer's last marker there has reached (DESIGN §Transactions).
+	Seq int64
 }
 
 // Topic is one topic of a transaction: its id, its name when added, and
@@ -141,7 +151,14 @@ func (r *StateRecord) appendFields(dst []byte) []byte {
 	for _, g := range r.Groups {
 		dst = kbin.AppendCompactString(dst, g)
 	}
-	return kbin.AppendUvarint(dst, 0)
+	if r.Seq == 0 {
+		return kbin.AppendUvarint(dst, 0)
+	}
+	// One tagged field: tag 0, its size, Seq as an int64.
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, 0)
+	dst = kbin.AppendUvarint(dst, 8)
+	return kbin.AppendInt64(dst, r.Seq)
 }
 
 // DecodeRecord decodes one record body written by AppendRecord. The result
@@ -246,7 +263,20 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 			return errors.New("groups out of order")
 		}
 	}
-	kmsg.SkipTags(r)
+	rec.Seq = 0
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || tag != 0 {
+			continue
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("tagged field Seq of %d bytes", len(v))
+		}
+		if rec.Seq = int64(binary.BigEndian.Uint64(v)); rec.Seq < 0 {
+			return fmt.Errorf("transaction seq %d", rec.Seq)
+		}
+	}
 	if !r.Ok() {
 		return errTruncated
 	}

@@ -13,7 +13,7 @@ func sampleRecord() *StateRecord {
 		TransactionalID: "tx-1", ProducerID: 42, ProducerEpoch: 3, LastProducerID: -1, LastProducerEpoch: 2,
 		TimeoutMs: 60000, State: Ongoing, StartTimestamp: 1000, UpdateTimestamp: 1005,
 		Topics: []Topic{{TopicID: [16]byte{1}, Name: "a", Partitions: []int32{0, 2}}, {TopicID: [16]byte{2}, Name: "b", Partitions: []int32{1}}},
-		Groups: []string{"g1", "g2"},
+		Groups: []string{"g1", "g2"}, Seq: 7,
 	}
 }
 
@@ -59,6 +59,9 @@ func TestRecordCorruption(t *testing.T) {
 		"topics unsorted":    mutate(func(r *StateRecord) { r.Topics[0], r.Topics[1] = r.Topics[1], r.Topics[0] }),
 		"partitions repeat":  mutate(func(r *StateRecord) { r.Topics[0].Partitions = []int32{2, 2} }),
 		"groups unsorted":    mutate(func(r *StateRecord) { r.Groups = []string{"b", "a"} }),
+		"negative seq":       mutate(func(r *StateRecord) { r.Seq = -1 }),
+		// The Seq tag (count 1, tag 0, size 8) cut to 7 bytes.
+		"seq size": append(append(append([]byte(nil), good[:len(good)-11]...), 1, 0, 7), good[len(good)-8:len(good)-1]...),
 	} {
 		if _, err := DecodeRecord(b); !errors.Is(err, ErrBadRecord) {
 			t.Errorf("%s: %v, want ErrBadRecord", name, err)
@@ -68,6 +71,21 @@ func TestRecordCorruption(t *testing.T) {
 		if _, err := DecodeRecord(good[:i]); !errors.Is(err, ErrBadRecord) {
 			t.Fatalf("prefix of %d bytes: %v", i, err)
 		}
+	}
+}
+
+// TestRecordWithoutSeq: a record written before Seq was kept (no tagged
+// field) decodes with Seq 0, and one with Seq 0 is written so.
+func TestRecordWithoutSeq(t *testing.T) {
+	rec := sampleRecord()
+	rec.Seq = 0
+	b := AppendRecord(nil, rec)
+	if b[len(b)-1] != 0 {
+		t.Fatalf("a record with Seq 0 ends with tag count %d", b[len(b)-1])
+	}
+	got, err := DecodeRecord(b)
+	if err != nil || got.Seq != 0 {
+		t.Fatalf("DecodeRecord: %+v %v", got, err)
 	}
 }
 

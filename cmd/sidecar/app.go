@@ -291,18 +291,15 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	pcfg.Logger = log.With(slog.String("component", "produce"))
 	pcfg.MeterProvider = metrics
 	pcfg.TracerProvider = tp
-	if a.cluster == nil {
-		// Transactions are served by one sidecar alone (DESIGN
-		// §Transactions).
-		pcfg.Transactions = a.coord
-	}
+	// The transaction coordinator checks transactional batches, at the
+	// transactional id's shard wherever it is hosted (DESIGN
+	// §Transactions), and writes its markers through this pipeline.
+	pcfg.Transactions = a.coord
 	a.produce, err = produce.New(pcfg, a.coord, uploader, committer, a.cache)
 	if err != nil {
 		return nil, err
 	}
-	if a.cluster == nil {
-		a.coord.SetMarkerWriter(a.produce)
-	}
+	a.coord.SetMarkerWriter(a.produce)
 	closers = append(closers, func() { a.produce.Close(context.Background()) })
 
 	sidecars.bind(a.produce, a.cache, a.coord)
@@ -348,11 +345,10 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		scfg.Authorizer = acl.New(acl.Config{SuperUsers: cfg.SuperUsers, AllowIfNoACL: cfg.AllowIfNoACL}, a.coord.ACLs)
 		scfg.ACLs = a.coord
 	}
+	scfg.Transactions = a.coord
 	if a.cluster != nil {
 		scfg.Cluster = a.cluster.placed
 		scfg.Controller = controller{coord: a.coord, place: a.cluster.placed, peers: a.cluster.peers}
-	} else {
-		scfg.Transactions = a.coord
 	}
 	var (
 		producer server.Producer = telemetry.NewProducer(metrics, a.produce)

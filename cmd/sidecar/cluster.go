@@ -172,6 +172,22 @@ func (r *remoteRef) DeleteRecords(ctx context.Context, tp diskless.TopicPartitio
 	return p.DeleteRecords(ctx, tp, offset)
 }
 
+func (r *remoteRef) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
+	p, err := r.router()
+	if err != nil {
+		return diskless.TxnCheckResult{}, err
+	}
+	return p.CheckTxn(ctx, shard, req)
+}
+
+func (r *remoteRef) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+	p, err := r.router()
+	if err != nil {
+		return err
+	}
+	return p.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+}
+
 func (r *remoteRef) AllocateProducerIDBlock(ctx context.Context, node int32) (int64, int32, error) {
 	p, err := r.router()
 	if err != nil {

@@ -13,6 +13,7 @@
 package records
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -110,6 +111,9 @@ type CommittedBatch struct {
 	// the batch is to transactions (diskless.TxnData, TxnCommit,
 	// TxnAbort; SPEC §15).
 	Txn int8
+	// TxnSeq is tagged field 1, an int64 written only when not 0: the
+	// transaction guard's token (diskless.CommitBatch.TxnSeq).
+	TxnSeq int64
 }
 
 // RecordsDeleted is record 103 DisklessRecordsDeletedRecord.
@@ -504,11 +508,24 @@ func (b *CommittedBatch) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, b.ProducerEpoch)
 	dst = kbin.AppendInt32(dst, b.BaseSequence)
 	dst = kbin.AppendInt32(dst, b.LastSequence)
-	if b.Txn == 0 {
-		return AppendTags(dst)
+	n := 0
+	if b.Txn != 0 {
+		n++
 	}
-	// One tagged field: tag 0, size 1, the kind.
-	return append(dst, 1, 0, 1, byte(b.Txn))
+	if b.TxnSeq != 0 {
+		n++
+	}
+	dst = kbin.AppendUvarint(dst, uint32(n))
+	if b.Txn != 0 {
+		// Tag 0, size 1, the kind.
+		dst = append(dst, 0, 1, byte(b.Txn))
+	}
+	if b.TxnSeq != 0 {
+		// Tag 1, size 8, the token.
+		dst = append(dst, 1, 8)
+		dst = kbin.AppendInt64(dst, b.TxnSeq)
+	}
+	return dst
 }
 
 func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
@@ -574,12 +591,15 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.ProducerEpoch = r.Int16()
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
-	b.Txn = 0
+	b.Txn, b.TxnSeq = 0, 0
 	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
 		tag, size := r.Uvarint(), r.Uvarint()
 		v := r.Span(int(size))
-		if tag == 0 && len(v) == 1 {
+		switch {
+		case tag == 0 && len(v) == 1:
 			b.Txn = int8(v[0])
+		case tag == 1 && len(v) == 8:
+			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
 		}
 	}
 }

@@ -25,6 +25,10 @@ func sampleRecords() map[string]Record {
 	}
 	b2 := b
 	b2.ByteOffset, b2.AssignedBaseOffset, b2.AssignedLastOffset = 210, 10, 10
+	b3 := b2
+	b3.Txn, b3.TxnSeq = 1, 1<<40 // both tagged fields
+	b4 := b2
+	b4.Txn, b4.TxnSeq = 2, 0 // a marker of unknown token
 	return map[string]Record{
 		"partition created": &PartitionCreated{TopicID: testTopicA, TopicName: "orders", Partition: 7},
 		"topic deleted":     &TopicDeleted{TopicID: testTopicB},
@@ -32,7 +36,7 @@ func sampleRecords() map[string]Record {
 			ObjectKey: "wal/abc", ObjectFormat: 1, FileSize: 4096, UploaderBrokerID: 3, OwnerIDs: []int32{0, 2},
 			Topics: []FileTopic{
 				{TopicID: testTopicA, Partitions: []FilePartition{{Partition: 0, Batches: []CommittedBatch{b, b2}}, {Partition: 3, Batches: []CommittedBatch{b}}}},
-				{TopicID: testTopicB, Partitions: []FilePartition{{Partition: 1, Batches: []CommittedBatch{b2}}}},
+				{TopicID: testTopicB, Partitions: []FilePartition{{Partition: 1, Batches: []CommittedBatch{b2, b3, b4}}}},
 			},
 		},
 		"records deleted": &RecordsDeleted{TopicID: testTopicA, Partition: 2, NewLogStartOffset: 1234},

@@ -1,0 +1,218 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// withSeq returns b carrying the transaction guard's token seq.
+func withSeq(b diskless.CommitBatch, seq int64) diskless.CommitBatch { b.TxnSeq = seq; return b }
+
+// TestTxnGuard: a partition refuses a transactional batch whose token its
+// producer's last marker there has reached — the batch of a transaction
+// checked before the transaction ended and committed after its marker
+// (DESIGN §Transactions, the hazard) — with INVALID_TXN_STATE; a later
+// transaction's batch, another producer's and one without a token pass;
+// a marker without a token leaves the guard as it is; the guard is the
+// same after replaying the log and after loading a snapshot.
+func TestTxnGuard(t *testing.T) {
+	for _, snap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "replay", true: "snapshot"}[snap], func(t *testing.T) {
+			e := newEnv(t, 1, func(c *Config) {
+				if snap {
+					c.SnapshotIntervalRecords = 1
+				}
+			})
+			top := e.createTopic("t", 1, nil)
+			check := func(what string, want *kerr.Error, b diskless.CommitBatch) {
+				t.Helper()
+				if r := e.commit(nextKey(), b)[0]; r.Err != want {
+					t.Fatalf("%s: %v, want %v", what, r.Err, want)
+				}
+			}
+			check("producer 7's batch of transaction 1", nil, withSeq(txnData(top, 0, 7, 0, 1), 1))
+			check("producer 8's batch of transaction 4", nil, withSeq(txnData(top, 0, 8, 0, 1), 4))
+			check("producer 7's COMMIT of transaction 1", nil, withSeq(marker(top, 0, 7, true), 1))
+			check("producer 7's batch of transaction 1 after its marker", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+			if r := e.findCommitted(top, 0, 0); r.LastStableOffset != 1 {
+				t.Fatalf("LSO %d, want 1 (producer 8's transaction only)", r.LastStableOffset)
+			}
+			check("producer 8's batch of transaction 4 (its own guard)", nil, withSeq(txnData(top, 0, 8, 1, 1), 4))
+			e.reopenSame()
+			check("after a restart: the batch of transaction 1", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+			check("producer 7's marker without a token", nil, withSeq(marker(top, 0, 7, false), 0))
+			check("the batch of transaction 1 after a marker without a token", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+			check("a batch without a token", nil, withSeq(txnData(top, 0, 7, 1, 1), 0))
+			check("producer 7's batch of transaction 2", nil, withSeq(txnData(top, 0, 7, 2, 1), 2))
+			check("producer 7's ABORT of transaction 2", nil, withSeq(marker(top, 0, 7, false), 2))
+			e.reopenSame()
+			check("after a restart: the batch of transaction 2", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 3, 1), 2))
+			check("producer 7's batch of transaction 3", nil, withSeq(txnData(top, 0, 7, 3, 1), 3))
+		})
+	}
+}
+
+// clusterMarkers is the marker writer of a coordinator of a cluster test:
+// each marker committed at its partition's owner, with its token, as the
+// produce pipeline's WriteMarkers does through the committer.
+type clusterMarkers struct {
+	cl    *cluster
+	topic diskless.Topic
+	mu    sync.Mutex
+	seqs  []int64 // every marker's token, in order
+}
+
+func (m *clusterMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error {
+	m.mu.Lock()
+	m.seqs = append(m.seqs, seq)
+	m.mu.Unlock()
+	for _, tp := range parts {
+		b := withSeq(marker(m.topic, tp.Partition, pid, commit), seq)
+		b.ProducerEpoch = epoch
+		shard := diskless.ShardFor(tp.TopicID, tp.Partition, clusterShards)
+		c := m.cl.owner(shard)
+		if c == nil {
+			return diskless.ErrNotCoordinator
+		}
+		if _, err := c.CommitFile(ctx, shard, commitRequest(c, nextKey(), b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestTxnGuardAcrossCoordinators: the transactional id's shard on one
+// coordinator, the partition's on the other. A batch checked on the
+// partition's side (CheckTxnProduce through Remote) while the transaction
+// is open and committed after its marker is refused; so is one checked
+// before the id's shard moved (a takeover, as after a crash: the new owner
+// fences the open transaction and writes its ABORT with the
+// transaction's token), and after the partition's shard moved too.
+func TestTxnGuardAcrossCoordinators(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 2)
+	a, b := cl.nodes[0], cl.nodes[1]
+	cl.host(0, 0, 1)
+	cl.host(1, 2, 3)
+	topic, err := a.CreateTopic(ctx, "t", 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "the topic in B's catalog", func() bool { _, ok := b.Topic("t"); return ok })
+	m := &clusterMarkers{cl: cl, topic: topic}
+	a.SetMarkerWriter(m)
+	b.SetMarkerWriter(m)
+	id := ""
+	for i := 0; id == ""; i++ {
+		if s := fmt.Sprintf("tx-%d", i); a.TxnShard(s) == 1 {
+			id = s
+		}
+	}
+	part := int32(-1)
+	for p := range topic.Partitions {
+		if a.ShardFor(topic.ID, p) == 2 {
+			part = p
+			break
+		}
+	}
+	tp := diskless.TopicPartition{TopicID: topic.ID, Partition: part}
+	init := func(c *Coordinator) (int64, int16) {
+		t.Helper()
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
+		for {
+			resp, err := c.InitTransactionalProducer(ctx, req)
+			if err != nil {
+				t.Fatalf("InitTransactionalProducer: %v", err)
+			}
+			if resp.ErrorCode != kerr.ConcurrentTransactions.Code {
+				if resp.ErrorCode != 0 {
+					t.Fatalf("InitTransactionalProducer: %v", kerr.ErrorForCode(resp.ErrorCode))
+				}
+				return resp.ProducerID, resp.ProducerEpoch
+			}
+		}
+	}
+	begin := func(c *Coordinator, pid int64, epoch int16) {
+		t.Helper()
+		tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, pid, epoch
+		tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{part}}}
+		resp, err := c.AddPartitionsToTxn(ctx, &tr)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("AddPartitionsToTxn: %+v %v", resp, err)
+		}
+	}
+	seqBatch := int32(0)
+	// produce checks at B (through Remote: the id's shard is A's) and
+	// returns the batch to commit, with its token.
+	produce := func(pid int64, epoch int16) diskless.CommitBatch {
+		t.Helper()
+		seq, errc := b.CheckTxnProduce(ctx, id, pid, epoch, tp, 9)
+		if errc != nil || seq < 1 {
+			t.Fatalf("CheckTxnProduce at the partition's side: %d %v", seq, errc)
+		}
+		bt := withSeq(txnData(topic, part, pid, seqBatch, 1), seq)
+		bt.ProducerEpoch = epoch
+		seqBatch++
+		return bt
+	}
+	commitAt := func(c *Coordinator, bt diskless.CommitBatch) *kerr.Error {
+		t.Helper()
+		shard := c.ShardFor(topic.ID, part)
+		rs, err := c.CommitFile(ctx, shard, commitRequest(c, nextKey(), bt))
+		if err != nil {
+			t.Fatalf("CommitFile: %v", err)
+		}
+		return rs[0].Err
+	}
+
+	pid, epoch := init(a)
+	begin(a, pid, epoch)
+	inTime, late := produce(pid, epoch), produce(pid, epoch)
+	if errc := commitAt(b, inTime); errc != nil {
+		t.Fatalf("the batch committed before the marker: %v", errc)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if resp, err := a.EndTxn(ctx, end); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %+v %v", resp, err)
+	}
+	if errc := commitAt(b, late); errc != kerr.InvalidTxnState {
+		t.Fatalf("a batch checked before the end, committed after its marker: %v, want INVALID_TXN_STATE", errc)
+	}
+
+	// The next transaction begins at A; its batch is checked at B; then B
+	// takes the id's shard over without A releasing it (A crashed), and a
+	// new producer of the id fences the open transaction there.
+	begin(a, pid, epoch)
+	late = produce(pid, epoch)
+	cl.host(1, 1)
+	pid2, epoch2 := init(b)
+	if pid2 != pid || epoch2 <= epoch {
+		t.Fatalf("InitProducerId at the new owner: %d/%d after %d/%d", pid2, epoch2, pid, epoch)
+	}
+	if errc := commitAt(b, late); errc != kerr.InvalidTxnState {
+		t.Fatalf("a batch checked before the coordinator's move, committed after the fencing abort: %v, want INVALID_TXN_STATE", errc)
+	}
+	// The partition's shard moves to A: the guard came with its log.
+	if err := b.Release(2); err != nil {
+		t.Fatal(err)
+	}
+	cl.host(0, 2)
+	if errc := commitAt(a, late); errc != kerr.InvalidTxnState {
+		t.Fatalf("after the partition's shard moved: %v, want INVALID_TXN_STATE", errc)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.seqs) != 2 || m.seqs[0] != 1 || m.seqs[1] != 2 {
+		t.Fatalf("markers' tokens %v, want [1 2]", m.seqs)
+	}
+}

@@ -1,0 +1,35 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/rpcmsg"
+)
+
+// handleDisklessCheckTxn answers DisklessCheckTxn (API key 110, SPEC §9,
+// §15): Shards.CheckTxn on the transactional id's shard, hosted here — the
+// check of a transactional batch (and its transaction's token) or of a
+// TxnOffsetCommit made on another sidecar. A shard not here, or not the
+// id's, answers NOT_COORDINATOR.
+func (s *Server) handleDisklessCheckTxn(ctx context.Context, req *rpcmsg.CheckTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*rpcmsg.CheckTxnResponse)
+	ctx, cancel := rpcTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	if err := s.serving(req.ShardID); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
+		return resp
+	}
+	res, err := s.cfg.Shards.CheckTxn(ctx, req.ShardID, diskless.TxnCheck{
+		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+		Partition: diskless.TopicPartition{TopicID: req.TopicID, Partition: req.Partition}, Group: req.GroupID,
+	})
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
+		return resp
+	}
+	resp.TxnErrorCode, resp.TxnSeq = res.Code, res.Seq
+	return resp
+}
