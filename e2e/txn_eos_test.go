@@ -21,14 +21,15 @@ import (
 // in the middle of a transaction. Its value is "addr;name;in;out".
 const eosEnv = "SIDECAR_E2E_EOS_MEMBER"
 
-// newEOSSession returns a kgo GroupTransactSession of group eos,
-// transactional id name, reading in with read_committed.
-func newEOSSession(addr, name, in string) (*kgo.GroupTransactSession, error) {
+// newEOSSession returns a kgo GroupTransactSession of group group,
+// transactional id name, reading in with read_committed; addrs are the
+// seed brokers, comma-separated.
+func newEOSSession(addrs, group, name, in string) (*kgo.GroupTransactSession, error) {
 	return kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(strings.Split(addrs, ",")...),
 		kgo.TransactionalID(name),
 		kgo.TransactionTimeout(8*time.Second),
-		kgo.ConsumerGroup("eos"),
+		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.SessionTimeout(3*time.Second),
@@ -44,8 +45,11 @@ func newEOSSession(addr, name, in string) (*kgo.GroupTransactSession, error) {
 // the client is closed, or — when hold is set — until it has committed
 // once and then produced a transaction's records: it returns with that
 // transaction open and its records written (held), for its caller to die
-// with it.
-func eosLoop(ctx context.Context, sess *kgo.GroupTransactSession, name, out string, hold bool, logf func(string, ...any)) (commits, aborts int, held bool) {
+// with it. An End that fails (kgo could not reach the transaction's
+// coordinator: its outcome is unconfirmed) ends the loop with its error
+// (endErr): the session's consumed offsets may no longer be the group's,
+// so its caller starts a new session (eosRun), as an application must.
+func eosLoop(ctx context.Context, sess *kgo.GroupTransactSession, name, out string, hold bool, logf func(string, ...any)) (commits, aborts int, held bool, endErr error) {
 	for ctx.Err() == nil {
 		fs := sess.PollRecords(ctx, 100)
 		if fs.IsClientClosed() {
@@ -63,18 +67,46 @@ func eosLoop(ctx context.Context, sess *kgo.GroupTransactSession, name, out stri
 		})
 		if hold && commits > 0 {
 			if err := sess.Client().Flush(ctx); err == nil {
-				return commits, aborts, true
+				return commits, aborts, true, nil
 			}
 		}
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
 			logf("%s: End: %v", name, err)
+			return commits, aborts, false, err
 		}
 		if committed {
 			commits++
 		} else {
 			aborts++
 		}
+	}
+	return commits, aborts, false, nil
+}
+
+// eosRun runs eosLoop on a session from open, and on a new one each time
+// an End failed, until ctx ends (or a session holds a transaction open:
+// hold). A session whose End failed is closed: it leaves the group, and
+// the new one's InitProducerId fences (or waits for) the transaction it
+// left, its consumer reading the group's committed offsets once that
+// transaction ended (OffsetFetch require_stable, KIP-447).
+func eosRun(ctx context.Context, open func() (*kgo.GroupTransactSession, error), name, out string, hold bool, logf func(string, ...any)) (commits, aborts int, held bool) {
+	for ctx.Err() == nil {
+		sess, err := open()
+		if err != nil {
+			logf("%s: %v", name, err)
+			return commits, aborts, false
+		}
+		c, a, h, endErr := eosLoop(ctx, sess, name, out, hold, logf)
+		commits, aborts = commits+c, aborts+a
+		if h {
+			return commits, aborts, true // open, for the caller to die with it
+		}
+		sess.Close()
+		if endErr == nil {
+			break
+		}
+		logf("%s: a new session after the failed End", name)
 	}
 	return commits, aborts, false
 }
@@ -88,13 +120,9 @@ func runEOSMember() int {
 		fmt.Fprintln(os.Stderr, "eos member: want addr;name;in;out")
 		return 2
 	}
-	sess, err := newEOSSession(f[0], f[1], f[2])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	commits, aborts, held := eosLoop(context.Background(), sess, f[1], f[3], true, logf)
+	open := func() (*kgo.GroupTransactSession, error) { return newEOSSession(f[0], "eos", f[1], f[2]) }
+	commits, aborts, held := eosRun(context.Background(), open, f[1], f[3], true, logf)
 	if !held {
 		return 1
 	}
@@ -187,13 +215,8 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	var members sync.WaitGroup
 	var bKilled atomic.Bool
 	members.Go(func() {
-		sess, err := newEOSSession(addr, "eos-a", in)
-		if err != nil {
-			t.Errorf("eos-a: %v", err)
-			return
-		}
-		defer sess.Close()
-		c, a, _ := eosLoop(mctx, sess, "eos-a", out, false, t.Logf)
+		open := func() (*kgo.GroupTransactSession, error) { return newEOSSession(addr, "eos", "eos-a", in) }
+		c, a, _ := eosRun(mctx, open, "eos-a", out, false, t.Logf)
 		t.Logf("eos-a: %d transactions committed, %d aborted", c, a)
 	})
 	// eos-b, a process of its own, is SIGKILLed with a transaction open

@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
+)
+
+// TestClusterTransactions: transactions served by three sidecars (DESIGN
+// §Transactions), the clients given all three addresses. Two kgo
+// GroupTransactSession members copy a topic to another,
+// consume-transform-produce, with their transactional ids on shards of one
+// sidecar (the victim) and their group and both topics' partitions on
+// shards of the others — so every produce check, every marker and every
+// group's record 110 crosses sidecars. Once a third of the output is read
+// with read_committed, the victim is SIGKILLed mid-transaction: the others
+// take its shards over, complete or abort what it left, and the members
+// go on with the new coordinator; the output holds every input record
+// exactly once. Then the Java client's transactional producer commits and
+// aborts through the two that are left, its id on a shard neither hosted
+// before the kill, and its read_committed consumer sees the committed
+// records only.
+func TestClusterTransactions(t *testing.T) {
+	kafkatest.Require(t)
+	const (
+		// Two: a topic's partitions are on consecutive shards
+		// (diskless.ShardFor), and two of the six avoid the victim's.
+		partitions = 2
+		n          = 1500
+	)
+	cl := startSidecarCluster(t, 3, "diskless.cluster.session.timeout.ms=3000", "diskless.cluster.heartbeat.interval.ms=500",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
+		"group.initial.rebalance.delay.ms=100", "group.min.session.timeout.ms=1000")
+	ctx := testCtx(t, 4*time.Minute)
+	hosts := map[int32][]int32{} // shards by sidecar
+	owner := map[int32]int32{}   // sidecar by shard
+	for id, s := range cl.scs {
+		for sh := range cl.hostingNow(s) {
+			hosts[id] = append(hosts[id], int32(sh))
+			owner[int32(sh)] = id
+		}
+	}
+	var victim int32 = -1 // the sidecar but 1 hosting the fewest shards, one at least
+	for _, id := range slices.Sorted(maps.Keys(hosts)) {
+		if len(hosts[id]) > 0 && id != 1 && (victim < 0 || len(hosts[id]) < len(hosts[victim])) {
+			victim = id
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("no sidecar but 1 hosts a shard: %v", hosts)
+	}
+	var others []int32
+	for id := range cl.scs {
+		if id != victim {
+			others = append(others, id)
+		}
+	}
+	txnShard := hosts[victim][0]
+	idA, idB := groupOnShard("ctx-a", txnShard), groupOnShard("ctx-b", txnShard)
+	group := ""
+	for sh, id := range owner {
+		if id != victim {
+			group = groupOnShard("ctx-g", sh)
+			break
+		}
+	}
+	// Topics whose partitions are all on the other sidecars' shards.
+	offVictim := func(prefix string) string {
+		for i := 0; ; i++ {
+			name := fmt.Sprintf("%s-%d", prefix, i)
+			createTopic(t, ctx, cl.scs[1], name, partitions, nil)
+			var id diskless.TopicID
+			waitFor(t, 30*time.Second, "topic "+name+" in Metadata", func() bool {
+				var ok bool
+				id, ok = topicOf(ctx, cl.scs[1], name)
+				return ok
+			})
+			if !slices.ContainsFunc([]int32{0, 1}, func(p int32) bool {
+				return owner[diskless.ShardFor(id, p, clusterShards)] == victim
+			}) {
+				return name
+			}
+			if i == 40 {
+				t.Fatalf("40 topics with a partition on sidecar %d's shards %v", victim, hosts[victim])
+			}
+		}
+	}
+	in, out := offVictim("ctx-in"), offVictim("ctx-out")
+	t.Logf("transactional ids %s, %s on shard %d of sidecar %d (the victim); group %s on shard %d of sidecar %d; topics %s, %s on shards of sidecars %v",
+		idA, idB, txnShard, victim, group, diskless.GroupShardFor(group, clusterShards), owner[diskless.GroupShardFor(group, clusterShards)], in, out, others)
+	want := produceValues(t, ctx, cl.scs[others[0]], in, partitions, 0, n)
+	addrs := cl.addrs()
+
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		read atomic.Int64
+	)
+	reader, err := kgo.NewClient(kgo.SeedBrokers(cl.scs[others[0]].Addr, cl.scs[others[1]].Addr), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	mustNoErr(t, "reader", err)
+	defer reader.Close()
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for rctx.Err() == nil {
+			reader.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+				mu.Lock()
+				seen[string(r.Value)]++
+				mu.Unlock()
+				read.Add(1)
+			})
+		}
+	})
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	var members sync.WaitGroup
+	for _, id := range []string{idA, idB} {
+		members.Go(func() {
+			open := func() (*kgo.GroupTransactSession, error) { return newEOSSession(addrs, group, id, in) }
+			c, a, _ := eosRun(mctx, open, id, out, false, t.Logf)
+			t.Logf("%s: %d transactions committed, %d aborted", id, c, a)
+		})
+	}
+	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return read.Load() >= n/3 })
+	killedAt := time.Now()
+	cl.scs[victim].Kill()
+	t.Logf("sidecar %d (the transactions' coordinator) SIGKILLed with %d output records read", victim, read.Load())
+	waitFor(t, 2*time.Minute, "every input record in the output", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= n
+	})
+	t.Logf("every input record in the output %v after the kill", time.Since(killedAt).Round(time.Millisecond))
+	mcancel()
+	members.Wait()
+	// Past whatever the stopped members left open (aborted at its
+	// timeout): a plain record after everything in each output partition.
+	sentinels := make([]string, partitions)
+	plain := cl.scs[others[0]].Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range sentinels {
+		sentinels[p] = fmt.Sprintf("end-%d", p)
+		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: int32(p), Value: []byte(sentinels[p])}).FirstErr())
+	}
+	waitFor(t, time.Minute, "the sentinels", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range sentinels {
+			if seen[v] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	rcancel()
+	wg.Wait()
+	mu.Lock()
+	for _, v := range sentinels {
+		delete(seen, v)
+	}
+	for _, v := range want {
+		if seen[v] != 1 {
+			t.Errorf("input %q is in the read_committed output %d times", v, seen[v])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct values in the output, want %d", len(seen), n)
+	}
+	mu.Unlock()
+
+	// The Java producer through the two left, its id on a shard the
+	// victim hosted (taken over since).
+	const jtopic = "ctx-java"
+	createTopic(t, ctx, cl.scs[others[0]], jtopic, 1, nil)
+	two := &Sidecar{t: t, Addr: cl.scs[others[0]].Addr + "," + cl.scs[others[1]].Addr}
+	p := startJavaTxn(t, ctx, two, jtopic, groupOnShard("ctx-java", txnShard))
+	p.must("begin", "send c1", "send c2", "commit", "begin", "send a1", "abort", "begin", "send c3", "commit")
+	if got := javaReadCommitted(t, ctx, two, jtopic); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("Java read_committed: %v, want [c1 c2 c3]", got)
+	}
+}
