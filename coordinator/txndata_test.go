@@ -38,70 +38,78 @@ func (e *env) findCommitted(t diskless.Topic, partition int32, offset int64) dis
 // log and after loading a snapshot, and the log start offset drops the
 // aborted transactions whose marker is below it (SPEC §15).
 func TestPartitionTransactions(t *testing.T) {
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 1, nil)
+		lso := func(want, wantHWM int64) {
+			t.Helper()
+			r := e.findCommitted(top, 0, e.find(top, 0, 0, 0).LogStartOffset)
+			if r.Err != nil || r.LastStableOffset != want || r.HighWatermark != wantHWM {
+				t.Fatalf("LSO %d HWM %d err %v, want %d, %d", r.LastStableOffset, r.HighWatermark, r.Err, want, wantHWM)
+			}
+			for _, run := range r.Runs {
+				if run.BaseOffset >= want {
+					t.Fatalf("read_committed run at %d, LSO %d", run.BaseOffset, want)
+				}
+			}
+		}
+		// 0: plain; 1–2: producer 7; 3: producer 8; 4: plain.
+		e.commit(nextKey(), plain(top, 0, 1), txnData(top, 0, 7, 0, 2))
+		e.commit(nextKey(), txnData(top, 0, 8, 0, 1), plain(top, 0, 1))
+		lso(1, 5)
+		if r := e.findCommitted(top, 0, 1); len(r.Runs) != 0 || r.Err != nil {
+			t.Fatalf("read_committed at the LSO: %+v", r)
+		}
+		if r := e.find(top, 0, 1, 1<<20); len(r.Runs) == 0 || r.LastStableOffset != 1 {
+			t.Fatalf("read_uncommitted at 1: %+v", r)
+		}
+		// 5: producer 7 aborts; 6: a marker of a producer with none open.
+		e.commit(nextKey(), marker(top, 0, 7, false), marker(top, 0, 9, true))
+		lso(3, 7)
+		r := e.findCommitted(top, 0, 0)
+		if want := []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 1, LastOffset: 5}}; !reflect.DeepEqual(r.Aborted, want) {
+			t.Fatalf("aborted %+v, want %+v", r.Aborted, want)
+		}
+		// 7: producer 8 commits: nothing open.
+		e.commit(nextKey(), marker(top, 0, 8, true))
+		lso(8, 8)
+		if r := e.findCommitted(top, 0, 6); len(r.Aborted) != 0 {
+			t.Fatalf("aborted from 6: %+v", r.Aborted)
+		}
+		// 8–9: producer 7 again, open across a restart.
+		e.commit(nextKey(), txnData(top, 0, 7, 2, 2))
+		lso(8, 10)
+		e.reopenSame()
+		lso(8, 10)
+		if r := e.findCommitted(top, 0, 0); len(r.Aborted) != 1 {
+			t.Fatalf("aborted after restart: %+v", r.Aborted)
+		}
+		// The log start past the abort's marker drops it.
+		if _, err := e.c.DeleteRecords(t.Context(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, 6); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.findCommitted(top, 0, 6); len(r.Aborted) != 0 || r.LastStableOffset != 8 {
+			t.Fatalf("after DeleteRecords: %+v", r)
+		}
+		e.commit(nextKey(), marker(top, 0, 7, false))
+		lso(11, 11)
+		e.reopenSame()
+		if r := e.findCommitted(top, 0, 6); !reflect.DeepEqual(r.Aborted, []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 8, LastOffset: 10}}) {
+			t.Fatalf("aborted: %+v", r.Aborted)
+		}
+	})
+}
+
+// replayAndSnapshot runs test on a coordinator of one shard whose state
+// is rebuilt by replaying its log (env.reopenSame), and on one that
+// snapshots after every record, so that it loads a snapshot.
+func replayAndSnapshot(t *testing.T, test func(t *testing.T, e *env)) {
 	for _, snap := range []bool{false, true} {
 		t.Run(map[bool]string{false: "replay", true: "snapshot"}[snap], func(t *testing.T) {
-			e := newEnv(t, 1, func(c *Config) {
+			test(t, newEnv(t, 1, func(c *Config) {
 				if snap {
 					c.SnapshotIntervalRecords = 1
 				}
-			})
-			top := e.createTopic("t", 1, nil)
-			lso := func(want, wantHWM int64) {
-				t.Helper()
-				r := e.findCommitted(top, 0, e.find(top, 0, 0, 0).LogStartOffset)
-				if r.Err != nil || r.LastStableOffset != want || r.HighWatermark != wantHWM {
-					t.Fatalf("LSO %d HWM %d err %v, want %d, %d", r.LastStableOffset, r.HighWatermark, r.Err, want, wantHWM)
-				}
-				for _, run := range r.Runs {
-					if run.BaseOffset >= want {
-						t.Fatalf("read_committed run at %d, LSO %d", run.BaseOffset, want)
-					}
-				}
-			}
-			// 0: plain; 1–2: producer 7; 3: producer 8; 4: plain.
-			e.commit(nextKey(), plain(top, 0, 1), txnData(top, 0, 7, 0, 2))
-			e.commit(nextKey(), txnData(top, 0, 8, 0, 1), plain(top, 0, 1))
-			lso(1, 5)
-			if r := e.findCommitted(top, 0, 1); len(r.Runs) != 0 || r.Err != nil {
-				t.Fatalf("read_committed at the LSO: %+v", r)
-			}
-			if r := e.find(top, 0, 1, 1<<20); len(r.Runs) == 0 || r.LastStableOffset != 1 {
-				t.Fatalf("read_uncommitted at 1: %+v", r)
-			}
-			// 5: producer 7 aborts; 6: a marker of a producer with none open.
-			e.commit(nextKey(), marker(top, 0, 7, false), marker(top, 0, 9, true))
-			lso(3, 7)
-			r := e.findCommitted(top, 0, 0)
-			if want := []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 1, LastOffset: 5}}; !reflect.DeepEqual(r.Aborted, want) {
-				t.Fatalf("aborted %+v, want %+v", r.Aborted, want)
-			}
-			// 7: producer 8 commits: nothing open.
-			e.commit(nextKey(), marker(top, 0, 8, true))
-			lso(8, 8)
-			if r := e.findCommitted(top, 0, 6); len(r.Aborted) != 0 {
-				t.Fatalf("aborted from 6: %+v", r.Aborted)
-			}
-			// 8–9: producer 7 again, open across a restart.
-			e.commit(nextKey(), txnData(top, 0, 7, 2, 2))
-			lso(8, 10)
-			e.reopenSame()
-			lso(8, 10)
-			if r := e.findCommitted(top, 0, 0); len(r.Aborted) != 1 {
-				t.Fatalf("aborted after restart: %+v", r.Aborted)
-			}
-			// The log start past the abort's marker drops it.
-			if _, err := e.c.DeleteRecords(t.Context(), diskless.TopicPartition{TopicID: top.ID, Partition: 0}, 6); err != nil {
-				t.Fatal(err)
-			}
-			if r := e.findCommitted(top, 0, 6); len(r.Aborted) != 0 || r.LastStableOffset != 8 {
-				t.Fatalf("after DeleteRecords: %+v", r)
-			}
-			e.commit(nextKey(), marker(top, 0, 7, false))
-			lso(11, 11)
-			e.reopenSame()
-			if r := e.findCommitted(top, 0, 6); !reflect.DeepEqual(r.Aborted, []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 8, LastOffset: 10}}) {
-				t.Fatalf("aborted: %+v", r.Aborted)
-			}
+			}))
 		})
 	}
 }

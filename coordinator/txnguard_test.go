@@ -23,40 +23,33 @@ func withSeq(b diskless.CommitBatch, seq int64) diskless.CommitBatch { b.TxnSeq 
 // a marker without a token leaves the guard as it is; the guard is the
 // same after replaying the log and after loading a snapshot.
 func TestTxnGuard(t *testing.T) {
-	for _, snap := range []bool{false, true} {
-		t.Run(map[bool]string{false: "replay", true: "snapshot"}[snap], func(t *testing.T) {
-			e := newEnv(t, 1, func(c *Config) {
-				if snap {
-					c.SnapshotIntervalRecords = 1
-				}
-			})
-			top := e.createTopic("t", 1, nil)
-			check := func(what string, want *kerr.Error, b diskless.CommitBatch) {
-				t.Helper()
-				if r := e.commit(nextKey(), b)[0]; r.Err != want {
-					t.Fatalf("%s: %v, want %v", what, r.Err, want)
-				}
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 1, nil)
+		check := func(what string, want *kerr.Error, b diskless.CommitBatch) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != want {
+				t.Fatalf("%s: %v, want %v", what, r.Err, want)
 			}
-			check("producer 7's batch of transaction 1", nil, withSeq(txnData(top, 0, 7, 0, 1), 1))
-			check("producer 8's batch of transaction 4", nil, withSeq(txnData(top, 0, 8, 0, 1), 4))
-			check("producer 7's COMMIT of transaction 1", nil, withSeq(marker(top, 0, 7, true), 1))
-			check("producer 7's batch of transaction 1 after its marker", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
-			if r := e.findCommitted(top, 0, 0); r.LastStableOffset != 1 {
-				t.Fatalf("LSO %d, want 1 (producer 8's transaction only)", r.LastStableOffset)
-			}
-			check("producer 8's batch of transaction 4 (its own guard)", nil, withSeq(txnData(top, 0, 8, 1, 1), 4))
-			e.reopenSame()
-			check("after a restart: the batch of transaction 1", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
-			check("producer 7's marker without a token", nil, withSeq(marker(top, 0, 7, false), 0))
-			check("the batch of transaction 1 after a marker without a token", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
-			check("a batch without a token", nil, withSeq(txnData(top, 0, 7, 1, 1), 0))
-			check("producer 7's batch of transaction 2", nil, withSeq(txnData(top, 0, 7, 2, 1), 2))
-			check("producer 7's ABORT of transaction 2", nil, withSeq(marker(top, 0, 7, false), 2))
-			e.reopenSame()
-			check("after a restart: the batch of transaction 2", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 3, 1), 2))
-			check("producer 7's batch of transaction 3", nil, withSeq(txnData(top, 0, 7, 3, 1), 3))
-		})
-	}
+		}
+		check("producer 7's batch of transaction 1", nil, withSeq(txnData(top, 0, 7, 0, 1), 1))
+		check("producer 8's batch of transaction 4", nil, withSeq(txnData(top, 0, 8, 0, 1), 4))
+		check("producer 7's COMMIT of transaction 1", nil, withSeq(marker(top, 0, 7, true), 1))
+		check("producer 7's batch of transaction 1 after its marker", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+		if r := e.findCommitted(top, 0, 0); r.LastStableOffset != 1 {
+			t.Fatalf("LSO %d, want 1 (producer 8's transaction only)", r.LastStableOffset)
+		}
+		check("producer 8's batch of transaction 4 (its own guard)", nil, withSeq(txnData(top, 0, 8, 1, 1), 4))
+		e.reopenSame()
+		check("after a restart: the batch of transaction 1", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+		check("producer 7's marker without a token", nil, withSeq(marker(top, 0, 7, false), 0))
+		check("the batch of transaction 1 after a marker without a token", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 1, 1), 1))
+		check("a batch without a token", nil, withSeq(txnData(top, 0, 7, 1, 1), 0))
+		check("producer 7's batch of transaction 2", nil, withSeq(txnData(top, 0, 7, 2, 1), 2))
+		check("producer 7's ABORT of transaction 2", nil, withSeq(marker(top, 0, 7, false), 2))
+		e.reopenSame()
+		check("after a restart: the batch of transaction 2", kerr.InvalidTxnState, withSeq(txnData(top, 0, 7, 3, 1), 2))
+		check("producer 7's batch of transaction 3", nil, withSeq(txnData(top, 0, 7, 3, 1), 3))
+	})
 }
 
 // clusterMarkers is the marker writer of a coordinator of a cluster test:

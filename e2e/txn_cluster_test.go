@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,28 +100,7 @@ func TestClusterTransactions(t *testing.T) {
 	want := produceValues(t, ctx, cl.scs[others[0]], in, partitions, 0, n)
 	addrs := cl.addrs()
 
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		read atomic.Int64
-	)
-	reader, err := kgo.NewClient(kgo.SeedBrokers(cl.scs[others[0]].Addr, cl.scs[others[1]].Addr), kgo.ConsumeTopics(out),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	mustNoErr(t, "reader", err)
-	defer reader.Close()
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for rctx.Err() == nil {
-			reader.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
-				mu.Lock()
-				seen[string(r.Value)]++
-				mu.Unlock()
-				read.Add(1)
-			})
-		}
-	})
+	output := startEOSReader(t, ctx, out, cl.scs[others[0]].Addr, cl.scs[others[1]].Addr)
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
 	var members sync.WaitGroup
@@ -133,51 +111,15 @@ func TestClusterTransactions(t *testing.T) {
 			t.Logf("%s: %d transactions committed, %d aborted", id, c, a)
 		})
 	}
-	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return read.Load() >= n/3 })
+	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return output.read.Load() >= n/3 })
 	killedAt := time.Now()
 	cl.scs[victim].Kill()
-	t.Logf("sidecar %d (the transactions' coordinator) SIGKILLed with %d output records read", victim, read.Load())
-	waitFor(t, 2*time.Minute, "every input record in the output", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) >= n
-	})
+	t.Logf("sidecar %d (the transactions' coordinator) SIGKILLed with %d output records read", victim, output.read.Load())
+	waitFor(t, 2*time.Minute, "every input record in the output", func() bool { return output.distinct() >= n })
 	t.Logf("every input record in the output %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	mcancel()
 	members.Wait()
-	// Past whatever the stopped members left open (aborted at its
-	// timeout): a plain record after everything in each output partition.
-	sentinels := make([]string, partitions)
-	plain := cl.scs[others[0]].Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for p := range sentinels {
-		sentinels[p] = fmt.Sprintf("end-%d", p)
-		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: int32(p), Value: []byte(sentinels[p])}).FirstErr())
-	}
-	waitFor(t, time.Minute, "the sentinels", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, v := range sentinels {
-			if seen[v] == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	rcancel()
-	wg.Wait()
-	mu.Lock()
-	for _, v := range sentinels {
-		delete(seen, v)
-	}
-	for _, v := range want {
-		if seen[v] != 1 {
-			t.Errorf("input %q is in the read_committed output %d times", v, seen[v])
-		}
-	}
-	if len(seen) != n {
-		t.Errorf("%d distinct values in the output, want %d", len(seen), n)
-	}
-	mu.Unlock()
+	output.check(t, ctx, cl.scs[others[0]].Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), partitions, want)
 
 	// The Java producer through the two left, its id on a shard the
 	// victim hosted (taken over since).

@@ -186,30 +186,7 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	createTopic(t, ctx, sc, out, partitions, nil)
 	want := produceValues(t, ctx, sc, in, partitions, 0, n)
 
-	// The output as a read_committed consumer sees it, as it comes.
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		read atomic.Int64
-	)
-	reader, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(out), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	mustNoErr(t, "reader", err)
-	defer reader.Close()
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for rctx.Err() == nil {
-			reader.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
-				mu.Lock()
-				seen[string(r.Value)]++
-				mu.Unlock()
-				read.Add(1)
-			})
-		}
-	})
-
+	output := startEOSReader(t, ctx, out, addr)
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
 	var members sync.WaitGroup
@@ -237,58 +214,103 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 		}
 	})
 
-	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return read.Load() >= n/3 })
-	t.Logf("SIGKILL with %d output records read", read.Load())
+	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return output.read.Load() >= n/3 })
+	t.Logf("SIGKILL with %d output records read", output.read.Load())
 	sc.Kill()
 	sc = StartSidecar(t, dir, sets...)
 	if sc.Addr != addr {
 		t.Fatalf("restarted on %s, not %s", sc.Addr, addr)
 	}
-	waitFor(t, 3*time.Minute, "every input record in the output", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) >= n
-	})
+	waitFor(t, 3*time.Minute, "every input record in the output", func() bool { return output.distinct() >= n })
 	mcancel()
 	members.Wait()
-	// A last look for late duplicates: a plain record after everything
-	// in each output partition; once the reader has them all (past any
-	// transaction the stopped members left open, aborted at its
-	// timeout), it has read everything committed.
+	output.check(t, ctx, sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), partitions, want)
+	if !bKilled.Load() {
+		t.Error("eos-b was never SIGKILLed with a transaction open")
+	}
+}
+
+// eosReader reads a transactional output topic with read_committed, as it
+// comes, counting each value.
+type eosReader struct {
+	topic  string
+	mu     sync.Mutex
+	seen   map[string]int
+	read   atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startEOSReader starts reading topic from its start through seeds; the
+// reader stops at check, or at the end of the test.
+func startEOSReader(t *testing.T, ctx context.Context, topic string, seeds ...string) *eosReader {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	mustNoErr(t, "reader", err)
+	r := &eosReader{topic: topic, seen: map[string]int{}}
+	rctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.wg.Go(func() {
+		for rctx.Err() == nil {
+			cl.PollFetches(rctx).EachRecord(func(rec *kgo.Record) {
+				r.mu.Lock()
+				r.seen[string(rec.Value)]++
+				r.mu.Unlock()
+				r.read.Add(1)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		r.wg.Wait()
+		cl.Close()
+	})
+	return r
+}
+
+// distinct is how many distinct values were read.
+func (r *eosReader) distinct() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+// check takes a last look for late duplicates — a plain record, through
+// plain, after everything in each of the topic's partitions: once the
+// reader has them all (past any transaction the stopped members left
+// open, aborted at its timeout), it has read everything committed — and
+// then requires every value of want once in the output, and nothing else.
+func (r *eosReader) check(t *testing.T, ctx context.Context, plain *kgo.Client, partitions int, want []string) {
+	t.Helper()
 	sentinels := make([]string, partitions)
 	for p := range sentinels {
 		sentinels[p] = fmt.Sprintf("end-%d", p)
-	}
-	plain := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for p, v := range sentinels {
-		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: int32(p), Value: []byte(v)}).FirstErr())
+		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: r.topic, Partition: int32(p), Value: []byte(sentinels[p])}).FirstErr())
 	}
 	waitFor(t, 2*time.Minute, "the sentinels", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		for _, v := range sentinels {
-			if seen[v] == 0 {
+			if r.seen[v] == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	rcancel()
-	wg.Wait()
+	r.cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, v := range sentinels {
-		delete(seen, v)
+		delete(r.seen, v)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, v := range want {
-		if seen[v] != 1 {
-			t.Errorf("input %q is in the read_committed output %d times", v, seen[v])
+		if r.seen[v] != 1 {
+			t.Errorf("input %q is in the read_committed output %d times", v, r.seen[v])
 		}
 	}
-	if len(seen) != n {
-		t.Errorf("%d distinct values in the output, want %d", len(seen), n)
-	}
-	if !bKilled.Load() {
-		t.Error("eos-b was never SIGKILLed with a transaction open")
+	if len(r.seen) != len(want) {
+		t.Errorf("%d distinct values in the output, want %d", len(r.seen), len(want))
 	}
 }
