@@ -103,7 +103,7 @@ func eosRun(ctx context.Context, open func() (*kgo.GroupTransactSession, error),
 			return commits, aborts, true // open, for the caller to die with it
 		}
 		sess.Close()
-		if endErr == nil {
+		if endErr == nil || ctx.Err() != nil {
 			break
 		}
 		logf("%s: a new session after the failed End", name)
