@@ -136,7 +136,9 @@ func (f *fakeShards) AllocateProducerIDBlock(context.Context, int32) (int64, int
 func (f *fakeShards) CheckTxn(context.Context, int32, diskless.TxnCheck) (diskless.TxnCheckResult, error) {
 	return diskless.TxnCheckResult{}, nil
 }
-func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, bool) error { return nil }
+func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, bool) error {
+	return nil
+}
 
 // TestRPCHandlers: the handlers' own rules — a DescribeFiles without a
 // shard, a partition of another shard, a shard that is loading or gone,
