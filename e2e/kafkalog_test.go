@@ -211,6 +211,57 @@ func finalRead(t *testing.T, ctx context.Context, sc *Sidecar, topic string, par
 	}
 }
 
+// finalReadCommitted is finalRead with read_committed (history's committed
+// view, SPEC §15): it reads every partition of topic through sc from its
+// log start offset until it has read the record at last[p] in partition p
+// — a record written after everything else, so that the view is whole —
+// into h, then checks h, failing t on any violation.
+func finalReadCommitted(t *testing.T, ctx context.Context, sc *Sidecar, topic string, last map[int32]string, h *history.History) {
+	t.Helper()
+	starts, err := kadm.NewClient(sc.Client()).ListStartOffsets(ctx, topic)
+	mustNoErr(t, "ListStartOffsets", err)
+	offsets := make(map[int32]kgo.Offset)
+	start := make(map[int32]int64)
+	for p := range last {
+		s, ok := starts.Lookup(topic, p)
+		if !ok || s.Err != nil {
+			t.Fatalf("log start offset of %s/%d: %+v", topic, p, s)
+		}
+		start[p], offsets[p] = s.Offset, kgo.NewOffset().At(s.Offset)
+	}
+	entries := make(map[int32][]history.Entry)
+	cons := sc.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
+	total := 0
+	for done := 0; done < len(last); {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("final read_committed read: %d of %d partitions read to their last record before the deadline", done, len(last))
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("final read_committed read: fetch error on %s/%d: %v", e.Topic, e.Partition, e.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			entries[r.Partition] = append(entries[r.Partition], history.Entry{Offset: r.Offset, Value: string(r.Value)})
+			total++
+			if string(r.Value) == last[r.Partition] {
+				done++
+			}
+		})
+	}
+	for p := range last {
+		h.FinalCommitted(history.Partition{Topic: topic, Partition: p}, start[p], entries[p])
+	}
+	vs := h.Check()
+	for _, v := range vs {
+		t.Error(v)
+	}
+	t.Logf("history: %+v; %d records in the final read_committed view", h.Counts(), total)
+	if len(vs) > 0 {
+		t.FailNow()
+	}
+}
+
 // testNewSidecarAfterSIGKILL: SIGKILL mid-load, then a new process with an
 // empty data.dir (start gives each a fresh one and a free port).
 func testNewSidecarAfterSIGKILL(t *testing.T, start func() *Sidecar) {

@@ -119,7 +119,7 @@ func TestClusterTransactions(t *testing.T) {
 	t.Logf("every input record in the output %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	mcancel()
 	members.Wait()
-	output.check(t, ctx, cl.scs[others[0]].Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), partitions, want)
+	output.check(t, ctx, cl.scs[others[0]], partitions, want)
 
 	// The Java producer through the two left, its id on a shard the
 	// victim hosted (taken over since).

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-sidecar/sidecar/internal/history"
 )
 
 // eosEnv, when set, makes the test binary an exactly-once member process
@@ -166,7 +168,9 @@ func startEOSMember(t *testing.T, addr, name, in, out string) (cmd *exec.Cmd, he
 // a process of its own — is SIGKILLed mid-transaction (its records
 // written, left to time out), while the sidecar is SIGKILLed once and
 // restarted on its data.dir: the output read with read_committed holds
-// every input record exactly once (SPEC §15).
+// every input record exactly once, in input order per partition (SPEC
+// §15), which eosReader.check checks with the history checker's committed
+// view (package internal/history).
 func TestTransactionsExactlyOnce(t *testing.T) {
 	const (
 		partitions = 4
@@ -224,16 +228,18 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	waitFor(t, 3*time.Minute, "every input record in the output", func() bool { return output.distinct() >= n })
 	mcancel()
 	members.Wait()
-	output.check(t, ctx, sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner())), partitions, want)
+	output.check(t, ctx, sc, partitions, want)
 	if !bKilled.Load() {
 		t.Error("eos-b was never SIGKILLed with a transaction open")
 	}
 }
 
 // eosReader reads a transactional output topic with read_committed, as it
-// comes, counting each value.
+// comes, counting each value; its reads are the observations of a
+// history (check).
 type eosReader struct {
 	topic  string
+	h      *history.History
 	mu     sync.Mutex
 	seen   map[string]int
 	read   atomic.Int64
@@ -248,12 +254,13 @@ func startEOSReader(t *testing.T, ctx context.Context, topic string, seeds ...st
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	mustNoErr(t, "reader", err)
-	r := &eosReader{topic: topic, seen: map[string]int{}}
+	r := &eosReader{topic: topic, h: history.New(), seen: map[string]int{}}
 	rctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.wg.Go(func() {
 		for rctx.Err() == nil {
 			cl.PollFetches(rctx).EachRecord(func(rec *kgo.Record) {
+				r.h.Observe("reader", history.Partition{Topic: topic, Partition: rec.Partition}, rec.Offset, string(rec.Value))
 				r.mu.Lock()
 				r.seen[string(rec.Value)]++
 				r.mu.Unlock()
@@ -277,16 +284,32 @@ func (r *eosReader) distinct() int {
 }
 
 // check takes a last look for late duplicates — a plain record, through
-// plain, after everything in each of the topic's partitions: once the
-// reader has them all (past any transaction the stopped members left
-// open, aborted at its timeout), it has read everything committed — and
-// then requires every value of want once in the output, and nothing else.
-func (r *eosReader) check(t *testing.T, ctx context.Context, plain *kgo.Client, partitions int, want []string) {
+// sc, after everything in each of the topic's partitions: once the reader
+// has them all (past any transaction the stopped members left open,
+// aborted at its timeout), it has read everything committed — and then
+// requires every value of want once in the output, and nothing else. It
+// then checks the history: the pipeline is a producer that sends each
+// value of want (want[i] read from partition i % partitions of the input,
+// as produceValues writes them) to the same partition of the output, in
+// input order, and commits every one; the reader's reads are its
+// observations, and a last read_committed read through sc the final log
+// (finalReadCommitted): nothing lost, duplicated or reordered.
+func (r *eosReader) check(t *testing.T, ctx context.Context, sc *Sidecar, partitions int, want []string) {
 	t.Helper()
+	outTP := func(p int32) history.Partition { return history.Partition{Topic: r.topic, Partition: p} }
+	for i, v := range want {
+		r.h.Send("eos", outTP(int32(i%partitions)), v)
+	}
+	plain := sc.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	sentinels := make([]string, partitions)
+	last := make(map[int32]string)
 	for p := range sentinels {
 		sentinels[p] = fmt.Sprintf("end-%d", p)
-		mustNoErr(t, "sentinel", plain.ProduceSync(ctx, &kgo.Record{Topic: r.topic, Partition: int32(p), Value: []byte(sentinels[p])}).FirstErr())
+		r.h.Send("plain", outTP(int32(p)), sentinels[p])
+		rec, err := plain.ProduceSync(ctx, &kgo.Record{Topic: r.topic, Partition: int32(p), Value: []byte(sentinels[p])}).First()
+		mustNoErr(t, "sentinel", err)
+		r.h.Ack(sentinels[p], rec.Offset)
+		last[int32(p)] = sentinels[p]
 	}
 	waitFor(t, 2*time.Minute, "the sentinels", func() bool {
 		r.mu.Lock()
@@ -313,4 +336,6 @@ func (r *eosReader) check(t *testing.T, ctx context.Context, plain *kgo.Client, 
 	if len(r.seen) != len(want) {
 		t.Errorf("%d distinct values in the output, want %d", len(r.seen), len(want))
 	}
+	r.h.Commit(want...)
+	finalReadCommitted(t, ctx, sc, r.topic, last, r.h)
 }

@@ -19,6 +19,16 @@
 //   - Gap: the final log of each partition is dense: every offset from its
 //     log start offset to its high watermark holds exactly one record.
 //
+// Transactions (SPEC §15) change two rules. A final read made with
+// read_committed (FinalCommitted) is the committed view: markers and
+// aborted records take offsets that the view does not show, so its offsets
+// need only increase strictly from the log start offset (Gap otherwise). A
+// record whose transaction committed (Commit) must be in the final log once
+// even when its acknowledgement was never seen (Lost otherwise), and a
+// record whose transaction aborted (Abort) must not be in a committed view:
+//
+//   - Aborted: a committed view holds a record of an aborted transaction.
+//
 // A History is fed while the test runs (safe for concurrent use) and
 // checked once the final read is in. Records are told apart by their
 // value, which the test makes unique; a value sent twice is a test bug and
@@ -61,6 +71,7 @@ const (
 	Reordered     Kind = "reordered"
 	Vanished      Kind = "vanished"
 	Gap           Kind = "gap"
+	Aborted       Kind = "aborted"
 )
 
 // Violation is one broken rule, with a message naming the records and
@@ -82,7 +93,17 @@ type sent struct {
 	offset   int64 // when acked
 	failed   bool
 	err      string
+	outcome  outcome // of its transaction, when it was in one
 }
+
+// outcome is how a record's transaction ended.
+type outcome int8
+
+const (
+	noTxn outcome = iota
+	committed
+	aborted
+)
 
 // observation is one record a consumer read.
 type observation struct {
@@ -94,8 +115,9 @@ type observation struct {
 
 // final is a partition's log as the final read found it.
 type final struct {
-	logStart int64
-	entries  []Entry // in offset order
+	logStart  int64
+	entries   []Entry // in offset order
+	committed bool    // a read_committed view: offsets may skip
 }
 
 // History is what one test's clients did and saw. The zero value is not
@@ -178,11 +200,46 @@ func (h *History) Observe(consumer string, tp Partition, offset int64, value str
 // every record from there to its high watermark (entries in any order;
 // Check sorts them). Every partition a record was sent to must have one.
 func (h *History) Final(tp Partition, logStart int64, entries []Entry) {
+	h.final(tp, logStart, entries, false)
+}
+
+// FinalCommitted is Final for a read made with read_committed: every record
+// from the log start offset to the last stable offset that a read_committed
+// consumer returns, without the markers and the aborted records, whose
+// offsets it skips (SPEC §15).
+func (h *History) FinalCommitted(tp Partition, logStart int64, entries []Entry) {
+	h.final(tp, logStart, entries, true)
+}
+
+func (h *History) final(tp Partition, logStart int64, entries []Entry, committed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	es := slices.Clone(entries)
 	slices.SortStableFunc(es, func(a, b Entry) int { return cmp.Compare(a.Offset, b.Offset) })
-	h.mu.finals[tp] = &final{logStart: logStart, entries: es}
+	h.mu.finals[tp] = &final{logStart: logStart, entries: es, committed: committed}
+}
+
+// Commit records that the transaction holding the records with values
+// committed: each must then be in the final log exactly once, acknowledged
+// or not (one never acknowledged is not looked for once the final log start
+// offset is past 0: retention may have removed it). It panics for a value never sent or already given an outcome.
+func (h *History) Commit(values ...string) { h.end(committed, values) }
+
+// Abort records that the transaction holding the records with values
+// aborted: a committed view (FinalCommitted) must not hold them. It panics
+// for a value never sent or already given an outcome.
+func (h *History) Abort(values ...string) { h.end(aborted, values) }
+
+func (h *History) end(o outcome, values []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, v := range values {
+		s := h.mustSent(v)
+		if s.outcome != noTxn {
+			panic(fmt.Sprintf("history: value %q's transaction ended twice", v))
+		}
+		s.outcome = o
+	}
 }
 
 // Counts summarises a history: records sent, acknowledged, failed, and
@@ -221,7 +278,8 @@ func (h *History) Check() []Violation {
 	defer h.mu.Unlock()
 	var vs violations
 
-	// The final log: offsets dense, each value once.
+	// The final log: offsets dense (increasing, in a committed view), each
+	// value once.
 	where := make(map[string]Entry) // value → where the final log holds it
 	whereTP := make(map[string]Partition)
 	finalAt := make(map[Partition]map[int64]string)
@@ -239,7 +297,7 @@ func (h *History) Check() []Violation {
 				vs.add(Gap, "%s: offset %d read twice in the final log (%q and %q)", tp, e.Offset, at[e.Offset], e.Value)
 			case e.Offset < f.logStart:
 				vs.add(Gap, "%s: offset %d below the log start offset %d in the final log", tp, e.Offset, f.logStart)
-			case e.Offset > next:
+			case e.Offset > next && !f.committed:
 				vs.add(Gap, "%s: offsets [%d, %d) missing from the final log", tp, next, e.Offset)
 			}
 			if e.Offset >= next {
@@ -271,6 +329,18 @@ func (h *History) Check() []Violation {
 			}
 			continue
 		}
+		f := h.mu.finals[s.tp]
+		e, ok := where[s.value]
+		switch {
+		case s.outcome == aborted:
+			if ok && whereTP[s.value] == s.tp && f.committed {
+				vs.add(Aborted, "%q of an aborted transaction is at %s@%d in the committed view", s.value, s.tp, e.Offset)
+			}
+			continue
+		case s.outcome == committed && !s.acked && !ok && f.logStart == 0:
+			vs.add(Lost, "%q of a committed transaction is not in the final log of %s", s.value, s.tp)
+			continue
+		}
 		if !s.acked {
 			continue
 		}
@@ -284,9 +354,8 @@ func (h *History) Check() []Violation {
 		} else {
 			m[s.offset] = s.value
 		}
-		e, ok := where[s.value]
 		switch {
-		case !ok && s.offset < h.mu.finals[s.tp].logStart:
+		case !ok && s.offset < f.logStart:
 			// Removed with the log's start (retention, DeleteRecords).
 		case !ok:
 			vs.add(Lost, "%q acknowledged at %s@%d is not in the final log", s.value, s.tp, s.offset)

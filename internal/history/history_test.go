@@ -232,6 +232,9 @@ func TestMisuse(t *testing.T) {
 		"ack of an unsent":      func(h *History) { h.Ack("nope", 0) },
 		"fail of an unsent":     func(h *History) { h.Fail("nope", nil) },
 		"acked at two offsets":  func(h *History) { h.Send("a", p0, "x"); h.Ack("x", 0); h.Ack("x", 1) },
+		"committed twice":       func(h *History) { h.Send("a", p0, "x"); h.Commit("x"); h.Commit("x") },
+		"aborted, committed":    func(h *History) { h.Send("a", p0, "x"); h.Abort("x"); h.Commit("x") },
+		"commit of an unsent":   func(h *History) { h.Commit("nope") },
 		"acked again, same one": nil,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -249,5 +252,86 @@ func TestMisuse(t *testing.T) {
 			}()
 			f(h)
 		})
+	}
+}
+
+// committedView builds a transactional history that keeps every rule, read
+// with read_committed: producer a's first transaction (x0, x1) committed
+// with its marker at 2, the second (x2) aborted with its marker at 4,
+// plain producer b's y0 at 5, and a's third transaction (x3, x4, never
+// acknowledged: its producer died before the answers) committed at 6–7
+// with its marker at 8.
+func committedView() *History {
+	h := New()
+	for _, v := range []string{"x0", "x1", "x2", "x3", "x4"} {
+		h.Send("a", p0, v)
+	}
+	h.Send("b", p0, "y0")
+	h.Ack("x0", 0)
+	h.Ack("x1", 1)
+	h.Commit("x0", "x1")
+	h.Ack("x2", 3)
+	h.Abort("x2")
+	h.Ack("y0", 5)
+	h.Commit("x3", "x4")
+	h.Observe("c", p0, 1, "x1")
+	h.Observe("c", p0, 6, "x3")
+	h.FinalCommitted(p0, 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}})
+	return h
+}
+
+// TestCommittedView: a read_committed final read skips the offsets of
+// markers and aborted records; each history but the first breaks one rule
+// of the committed view, and Check reports it.
+func TestCommittedView(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		final []Entry
+		want  []Kind
+	}{
+		{"good", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, nil},
+		{"committed record lost", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {7, "x4"}}, []Kind{Lost, Vanished}},
+		{"acknowledged committed record lost", []Entry{{1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Lost}},
+		{"committed record duplicated", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}, {9, "x3"}}, []Kind{Duplicated, Reordered}},
+		{"committed records reordered", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x4"}, {7, "x3"}}, []Kind{Reordered, Vanished}},
+		{"aborted record visible", []Entry{{0, "x0"}, {1, "x1"}, {3, "x2"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Aborted}},
+		{"offset twice", []Entry{{0, "x0"}, {1, "x1"}, {1, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Moved}},
+		{"below the log start", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Gap}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := committedView()
+			logStart := int64(0)
+			if tc.name == "below the log start" {
+				logStart = 2
+			}
+			h.FinalCommitted(p0, logStart, tc.final)
+			var got []Kind
+			for _, v := range h.Check() {
+				got = append(got, v.Kind)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("violations %v, want kinds %v", h.Check(), tc.want)
+			}
+		})
+	}
+}
+
+// TestCommittedViewIsNotDense: the same entries as a read_uncommitted
+// final read are gaps (Final keeps the dense rule), and a record of an
+// aborted transaction in a read_uncommitted view is not a violation.
+func TestCommittedViewIsNotDense(t *testing.T) {
+	h := committedView()
+	h.Final(p0, 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}})
+	var got []Kind
+	for _, v := range h.Check() {
+		got = append(got, v.Kind)
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]Kind{Gap}) {
+		t.Fatalf("violations %v, want one gap", h.Check())
+	}
+	h = committedView()
+	h.Final(p0, 0, []Entry{{0, "x0"}, {1, "x1"}, {2, "m"}, {3, "x2"}, {4, "m2"}, {5, "y0"}, {6, "x3"}, {7, "x4"}})
+	if vs := h.Check(); len(vs) != 0 {
+		t.Fatalf("violations in a read_uncommitted view with an aborted record: %v", vs)
 	}
 }
