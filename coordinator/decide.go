@@ -65,7 +65,7 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 				p.fileErr = known(b.TopicID, b.Partition)
 			}
 		}
-		if p.fileErr != nil {
+		if p.fileErr != nil && !closesTxnWhileDisabling(p, b) {
 			results[i] = errorResult(p.fileErr)
 			continue
 		}
@@ -110,6 +110,20 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 	}
 	s.finishFile(t)
 	return results, sc.buildRecord(req, acc), sc.parts
+}
+
+// closesTxnWhileDisabling reports whether b, refused by the catalog with
+// p's topic DISABLING, is still taken: a marker ending a transaction its
+// producer has open in p. A topic being disabled takes its open
+// transactions' markers, and becomes DISABLED only once none is open
+// (SPEC §10), so that a read_committed reader never sees its last stable
+// offset held for ever; every other batch is refused.
+func closesTxnWhileDisabling(p *partition, b *diskless.CommitBatch) bool {
+	if p.fileErr != diskless.ErrDisabling || b.Txn < diskless.TxnCommit || p.txns == nil {
+		return false
+	}
+	_, open := p.txns.open[b.ProducerID]
+	return open
 }
 
 // acceptedBatch is record 102's entry for b, accepted at offset base and

@@ -18,13 +18,19 @@ import (
 //  1. sends DisklessDisableTopic(topic, epoch, policy) to every sidecar
 //     Config.Sidecars knows, and stops there when one did not confirm
 //     (the next pass sends again, to all: each send is idempotent);
-//  2. with policy delete, moves every partition's log start to its high
+//  2. waits until no transaction is open in any of the topic's partitions
+//     (stops there until the next pass): while DISABLING a partition still
+//     takes the markers that end its open transactions (closesTxnWhileDisabling),
+//     which EndTxn or the transaction timeout's abort write, so that
+//     read_committed readers see the last stable offset reach the high
+//     watermark before the topic leaves diskless (SPEC §10);
+//  3. with policy delete, moves every partition's log start to its high
 //     watermark (record 103 on each owning shard, skipped where it is
 //     there already) — no commit of the topic can come after: shard 0
 //     published DISABLING before the sends, every group a shard starts
 //     after that refuses the topic's batches, and the 103 is a deferred
 //     request, decided after every group started before it;
-//  3. writes record 111 DISABLED on shard 0 (nothing, when the topic left
+//  4. writes record 111 DISABLED on shard 0 (nothing, when the topic left
 //     DISABLING at that epoch meanwhile).
 //
 // A coordinator that opens with a topic in DISABLING starts again from 1.
@@ -43,6 +49,10 @@ type Sidecars interface {
 	DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error
 }
 
+// errTxnsOpen is driveDisablement's answer while a transaction is open in
+// one of the topic's partitions: not a failure, the next pass looks again.
+var errTxnsOpen = errors.New("a transaction is open in one of its partitions")
+
 // disableSendTimeout bounds one DisklessDisableTopic.
 const disableSendTimeout = 30 * time.Second
 
@@ -59,7 +69,12 @@ func (c *Coordinator) runDisablement(ctx context.Context) error {
 		if t.Disablement.State != diskless.TopicDisabling {
 			continue
 		}
-		if err := c.driveDisablement(ctx, t); err != nil {
+		err := c.driveDisablement(ctx, t)
+		if errors.Is(err, errTxnsOpen) {
+			c.logger.Debug("coordinator: disablement waits for open transactions", "topic", t.Name, "epoch", t.Disablement.Epoch)
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("coordinator: disablement of topic %q (epoch %d): %w", t.Name, t.Disablement.Epoch, err))
 			if errors.Is(err, diskless.ErrClosed) || ctx.Err() != nil {
 				break
@@ -88,6 +103,15 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 			return err
 		}
 	}
+	for s := range c.topicShards(t) {
+		// A shard hosted by another sidecar is not asked: no coordinator
+		// RPC reads its open transactions (DESIGN §Transactions, not built
+		// yet).
+		err := c.onShard(s, func() error { return c.shards[s].txnsClosed(ctx, t) }, func() error { return nil })
+		if err != nil {
+			return err
+		}
+	}
 	if d.Policy == diskless.DisableDelete {
 		for s := range c.topicShards(t) {
 			err := c.onShard(s, func() error { return c.shards[s].releaseTopic(ctx, t) },
@@ -109,6 +133,23 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 	}
 	c.logger.Info("coordinator: diskless disabled on a topic", "topic", t.Name, "epoch", d.Epoch, "policy", d.Policy.String())
 	return nil
+}
+
+// txnsClosed returns errTxnsOpen while a transaction is open in one of s's
+// partitions of t, else nil. It is a deferred request: it looks at the
+// durable state, after every commit group started before it (a marker
+// decided but not yet durable does not count).
+func (s *shard) txnsClosed(ctx context.Context, t diskless.Topic) error {
+	resp := s.do(&request{ctx: ctx, deferred: true, build: func(st *state) ([]records.Record, error) {
+		for p := range t.Partitions {
+			part := st.partitions[diskless.TopicPartition{TopicID: t.ID, Partition: p}]
+			if part != nil && !part.deleted && part.txns != nil && len(part.txns.open) > 0 {
+				return nil, fmt.Errorf("%w: %s/%d, from offset %d", errTxnsOpen, t.Name, p, part.lso())
+			}
+		}
+		return nil, nil
+	}})
+	return resp.err
 }
 
 // releaseTopic moves the log start of each of s's partitions of t to its

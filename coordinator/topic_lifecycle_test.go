@@ -450,3 +450,72 @@ func TestDisablementRetryWarningRateLimited(t *testing.T) {
 		t.Fatalf("%d warnings %q over %d passes, want 1:\n%s", n, msg, len(sc.sends()), e.logs.String())
 	}
 }
+
+// TestDisablementWaitsForOpenTransactions: a topic disabled with a
+// transaction open in one of its partitions stays DISABLING, taking that
+// transaction's marker (and no other batch: data, a marker of a producer
+// with none open there), until no transaction is open in any of its
+// partitions; the read_committed last stable offset then reaches the high
+// watermark, and the topic becomes DISABLED (SPEC §10). Both policies;
+// the wait holds across a restart.
+func TestDisablementWaitsForOpenTransactions(t *testing.T) {
+	for _, policy := range []string{"retain", "delete"} {
+		t.Run(policy, func(t *testing.T) {
+			sc := &fakeSidecars{nodes: []int32{1}, down: map[int32]bool{}}
+			e := newEnv(t, 2, func(c *Config) { c.Sidecars = sc })
+			ctx := context.Background()
+			top := e.createTopic("t", 2, nil)
+			// Partition 0: 0 plain, 1–2 producer 7's open transaction.
+			e.commit(nextKey(), plain(top, 0, 1), txnData(top, 0, 7, 0, 2))
+			e.commit(nextKey(), plain(top, 1, 1))
+			if _, err := e.c.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false", "diskless.disable.policy", policy)); err != nil {
+				t.Fatal(err)
+			}
+			state := func() diskless.TopicState {
+				cur, _ := e.c.Topic("t")
+				return cur.Disablement.State
+			}
+			for range 2 {
+				if err := e.c.runDisablement(ctx); err != nil {
+					t.Fatalf("a pass waiting for the transaction: %v", err)
+				}
+				if s := state(); s != diskless.TopicDisabling {
+					t.Fatalf("disabled with a transaction open: %v", s)
+				}
+			}
+			if r := e.findCommitted(top, 0, 0); r.LastStableOffset != 1 {
+				t.Fatalf("LSO %d while the transaction is open", r.LastStableOffset)
+			}
+			e.reopen()
+			if err := e.c.runDisablement(ctx); err != nil || state() != diskless.TopicDisabling {
+				t.Fatalf("after a restart: %v %v", state(), err)
+			}
+			// Data and a marker ending nothing are refused; the marker is not.
+			if res, _ := e.tryCommit(nextKey(), marker(top, 1, 7, false)); res[0].Err != diskless.ErrDisabling {
+				t.Fatalf("a marker ending nothing while DISABLING: %+v", res[0])
+			}
+			res, _ := e.tryCommit(nextKey(), txnData(top, 0, 7, 2, 1), marker(top, 0, 7, true))
+			if res[0].Err != diskless.ErrDisabling || res[1].Err != nil || res[1].BaseOffset != 3 {
+				t.Fatalf("commits while DISABLING: %+v", res)
+			}
+			if r := e.findCommitted(top, 0, 0); r.LastStableOffset != 4 || r.HighWatermark != 4 {
+				t.Fatalf("after the marker: LSO %d HWM %d, want 4, 4", r.LastStableOffset, r.HighWatermark)
+			}
+			if err := e.c.runDisablement(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s := state(); s != diskless.TopicDisabled {
+				t.Fatalf("no transaction open, still %v", s)
+			}
+			if policy == "delete" {
+				if r := e.find(top, 0, 0, 0); r.LogStartOffset != 4 {
+					t.Fatalf("log start %d after delete, want 4", r.LogStartOffset)
+				}
+			}
+			if res, _ := e.tryCommit(nextKey(), marker(top, 0, 7, true)); res[0].Err != diskless.ErrDisabled {
+				t.Fatalf("marker once DISABLED: %v", res[0].Err)
+			}
+			restartIdentical(t, e)
+		})
+	}
+}

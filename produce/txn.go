@@ -120,7 +120,7 @@ func (h *Handler) waitTxnProduces(ctx context.Context, pid int64) error {
 }
 
 // skipMarker are the commit errors for which a marker is skipped: the
-// partition is gone or takes no produce (WriteMarkers).
+// partition is gone, or takes no marker of this producer (WriteMarkers).
 var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisabling.Code, diskless.ErrDisabled.Code}
 
 // WriteMarkers writes the COMMIT (commit) or ABORT marker of producer
@@ -134,11 +134,13 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // waits until the producer has no transactional batch in flight here (the
 // package's comment on transactions), so that this sidecar's batches of
 // the transaction are committed rather than refused; it must be called
-// only once the transaction has left Ongoing. A
-// partition whose topic is gone, or takes no produce (diskless being
-// disabled on it, SPEC §10), is skipped, as is one whose commit answers
-// so (deleted or disabled meanwhile): such a partition would otherwise
-// hold its transaction's completion, and the transactional id, forever.
+// only once the transaction has left Ongoing. A partition whose topic is
+// DISABLING still takes its marker (SPEC §10: the topic becomes DISABLED
+// only once no transaction is open in it). A partition whose topic is gone
+// or DISABLED is skipped, as is one whose commit answers so (deleted
+// meanwhile, or DISABLING with no transaction of the producer open there):
+// such a partition would otherwise hold its transaction's completion, and
+// the transactional id, forever.
 // Errors: ctx's,
 // ErrClosed, the first other commit error (the caller retries the whole
 // transaction's markers: a marker written twice changes nothing).
@@ -161,7 +163,7 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 		if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions {
 			continue
 		}
-		if errc, _ := t.ProduceError(); errc != nil {
+		if t.Disablement.State == diskless.TopicDisabled {
 			continue
 		}
 		buf = batch.AppendMarker(buf, producerID, epoch, commit, 0, now)

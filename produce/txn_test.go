@@ -147,21 +147,30 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 }
 
 // TestMarkersSkipPartitionsTakingNoProduce: a marker for a partition whose
-// topic is gone or being disabled is skipped, not retried forever.
+// topic is gone or DISABLED is skipped, not retried forever; one whose
+// topic is DISABLING is written (SPEC §10: its shard takes the marker of a
+// transaction open there).
 func TestMarkersSkipPartitionsTakingNoProduce(t *testing.T) {
 	r := newRig(t, Config{CommitInterval: time.Millisecond, Transactions: &fakeTxns{}})
 	cat := r.h.catalog.(*fakeCatalog)
-	dis := cat.topics["ct"]
+	dis, off := cat.topics["ct"], cat.topics["ct"]
 	dis.ID, dis.Name = diskless.TopicID{3}, "dis"
 	dis.Disablement.State = diskless.TopicDisabling
 	cat.topics["dis"] = dis
-	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: dis.ID, Partition: 0}, {TopicID: diskless.TopicID{9}, Partition: 0}}
+	off.ID, off.Name = diskless.TopicID{4}, "off"
+	off.Disablement.State = diskless.TopicDisabled
+	cat.topics["off"] = off
+	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: dis.ID, Partition: 0}, {TopicID: off.ID, Partition: 0}, {TopicID: diskless.TopicID{9}, Partition: 0}}
 	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, false, parts); err != nil {
 		t.Fatalf("WriteMarkers: %v", err)
 	}
 	r.cm.mu.Lock()
 	defer r.cm.mu.Unlock()
-	if len(r.cm.order) != 1 || len(r.cm.got[r.cm.order[0]]) != 1 || r.cm.got[r.cm.order[0]][0].TopicID != parts[0].TopicID || r.cm.got[r.cm.order[0]][0].Txn != diskless.TxnAbort {
+	if len(r.cm.order) != 1 {
 		t.Fatalf("committed %v", r.cm.got)
+	}
+	got := r.cm.got[r.cm.order[0]]
+	if len(got) != 2 || got[0].TopicID != parts[0].TopicID || got[1].TopicID != dis.ID || got[0].Txn != diskless.TxnAbort || got[1].Txn != diskless.TxnAbort {
+		t.Fatalf("committed %v, want the markers of %v and %v", r.cm.got, parts[0], parts[1])
 	}
 }
