@@ -201,11 +201,18 @@ func finalRead(t *testing.T, ctx context.Context, sc *Sidecar, topic string, par
 	for p := range partitions {
 		h.Final(history.Partition{Topic: topic, Partition: p}, start[p], entries[p])
 	}
+	checkHistory(t, h, fmt.Sprintf("%d records in the final log", total))
+}
+
+// checkHistory checks h, failing t on any violation, and logs its counts
+// and what.
+func checkHistory(t *testing.T, h *history.History, what string) {
+	t.Helper()
 	vs := h.Check()
 	for _, v := range vs {
 		t.Error(v)
 	}
-	t.Logf("history: %+v; %d records in the final log", h.Counts(), total)
+	t.Logf("history: %+v; %s", h.Counts(), what)
 	if len(vs) > 0 {
 		t.FailNow()
 	}
@@ -252,14 +259,7 @@ func finalReadCommitted(t *testing.T, ctx context.Context, sc *Sidecar, topic st
 	for p := range last {
 		h.FinalCommitted(history.Partition{Topic: topic, Partition: p}, start[p], entries[p])
 	}
-	vs := h.Check()
-	for _, v := range vs {
-		t.Error(v)
-	}
-	t.Logf("history: %+v; %d records in the final read_committed view", h.Counts(), total)
-	if len(vs) > 0 {
-		t.FailNow()
-	}
+	checkHistory(t, h, fmt.Sprintf("%d records in the final read_committed view", total))
 }
 
 // testNewSidecarAfterSIGKILL: SIGKILL mid-load, then a new process with an
