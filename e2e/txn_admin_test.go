@@ -24,7 +24,8 @@ import (
 // and not) and DescribeProducers (partitions with and without producers,
 // out of range, an unknown topic), the answers compared after producer ids
 // are named by their transactional ids and timestamps reduced to their
-// sign (SPEC §15). Then kafka-transactions.sh list, describe,
+// sign (SPEC §15); WriteTxnMarkers with a stale producer epoch and the
+// current one. Then kafka-transactions.sh list, describe,
 // describe-producers and find-hanging against the sidecar; abort, on
 // both, then compared as above.
 func TestTransactionAdminMatchesKafka(t *testing.T) {
@@ -70,8 +71,8 @@ func TestTransactionAdminMatchesKafka(t *testing.T) {
 	for _, r := range list {
 		ids = append(ids, r[0]+":"+r[3])
 	}
-	if !slices.Equal(ids, []string{"a:CompleteCommit", "b:Ongoing", "cb:Empty"}) {
-		t.Errorf("kafka-transactions list: %v, want a CompleteCommit, b Ongoing, cb Empty", list)
+	if !slices.Equal(ids, []string{"a:CompleteCommit", "b:Ongoing", "cb:Empty", "e:Ongoing"}) {
+		t.Errorf("kafka-transactions list: %v, want a CompleteCommit, b Ongoing, cb Empty, e Ongoing", list)
 	}
 	if d := rows(tool("describe", "--transactional-id", "b")); len(d) != 1 || d[0][4] != "Ongoing" || !slices.Contains([]string{"t-0,t-1", "t-1,t-0"}, d[0][len(d[0])-1]) {
 		t.Errorf("kafka-transactions describe b: %v", d)
@@ -131,6 +132,9 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	mustNoErr(t, "begin a", a.BeginTransaction())
 	mustNoErr(t, "produce a", a.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("a")}).FirstErr())
 	mustNoErr(t, "commit a", a.EndTransaction(ctx, kgo.TryCommit))
+	// Kafka answers EndTxn before its markers are written (SPEC §15): b's
+	// records come after a's marker only once t-0's LSO is past it.
+	txnWaitLSO(t, ctx, a, "t", 0, 2)
 	b := client(kgo.TransactionalID("b"), kgo.TransactionTimeout(time.Minute))
 	mustNoErr(t, "begin b", b.BeginTransaction())
 	mustNoErr(t, "produce b", b.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("b")}, &kgo.Record{Topic: "t", Partition: 1, Value: []byte("b")}).FirstErr())
@@ -255,6 +259,41 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	for p := range int32(2) {
 		hwm, lso := txnEnds(t, ctx, admin, "t", p)
 		out = append(out, fmt.Sprintf("after abort t-%d: high watermark %d, LSO %d", p, hwm, lso))
+	}
+
+	// WriteTxnMarkers' epochs: e, initialised twice (epoch 1), holds a
+	// transaction open in t-2. A marker of epoch 0 is refused there
+	// (INVALID_PRODUCER_EPOCH, nothing written) and written to t-1, where
+	// e has no state; one of epoch 1 ends the transaction in t-2.
+	e0 := client(kgo.TransactionalID("e"), kgo.TransactionTimeout(time.Minute))
+	pidOf(e0, "e")
+	e := client(kgo.TransactionalID("e"), kgo.TransactionTimeout(time.Minute))
+	mustNoErr(t, "begin e", e.BeginTransaction())
+	mustNoErr(t, "produce e", e.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 2, Value: []byte("e")}).FirstErr())
+	pe, ee, err := e.ProducerID(ctx)
+	mustNoErr(t, "ProducerID e", err)
+	for _, epoch := range []int16{ee - 1, ee} {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		req.Version = 1
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed = pe, epoch, false
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{2, 1}}}
+		if epoch == ee {
+			m.Topics[0].Partitions = []int32{2}
+		}
+		req.Markers = append(req.Markers, m)
+		r, err := admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, req)
+		mustNoErr(t, "WriteTxnMarkers", err)
+		var codes []string
+		for _, tp := range r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions {
+			codes = append(codes, fmt.Sprintf("t-%d %d", tp.Partition, tp.ErrorCode))
+		}
+		line := fmt.Sprintf("WriteTxnMarkers ABORT %s epoch %d (current %d): %v", name(pe), epoch, ee, codes)
+		for p := int32(1); p <= 2; p++ {
+			hwm, lso := txnEnds(t, ctx, admin, "t", p)
+			line += fmt.Sprintf("; t-%d high watermark %d, LSO %d", p, hwm, lso)
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -17,8 +17,11 @@ import (
 // marker is written into its partitions through Transactions.WriteTxnMarkers
 // (the produce pipeline, as a completion's). A topic or partition the
 // catalog does not hold gets UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers;
-// a marker that could not be written gets its error's code on each of
-// its partitions (ctx's: REQUEST_TIMED_OUT; another: KAFKA_STORAGE_ERROR).
+// a partition whose producer state holds the producer at a newer epoch than
+// the marker's gets INVALID_PRODUCER_EPOCH and no marker, as Kafka's
+// leader answers (staleEpoch); a marker that could not be written gets its
+// error's code on each of its other partitions (ctx's: REQUEST_TIMED_OUT;
+// another: KAFKA_STORAGE_ERROR).
 func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	for _, m := range req.Markers {
@@ -34,7 +37,12 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 					codes[i][j] = kerr.UnknownTopicOrPartition.Code
 					continue
 				}
-				parts = append(parts, diskless.TopicPartition{TopicID: t.ID, Partition: p})
+				tp := diskless.TopicPartition{TopicID: t.ID, Partition: p}
+				if s.staleEpoch(tp, m.ProducerID, m.ProducerEpoch) {
+					codes[i][j] = kerr.InvalidProducerEpoch.Code
+					continue
+				}
+				parts = append(parts, tp)
 			}
 		}
 		var code int16
@@ -68,4 +76,22 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 		resp.Markers = append(resp.Markers, out)
 	}
 	return resp
+}
+
+// staleEpoch reports whether partition tp's producer state holds producer
+// pid at an epoch newer than epoch: Kafka's leader refuses such a marker
+// with INVALID_PRODUCER_EPOCH (SPEC §15). The state is the one
+// DescribeProducers shows, the epoch of the producer's last data batch: a
+// marker does not change it here (SPEC §15 Decision).
+func (s *Server) staleEpoch(tp diskless.TopicPartition, pid int64, epoch int16) bool {
+	ps, err := s.cfg.Transactions.DescribeProducers(tp)
+	if err != nil {
+		return false // the write answers for the partition
+	}
+	for _, p := range ps {
+		if p.ProducerID == pid {
+			return p.ProducerEpoch > int32(epoch)
+		}
+	}
+	return false
 }
