@@ -95,7 +95,7 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 		if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
 			s.recordProducerBatch(p, ps, cb)
 		}
-		p.trackTxn(cb)
+		p.trackTxn(cb, s.expirationMs)
 		results[i] = diskless.CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
 		if p.fileSlot < 0 {
 			p.fileSlot = int32(len(sc.parts))

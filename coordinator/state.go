@@ -599,7 +599,7 @@ func (s *state) appendBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
 		s.recordProducerBatch(p, p.producers[b.ProducerID], b)
 	}
-	p.trackTxn(b)
+	p.trackTxn(b, s.expirationMs)
 }
 
 // indexBatch adds one accepted batch to p's index: it extends p's last

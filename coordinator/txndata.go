@@ -56,19 +56,33 @@ type endedTxn struct {
 // marker ends. A batch without a token (0), and an entry older than the
 // producer-state expiration, pass.
 func (s *state) txnEnded(p *partition, b *diskless.CommitBatch, t int64) bool {
-	if b.Txn != diskless.TxnData || b.TxnSeq <= 0 || p.txns == nil {
+	return b.Txn == diskless.TxnData && p.reached(b.ProducerID, b.TxnSeq, t, s.expirationMs)
+}
+
+// reached reports whether producer pid's transaction guard in p, not
+// expired at t (producer.id.expiration.ms expirationMs after its last
+// marker), has reached token seq: a marker of pid's with a token of seq
+// or more is here. A token below 1 (none) is never reached.
+func (p *partition) reached(pid, seq, t, expirationMs int64) bool {
+	if seq <= 0 || p.txns == nil {
 		return false
 	}
-	e, ok := p.txns.ended[b.ProducerID]
-	return ok && t-e.at < s.expirationMs && b.TxnSeq <= e.seq
+	e, ok := p.txns.ended[pid]
+	return ok && t-e.at < expirationMs && seq <= e.seq
 }
 
 // trackTxn updates p's transactions with b, just indexed at its assigned
 // offsets: a transactional batch opens its producer's transaction if none
 // is open; a marker closes it, an ABORT adding it to the aborted ones. A
 // marker for a producer with no open transaction here (a partition added
-// but not written to, or a marker written twice) changes nothing.
-func (p *partition) trackTxn(b *records.CommittedBatch) {
+// but not written to, or a marker written twice) changes nothing, nor does
+// one whose token the producer's guard has reached (p.reached at the
+// marker's log-append time, expirationMs being producer.id.expiration.ms):
+// the same transaction's marker again, from a coordinator that lost the
+// id's shard with its completion in flight or from a retried commit, which
+// may come after the producer's next transaction opened here and must not
+// end it (DESIGN §Transactions, the hazard).
+func (p *partition) trackTxn(b *records.CommittedBatch, expirationMs int64) {
 	switch b.Txn {
 	case diskless.TxnData:
 		if p.txns == nil {
@@ -81,6 +95,9 @@ func (p *partition) trackTxn(b *records.CommittedBatch) {
 			p.txns.open[b.ProducerID] = b.AssignedBaseOffset
 		}
 	case diskless.TxnCommit, diskless.TxnAbort:
+		if p.reached(b.ProducerID, b.TxnSeq, b.LogAppendTimestamp, expirationMs) {
+			return
+		}
 		if b.TxnSeq > 0 {
 			// The guard: the producer's batches of this transaction or an
 			// earlier one are refused here from now on.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -208,4 +209,46 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	if len(m.seqs) != 2 || m.seqs[0] != 1 || m.seqs[1] != 2 {
 		t.Fatalf("markers' tokens %v, want [1 2]", m.seqs)
 	}
+}
+
+// TestTxnGuardStaleMarker: a marker whose token its producer's last marker
+// in the partition has reached — the same transaction's marker written
+// again, by a coordinator that lost the id's shard while its completion
+// was in flight, or by a retried commit — changes nothing there, though
+// the producer's next transaction is open in the partition by then: an
+// ABORT of transaction 1 arriving after transaction 2's first batch does
+// not abort that batch (nor move the LSO past it), and transaction 2's
+// COMMIT then commits it; the same after replaying the log and after
+// loading a snapshot. A marker without a token still ends whatever is
+// open (WriteTxnMarkers, an operator's abort).
+func TestTxnGuardStaleMarker(t *testing.T) {
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 1, nil)
+		check := func(what string, b diskless.CommitBatch) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+				t.Fatalf("%s: %v", what, r.Err)
+			}
+		}
+		state := func(what string, lso int64, aborted []diskless.AbortedTxn) {
+			t.Helper()
+			r := e.findCommitted(top, 0, 0)
+			if r.Err != nil || r.LastStableOffset != lso || !reflect.DeepEqual(r.Aborted, aborted) {
+				t.Fatalf("%s: LSO %d aborted %+v (err %v), want %d, %+v", what, r.LastStableOffset, r.Aborted, r.Err, lso, aborted)
+			}
+		}
+		check("0: transaction 1's batch", withSeq(txnData(top, 0, 7, 0, 1), 1))
+		check("1: transaction 1's COMMIT", withSeq(marker(top, 0, 7, true), 1))
+		check("2: transaction 2's batch", withSeq(txnData(top, 0, 7, 1, 1), 2))
+		state("transaction 2 open", 2, nil)
+		check("3: transaction 1's ABORT, stale", withSeq(marker(top, 0, 7, false), 1))
+		state("after the stale marker", 2, nil)
+		e.reopenSame()
+		state("after the stale marker, reopened", 2, nil)
+		check("4: transaction 2's COMMIT", withSeq(marker(top, 0, 7, true), 2))
+		state("transaction 2 committed", 5, nil)
+		check("5: transaction 3's batch", withSeq(txnData(top, 0, 7, 2, 1), 3))
+		check("6: an operator's ABORT, no token", withSeq(marker(top, 0, 7, false), 0))
+		state("transaction 3 aborted by the operator", 7, []diskless.AbortedTxn{{ProducerID: 7, FirstOffset: 5, LastOffset: 6}})
+	})
 }
