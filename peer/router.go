@@ -455,7 +455,9 @@ func (r *Router) CheckTxn(ctx context.Context, shard int32, req diskless.TxnChec
 }
 
 // EndTxnOffsets writes record 110 on group's shard (shard) at its owner
-// (DisklessEndTxnOffsets); written twice it changes nothing.
+// (DisklessEndTxnOffsets). A retry changes nothing; the record names no
+// transaction, so a stale one ends the producer's later pending offsets
+// too (DESIGN §Transactions, Not built yet).
 func (r *Router) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
 	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
 		if local {
