@@ -56,15 +56,40 @@ func listOffsetsEnv(t *testing.T) *env {
 	return e
 }
 
+// listReq is a ListOffsets request of version v for timestamp ts in one
+// partition of topic.
 func listReq(v int16, topic string, partition int32, ts int64) *kmsg.ListOffsetsRequest {
+	return listReqParts(v, topic, ts, partition)
+}
+
+// listReqParts is listReq for timestamp ts in each of partitions.
+func listReqParts(v int16, topic string, ts int64, partitions ...int32) *kmsg.ListOffsetsRequest {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.Version = v
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = partition
-	rp.Timestamp = ts
-	rt.Partitions = append(rt.Partitions, rp)
+	for _, p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, ts
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// epochReq is an OffsetForLeaderEpoch request of version v asking for
+// leader epoch epoch, with current leader epoch current, in each of
+// partitions of topic.
+func epochReq(v int16, topic string, current, epoch int32, partitions ...int32) *kmsg.OffsetForLeaderEpochRequest {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = v
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	for _, p := range partitions {
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, current, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
 	req.Topics = append(req.Topics, rt)
 	return req
 }
@@ -341,37 +366,23 @@ func (c *cutCoord) ListOffsets(ctx context.Context, tp diskless.TopicPartition, 
 // every partition is answered NOT_LEADER_OR_FOLLOWER.
 func TestListOffsetsShardsConcurrently(t *testing.T) {
 	const partitions = 6
+	var all []int32 // the partitions asked for
+	for p := range int32(partitions) {
+		all = append(all, p)
+	}
 	for _, tc := range []struct {
 		name string
 		ask  func(h *Handler) []int16 // the partitions' error codes
 	}{
 		{"ListOffsets", func(h *Handler) (codes []int16) {
-			req := kmsg.NewPtrListOffsetsRequest()
-			req.Version = 8
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = "l"
-			for p := range int32(partitions) {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition, rp.Timestamp = p, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
+			req := listReqParts(8, "l", -1, all...)
 			for _, p := range h.ListOffsets(context.Background(), req).Topics[0].Partitions {
 				codes = append(codes, p.ErrorCode)
 			}
 			return codes
 		}},
 		{"OffsetForLeaderEpoch", func(h *Handler) (codes []int16) {
-			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-			req.Version = 4
-			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = "l"
-			for p := range int32(partitions) {
-				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-				rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, -1, h.cfg.LeaderEpoch
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
+			req := epochReq(4, "l", -1, h.cfg.LeaderEpoch, all...)
 			for _, p := range h.OffsetForLeaderEpoch(context.Background(), req).Topics[0].Partitions {
 				codes = append(codes, p.ErrorCode)
 			}

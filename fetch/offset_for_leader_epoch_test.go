@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestOffsetForLeaderEpoch(t *testing.T) {
@@ -32,15 +31,7 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 		{name: "unknown partition", version: 4, topic: "l", partition: 9, current: -1, epoch: 2, errc: kerr.UnknownTopicOrPartition, wantEpoch: -1, wantEnd: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-			req.Version = tc.version
-			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = tc.topic
-			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-			rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tc.partition, tc.current, tc.epoch
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp := e.h.OffsetForLeaderEpoch(context.Background(), req)
+			resp := e.h.OffsetForLeaderEpoch(context.Background(), epochReq(tc.version, tc.topic, tc.current, tc.epoch, tc.partition))
 			if resp.Version != tc.version || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 				t.Fatalf("response shape: %+v", resp)
 			}
