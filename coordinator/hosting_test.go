@@ -74,6 +74,21 @@ func (cl *cluster) host(i int, shards ...int32) {
 	}
 }
 
+// split makes node 0 host shards 0–1 (the catalog's among them) and node
+// 1 shards 2–3, creates topic name with partitions at node 0 and waits
+// until node 1's catalog has it.
+func (cl *cluster) split(name string, partitions int32) diskless.Topic {
+	cl.t.Helper()
+	cl.host(0, 0, 1)
+	cl.host(1, 2, 3)
+	topic, err := cl.nodes[0].CreateTopic(context.Background(), name, partitions, nil)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	waitFor(cl.t, cl.nodes[1], "the topic in B's catalog", func() bool { _, ok := cl.nodes[1].Topic(name); return ok })
+	return topic
+}
+
 type remote struct{ cl *cluster }
 
 func (r remote) at(shard int32) (*Coordinator, error) {
@@ -184,14 +199,8 @@ func TestClusterReplicasAndMoves(t *testing.T) {
 	if _, err := a.CreateTopic(ctx, "t", 8, nil); !errors.Is(err, diskless.ErrNotCoordinator) {
 		t.Fatalf("CreateTopic with shard 0 hosted nowhere: %v", err)
 	}
-	cl.host(0, 0, 1)
-	cl.host(1, 2, 3)
 	// A hosts shard 0, the catalog: the partitions on B's shards go there.
-	topic, err := a.CreateTopic(ctx, "t", 8, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "the topic in B's catalog", func() bool { _, ok := b.Topic("t"); return ok })
+	topic := cl.split("t", 8)
 
 	// Commits at each partition's owner; both sides read the same.
 	for p := range topic.Partitions {

@@ -93,13 +93,7 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 2)
 	a, b := cl.nodes[0], cl.nodes[1]
-	cl.host(0, 0, 1)
-	cl.host(1, 2, 3)
-	topic, err := a.CreateTopic(ctx, "t", 8, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "the topic in B's catalog", func() bool { _, ok := b.Topic("t"); return ok })
+	topic := cl.split("t", 8)
 	m := &clusterMarkers{cl: cl, topic: topic}
 	a.SetMarkerWriter(m)
 	b.SetMarkerWriter(m)
