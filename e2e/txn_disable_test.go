@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -59,11 +58,7 @@ func TestTransactionOpenWhileDisabling(t *testing.T) {
 				want = 5
 			}
 			got := txnPoll(t, ctx, cons, nil, func(v []string) bool { return len(v) >= want })
-			for range 2 { // and nothing more
-				pctx, cancel := context.WithTimeout(ctx, time.Second)
-				cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-				cancel()
-			}
+			got = txnPollMore(t, ctx, cons, got, 2) // and nothing more
 			if len(got) != want || countPrefix(got, "plain-") != 2 {
 				t.Fatalf("read_committed after the %s: %v", end, got)
 			}

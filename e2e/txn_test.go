@@ -19,25 +19,45 @@ import (
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
 
-// txnValues returns the values of the records polled by cl until want
-// reports true of them all or ctx ends (then the test fails, naming what
-// came).
+// txnPoll returns got with the values of the records polled by cl until
+// want reports true of them all, or ctx ends (then the test fails, naming
+// what came).
 func txnPoll(t *testing.T, ctx context.Context, cl *kgo.Client, got []string, want func([]string) bool) []string {
 	t.Helper()
 	for !want(got) {
 		if ctx.Err() != nil {
 			t.Fatalf("gave up with %d records: %v", len(got), got)
 		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		for _, e := range fs.Errors() {
-			if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
-				t.Fatalf("poll: %s/%d: %v", e.Topic, e.Partition, e.Err)
-			}
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		got = txnPollFor(t, ctx, cl, got, 2*time.Second)
 	}
+	return got
+}
+
+// txnPollMore polls cl polls more times, a second each (txnPollFor), and
+// returns got with the values of the records they bring: after txnPoll,
+// what a test expects to be nothing more.
+func txnPollMore(t *testing.T, ctx context.Context, cl *kgo.Client, got []string, polls int) []string {
+	t.Helper()
+	for range polls {
+		got = txnPollFor(t, ctx, cl, got, time.Second)
+	}
+	return got
+}
+
+// txnPollFor polls cl once, for at most d, and returns got with the
+// values of the records it brought; a fetch error but the poll's
+// deadline fails t.
+func txnPollFor(t *testing.T, ctx context.Context, cl *kgo.Client, got []string, d time.Duration) []string {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, d)
+	fs := cl.PollFetches(pctx)
+	cancel()
+	for _, e := range fs.Errors() {
+		if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
+			t.Fatalf("poll: %s/%d: %v", e.Topic, e.Partition, e.Err)
+		}
+	}
+	fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	return got
 }
 
@@ -157,11 +177,7 @@ func TestTransactionsKgo(t *testing.T) {
 	got := txnPoll(t, ctx, committed, nil, func(v []string) bool { return len(v) >= 10 })
 	// Nothing past the LSO while the transaction is open: a few more
 	// polls bring nothing.
-	for range 3 {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		committed.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-		cancel()
-	}
+	got = txnPollMore(t, ctx, committed, got, 3)
 	if len(got) != 10 || countPrefix(got, "commit1-") != 10 {
 		t.Fatalf("read_committed before the open transaction ends: %v", got)
 	}
