@@ -285,26 +285,23 @@ func committedView() *History {
 // of the committed view, and Check reports it.
 func TestCommittedView(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		final []Entry
-		want  []Kind
+		name     string
+		logStart int64
+		final    []Entry
+		want     []Kind
 	}{
-		{"good", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, nil},
-		{"committed record lost", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {7, "x4"}}, []Kind{Lost, Vanished}},
-		{"acknowledged committed record lost", []Entry{{1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Lost}},
-		{"committed record duplicated", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}, {9, "x3"}}, []Kind{Duplicated, Reordered}},
-		{"committed records reordered", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x4"}, {7, "x3"}}, []Kind{Reordered, Vanished}},
-		{"aborted record visible", []Entry{{0, "x0"}, {1, "x1"}, {3, "x2"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Aborted}},
-		{"offset twice", []Entry{{0, "x0"}, {1, "x1"}, {1, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Moved}},
-		{"below the log start", []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Gap}},
+		{"good", 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, nil},
+		{"committed record lost", 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {7, "x4"}}, []Kind{Lost, Vanished}},
+		{"acknowledged committed record lost", 0, []Entry{{1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Lost}},
+		{"committed record duplicated", 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}, {9, "x3"}}, []Kind{Duplicated, Reordered}},
+		{"committed records reordered", 0, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x4"}, {7, "x3"}}, []Kind{Reordered, Vanished}},
+		{"aborted record visible", 0, []Entry{{0, "x0"}, {1, "x1"}, {3, "x2"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Aborted}},
+		{"offset twice", 0, []Entry{{0, "x0"}, {1, "x1"}, {1, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Moved}},
+		{"below the log start", 2, []Entry{{0, "x0"}, {1, "x1"}, {5, "y0"}, {6, "x3"}, {7, "x4"}}, []Kind{Gap, Gap}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := committedView()
-			logStart := int64(0)
-			if tc.name == "below the log start" {
-				logStart = 2
-			}
-			h.FinalCommitted(p0, logStart, tc.final)
+			h.FinalCommitted(p0, tc.logStart, tc.final)
 			var got []Kind
 			for _, v := range h.Check() {
 				got = append(got, v.Kind)
