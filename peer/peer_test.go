@@ -18,6 +18,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 	"github.com/diskless-sidecar/sidecar/rpcmsg"
@@ -206,7 +207,9 @@ func commitReq(t diskless.Topic, p int32, key string, n int, producer int64, seq
 // TestRouterRemoteEqualsLocal drives every coordinator RPC through a
 // Router on sidecar A whose placement names sidecar B for every shard,
 // and checks each answer against B's coordinator called directly: the
-// conversions both ways lose nothing.
+// conversions both ways lose nothing (DisklessCheckTxn's token and
+// refusals; DisklessEndTxnOffsets' group, producer and outcome, by the
+// offset it commits).
 func TestRouterRemoteEqualsLocal(t *testing.T) {
 	a, b := startNodes(t, 1, 2)
 	ctx := context.Background()
@@ -312,6 +315,84 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 	first2, _, err2 := b.coord.AllocateProducerIDBlock(ctx, 2)
 	if err != nil || err2 != nil || size < 1 || first2 != first+int64(size) {
 		t.Fatalf("AllocateProducerIDBlock: [%d, +%d) %v, then %d %v", first, size, err, first2, err2)
+	}
+
+	// DisklessCheckTxn: transactional id tx's transaction at B, open in
+	// partition 1 with group g added; each check through the router
+	// answers as B's own (the token, the refusals).
+	id, g := "tx", "g"
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	ireq.TransactionalID, ireq.TransactionTimeoutMillis, ireq.ProducerID, ireq.ProducerEpoch = &id, 60000, -1, -1
+	ir, err := b.coord.InitTransactionalProducer(ctx, ireq)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitTransactionalProducer: %+v %v", ir, err)
+	}
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	add := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: topic.Name, Partitions: []int32{tp.Partition}}}
+	if ar, err := b.coord.AddPartitionsToTxn(ctx, &add); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %+v %v", ar, err)
+	}
+	areq := kmsg.NewPtrAddOffsetsToTxnRequest()
+	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch, areq.Group = id, pid, epoch, g
+	if ar, err := b.coord.AddOffsetsToTxn(ctx, areq); err != nil || ar.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %+v %v", ar, err)
+	}
+	txnShard := b.coord.TxnShard(id)
+	for _, tc := range []struct {
+		name string
+		req  diskless.TxnCheck
+		want diskless.TxnCheckResult
+	}{
+		{"allowed", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partition: tp}, diskless.TxnCheckResult{Seq: 1}},
+		{"another epoch", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch + 1, Partition: tp},
+			diskless.TxnCheckResult{Code: kerr.InvalidProducerEpoch.Code}},
+		{"a partition not in the transaction", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
+			Partition: diskless.TopicPartition{TopicID: topic.ID, Partition: 2}}, diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}},
+		{"the group's offsets", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: g}, diskless.TxnCheckResult{}},
+		{"a group not added", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: "other"},
+			diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}},
+	} {
+		got, err := r.CheckTxn(ctx, txnShard, tc.req)
+		local, lerr := b.coord.CheckTxn(ctx, txnShard, tc.req)
+		if err != nil || lerr != nil || got != local || got != tc.want {
+			t.Fatalf("CheckTxn, %s: %+v %v; B's own %+v %v; want %+v", tc.name, got, err, local, lerr, tc.want)
+		}
+	}
+
+	// DisklessEndTxnOffsets: the transaction's pending offset of g,
+	// committed by record 110 written through the router.
+	oreq := kmsg.NewPtrTxnOffsetCommitRequest()
+	oreq.Version, oreq.TransactionalID, oreq.Group, oreq.ProducerID, oreq.ProducerEpoch = 3, id, g, pid, epoch
+	oreq.Generation = -1
+	oreq.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: topic.Name, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+	if or, err := b.coord.TxnOffsetCommit(ctx, oreq); err != nil || or.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %+v %v", or, err)
+	}
+	committed := func() int64 {
+		t.Helper()
+		f, err := b.coord.FetchOffsets(ctx, group.FetchRequest{Group: g, MemberEpoch: -1}, false)
+		if err != nil || f.ErrorCode != 0 {
+			t.Fatalf("FetchOffsets: %+v %v", f, err)
+		}
+		for _, ft := range f.Topics {
+			for _, fp := range ft.Partitions {
+				if ft.Topic == topic.Name && fp.Partition == 0 {
+					return fp.Offset
+				}
+			}
+		}
+		return -1
+	}
+	if o := committed(); o != -1 {
+		t.Fatalf("offset %d committed before record 110", o)
+	}
+	if err := r.EndTxnOffsets(ctx, b.coord.GroupShard(g), g, pid, epoch, true); err != nil {
+		t.Fatalf("EndTxnOffsets: %v", err)
+	}
+	if o := committed(); o != 7 {
+		t.Fatalf("offset %d after EndTxnOffsets through the router, want 7", o)
 	}
 
 	// DisklessDisableTopic reaches the other sidecar.
