@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -114,7 +115,13 @@ func TestClusterTransactions(t *testing.T) {
 	waitFor(t, 2*time.Minute, "a third of the output", func() bool { return output.read.Load() >= n/3 })
 	killedAt := time.Now()
 	cl.scs[victim].Kill()
-	t.Logf("sidecar %d (the transactions' coordinator) SIGKILLed with %d output records read", victim, output.read.Load())
+	atKill := output.distinct()
+	t.Logf("sidecar %d (the transactions' coordinator) SIGKILLed with %d output records read, %d distinct", victim, output.read.Load(), atKill)
+	if atKill >= n {
+		// The copy was done before the kill: nothing below would test
+		// the takeover of the members' transactions.
+		t.Fatalf("every input record was in the output before the kill (%d distinct)", atKill)
+	}
 	waitFor(t, 2*time.Minute, "every input record in the output", func() bool { return output.distinct() >= n })
 	t.Logf("every input record in the output %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	mcancel()
@@ -126,9 +133,34 @@ func TestClusterTransactions(t *testing.T) {
 	const jtopic = "ctx-java"
 	createTopic(t, ctx, cl.scs[others[0]], jtopic, 1, nil)
 	two := &Sidecar{t: t, Addr: cl.scs[others[0]].Addr + "," + cl.scs[others[1]].Addr}
-	p := startJavaTxn(t, ctx, two, jtopic, groupOnShard("ctx-java", txnShard))
+	jid := groupOnShard("ctx-java", txnShard)
+	p := startJavaTxn(t, ctx, two, jtopic, jid)
 	p.must("begin", "send c1", "send c2", "commit", "begin", "send a1", "abort", "begin", "send c3", "commit")
 	if got := javaReadCommitted(t, ctx, two, jtopic); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
 		t.Fatalf("Java read_committed: %v, want [c1 c2 c3]", got)
+	}
+
+	// The operators' view through the two left (DESIGN §Transactions):
+	// ListTransactions, asked of each, lists the three ids at the
+	// sidecar now hosting their shard, and DescribeTransactions, sent to
+	// the coordinator FindCoordinator names, the Java producer's last
+	// transaction committed there.
+	acl, err := kgo.NewClient(kgo.SeedBrokers(cl.scs[others[0]].Addr, cl.scs[others[1]].Addr))
+	mustNoErr(t, "admin client", err)
+	defer acl.Close()
+	adm := kadm.NewClient(acl)
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	mustNoErr(t, "ListTransactions", err)
+	described, err := adm.DescribeTransactions(ctx, idA, idB, jid)
+	mustNoErr(t, "DescribeTransactions", err)
+	for _, id := range []string{idA, idB, jid} {
+		l, ok := listed[id]
+		d := described[id]
+		if !ok || d.Err != nil || l.Coordinator == victim || d.Coordinator != l.Coordinator || d.ProducerID != l.ProducerID {
+			t.Errorf("transactional id %s: listed %+v (%v), described %+v", id, l, ok, d)
+		}
+	}
+	if d := described[jid]; d.State != "CompleteCommit" {
+		t.Errorf("DescribeTransactions %s: %+v, want CompleteCommit", jid, d)
 	}
 }
