@@ -57,10 +57,11 @@ func TestTxnGuard(t *testing.T) {
 // each marker committed at its partition's owner, with its token, as the
 // produce pipeline's WriteMarkers does through the committer.
 type clusterMarkers struct {
-	cl    *cluster
-	topic diskless.Topic
-	mu    sync.Mutex
-	seqs  []int64 // every marker's token, in order
+	cl      *cluster
+	topic   diskless.Topic
+	mu      sync.Mutex
+	seqs    []int64 // every marker's token, in order
+	refused []error // the markers a partition refused
 }
 
 func (m *clusterMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error {
@@ -75,8 +76,14 @@ func (m *clusterMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int1
 		if c == nil {
 			return diskless.ErrNotCoordinator
 		}
-		if _, err := c.CommitFile(ctx, shard, commitRequest(c, nextKey(), b)); err != nil {
+		rs, err := c.CommitFile(ctx, shard, commitRequest(c, nextKey(), b))
+		if err != nil {
 			return err
+		}
+		if rs[0].Err != nil {
+			m.mu.Lock()
+			m.refused = append(m.refused, fmt.Errorf("token %d in %v: %w", seq, tp, rs[0].Err))
+			m.mu.Unlock()
 		}
 	}
 	return nil
@@ -200,8 +207,8 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.seqs) != 2 || m.seqs[0] != 1 || m.seqs[1] != 2 {
-		t.Fatalf("markers' tokens %v, want [1 2]", m.seqs)
+	if len(m.seqs) != 2 || m.seqs[0] != 1 || m.seqs[1] != 2 || len(m.refused) != 0 {
+		t.Fatalf("markers' tokens %v, want [1 2]; refused %v", m.seqs, m.refused)
 	}
 }
 
