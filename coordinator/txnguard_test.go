@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
@@ -118,15 +117,12 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 		}
 	}
 	tp := diskless.TopicPartition{TopicID: topic.ID, Partition: part}
+	// init retries CONCURRENT_TRANSACTIONS (the fencing abort under way)
+	// a few times, as a producer does.
 	init := func(c *Coordinator) (int64, int16) {
 		t.Helper()
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
-		for {
-			resp, err := c.InitTransactionalProducer(ctx, req)
-			if err != nil {
-				t.Fatalf("InitTransactionalProducer: %v", err)
-			}
+		for range 10 {
+			resp := initTxnAt(t, c, id, 60000, -1, -1)
 			if resp.ErrorCode != kerr.ConcurrentTransactions.Code {
 				if resp.ErrorCode != 0 {
 					t.Fatalf("InitTransactionalProducer: %v", kerr.ErrorForCode(resp.ErrorCode))
@@ -134,15 +130,13 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 				return resp.ProducerID, resp.ProducerEpoch
 			}
 		}
+		t.Fatal("InitTransactionalProducer: CONCURRENT_TRANSACTIONS 10 times")
+		return 0, 0
 	}
 	begin := func(c *Coordinator, pid int64, epoch int16) {
 		t.Helper()
-		tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
-		tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, pid, epoch
-		tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{part}}}
-		resp, err := c.AddPartitionsToTxn(ctx, &tr)
-		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("AddPartitionsToTxn: %+v %v", resp, err)
+		if codes := addPartitionsAt(t, c, id, pid, epoch, false, "t", part); codes[0] != 0 {
+			t.Fatalf("AddPartitionsToTxn: %v", codes)
 		}
 	}
 	seqBatch := int32(0)
@@ -175,10 +169,8 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	if errc := commitAt(b, inTime); errc != nil {
 		t.Fatalf("the batch committed before the marker: %v", errc)
 	}
-	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
-	if resp, err := a.EndTxn(ctx, end); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("EndTxn: %+v %v", resp, err)
+	if code := endTxnAt(t, a, id, pid, epoch, true); code != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	if errc := commitAt(b, late); errc != kerr.InvalidTxnState {
 		t.Fatalf("a batch checked before the end, committed after its marker: %v, want INVALID_TXN_STATE", errc)

@@ -15,24 +15,38 @@ import (
 
 func (e *env) initTxn(id string, timeoutMs int32, pid int64, epoch int16) *kmsg.InitProducerIDResponse {
 	e.t.Helper()
+	return initTxnAt(e.t, e.c, id, timeoutMs, pid, epoch)
+}
+
+// initTxnAt sends InitProducerId v4 for transactional id id to c, failing
+// t on an error.
+func initTxnAt(t testing.TB, c *Coordinator, id string, timeoutMs int32, pid int64, epoch int16) *kmsg.InitProducerIDResponse {
+	t.Helper()
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.Version = 4
 	req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, timeoutMs, pid, epoch
-	resp, err := e.c.InitTransactionalProducer(context.Background(), req)
+	resp, err := c.InitTransactionalProducer(context.Background(), req)
 	if err != nil {
-		e.t.Fatalf("InitTransactionalProducer(%s): %v", id, err)
+		t.Fatalf("InitTransactionalProducer(%s): %v", id, err)
 	}
 	return resp
 }
 
 func (e *env) addPartitions(id string, pid int64, epoch int16, verify bool, topic string, parts ...int32) []int16 {
 	e.t.Helper()
+	return addPartitionsAt(e.t, e.c, id, pid, epoch, verify, topic, parts...)
+}
+
+// addPartitionsAt sends AddPartitionsToTxn of parts of topic to c and
+// returns the partitions' error codes, failing t on an error.
+func addPartitionsAt(tb testing.TB, c *Coordinator, id string, pid int64, epoch int16, verify bool, topic string, parts ...int32) []int16 {
+	tb.Helper()
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = id, pid, epoch, verify
 	t.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: topic, Partitions: parts}}
-	resp, err := e.c.AddPartitionsToTxn(context.Background(), &t)
+	resp, err := c.AddPartitionsToTxn(context.Background(), &t)
 	if err != nil {
-		e.t.Fatalf("AddPartitionsToTxn(%s): %v", id, err)
+		tb.Fatalf("AddPartitionsToTxn(%s): %v", id, err)
 	}
 	var codes []int16
 	for _, rt := range resp.Topics {
@@ -69,11 +83,18 @@ func (e *env) txnCommit(id string, pid int64, epoch int16, group, topic string, 
 
 func (e *env) endTxn(id string, pid int64, epoch int16, commit bool) int16 {
 	e.t.Helper()
+	return endTxnAt(e.t, e.c, id, pid, epoch, commit)
+}
+
+// endTxnAt sends EndTxn to c and returns its error code, failing t on an
+// error.
+func endTxnAt(t testing.TB, c *Coordinator, id string, pid int64, epoch int16, commit bool) int16 {
+	t.Helper()
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
-	resp, err := e.c.EndTxn(context.Background(), req)
+	resp, err := c.EndTxn(context.Background(), req)
 	if err != nil {
-		e.t.Fatalf("EndTxn(%s): %v", id, err)
+		t.Fatalf("EndTxn(%s): %v", id, err)
 	}
 	return resp.ErrorCode
 }
