@@ -163,4 +163,14 @@ func TestClusterTransactions(t *testing.T) {
 	if d := described[jid]; d.State != "CompleteCommit" {
 		t.Errorf("DescribeTransactions %s: %+v, want CompleteCommit", jid, d)
 	}
+	// DescribeProducers, sent to the partition's leader: the Java
+	// producer in the state of the partition it wrote.
+	var set kadm.TopicsSet
+	set.Add(jtopic, 0)
+	producers, err := adm.DescribeProducers(ctx, set)
+	mustNoErr(t, "DescribeProducers", err)
+	jp := producers[jtopic].Partitions[0]
+	if _, ok := jp.ActiveProducers[described[jid].ProducerID]; jp.Err != nil || !ok {
+		t.Errorf("DescribeProducers %s-0: %+v, want producer %d", jtopic, jp, described[jid].ProducerID)
+	}
 }
