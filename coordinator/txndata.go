@@ -335,11 +335,9 @@ func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 // tags; a snapshot written before the guard has none. It refuses guards
 // out of order or repeated, a token below 1 and bytes left in the field.
 func readEndedTag(r *kbin.Reader, t *partTxns) error {
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
-		if !r.Ok() || tag != 0 {
-			continue
+	return records.EachTag(r, func(tag uint32, v []byte) error {
+		if tag != 0 {
+			return nil
 		}
 		f := &kbin.Reader{Src: v}
 		ne, err := records.ReadArrayLen(f, 8+8+8+1)
@@ -365,6 +363,6 @@ func readEndedTag(r *kbin.Reader, t *partTxns) error {
 		if len(f.Src) != 0 {
 			return fmt.Errorf("%d bytes left in the transaction guards", len(f.Src))
 		}
-	}
-	return nil
+		return nil
+	})
 }

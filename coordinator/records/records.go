@@ -345,19 +345,33 @@ func Decode(b []byte) (Record, error) {
 
 // The flexible-version primitives below are the encoding's, shared with
 // the snapshot encoding (package coordinator) so that both read strings,
-// arrays and tagged fields alike. Writers emit no tagged fields.
+// arrays and tagged fields alike. Writers emit tagged fields only where a
+// record's or snapshot's format names them (record 102's Txn and TxnSeq,
+// docs/format/metadata-records.md).
 
 // AppendTags appends an empty tagged-field section (a uvarint 0).
 func AppendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
 
 // SkipTags skips a tagged-field section: each field's tag and size, then
 // its bytes. Truncation shows in r.Ok.
-func SkipTags(r *kbin.Reader) {
+func SkipTags(r *kbin.Reader) { _ = EachTag(r, nil) }
+
+// EachTag reads a tagged-field section, calling field (when not nil) with
+// each field's tag and bytes (a sub-slice of r's, not copied), and stops
+// at its first error, which it returns. Truncation shows in r.Ok; field
+// is not called for a truncated field.
+func EachTag(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
 	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		r.Uvarint() // tag
-		size := r.Uvarint()
-		r.Span(int(size))
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || field == nil {
+			continue
+		}
+		if err := field(tag, v); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // ReadString reads a non-null compact string (uvarint length + 1, then
@@ -592,16 +606,15 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
 	b.Txn, b.TxnSeq = 0, 0
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
+	_ = EachTag(r, func(tag uint32, v []byte) error {
 		switch {
 		case tag == 0 && len(v) == 1:
 			b.Txn = int8(v[0])
 		case tag == 1 && len(v) == 8:
 			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
 		}
-	}
+		return nil
+	})
 }
 
 // 103
