@@ -144,9 +144,9 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	// returns the batch to commit, with its token.
 	produce := func(pid int64, epoch int16) diskless.CommitBatch {
 		t.Helper()
-		seq, errc := b.CheckTxnProduce(ctx, id, pid, epoch, tp, 9)
-		if errc != nil || seq < 1 {
-			t.Fatalf("CheckTxnProduce at the partition's side: %d %v", seq, errc)
+		seq, errs := b.CheckTxnProduce(ctx, id, pid, epoch, []diskless.TopicPartition{tp}, 9)
+		if errs != nil || seq < 1 {
+			t.Fatalf("CheckTxnProduce at the partition's side: %d %v", seq, errs)
 		}
 		bt := withSeq(txnData(topic, part, pid, seqBatch, 1), seq)
 		bt.ProducerEpoch = epoch

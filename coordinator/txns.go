@@ -286,27 +286,51 @@ type markerWriterBox struct{ w MarkerWriter }
 func (c *Coordinator) SetMarkerWriter(w MarkerWriter) { c.markers.Store(&markerWriterBox{w}) }
 
 // CheckTxnProduce answers whether producer (pid, epoch), holding
-// transactional id id, may write a transactional batch to tp now (SPEC
-// §15; produce.Transactions), and the open transaction's token (the
-// batch's CommitBatch.TxnSeq): CheckTxn on the id's shard, here or — in a
-// cluster — at its owner through Config.Remote. Another producer id, or
-// none, INVALID_PRODUCER_ID_MAPPING; another epoch INVALID_PRODUCER_EPOCH,
-// which Kafka's partition leader answers a fenced producer; tp not in the
+// transactional id id, may write a transactional batch to each of tps now
+// (SPEC §15; produce.Transactions), and the open transaction's token (the
+// batches' CommitBatch.TxnSeq): one CheckTxn on the id's shard for all of
+// tps, here or — in a cluster — at its owner through Config.Remote. errs
+// is nil when every partition is allowed, else one error per tps (nil:
+// allowed): another producer id, or none, INVALID_PRODUCER_ID_MAPPING for
+// every partition; another epoch INVALID_PRODUCER_EPOCH, which Kafka's
+// partition leader answers a fenced producer; a partition not in the
 // Ongoing transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
-// Produce v11, KIP-890). A shard that cannot answer:
-// NOT_LEADER_OR_FOLLOWER, which the producer retries.
-func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64, epoch int16, tp diskless.TopicPartition, version int16) (int64, *kerr.Error) {
-	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partition: tp})
-	if err != nil {
-		return 0, kerr.NotLeaderForPartition
-	}
-	if res.Code != 0 {
-		if res.Code == kerr.InvalidTxnState.Code && version >= 11 {
-			return 0, kerr.TransactionAbortable
+// Produce v11, KIP-890), that partition alone. A shard that cannot
+// answer: NOT_LEADER_OR_FOLLOWER for every partition, which the producer
+// retries.
+func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64, epoch int16, tps []diskless.TopicPartition, version int16) (seq int64, errs []*kerr.Error) {
+	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partitions: tps})
+	all := func(e *kerr.Error) []*kerr.Error {
+		errs := make([]*kerr.Error, len(tps))
+		for i := range errs {
+			errs[i] = e
 		}
-		return 0, kerr.ErrorForCode(res.Code).(*kerr.Error)
+		return errs
 	}
-	return res.Seq, nil
+	switch {
+	case err != nil:
+		return 0, all(kerr.NotLeaderForPartition)
+	case res.Code != 0:
+		return 0, all(kerr.ErrorForCode(res.Code).(*kerr.Error))
+	case len(res.PartitionCodes) != len(tps):
+		// A broken answer (the peer client checks the count): the
+		// producer retries.
+		return 0, all(kerr.NotLeaderForPartition)
+	}
+	for i, code := range res.PartitionCodes {
+		if code == 0 {
+			continue
+		}
+		if errs == nil {
+			errs = make([]*kerr.Error, len(tps))
+		}
+		if code == kerr.InvalidTxnState.Code && version >= 11 {
+			errs[i] = kerr.TransactionAbortable
+		} else {
+			errs[i] = kerr.ErrorForCode(code).(*kerr.Error)
+		}
+	}
+	return res.Seq, errs
 }
 
 // checkTxn is CheckTxn on req's id's shard: here alone, through the
@@ -320,13 +344,14 @@ func (c *Coordinator) checkTxn(ctx context.Context, req diskless.TxnCheck) (disk
 }
 
 // CheckTxn answers req (diskless.TxnCheck, SPEC §15) on shard, which must
-// be hosted here and own req's id: for a partition, under the shard's read
-// lock — the table the driver changes under its write lock, so the
-// transition out of Ongoing and the check are ordered —; for a group's
-// offsets, on the shard's driver (txn.Coordinator.CheckOffsetCommit). The
-// result's Seq is the open transaction's token. Errors:
-// diskless.ErrNotCoordinator (wrapped) for a shard not hosted here or not
-// req's id's, diskless.ErrShardLoading, the shard's failure.
+// be hosted here and own req's id: for partitions, all under one hold of
+// the shard's read lock — the table the driver changes under its write
+// lock, so the transition out of Ongoing and the check are ordered, and
+// every partition sees the same state —; for a group's offsets, on the
+// shard's driver (txn.Coordinator.CheckOffsetCommit). The result's Seq is
+// the open transaction's token. Errors: diskless.ErrNotCoordinator
+// (wrapped) for a shard not hosted here or not req's id's,
+// diskless.ErrShardLoading, the shard's failure.
 func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
 	if shard != c.TxnShard(req.TransactionalID) {
 		return diskless.TxnCheckResult{}, fmt.Errorf("%w: transactional id %q is not on shard %d", diskless.ErrNotCoordinator, req.TransactionalID, shard)
@@ -352,16 +377,19 @@ func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.Tx
 		return diskless.TxnCheckResult{}, s.failedError()
 	}
 	rec, ok := s.mu.st.txns.Get(req.TransactionalID)
-	tp := req.Partition
 	switch {
 	case !ok || rec.ProducerID != req.ProducerID:
 		return diskless.TxnCheckResult{Code: kerr.InvalidProducerIDMapping.Code}, nil
 	case rec.ProducerEpoch != req.ProducerEpoch:
 		return diskless.TxnCheckResult{Code: kerr.InvalidProducerEpoch.Code}, nil
-	case rec.State != txn.Ongoing || !rec.Contains(tp.TopicID, tp.Partition):
-		return diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}, nil
 	}
-	return diskless.TxnCheckResult{Seq: rec.Seq}, nil
+	res := diskless.TxnCheckResult{PartitionCodes: make([]int16, len(req.Partitions)), Seq: rec.Seq}
+	for i, tp := range req.Partitions {
+		if rec.State != txn.Ongoing || !rec.Contains(tp.TopicID, tp.Partition) {
+			res.PartitionCodes[i] = kerr.InvalidTxnState.Code
+		}
+	}
+	return res, nil
 }
 
 // EndTxnOffsets writes record 110 on shard, hosted here and group's: the

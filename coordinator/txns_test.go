@@ -206,6 +206,62 @@ func TestTxnOffsetsCommitAbortRestart(t *testing.T) {
 	e.reopenSame()
 }
 
+// TestCheckTxnProducePartitions: CheckTxnProduce checks all of a produce
+// request's partitions at once, each answered on its own: a partition in
+// the open transaction is allowed, with the transaction's token, one not
+// in it gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from Produce v11);
+// another epoch, producer id or transactional id refuses every partition;
+// once the transaction ended none is allowed (SPEC §15).
+func TestCheckTxnProducePartitions(t *testing.T) {
+	e := newEnv(t, 4, func(c *Config) { c.TxnAbortCheckInterval = -1 })
+	topic := e.createTopic("t", 4, nil)
+	tps := make([]diskless.TopicPartition, 4)
+	for p := range tps {
+		tps[p] = diskless.TopicPartition{TopicID: topic.ID, Partition: int32(p)}
+	}
+	r := e.initTxn("tx", 60_000, -1, -1)
+	want(t, "init", r.ErrorCode, nil)
+	pid, ep := r.ProducerID, r.ProducerEpoch
+	for _, code := range e.addPartitions("tx", pid, ep, false, "t", 0, 2) {
+		want(t, "add", code, nil)
+	}
+	token := e.txnState("tx").Seq
+	check := func(what, id string, pid int64, epoch int16, tps []diskless.TopicPartition, version int16, wantSeq int64, wantErrs ...*kerr.Error) {
+		t.Helper()
+		seq, errs := e.c.CheckTxnProduce(context.Background(), id, pid, epoch, tps, version)
+		if seq != wantSeq || (errs != nil && len(errs) != len(tps)) {
+			t.Fatalf("%s: token %d, %d errors; want %d, %d", what, seq, len(errs), wantSeq, len(tps))
+		}
+		for i := range tps {
+			var got *kerr.Error
+			if errs != nil {
+				got = errs[i]
+			}
+			var w *kerr.Error
+			if wantErrs != nil {
+				w = wantErrs[i]
+			}
+			if got != w {
+				t.Fatalf("%s: partition %d: %v, want %v", what, tps[i].Partition, got, w)
+			}
+		}
+	}
+	if token < 1 {
+		t.Fatalf("transaction token %d", token)
+	}
+	check("the transaction's partitions", "tx", pid, ep, []diskless.TopicPartition{tps[2], tps[0]}, 9, token)
+	check("v9", "tx", pid, ep, tps, 9, token, nil, kerr.InvalidTxnState, nil, kerr.InvalidTxnState)
+	check("v11", "tx", pid, ep, tps, 11, token, nil, kerr.TransactionAbortable, nil, kerr.TransactionAbortable)
+	fenced := []*kerr.Error{kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch}
+	check("another epoch", "tx", pid, ep+1, tps, 11, 0, fenced...)
+	mapping := []*kerr.Error{kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping}
+	check("another producer", "tx", pid+1, ep, tps, 11, 0, mapping...)
+	check("another transactional id", "tx-other", pid, ep, tps, 11, 0, mapping...)
+	want(t, "commit", e.endTxn("tx", pid, ep, true), nil)
+	ended := []*kerr.Error{kerr.InvalidTxnState, kerr.InvalidTxnState, kerr.InvalidTxnState, kerr.InvalidTxnState}
+	check("ended", "tx", pid, ep, tps, 9, token, ended...)
+}
+
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted by
 // the periodic check, its producer fenced (KIP-588: it re-initialises with
 // its old epoch), its offsets dropped.

@@ -345,18 +345,20 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 		req  diskless.TxnCheck
 		want diskless.TxnCheckResult
 	}{
-		{"allowed", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partition: tp}, diskless.TxnCheckResult{Seq: 1}},
-		{"another epoch", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch + 1, Partition: tp},
+		{"allowed", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partitions: []diskless.TopicPartition{tp}},
+			diskless.TxnCheckResult{Seq: 1, PartitionCodes: []int16{0}}},
+		{"another epoch", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch + 1, Partitions: []diskless.TopicPartition{tp}},
 			diskless.TxnCheckResult{Code: kerr.InvalidProducerEpoch.Code}},
-		{"a partition not in the transaction", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
-			Partition: diskless.TopicPartition{TopicID: topic.ID, Partition: 2}}, diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}},
+		{"one partition of two not in the transaction", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
+			Partitions: []diskless.TopicPartition{tp, {TopicID: topic.ID, Partition: 2}}},
+			diskless.TxnCheckResult{Seq: 1, PartitionCodes: []int16{0, kerr.InvalidTxnState.Code}}},
 		{"the group's offsets", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: g}, diskless.TxnCheckResult{}},
 		{"a group not added", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: "other"},
 			diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}},
 	} {
 		got, err := r.CheckTxn(ctx, txnShard, tc.req)
 		local, lerr := b.coord.CheckTxn(ctx, txnShard, tc.req)
-		if err != nil || lerr != nil || got != local || got != tc.want {
+		if err != nil || lerr != nil || !reflect.DeepEqual(got, local) || !reflect.DeepEqual(got, tc.want) {
 			t.Fatalf("CheckTxn, %s: %+v %v; B's own %+v %v; want %+v", tc.name, got, err, local, lerr, tc.want)
 		}
 	}

@@ -310,12 +310,17 @@ func (c *Client) allocateProducerIDBlock(ctx context.Context, addr string, node 
 	return resp.ProducerIDStart, resp.ProducerIDLen, nil
 }
 
-// checkTxn sends DisklessCheckTxn.
+// checkTxn sends DisklessCheckTxn: one request for all of req's
+// partitions. An answer allowing the producer must hold one code per
+// partition (errAnswerCount).
 func (c *Client) checkTxn(ctx context.Context, addr string, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error) {
 	w := rpcmsg.NewCheckTxnRequest()
 	w.TimeoutMs, w.ShardID = timeoutMs(ctx, defaultTimeout), shard
-	w.TransactionalID, w.ProducerID, w.ProducerEpoch = req.TransactionalID, req.ProducerID, req.ProducerEpoch
-	w.TopicID, w.Partition, w.GroupID = req.Partition.TopicID, req.Partition.Partition, req.Group
+	w.TransactionalID, w.ProducerID, w.ProducerEpoch, w.GroupID = req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group
+	w.Partitions = make([]rpcmsg.CheckTxnPartition, len(req.Partitions))
+	for i, tp := range req.Partitions {
+		w.Partitions[i] = rpcmsg.CheckTxnPartition{TopicID: tp.TopicID, Partition: tp.Partition}
+	}
 	r, err := c.Request(ctx, addr, w)
 	if err != nil {
 		return diskless.TxnCheckResult{}, err
@@ -324,7 +329,18 @@ func (c *Client) checkTxn(ctx context.Context, addr string, shard int32, req dis
 	if err := shardError(addr, resp.ErrorCode, resp.ErrorMessage, nil); err != nil {
 		return diskless.TxnCheckResult{}, err
 	}
-	return diskless.TxnCheckResult{Code: resp.TxnErrorCode, Seq: resp.TxnSeq}, nil
+	res := diskless.TxnCheckResult{Code: resp.TxnErrorCode, Seq: resp.TxnSeq}
+	if res.Code != 0 || req.Group != "" {
+		return res, nil
+	}
+	if len(resp.Partitions) != len(req.Partitions) {
+		return diskless.TxnCheckResult{}, errAnswerCount
+	}
+	res.PartitionCodes = make([]int16, len(resp.Partitions))
+	for i, p := range resp.Partitions {
+		res.PartitionCodes[i] = p.ErrorCode
+	}
+	return res, nil
 }
 
 // endTxnOffsets sends DisklessEndTxnOffsets.

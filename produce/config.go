@@ -68,17 +68,20 @@ type Config struct {
 
 // Transactions is what the produce path asks the transaction coordinator
 // (DESIGN §Transactions): whether producer (id, epoch), holding
-// transactional id txnID, may write a transactional batch to partition
-// tp now — the open transaction's token (txn.StateRecord.Seq, which the
-// batch's commit carries: CommitBatch.TxnSeq), or the partition's error:
-// INVALID_PRODUCER_ID_MAPPING (the id is not the producer's),
-// INVALID_PRODUCER_EPOCH (fenced), INVALID_TXN_STATE or, from Produce v11,
-// TRANSACTION_ABORTABLE (tp is not in the open transaction),
-// NOT_LEADER_OR_FOLLOWER (the coordinator cannot answer). The id's shard
-// may be on another sidecar (an RPC, bounded by ctx). Safe for concurrent
-// use.
+// transactional id txnID, may write a transactional batch to each of
+// partitions tps now — once per produce request for all its
+// transactional partitions (a request carries one transactional id). It
+// returns the open transaction's token (txn.StateRecord.Seq, which each
+// allowed batch's commit carries: CommitBatch.TxnSeq) and errs: nil when
+// every partition is allowed, else one per tps, nil where allowed, or the
+// partition's error: INVALID_PRODUCER_ID_MAPPING (the id is not the
+// producer's) and INVALID_PRODUCER_EPOCH (fenced) for every partition,
+// INVALID_TXN_STATE or, from Produce v11, TRANSACTION_ABORTABLE for a
+// partition not in the open transaction, NOT_LEADER_OR_FOLLOWER for every
+// partition (the coordinator cannot answer). The id's shard may be on
+// another sidecar (one RPC, bounded by ctx). Safe for concurrent use.
 type Transactions interface {
-	CheckTxnProduce(ctx context.Context, txnID string, producerID int64, epoch int16, tp diskless.TopicPartition, version int16) (seq int64, err *kerr.Error)
+	CheckTxnProduce(ctx context.Context, txnID string, producerID int64, epoch int16, tps []diskless.TopicPartition, version int16) (seq int64, errs []*kerr.Error)
 }
 
 // Defaults of Config's zero fields (SPEC §11, §13: 250 ms or 8 MiB per

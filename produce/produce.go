@@ -312,7 +312,13 @@ func (a *accepted) fail(errc *kerr.Error) {
 // named more than once (markDuplicates), then batch.ValidateProduce's
 // error against the topic's limits (which reads every record, and may
 // rewrite a batch's max timestamp in the request's bytes); batches are not
-// copied.
+// copied. A transactional batch then gets
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED in a request without a
+// transactional id, as Kafka answers (SPEC §15), or else its check's
+// error: the request's transactional batches are checked together, once
+// all are validated (txnCheck: one call to the transaction coordinator,
+// one RPC when its shard is on another sidecar, rather than one per
+// partition).
 func (h *Handler) validate(ctx context.Context, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) accepted {
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	n := 0
@@ -329,7 +335,10 @@ func (h *Handler) validate(ctx context.Context, req *kmsg.ProduceRequest, resp *
 	markDuplicates(req, resp, n)
 
 	now := h.cfg.Now().UnixMilli()
-	var a accepted
+	var (
+		a    accepted
+		txns []int // the transactional batches in a.entries, checked at the end
+	)
 	for ti := range req.Topics {
 		rt, st := &req.Topics[ti], &resp.Topics[ti]
 		topic, terr := h.resolve(req.Version, rt)
@@ -375,15 +384,20 @@ func (h *Handler) validate(ctx context.Context, req *kmsg.ProduceRequest, resp *
 			}
 			e := newPendingEntry(topic.ID, rp.Partition, hdr, tsType)
 			if hdr.Attributes()&batch.AttrTransactional != 0 {
-				if verr = h.txnBegin(ctx, req, &e); verr != nil {
-					sp.ErrorCode = verr.Code
+				if req.TransactionID == nil {
+					sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 					continue
 				}
+				h.txnBegin(e.commit.ProducerID)
+				txns = append(txns, len(a.entries))
 			}
 			a.refs = append(a.refs, partitionRef{resp: sp, logAppendTime: cfg.LogAppendTime})
 			a.entries = append(a.entries, e)
 			a.size += int64(len(hdr))
 		}
+	}
+	if len(txns) > 0 {
+		h.txnCheck(ctx, *req.TransactionID, req.Version, &a, txns)
 	}
 	return a
 }

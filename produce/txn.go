@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -41,17 +40,11 @@ type txnGate struct {
 	zero chan struct{}
 }
 
-// txnBegin counts e, a transactional batch of req, as in flight and asks
-// the transaction coordinator whether it may be written; on a refusal it
-// counts it out again and returns the partition's error. A transactional
-// batch in a request without a transactional id gets
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers (SPEC §15).
-func (h *Handler) txnBegin(ctx context.Context, req *kmsg.ProduceRequest, e *pendingEntry) *kerr.Error {
-	if req.TransactionID == nil {
-		return kerr.TransactionalIDAuthorizationFailed
-	}
-	pid := e.commit.ProducerID
+// txnBegin counts one transactional batch of producer pid as in flight,
+// before its check (txnCheck).
+func (h *Handler) txnBegin(pid int64) {
 	h.txnMu.Lock()
+	defer h.txnMu.Unlock()
 	g := h.txnMu.gates[pid]
 	if g == nil {
 		if h.txnMu.gates == nil {
@@ -61,15 +54,69 @@ func (h *Handler) txnBegin(ctx context.Context, req *kmsg.ProduceRequest, e *pen
 		h.txnMu.gates[pid] = g
 	}
 	g.n++
-	h.txnMu.Unlock()
-	tp := diskless.TopicPartition{TopicID: e.commit.TopicID, Partition: e.commit.Partition}
-	seq, errc := h.cfg.Transactions.CheckTxnProduce(ctx, *req.TransactionID, pid, e.commit.ProducerEpoch, tp, req.Version)
-	if errc != nil {
-		h.txnEnd(pid)
-		return errc
+}
+
+// txnCheck asks the transaction coordinator whether the transactional
+// batches txns (indexes into a.entries, each counted in flight by
+// txnBegin) of a Produce request of version version, naming
+// transactional id txnID, may be written: one check for all of them
+// (Transactions.CheckTxnProduce), since a request's batches are all one
+// producer's — one per (producer id, epoch) of its batches should a
+// request mix them. An allowed batch becomes TxnData
+// with the transaction's token; a refused one gets its partition's error,
+// is counted out again and leaves a.
+func (h *Handler) txnCheck(ctx context.Context, txnID string, version int16, a *accepted, txns []int) {
+	var refused []bool // by entry, allocated at the first refusal
+	for len(txns) > 0 {
+		c0 := &a.entries[txns[0]].commit
+		pid, epoch := c0.ProducerID, c0.ProducerEpoch
+		group, rest := txns, []int(nil)
+		if slices.ContainsFunc(txns, func(j int) bool {
+			c := &a.entries[j].commit
+			return c.ProducerID != pid || c.ProducerEpoch != epoch
+		}) {
+			group = nil
+			for _, j := range txns {
+				if c := &a.entries[j].commit; c.ProducerID == pid && c.ProducerEpoch == epoch {
+					group = append(group, j)
+				} else {
+					rest = append(rest, j)
+				}
+			}
+		}
+		tps := make([]diskless.TopicPartition, len(group))
+		for i, j := range group {
+			tps[i] = diskless.TopicPartition{TopicID: a.entries[j].commit.TopicID, Partition: a.entries[j].commit.Partition}
+		}
+		seq, errs := h.cfg.Transactions.CheckTxnProduce(ctx, txnID, pid, epoch, tps, version)
+		for i, j := range group {
+			if errs != nil && errs[i] != nil {
+				a.refs[j].resp.ErrorCode = errs[i].Code
+				h.txnEnd(pid)
+				if refused == nil {
+					refused = make([]bool, len(a.entries))
+				}
+				refused[j] = true
+				continue
+			}
+			a.entries[j].commit.Txn, a.entries[j].commit.TxnSeq = diskless.TxnData, seq
+		}
+		txns = rest
 	}
-	e.commit.Txn, e.commit.TxnSeq = diskless.TxnData, seq
-	return nil
+	if refused == nil {
+		return
+	}
+	n := 0
+	for i := range a.entries {
+		if refused[i] {
+			a.size -= int64(len(a.entries[i].Batch))
+			continue
+		}
+		a.entries[n], a.refs[n] = a.entries[i], a.refs[i]
+		n++
+	}
+	clear(a.entries[n:])
+	a.entries, a.refs = a.entries[:n], a.refs[:n]
 }
 
 // txnEnd counts one transactional batch of producer pid out.

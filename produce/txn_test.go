@@ -3,40 +3,91 @@ package produce
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 )
 
-// fakeTxns answers CheckTxnProduce from refuse (partition → error; absent:
-// accepted) and counts the checks.
+// fakeTxns answers CheckTxnProduce: every partition all's error when
+// set (a fenced producer), else each partition refuse's (partition →
+// error; absent: allowed), with token 1; it records each call.
 type fakeTxns struct {
 	mu     sync.Mutex
 	refuse map[int32]*kerr.Error
-	checks int
+	all    *kerr.Error
+	calls  []txnCall
 }
 
-func (f *fakeTxns) CheckTxnProduce(_ context.Context, _ string, _ int64, _ int16, tp diskless.TopicPartition, _ int16) (int64, *kerr.Error) {
+// txnCall is one CheckTxnProduce call's producer and partitions.
+type txnCall struct {
+	pid   int64
+	epoch int16
+	tps   []diskless.TopicPartition
+}
+
+func (f *fakeTxns) CheckTxnProduce(_ context.Context, _ string, pid int64, epoch int16, tps []diskless.TopicPartition, _ int16) (int64, []*kerr.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.checks++
-	if e := f.refuse[tp.Partition]; e != nil {
-		return 0, e
+	f.calls = append(f.calls, txnCall{pid, epoch, slices.Clone(tps)})
+	var errs []*kerr.Error
+	for i, tp := range tps {
+		e := f.all
+		if e == nil {
+			e = f.refuse[tp.Partition]
+		}
+		if e != nil {
+			if errs == nil {
+				errs = make([]*kerr.Error, len(tps))
+			}
+			errs[i] = e
+		}
 	}
-	return 1, nil
+	return 1, errs
+}
+
+// checks returns the calls made so far.
+func (f *fakeTxns) checks() []txnCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
 }
 
 // txnBatch is a transactional batch of producer 5, epoch 0, n records
 // from sequence seq.
-func txnBatch(seq int32, n int) []byte {
-	return batchtest.Make(batchtest.Options{BaseTimestamp: time.Now().UnixMilli(), ProducerID: 5, BaseSequence: seq,
+func txnBatch(seq int32, n int) []byte { return txnBatchOf(5, seq, n) }
+
+// txnBatchOf is txnBatch for producer pid.
+func txnBatchOf(pid int64, seq int32, n int) []byte {
+	return batchtest.Make(batchtest.Options{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pid, BaseSequence: seq,
 		ExtraAttributes: batch.AttrTransactional}, batchtest.Values("t", n)...)
+}
+
+// committed returns every batch r's committer got, in commit order.
+func (r *rig) committed() []diskless.CommitBatch {
+	r.cm.mu.Lock()
+	defer r.cm.mu.Unlock()
+	var out []diskless.CommitBatch
+	for _, key := range r.cm.order {
+		out = append(out, r.cm.got[key]...)
+	}
+	return out
+}
+
+// inFlight returns the number of producers with transactional batches
+// counted in flight.
+func (r *rig) inFlight() int {
+	r.h.txnMu.Lock()
+	defer r.h.txnMu.Unlock()
+	return len(r.h.txnMu.gates)
 }
 
 // TestTransactionalProduce: with a transaction coordinator, a
@@ -53,25 +104,88 @@ func TestTransactionalProduce(t *testing.T) {
 	if got := codes(r.h.Produce(context.Background(), req)()); got[0] != 0 || got[1] != kerr.InvalidTxnState.Code || got[2] != 0 {
 		t.Fatalf("codes %v, want [0 %d 0]", got, kerr.InvalidTxnState.Code)
 	}
-	if txns.checks != 2 {
-		t.Fatalf("%d checks, want 2 (the transactional batches)", txns.checks)
+	if c := txns.checks(); len(c) != 1 || len(c[0].tps) != 2 {
+		t.Fatalf("checks %+v, want one of the 2 transactional batches' partitions", c)
 	}
 	var kinds []int8
-	for _, key := range r.cm.order {
-		for _, b := range r.cm.got[key] {
-			kinds = append(kinds, b.Txn)
-		}
+	for _, b := range r.committed() {
+		kinds = append(kinds, b.Txn)
 	}
 	if len(kinds) != 2 || kinds[0] != diskless.TxnData || kinds[1] != diskless.TxnNone {
 		t.Fatalf("committed kinds %v, want [TxnData TxnNone]", kinds)
 	}
 	noID := request(9, -1, "ct", part{0, txnBatch(2, 1)})
 	wantAll(t, r.h.Produce(context.Background(), noID)(), 1, kerr.TransactionalIDAuthorizationFailed.Code, "no transactional id")
-	r.h.txnMu.Lock()
-	left := len(r.h.txnMu.gates)
-	r.h.txnMu.Unlock()
-	if left != 0 {
+	if left := r.inFlight(); left != 0 {
 		t.Fatalf("%d producers left with batches in flight", left)
+	}
+}
+
+// TestTransactionalProduceChecksOnce: a request's transactional batches
+// are checked with one call for all their partitions — a request carries
+// one transactional id, producer id and epoch —, each partition's answer
+// landing on that partition: refused partitions get their error and are
+// not stored, the others are committed as TxnData with the check's token;
+// a producer's error (fenced) lands on every transactional partition and
+// none on the request's other batches. A request mixing producers (no
+// client sends one) is checked once per producer. No batch is left
+// counted in flight.
+func TestTransactionalProduceChecksOnce(t *testing.T) {
+	id := "tx"
+	// ct/0–2 transactional, lat/0 not.
+	req := func(pid2 int64) *kmsg.ProduceRequest {
+		q := request(11, -1, "ct", part{0, txnBatch(0, 2)}, part{1, txnBatch(0, 1)}, part{2, txnBatchOf(pid2, 0, 3)})
+		lat := request(11, -1, "lat", part{0, good(1)})
+		q.Topics = append(q.Topics, lat.Topics...)
+		q.TransactionID = &id
+		return q
+	}
+	ct := diskless.TopicID{1}
+	tps := []diskless.TopicPartition{{TopicID: ct, Partition: 0}, {TopicID: ct, Partition: 1}, {TopicID: ct, Partition: 2}}
+	for _, tc := range []struct {
+		name      string
+		txns      *fakeTxns
+		pid2      int64 // ct/2's producer
+		want      []int16
+		wantCalls []txnCall
+		// wantStored are the partitions of ct stored as TxnData.
+		wantStored []int32
+	}{
+		{"one partition not in the transaction", &fakeTxns{refuse: map[int32]*kerr.Error{1: kerr.TransactionAbortable}}, 5,
+			[]int16{0, kerr.TransactionAbortable.Code, 0, 0}, []txnCall{{5, 0, tps}}, []int32{0, 2}},
+		{"fenced", &fakeTxns{all: kerr.InvalidProducerEpoch}, 5,
+			[]int16{kerr.InvalidProducerEpoch.Code, kerr.InvalidProducerEpoch.Code, kerr.InvalidProducerEpoch.Code, 0}, []txnCall{{5, 0, tps}}, nil},
+		{"all allowed", &fakeTxns{}, 5, []int16{0, 0, 0, 0}, []txnCall{{5, 0, tps}}, []int32{0, 1, 2}},
+		{"two producers", &fakeTxns{refuse: map[int32]*kerr.Error{2: kerr.InvalidProducerIDMapping}}, 6,
+			[]int16{0, 0, kerr.InvalidProducerIDMapping.Code, 0}, []txnCall{{5, 0, tps[:2]}, {6, 0, tps[2:]}}, []int32{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Config{CommitInterval: time.Millisecond, Transactions: tc.txns})
+			if got := codes(r.h.Produce(context.Background(), req(tc.pid2))()); !slices.Equal(got, tc.want) {
+				t.Fatalf("codes %v, want %v", got, tc.want)
+			}
+			if got := tc.txns.checks(); !reflect.DeepEqual(got, tc.wantCalls) {
+				t.Fatalf("checks %+v, want %+v", got, tc.wantCalls)
+			}
+			var stored []int32
+			plain := 0
+			for _, b := range r.committed() {
+				switch {
+				case b.TopicID == ct && b.Txn == diskless.TxnData && b.TxnSeq == 1:
+					stored = append(stored, b.Partition)
+				case b.TopicID != ct && b.Txn == diskless.TxnNone:
+					plain++
+				default:
+					t.Fatalf("committed %+v", b)
+				}
+			}
+			if !slices.Equal(stored, tc.wantStored) || plain != 1 {
+				t.Fatalf("stored transactional %v and %d other, want %v and 1", stored, plain, tc.wantStored)
+			}
+			if left := r.inFlight(); left != 0 {
+				t.Fatalf("%d producers left with batches in flight", left)
+			}
+		})
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 
 // CheckTxnRequest is DisklessCheckTxn (API key 110): whether producer
 // (ProducerID, ProducerEpoch), holding TransactionalID, may write a
-// transactional batch to (TopicID, Partition) — when GroupID is empty — or
+// transactional batch to each of Partitions — when GroupID is empty: the
+// transactional batches of one produce request, checked at once — or
 // commit offsets of consumer group GroupID in its open transaction, asked
-// of the sidecar hosting the id's shard (SPEC §15; docs/format/coordinator-rpcs.md
-// §110 DisklessCheckTxn). It writes nothing.
+// of the sidecar hosting the id's shard (SPEC §15;
+// docs/format/coordinator-rpcs.md §110 DisklessCheckTxn). It writes
+// nothing.
 type CheckTxnRequest struct {
 	Header
 	TimeoutMs       int32
@@ -18,10 +20,18 @@ type CheckTxnRequest struct {
 	TransactionalID string
 	ProducerID      int64
 	ProducerEpoch   int16
-	TopicID         [16]byte
-	Partition       int32
-	GroupID         string
+	// Partitions are the partitions to check; empty for an offsets check.
+	Partitions []CheckTxnPartition
+	GroupID    string
 }
+
+// CheckTxnPartition is one partition of a produce check.
+type CheckTxnPartition struct {
+	TopicID   [16]byte
+	Partition int32
+}
+
+const checkTxnPartitionSize = 16 + 4 + 1
 
 // NewCheckTxnRequest returns an empty request.
 func NewCheckTxnRequest() *CheckTxnRequest { return &CheckTxnRequest{} }
@@ -38,8 +48,13 @@ func (v *CheckTxnRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, v.TransactionalID)
 	dst = kbin.AppendInt64(dst, v.ProducerID)
 	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
-	dst = kbin.AppendUuid(dst, v.TopicID)
-	dst = kbin.AppendInt32(dst, v.Partition)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+	for i := range v.Partitions {
+		p := &v.Partitions[i]
+		dst = kbin.AppendUuid(dst, p.TopicID)
+		dst = kbin.AppendInt32(dst, p.Partition)
+		dst = appendNoTags(dst)
+	}
 	dst = kbin.AppendCompactString(dst, v.GroupID)
 	return appendNoTags(dst)
 }
@@ -54,18 +69,31 @@ func (v *CheckTxnRequest) ReadFrom(b []byte) error {
 	v.TransactionalID = r.string("TransactionalId")
 	v.ProducerID = r.Int64()
 	v.ProducerEpoch = r.Int16()
-	v.TopicID = r.Uuid()
-	v.Partition = r.Int32()
+	n := r.arrayLen("Partitions", checkTxnPartitionSize)
+	v.Partitions = nil
+	if r.ok() {
+		v.Partitions = make([]CheckTxnPartition, n)
+	}
+	for i := range v.Partitions {
+		p := &v.Partitions[i]
+		p.TopicID = r.Uuid()
+		p.Partition = r.Int32()
+		r.noTags()
+	}
 	v.GroupID = r.string("GroupId")
 	r.noTags()
 	return r.done()
 }
 
 // CheckTxnResponse answers CheckTxnRequest. ErrorCode is the shard's
-// (NOT_COORDINATOR: ask the owner again); TxnErrorCode the check's
-// (INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH or PRODUCER_FENCED,
-// INVALID_TXN_STATE; 0: allowed) and TxnSeq, when allowed, the open
-// transaction's token (txn.StateRecord.Seq).
+// (NOT_COORDINATOR: ask the owner again); TxnErrorCode the check's for
+// every partition, or for the group's offsets (INVALID_PRODUCER_ID_MAPPING,
+// INVALID_PRODUCER_EPOCH or PRODUCER_FENCED, for offsets
+// INVALID_TXN_STATE; 0: the producer holds the id). When both are 0,
+// Partitions answers a produce check's partitions, one per request
+// partition in order (0 allowed, INVALID_TXN_STATE not in the open
+// transaction), and TxnSeq is the open transaction's token
+// (txn.StateRecord.Seq), the same for every allowed partition.
 type CheckTxnResponse struct {
 	Header
 	ThrottleTimeMs int32
@@ -73,7 +101,15 @@ type CheckTxnResponse struct {
 	ErrorMessage   *string
 	TxnErrorCode   int16
 	TxnSeq         int64
+	Partitions     []CheckTxnResult
 }
+
+// CheckTxnResult is one partition's answer.
+type CheckTxnResult struct {
+	ErrorCode int16
+}
+
+const checkTxnResultSize = 2 + 1
 
 func (*CheckTxnResponse) Key() int16        { return KeyCheckTxn }
 func (*CheckTxnResponse) MaxVersion() int16 { return maxVersion }
@@ -85,6 +121,11 @@ func (v *CheckTxnResponse) AppendTo(dst []byte) []byte {
 	dst = appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
 	dst = kbin.AppendInt16(dst, v.TxnErrorCode)
 	dst = kbin.AppendInt64(dst, v.TxnSeq)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+	for i := range v.Partitions {
+		dst = kbin.AppendInt16(dst, v.Partitions[i].ErrorCode)
+		dst = appendNoTags(dst)
+	}
 	return appendNoTags(dst)
 }
 
@@ -96,6 +137,15 @@ func (v *CheckTxnResponse) ReadFrom(b []byte) error {
 	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage = r.top()
 	v.TxnErrorCode = r.Int16()
 	v.TxnSeq = r.Int64()
+	n := r.arrayLen("Partitions", checkTxnResultSize)
+	v.Partitions = nil
+	if r.ok() {
+		v.Partitions = make([]CheckTxnResult, n)
+	}
+	for i := range v.Partitions {
+		v.Partitions[i].ErrorCode = r.Int16()
+		r.noTags()
+	}
 	r.noTags()
 	return r.done()
 }

@@ -106,8 +106,8 @@ func samples() map[int16]sample {
 		},
 		KeyCheckTxn: {
 			&CheckTxnRequest{TimeoutMs: 5000, ShardID: 3, TransactionalID: "tx-1", ProducerID: 1 << 40, ProducerEpoch: 7,
-				TopicID: topicA, Partition: 4, GroupID: "g"},
-			&CheckTxnResponse{TxnErrorCode: 48, TxnSeq: 1 << 33},
+				Partitions: []CheckTxnPartition{{TopicID: topicA, Partition: 4}, {TopicID: topicB, Partition: 0}}, GroupID: "g"},
+			&CheckTxnResponse{TxnErrorCode: 48, TxnSeq: 1 << 33, Partitions: []CheckTxnResult{{ErrorCode: 0}, {ErrorCode: 48}}},
 		},
 		KeyEndTxnOffsets: {
 			&EndTxnOffsetsRequest{TimeoutMs: 5000, ShardID: 2, GroupID: "g", ProducerID: 9, ProducerEpoch: 1, Committed: true},
@@ -207,6 +207,16 @@ func TestLayout(t *testing.T) {
 		{"FindBatches response", &FindBatchesResponse{Objects: []FindBatchesObject{{"k", 1, 1}, {"s", 2, 2}}, Partitions: []FindBatchesResult{}},
 			"00000000" + "0000" + "00" + "03" + "026b" + "0000000000000001" + "00" + "0273" + "0000000000000002" + "01" + "00" + "01" + "02" +
 				"01" + "00"},
+		// TimeoutMs, ShardId, "t", ProducerId, ProducerEpoch, Partitions
+		// [{zero uuid, 5, tags}], GroupId "", tags.
+		{"CheckTxn request", &CheckTxnRequest{TimeoutMs: 1, ShardID: 2, TransactionalID: "t", ProducerID: 3, ProducerEpoch: 4,
+			Partitions: []CheckTxnPartition{{Partition: 5}}},
+			"00000001" + "00000002" + "0274" + "0000000000000003" + "0004" + "02" + "00000000000000000000000000000000" + "00000005" + "00" +
+				"01" + "00"},
+		// Throttle, ErrorCode, null message, TxnErrorCode, TxnSeq 9,
+		// Partitions [{48, tags}], tags.
+		{"CheckTxn response", &CheckTxnResponse{TxnSeq: 9, Partitions: []CheckTxnResult{{ErrorCode: 48}}},
+			"00000000" + "0000" + "00" + "0000" + "0000000000000009" + "02" + "0030" + "00" + "00"},
 		// Throttle, ErrorCode 16, null message, empty Batches, tags.
 		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
 			"00000000" + "0010" + "00" + "01" + "00"},
@@ -327,11 +337,23 @@ func TestCorruption(t *testing.T) {
 		{"CommitFile: TxnSeq tag of 4 bytes", &CommitFileRequest{}, commitFileWithTags(1, 1, 4, 0, 0, 0, 1)},
 		{"CommitFile: Txn tag past the end", &CommitFileRequest{}, commitFileWithTags(1, 0, 9, 1)},
 		{"CheckTxn: null TransactionalId", &CheckTxnRequest{}, append(make([]byte, 8), 0)},
+		{"CheckTxn: null Partitions", &CheckTxnRequest{},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2), 0, 2, 'g', 0)...)},
+		{"CheckTxn: huge Partitions", &CheckTxnRequest{},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2), append(huge, 2, 'g', 0)...)...)},
+		{"CheckTxn: Partitions past the bytes", &CheckTxnRequest{},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2), append([]byte{3}, make([]byte, 16+4+1+3)...)...)...)},
+		{"CheckTxn: partition tags past the end", &CheckTxnRequest{},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2), append([]byte{2}, append(make([]byte, 16+4), 1, 0, 9, 0, 2, 'g', 0)...)...)...)},
 		{"CheckTxn: null GroupId", &CheckTxnRequest{},
-			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2+16+4), 0, 0)...)},
-		{"CheckTxn: truncated", &CheckTxnRequest{}, (&CheckTxnRequest{TransactionalID: "t", GroupID: "g"}).AppendTo(nil)[:30]},
+			append(append(make([]byte, 8), 2, 'x'), append(make([]byte, 8+2), 1, 0, 0)...)},
+		{"CheckTxn: truncated", &CheckTxnRequest{}, (&CheckTxnRequest{TransactionalID: "t", GroupID: "g"}).AppendTo(nil)[:20]},
 		{"CheckTxn: trailing bytes", &CheckTxnRequest{}, append((&CheckTxnRequest{TransactionalID: "t"}).AppendTo(nil), 0)},
 		{"CheckTxn response: no TxnSeq", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0, 0)},
+		{"CheckTxn response: null Partitions", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), 0, 0)...)},
+		{"CheckTxn response: huge Partitions", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), append(huge, 0)...)...)},
+		{"CheckTxn response: Partitions past the bytes", &CheckTxnResponse{},
+			append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), 4, 0, 0, 0, 0, 0, 0)...)},
 		{"EndTxnOffsets: null GroupId", &EndTxnOffsetsRequest{}, append(make([]byte, 8), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 		{"EndTxnOffsets: truncated", &EndTxnOffsetsRequest{}, (&EndTxnOffsetsRequest{GroupID: "g"}).AppendTo(nil)[:12]},
 		{"EndTxnOffsets response: trailing bytes", &EndTxnOffsetsResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0)},

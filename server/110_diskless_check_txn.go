@@ -11,9 +11,10 @@ import (
 
 // handleDisklessCheckTxn answers DisklessCheckTxn (API key 110, SPEC §9,
 // §15): Shards.CheckTxn on the transactional id's shard, hosted here — the
-// check of a transactional batch (and its transaction's token) or of a
-// TxnOffsetCommit made on another sidecar. A shard not here, or not the
-// id's, answers NOT_COORDINATOR.
+// check of a produce request's transactional batches (one code per
+// partition, and the transaction's token) or of a TxnOffsetCommit made on
+// another sidecar. A shard not here, or not the id's, answers
+// NOT_COORDINATOR.
 func (s *Server) handleDisklessCheckTxn(ctx context.Context, req *rpcmsg.CheckTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*rpcmsg.CheckTxnResponse)
 	ctx, cancel := rpcTimeout(ctx, req.TimeoutMs)
@@ -22,14 +23,24 @@ func (s *Server) handleDisklessCheckTxn(ctx context.Context, req *rpcmsg.CheckTx
 		resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
 		return resp
 	}
-	res, err := s.cfg.Shards.CheckTxn(ctx, req.ShardID, diskless.TxnCheck{
-		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-		Partition: diskless.TopicPartition{TopicID: req.TopicID, Partition: req.Partition}, Group: req.GroupID,
-	})
+	check := diskless.TxnCheck{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Group: req.GroupID}
+	if len(req.Partitions) > 0 {
+		check.Partitions = make([]diskless.TopicPartition, len(req.Partitions))
+		for i, p := range req.Partitions {
+			check.Partitions[i] = diskless.TopicPartition{TopicID: p.TopicID, Partition: p.Partition}
+		}
+	}
+	res, err := s.cfg.Shards.CheckTxn(ctx, req.ShardID, check)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
 		return resp
 	}
 	resp.TxnErrorCode, resp.TxnSeq = res.Code, res.Seq
+	if len(res.PartitionCodes) > 0 {
+		resp.Partitions = make([]rpcmsg.CheckTxnResult, len(res.PartitionCodes))
+		for i, code := range res.PartitionCodes {
+			resp.Partitions[i].ErrorCode = code
+		}
+	}
 	return resp
 }
