@@ -144,7 +144,7 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	// returns the batch to commit, with its token.
 	produce := func(pid int64, epoch int16) diskless.CommitBatch {
 		t.Helper()
-		seq, errs := b.CheckTxnProduce(ctx, id, pid, epoch, []diskless.TopicPartition{tp}, 9)
+		seq, errs := b.CheckTxnProduce(ctx, id, pid, epoch, []diskless.TopicPartition{tp})
 		if errs != nil || seq < 1 {
 			t.Fatalf("CheckTxnProduce at the partition's side: %d %v", seq, errs)
 		}

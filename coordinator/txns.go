@@ -294,11 +294,11 @@ func (c *Coordinator) SetMarkerWriter(w MarkerWriter) { c.markers.Store(&markerW
 // allowed): another producer id, or none, INVALID_PRODUCER_ID_MAPPING for
 // every partition; another epoch INVALID_PRODUCER_EPOCH, which Kafka's
 // partition leader answers a fenced producer; a partition not in the
-// Ongoing transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
-// Produce v11, KIP-890), that partition alone. A shard that cannot
-// answer: NOT_LEADER_OR_FOLLOWER for every partition, which the producer
-// retries.
-func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64, epoch int16, tps []diskless.TopicPartition, version int16) (seq int64, errs []*kerr.Error) {
+// Ongoing transaction INVALID_TXN_STATE, that partition alone (the
+// produce handler answers it TRANSACTION_ABORTABLE from Produce v11). A
+// shard that cannot answer: NOT_LEADER_OR_FOLLOWER for every partition,
+// which the producer retries.
+func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64, epoch int16, tps []diskless.TopicPartition) (seq int64, errs []*kerr.Error) {
 	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partitions: tps})
 	all := func(e *kerr.Error) []*kerr.Error {
 		errs := make([]*kerr.Error, len(tps))
@@ -324,11 +324,7 @@ func (c *Coordinator) CheckTxnProduce(ctx context.Context, id string, pid int64,
 		if errs == nil {
 			errs = make([]*kerr.Error, len(tps))
 		}
-		if code == kerr.InvalidTxnState.Code && version >= 11 {
-			errs[i] = kerr.TransactionAbortable
-		} else {
-			errs[i] = kerr.ErrorForCode(code).(*kerr.Error)
-		}
+		errs[i] = kerr.ErrorForCode(code).(*kerr.Error)
 	}
 	return res.Seq, errs
 }

@@ -209,7 +209,7 @@ func TestTxnOffsetsCommitAbortRestart(t *testing.T) {
 // TestCheckTxnProducePartitions: CheckTxnProduce checks all of a produce
 // request's partitions at once, each answered on its own: a partition in
 // the open transaction is allowed, with the transaction's token, one not
-// in it gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from Produce v11);
+// in it gets INVALID_TXN_STATE;
 // another epoch, producer id or transactional id refuses every partition;
 // once the transaction ended none is allowed (SPEC §15).
 func TestCheckTxnProducePartitions(t *testing.T) {
@@ -226,9 +226,9 @@ func TestCheckTxnProducePartitions(t *testing.T) {
 		want(t, "add", code, nil)
 	}
 	token := e.txnState("tx").Seq
-	check := func(what, id string, pid int64, epoch int16, tps []diskless.TopicPartition, version int16, wantSeq int64, wantErrs ...*kerr.Error) {
+	check := func(what, id string, pid int64, epoch int16, tps []diskless.TopicPartition, wantSeq int64, wantErrs ...*kerr.Error) {
 		t.Helper()
-		seq, errs := e.c.CheckTxnProduce(context.Background(), id, pid, epoch, tps, version)
+		seq, errs := e.c.CheckTxnProduce(context.Background(), id, pid, epoch, tps)
 		if seq != wantSeq || (errs != nil && len(errs) != len(tps)) {
 			t.Fatalf("%s: token %d, %d errors; want %d, %d", what, seq, len(errs), wantSeq, len(tps))
 		}
@@ -249,17 +249,16 @@ func TestCheckTxnProducePartitions(t *testing.T) {
 	if token < 1 {
 		t.Fatalf("transaction token %d", token)
 	}
-	check("the transaction's partitions", "tx", pid, ep, []diskless.TopicPartition{tps[2], tps[0]}, 9, token)
-	check("v9", "tx", pid, ep, tps, 9, token, nil, kerr.InvalidTxnState, nil, kerr.InvalidTxnState)
-	check("v11", "tx", pid, ep, tps, 11, token, nil, kerr.TransactionAbortable, nil, kerr.TransactionAbortable)
+	check("the transaction's partitions", "tx", pid, ep, []diskless.TopicPartition{tps[2], tps[0]}, token)
+	check("two not in it", "tx", pid, ep, tps, token, nil, kerr.InvalidTxnState, nil, kerr.InvalidTxnState)
 	fenced := []*kerr.Error{kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch}
-	check("another epoch", "tx", pid, ep+1, tps, 11, 0, fenced...)
+	check("another epoch", "tx", pid, ep+1, tps, 0, fenced...)
 	mapping := []*kerr.Error{kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping, kerr.InvalidProducerIDMapping}
-	check("another producer", "tx", pid+1, ep, tps, 11, 0, mapping...)
-	check("another transactional id", "tx-other", pid, ep, tps, 11, 0, mapping...)
+	check("another producer", "tx", pid+1, ep, tps, 0, mapping...)
+	check("another transactional id", "tx-other", pid, ep, tps, 0, mapping...)
 	want(t, "commit", e.endTxn("tx", pid, ep, true), nil)
 	ended := []*kerr.Error{kerr.InvalidTxnState, kerr.InvalidTxnState, kerr.InvalidTxnState, kerr.InvalidTxnState}
-	check("ended", "tx", pid, ep, tps, 9, token, ended...)
+	check("ended", "tx", pid, ep, tps, token, ended...)
 }
 
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted by

@@ -76,12 +76,13 @@ type Config struct {
 // every partition is allowed, else one per tps, nil where allowed, or the
 // partition's error: INVALID_PRODUCER_ID_MAPPING (the id is not the
 // producer's) and INVALID_PRODUCER_EPOCH (fenced) for every partition,
-// INVALID_TXN_STATE or, from Produce v11, TRANSACTION_ABORTABLE for a
-// partition not in the open transaction, NOT_LEADER_OR_FOLLOWER for every
+// INVALID_TXN_STATE for a partition not in the open transaction (which
+// the handler answers TRANSACTION_ABORTABLE from Produce v11:
+// txnStateError), NOT_LEADER_OR_FOLLOWER for every
 // partition (the coordinator cannot answer). The id's shard may be on
 // another sidecar (one RPC, bounded by ctx). Safe for concurrent use.
 type Transactions interface {
-	CheckTxnProduce(ctx context.Context, txnID string, producerID int64, epoch int16, tps []diskless.TopicPartition, version int16) (seq int64, errs []*kerr.Error)
+	CheckTxnProduce(ctx context.Context, txnID string, producerID int64, epoch int16, tps []diskless.TopicPartition) (seq int64, errs []*kerr.Error)
 }
 
 // Defaults of Config's zero fields (SPEC §11, §13: 250 ms or 8 MiB per

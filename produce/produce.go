@@ -530,7 +530,7 @@ func (h *Handler) appendAccepted(a *accepted, need int64, sc trace.SpanContext) 
 // fills each accepted partition of resp from its batch's result. A
 // transactional batch the partition's shard refused as its transaction's
 // marker came first (INVALID_TXN_STATE) gets TRANSACTION_ABORTABLE from
-// Produce v11 (version), as the check's refusal (SPEC §15).
+// Produce v11 (version), as the check's refusal (txnStateError).
 func await(ctx context.Context, version int16, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
 	return func() *kmsg.ProduceResponse {
 		select {
@@ -541,10 +541,7 @@ func await(ctx context.Context, version int16, resp *kmsg.ProduceResponse, f *fi
 		for i, r := range refs {
 			res := &f.results[first+i]
 			if res.Err != nil {
-				r.resp.ErrorCode = res.Err.Code
-				if res.Err == kerr.InvalidTxnState && version >= 11 {
-					r.resp.ErrorCode = kerr.TransactionAbortable.Code
-				}
+				r.resp.ErrorCode = txnStateError(res.Err, version).Code
 				continue
 			}
 			r.resp.BaseOffset = res.BaseOffset

@@ -90,12 +90,15 @@ func (u *fakeUploader) Upload(ctx context.Context, data []byte) (string, error) 
 }
 
 // fakeCommitter assigns offsets per partition like a coordinator would,
-// one append time per commit, and records the order of object keys.
+// one append time per commit, and records the order of object keys; a
+// batch of a partition in refuse gets that error instead (set it before
+// the first produce).
 type fakeCommitter struct {
-	mu    sync.Mutex
-	hwm   map[diskless.TopicPartition]int64
-	order []string
-	got   map[string][]diskless.CommitBatch
+	mu     sync.Mutex
+	hwm    map[diskless.TopicPartition]int64
+	order  []string
+	got    map[string][]diskless.CommitBatch
+	refuse map[diskless.TopicPartition]*kerr.Error
 }
 
 func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []diskless.CommitBatch) []diskless.CommitBatchResult {
@@ -109,6 +112,10 @@ func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []disk
 	rs := make([]diskless.CommitBatchResult, len(bs))
 	for i, b := range bs {
 		tp := diskless.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
+		if e := c.refuse[tp]; e != nil {
+			rs[i] = diskless.CommitBatchResult{Err: e}
+			continue
+		}
 		rs[i] = diskless.CommitBatchResult{BaseOffset: c.hwm[tp], LogAppendTime: 4242, LogStartOffset: 0}
 		c.hwm[tp] += int64(b.LastOffsetDelta) + 1
 	}

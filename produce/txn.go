@@ -88,10 +88,10 @@ func (h *Handler) txnCheck(ctx context.Context, txnID string, version int16, a *
 		for i, j := range group {
 			tps[i] = diskless.TopicPartition{TopicID: a.entries[j].commit.TopicID, Partition: a.entries[j].commit.Partition}
 		}
-		seq, errs := h.cfg.Transactions.CheckTxnProduce(ctx, txnID, pid, epoch, tps, version)
+		seq, errs := h.cfg.Transactions.CheckTxnProduce(ctx, txnID, pid, epoch, tps)
 		for i, j := range group {
 			if errs != nil && errs[i] != nil {
-				a.refs[j].resp.ErrorCode = errs[i].Code
+				a.refs[j].resp.ErrorCode = txnStateError(errs[i], version).Code
 				h.txnEnd(pid)
 				if refused == nil {
 					refused = make([]bool, len(a.entries))
@@ -117,6 +117,17 @@ func (h *Handler) txnCheck(ctx context.Context, txnID string, version int16, a *
 	}
 	clear(a.entries[n:])
 	a.entries, a.refs = a.entries[:n], a.refs[:n]
+}
+
+// txnStateError is errc as a Produce request of version version answers
+// it: INVALID_TXN_STATE — a transactional batch whose transaction is not
+// open, refused by the check or, its marker first, by the partition's
+// shard — is TRANSACTION_ABORTABLE from v11 (KIP-890, SPEC §15).
+func txnStateError(errc *kerr.Error, version int16) *kerr.Error {
+	if errc == kerr.InvalidTxnState && version >= 11 {
+		return kerr.TransactionAbortable
+	}
+	return errc
 }
 
 // txnEnd counts one transactional batch of producer pid out.

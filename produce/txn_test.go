@@ -34,7 +34,7 @@ type txnCall struct {
 	tps   []diskless.TopicPartition
 }
 
-func (f *fakeTxns) CheckTxnProduce(_ context.Context, _ string, pid int64, epoch int16, tps []diskless.TopicPartition, _ int16) (int64, []*kerr.Error) {
+func (f *fakeTxns) CheckTxnProduce(_ context.Context, _ string, pid int64, epoch int16, tps []diskless.TopicPartition) (int64, []*kerr.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, txnCall{pid, epoch, slices.Clone(tps)})
@@ -121,6 +121,29 @@ func TestTransactionalProduce(t *testing.T) {
 	}
 }
 
+// TestTxnStateErrorByVersion: INVALID_TXN_STATE for a transactional batch
+// whose transaction is not open — from the check (ct/1) or from the
+// partition's shard, its marker there first (ct/2) — is answered
+// INVALID_TXN_STATE up to Produce v10 and TRANSACTION_ABORTABLE from v11
+// (KIP-890, SPEC §15), both paths alike.
+func TestTxnStateErrorByVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version int16
+		want    int16
+	}{{9, kerr.InvalidTxnState.Code}, {10, kerr.InvalidTxnState.Code}, {11, kerr.TransactionAbortable.Code}, {12, kerr.TransactionAbortable.Code}} {
+		txns := &fakeTxns{refuse: map[int32]*kerr.Error{1: kerr.InvalidTxnState}}
+		r := newRig(t, Config{CommitInterval: time.Millisecond, Transactions: txns})
+		r.cm.refuse = map[diskless.TopicPartition]*kerr.Error{{TopicID: diskless.TopicID{1}, Partition: 2}: kerr.InvalidTxnState}
+		req := request(tc.version, -1, "ct", part{0, txnBatch(0, 1)}, part{1, txnBatch(0, 1)}, part{2, txnBatch(0, 1)})
+		id := "tx"
+		req.TransactionID = &id
+		got := codes(r.h.Produce(context.Background(), req)())
+		if want := []int16{0, tc.want, tc.want}; !slices.Equal(got, want) {
+			t.Fatalf("v%d: codes %v, want %v", tc.version, got, want)
+		}
+	}
+}
+
 // TestTransactionalProduceChecksOnce: a request's transactional batches
 // are checked with one call for all their partitions — a request carries
 // one transactional id, producer id and epoch —, each partition's answer
@@ -151,7 +174,7 @@ func TestTransactionalProduceChecksOnce(t *testing.T) {
 		// wantStored are the partitions of ct stored as TxnData.
 		wantStored []int32
 	}{
-		{"one partition not in the transaction", &fakeTxns{refuse: map[int32]*kerr.Error{1: kerr.TransactionAbortable}}, 5,
+		{"one partition not in the transaction", &fakeTxns{refuse: map[int32]*kerr.Error{1: kerr.InvalidTxnState}}, 5,
 			[]int16{0, kerr.TransactionAbortable.Code, 0, 0}, []txnCall{{5, 0, tps}}, []int32{0, 2}},
 		{"fenced", &fakeTxns{all: kerr.InvalidProducerEpoch}, 5,
 			[]int16{kerr.InvalidProducerEpoch.Code, kerr.InvalidProducerEpoch.Code, kerr.InvalidProducerEpoch.Code, 0}, []txnCall{{5, 0, tps}}, nil},
