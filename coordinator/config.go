@@ -295,7 +295,7 @@ type Remote interface {
 	// to a transactional id's and a consumer group's shard (DESIGN
 	// §Transactions).
 	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
-	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error
 }
 
 // Validate reports every invalid field of c (zero optional fields count as

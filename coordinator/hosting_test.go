@@ -138,12 +138,12 @@ func (r remote) CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck
 	return c.CheckTxn(ctx, shard, req)
 }
 
-func (r remote) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+func (r remote) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error {
 	c, err := r.at(shard)
 	if err != nil {
 		return err
 	}
-	return c.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+	return c.EndTxnOffsets(ctx, shard, group, pid, epoch, seq, committed)
 }
 
 func (r remote) DescribeFiles(ctx context.Context, shard int32, keys []string) ([]diskless.FileState, error) {

@@ -230,10 +230,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kms
 // TxnOffsetCommit answers TxnOffsetCommit: the transaction coordinator
 // checks the producer and that the group is in its open transaction
 // (txn.Coordinator.CheckOffsetCommit; for TxnOffsetCommit v5+ a group not
-// added is TRANSACTION_ABORTABLE, before it INVALID_TXN_STATE), then the
-// group's shard checks the member and writes the pending offsets (record
-// 107 with the producer id, group.Coordinator.CommitTxnOffsets), answered
-// once durable. Errors: the shards'.
+// added is TRANSACTION_ABORTABLE, before it INVALID_TXN_STATE) and
+// answers the transaction's token, then the group's shard checks the
+// member and writes the pending offsets (record 107 with the producer id
+// and the token, group.Coordinator.CommitTxnOffsets), answered once
+// durable. Errors: the shards'.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
 	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Group: req.Group})
 	if err != nil {
@@ -261,6 +262,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		if rec == nil {
 			return nil, nil
 		}
+		rec.TxnSeq = res.Seq
 		return []group.Record{rec}, nil
 	})
 	return resp, err
@@ -353,12 +355,12 @@ func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.Tx
 		return diskless.TxnCheckResult{}, fmt.Errorf("%w: transactional id %q is not on shard %d", diskless.ErrNotCoordinator, req.TransactionalID, shard)
 	}
 	if req.Group != "" {
-		var code int16
+		var res diskless.TxnCheckResult
 		err := c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
-			code = tc.CheckOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+			res.Code, res.Seq = tc.CheckOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 			return nil, nil
 		})
-		return diskless.TxnCheckResult{Code: code}, err
+		return res, err
 	}
 	if err := c.Serving(shard); err != nil {
 		return diskless.TxnCheckResult{}, err
@@ -391,24 +393,26 @@ func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.Tx
 // EndTxnOffsets writes record 110 on shard, hosted here and group's: the
 // pending offsets of producer (pid, epoch) in the shard's groups are
 // committed (committed) or dropped, answered once durable (DESIGN
-// §Transactions, the markers). Errors: as CheckTxn's.
-func (c *Coordinator) EndTxnOffsets(ctx context.Context, shard int32, groupID string, pid int64, epoch int16, committed bool) error {
+// §Transactions, the markers) — unless they belong to a transaction
+// after seq, the token of the one that ended (0: not known), which the
+// record then leaves alone (group.Offsets.Apply). Errors: as CheckTxn's.
+func (c *Coordinator) EndTxnOffsets(ctx context.Context, shard int32, groupID string, pid int64, epoch int16, seq int64, committed bool) error {
 	if shard != c.GroupShard(groupID) {
 		return fmt.Errorf("%w: group %q is not on shard %d", diskless.ErrNotCoordinator, groupID, shard)
 	}
 	return c.groupDo(ctx, shard, func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
-		return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: pid, ProducerEpoch: epoch, Committed: committed}}, nil
+		return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: pid, ProducerEpoch: epoch, Committed: committed, TxnSeq: seq}}, nil
 	})
 }
 
 // endTxnOffsets is EndTxnOffsets on group's shard: here alone, through
 // the router in a cluster.
-func (c *Coordinator) endTxnOffsets(ctx context.Context, g string, pid int64, epoch int16, committed bool) error {
+func (c *Coordinator) endTxnOffsets(ctx context.Context, g string, pid int64, epoch int16, seq int64, committed bool) error {
 	shard := c.GroupShard(g)
 	if c.clustered() {
-		return c.cfg.Remote.EndTxnOffsets(ctx, shard, g, pid, epoch, committed)
+		return c.cfg.Remote.EndTxnOffsets(ctx, shard, g, pid, epoch, seq, committed)
 	}
-	return c.EndTxnOffsets(ctx, shard, g, pid, epoch, committed)
+	return c.EndTxnOffsets(ctx, shard, g, pid, epoch, seq, committed)
 }
 
 // completeTxnLogged completes a transaction and logs a failure, which the
@@ -463,7 +467,7 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 		}
 	}
 	for _, g := range prepared.Groups {
-		if err := c.endTxnOffsets(ctx, g, prepared.ProducerID, prepared.ProducerEpoch, commit); err != nil {
+		if err := c.endTxnOffsets(ctx, g, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, commit); err != nil {
 			return fmt.Errorf("marker for group %q: %w", g, err)
 		}
 	}

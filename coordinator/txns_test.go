@@ -59,24 +59,39 @@ func addPartitionsAt(tb testing.TB, c *Coordinator, id string, pid int64, epoch 
 
 func (e *env) addOffsets(id string, pid int64, epoch int16, group string) int16 {
 	e.t.Helper()
+	return addOffsetsAt(e.t, e.c, id, pid, epoch, group)
+}
+
+// addOffsetsAt sends AddOffsetsToTxn of group to c and returns its error
+// code, failing t on an error.
+func addOffsetsAt(t testing.TB, c *Coordinator, id string, pid int64, epoch int16, group string) int16 {
+	t.Helper()
 	req := kmsg.NewPtrAddOffsetsToTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = id, pid, epoch, group
-	resp, err := e.c.AddOffsetsToTxn(context.Background(), req)
+	resp, err := c.AddOffsetsToTxn(context.Background(), req)
 	if err != nil {
-		e.t.Fatalf("AddOffsetsToTxn(%s): %v", id, err)
+		t.Fatalf("AddOffsetsToTxn(%s): %v", id, err)
 	}
 	return resp.ErrorCode
 }
 
 func (e *env) txnCommit(id string, pid int64, epoch int16, group, topic string, p int32, offset int64) int16 {
 	e.t.Helper()
+	return txnCommitAt(e.t, e.c, id, pid, epoch, group, topic, p, offset)
+}
+
+// txnCommitAt sends TxnOffsetCommit v3 of offset for partition p of topic
+// to c, the group's coordinator, and returns the partition's error code,
+// failing t on an error.
+func txnCommitAt(t testing.TB, c *Coordinator, id string, pid int64, epoch int16, group, topic string, p int32, offset int64) int16 {
+	t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.Version = 3
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, req.Generation = id, pid, epoch, group, -1
 	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: p, Offset: offset, LeaderEpoch: -1}}}}
-	resp, err := e.c.TxnOffsetCommit(context.Background(), req)
+	resp, err := c.TxnOffsetCommit(context.Background(), req)
 	if err != nil {
-		e.t.Fatalf("TxnOffsetCommit(%s): %v", id, err)
+		t.Fatalf("TxnOffsetCommit(%s): %v", id, err)
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
@@ -111,8 +126,12 @@ func (e *env) txnState(id string) *txn.StateRecord {
 	return st
 }
 
-func (e *env) committed(group, topic string, p int32) int64 {
-	if o, ok := e.c.GroupOffsets()[group][topic][p]; ok {
+func (e *env) committed(group, topic string, p int32) int64 { return committedAt(e.c, group, topic, p) }
+
+// committedAt returns the offset group committed for partition p of topic
+// on c, the group's coordinator, or −1.
+func committedAt(c *Coordinator, group, topic string, p int32) int64 {
+	if o, ok := c.GroupOffsets()[group][topic][p]; ok {
 		return o.Offset
 	}
 	return -1

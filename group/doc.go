@@ -43,6 +43,7 @@
 // Offsets table is a function of the log (DESIGN invariant 6), snapshotted
 // as a section of the shard's snapshot (AppendSnapshot, DecodeSnapshot).
 // Transactional offset commits (TxnOffsetCommit) are records 107 with a
-// producer id, pending in the table until record 110 ends the
-// transaction; the transaction coordinator writes those.
+// producer id and their transaction's token, pending in the table until
+// a record 110 with a token not below theirs ends the transaction; the
+// transaction coordinator writes those.
 package group

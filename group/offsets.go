@@ -51,7 +51,11 @@ type Offsets struct {
 }
 
 type pendingTxn struct {
-	epoch   int16
+	epoch int16
+	// seq is the largest token of the records 107 that wrote the pending
+	// offsets (OffsetCommitRecord.TxnSeq): the producer's transaction they
+	// belong to; 0 when none carried one.
+	seq     int64
 	offsets map[string]map[topicPartition]OffsetAndMetadata
 }
 
@@ -90,7 +94,14 @@ func (o *Offsets) Len() int { return o.n }
 
 // Apply applies one record (107 … 110, 113). Every well-formed record applies:
 // deleting what is not there, or ending a transaction with no pending
-// offset, changes nothing; a commit replaces the partition's offset.
+// offset, changes nothing; a commit replaces the partition's offset. A
+// record 110 whose token (TxnSeq) is below the token of the producer's
+// pending offsets changes nothing either: it ends an earlier transaction
+// of the producer — written again by a coordinator that lost the id's
+// shard while completing it, after the new owner completed it and the
+// producer's next transaction committed offsets (DESIGN §Transactions) —
+// and must not end the next one's. A token equal or above, or 0 on either
+// side (records written before the token), ends them.
 func (o *Offsets) Apply(rec Record) {
 	switch r := rec.(type) {
 	case *OffsetCommitRecord:
@@ -121,6 +132,7 @@ func (o *Offsets) applyCommit(r *OffsetCommitRecord) {
 			o.pending[r.ProducerID] = txn
 		}
 		txn.epoch = r.ProducerEpoch
+		txn.seq = max(txn.seq, r.TxnSeq)
 		byTP := txn.offsets[r.Group]
 		if byTP == nil {
 			byTP = make(map[topicPartition]OffsetAndMetadata)
@@ -256,7 +268,7 @@ func (o *Offsets) addOpen(group string, tp topicPartition, d int) {
 
 func (o *Offsets) endTxn(r *TxnOffsetsEndedRecord) {
 	txn := o.pending[r.ProducerID]
-	if txn == nil {
+	if txn == nil || r.TxnSeq != 0 && r.TxnSeq < txn.seq {
 		return
 	}
 	delete(o.pending, r.ProducerID)
@@ -351,7 +363,8 @@ const snapshotVersion = 1
 
 // AppendSnapshot appends the table as a snapshot section to dst: uvarint
 // section version 1, then groups, topics, partitions and pending
-// transactions in sorted order, so equal tables have equal bytes
+// transactions (each with its token as tagged field 0 when not 0) in
+// sorted order, so equal tables have equal bytes
 // (docs/format/metadata-records.md §Consumer-group offsets in snapshots).
 func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 	dst = kbin.AppendUvarint(dst, snapshotVersion)
@@ -393,7 +406,7 @@ func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 			}
 			dst = appendTags(dst)
 		}
-		dst = appendTags(dst)
+		dst = appendSeqTag(dst, txn.seq)
 	}
 	return appendTags(dst)
 }
@@ -571,7 +584,12 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 			}
 			skipTags(r)
 		}
-		skipTags(r)
+		if txn.seq, err = readSeqTag(r); err != nil {
+			return err
+		}
+		if txn.seq < 0 {
+			return fmt.Errorf("producer id %d transaction token %d", pid, txn.seq)
+		}
 	}
 	skipTags(r)
 	if !r.Ok() {

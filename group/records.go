@@ -1,6 +1,7 @@
 package group
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -54,7 +55,13 @@ type OffsetCommitRecord struct {
 	// pending until record 110 ends the producer's transaction (issue 15).
 	ProducerID    int64
 	ProducerEpoch int16
-	Topics        []CommitTopic
+	// TxnSeq is tagged field 0, an int64 written only when not 0: the
+	// token of the producer's transaction the offsets belong to
+	// (txn.StateRecord.Seq, answered by TxnOffsetCommit's check), which a
+	// record 110 must match to end them (Offsets.Apply). 0: not known (a
+	// record written before the token, or a plain commit).
+	TxnSeq int64
+	Topics []CommitTopic
 }
 
 // CommitTopic is one topic of record 107.
@@ -100,12 +107,19 @@ type GroupDeletedRecord struct {
 
 // TxnOffsetsEndedRecord is record 110 DisklessTxnOffsetsEndedRecord: the
 // transaction of ProducerID ended; its pending offsets in every group of
-// the shard become committed (Committed) or are dropped (issue 15 writes it
-// when the transaction coordinator's marker reaches this shard).
+// the shard become committed (Committed) or are dropped (the transaction
+// coordinator writes it when it completes a transaction, DESIGN
+// §Transactions) — unless they belong to a later transaction of the
+// producer (TxnSeq, Offsets.Apply).
 type TxnOffsetsEndedRecord struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	Committed     bool
+	// TxnSeq is tagged field 0, an int64 written only when not 0: the
+	// token of the transaction that ended (txn.StateRecord.Seq). 0: not
+	// known (a record written before the token): it ends the producer's
+	// pending offsets whatever their token.
+	TxnSeq int64
 }
 
 // TopicOffsetsDeletedRecord is record 113 DisklessTopicOffsetsDeletedRecord:
@@ -182,11 +196,42 @@ func DecodeRecord(b []byte) (Record, error) {
 	return rec, nil
 }
 
-// Encoding helpers (writers emit no tagged fields; readers skip them).
+// Encoding helpers. Writers emit no tagged fields but the token of
+// records 107 and 110 (appendSeqTag); readers skip the tags they do not
+// know.
 
 var errTruncated = errors.New("truncated")
 
 func appendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
+
+// appendSeqTag appends a tagged-field section holding seq under tag 0
+// (size 8) when seq is not 0, else an empty one.
+func appendSeqTag(dst []byte, seq int64) []byte {
+	if seq == 0 {
+		return appendTags(dst)
+	}
+	dst = append(dst, 1, 0, 8)
+	return kbin.AppendInt64(dst, seq)
+}
+
+// readSeqTag reads a tagged-field section appendSeqTag wrote and returns
+// tag 0's int64 (0 when absent); other tags are skipped. A tag 0 of
+// another size than 8 is an error.
+func readSeqTag(r *kbin.Reader) (int64, error) {
+	var seq int64
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag := r.Uvarint()
+		v := r.Span(int(r.Uvarint()))
+		if tag != 0 || !r.Ok() {
+			continue
+		}
+		if len(v) != 8 {
+			return 0, fmt.Errorf("tagged field 0 (TxnSeq) of %d bytes, want 8", len(v))
+		}
+		seq = int64(binary.BigEndian.Uint64(v))
+	}
+	return seq, okOrTruncated(r)
+}
 
 func skipTags(r *kbin.Reader) {
 	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
@@ -264,7 +309,7 @@ func (v *OffsetCommitRecord) appendFields(dst []byte) []byte {
 		}
 		dst = appendTags(dst)
 	}
-	return appendTags(dst)
+	return appendSeqTag(dst, v.TxnSeq)
 }
 
 func (v *OffsetCommitRecord) readFields(r *kbin.Reader) (err error) {
@@ -303,8 +348,7 @@ func (v *OffsetCommitRecord) readFields(r *kbin.Reader) (err error) {
 		}
 		skipTags(r)
 	}
-	skipTags(r)
-	if err := okOrTruncated(r); err != nil {
+	if v.TxnSeq, err = readSeqTag(r); err != nil {
 		return err
 	}
 	return v.validate()
@@ -317,6 +361,12 @@ func (v *OffsetCommitRecord) validate() error {
 	}
 	if v.ProducerID < -1 {
 		return fmt.Errorf("producer id %d", v.ProducerID)
+	}
+	if v.TxnSeq != 0 && v.ProducerID < 0 {
+		return fmt.Errorf("transaction token %d on a commit without a producer", v.TxnSeq)
+	}
+	if v.TxnSeq < 0 {
+		return fmt.Errorf("transaction token %d", v.TxnSeq)
 	}
 	for i := range v.Topics {
 		t := &v.Topics[i]
@@ -404,16 +454,18 @@ func (v *TxnOffsetsEndedRecord) appendFields(dst []byte) []byte {
 	dst = kbin.AppendInt64(dst, v.ProducerID)
 	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
 	dst = kbin.AppendBool(dst, v.Committed)
-	return appendTags(dst)
+	return appendSeqTag(dst, v.TxnSeq)
 }
 
-func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) error {
+func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) (err error) {
 	v.ProducerID = r.Int64()
 	v.ProducerEpoch = r.Int16()
 	b := r.Int8()
-	skipTags(r)
-	if err := okOrTruncated(r); err != nil {
+	if v.TxnSeq, err = readSeqTag(r); err != nil {
 		return err
+	}
+	if v.TxnSeq < 0 {
+		return fmt.Errorf("transaction token %d", v.TxnSeq)
 	}
 	if b != 0 && b != 1 {
 		return fmt.Errorf("committed flag %d", b)

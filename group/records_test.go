@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"strings"
@@ -17,8 +18,12 @@ func sampleRecords() []Record {
 		&OffsetCommitRecord{Group: "g", CommitTimestamp: 1800, ProducerID: 42, ProducerEpoch: 3, Topics: []CommitTopic{
 			{Name: "t", Partitions: []CommitPartition{{Partition: 1, Offset: 20, LeaderEpoch: -1, ExpireTimestamp: -1}}},
 		}},
+		&OffsetCommitRecord{Group: "g", CommitTimestamp: 1900, ProducerID: 43, ProducerEpoch: 0, TxnSeq: 1 << 40, Topics: []CommitTopic{
+			{Name: "u", Partitions: []CommitPartition{{Partition: 2, Offset: 30, LeaderEpoch: -1, ExpireTimestamp: -1}}},
+		}},
 		&OffsetsDeletedRecord{Group: "g", Topics: []DeletedTopic{{Name: "u", Partitions: []int32{1, 2}}}},
 		&TxnOffsetsEndedRecord{ProducerID: 42, ProducerEpoch: 3, Committed: true},
+		&TxnOffsetsEndedRecord{ProducerID: 43, ProducerEpoch: 0, TxnSeq: 7},
 		&GroupDeletedRecord{Group: "h"},
 		&TopicOffsetsDeletedRecord{TopicName: "t", TopicID: topicID("t")},
 		&TopicOffsetsDeletedRecord{TopicName: "u"},
@@ -104,6 +109,13 @@ func TestRecordCorruption(t *testing.T) {
 		{"producer id -2", AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: -2})},
 		{"txn end without producer", AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: -1})},
 		{"txn end flag 2", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:13], 2, 0)},
+		{"txn end TxnSeq of 4 bytes", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:14], 1, 0, 4, 0, 0, 0, 1)},
+		{"txn end TxnSeq past the end", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:14], 1, 0, 8, 0, 0, 0, 1)},
+		{"txn end negative TxnSeq", AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1, TxnSeq: -1})},
+		{"commit negative TxnSeq", AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: 1, TxnSeq: -1})},
+		{"commit TxnSeq without producer", AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: -1, TxnSeq: 1})},
+		{"commit TxnSeq of 9 bytes", append(AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: 1, Topics: []CommitTopic{}})[:4+1+8+8+2+1],
+			1, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1)},
 		{"huge array", []byte{1, 108, 0, 2, 'g', 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"empty deleted topic", AppendRecord(nil, &TopicOffsetsDeletedRecord{})},
 		{"null deleted topic", append([]byte{1, 113, 0, 0}, make([]byte, 17)...)},
@@ -115,6 +127,33 @@ func TestRecordCorruption(t *testing.T) {
 				t.Fatalf("decoded: %v", err)
 			}
 		})
+	}
+}
+
+// TestTxnSeqLayout pins records 107 and 110 with their token
+// (docs/format/metadata-records.md §107, §110): tagged field 0, size 8,
+// big-endian; without one, an empty tagged-field section, the bytes of a
+// record written before the token.
+func TestTxnSeqLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		want string
+	}{
+		// Frame 1, key 110, version 0, ProducerId 9, ProducerEpoch 2,
+		// Committed, tags {0: TxnSeq 5}.
+		{"110 with token", &TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 2, Committed: true, TxnSeq: 5},
+			"016e00" + "0000000000000009" + "0002" + "01" + "01" + "00" + "08" + "0000000000000005"},
+		{"110 without token", &TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 2},
+			"016e00" + "0000000000000009" + "0002" + "00" + "00"},
+		// Frame 1, key 107, version 0, "g", CommitTimestamp 1, ProducerId
+		// 9, ProducerEpoch 2, no topics, tags {0: TxnSeq 5}.
+		{"107 with token", &OffsetCommitRecord{Group: "g", CommitTimestamp: 1, ProducerID: 9, ProducerEpoch: 2, TxnSeq: 5, Topics: []CommitTopic{}},
+			"016b00" + "0267" + "0000000000000001" + "0000000000000009" + "0002" + "01" + "01" + "00" + "08" + "0000000000000005"},
+	} {
+		if got := hex.EncodeToString(AppendRecord(nil, tc.rec)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -208,9 +247,14 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 		log = append(log, &OffsetCommitRecord{Group: g, CommitTimestamp: int64(i), ProducerID: -1, Topics: []CommitTopic{{Name: "t", Partitions: []CommitPartition{{Partition: int32(i % 4), Offset: int64(i), LeaderEpoch: -1, ExpireTimestamp: -1}}}}})
 		switch i % 7 {
 		case 2:
-			log = append(log, &OffsetCommitRecord{Group: g, ProducerID: int64(i % 2), ProducerEpoch: 1, Topics: []CommitTopic{{Name: "u", Partitions: []CommitPartition{{Partition: 1, Offset: int64(100 + i)}}}}})
+			log = append(log, &OffsetCommitRecord{Group: g, ProducerID: int64(i % 2), ProducerEpoch: 1, TxnSeq: int64(i), Topics: []CommitTopic{{Name: "u", Partitions: []CommitPartition{{Partition: 1, Offset: int64(100 + i)}}}}})
+		case 3:
+			// A stale record 110 (an earlier transaction's token): a
+			// snapshot must keep the pending offsets' token for it to
+			// change nothing after a cut too.
+			log = append(log, &TxnOffsetsEndedRecord{ProducerID: int64((i - 1) % 2), TxnSeq: int64(i - 2), Committed: true})
 		case 4:
-			log = append(log, &TxnOffsetsEndedRecord{ProducerID: int64(i % 2), Committed: i%3 == 0})
+			log = append(log, &TxnOffsetsEndedRecord{ProducerID: int64(i % 2), Committed: i%3 == 0, TxnSeq: int64(i-2) * int64(i%2)})
 		case 5:
 			log = append(log, &OffsetsDeletedRecord{Group: g, Topics: []DeletedTopic{{Name: "t", Partitions: []int32{1}}, {Name: "u", Partitions: []int32{1}}}})
 		case 6:
@@ -262,5 +306,52 @@ func TestTxnOffsets(t *testing.T) {
 	o.Apply(&TxnOffsetsEndedRecord{ProducerID: 7, Committed: true})
 	if v, _ := o.Get("g", "t", 0); v.Offset != 6 || o.HasPending("g", "t", 0) {
 		t.Fatalf("committed: %d", v.Offset)
+	}
+}
+
+// TestTxnOffsetsToken: a record 110 ends the producer's pending offsets
+// only when its token is not below theirs (DESIGN §Transactions): an
+// earlier transaction's record 110 changes nothing, the same
+// transaction's or a later one's ends them, and a record without a token
+// (written before it) ends them whatever theirs, as does any record 110
+// pending offsets without a token.
+func TestTxnOffsetsToken(t *testing.T) {
+	commit := func(o *Offsets, seq, offset int64) {
+		o.Apply(&OffsetCommitRecord{Group: "g", ProducerID: 7, ProducerEpoch: 1, TxnSeq: seq,
+			Topics: []CommitTopic{{Name: "t", Partitions: []CommitPartition{{Partition: 0, Offset: offset}}}}})
+	}
+	for _, tc := range []struct {
+		name       string
+		pendingSeq int64
+		endSeq     int64
+		ends       bool
+	}{
+		{"an earlier transaction's", 3, 2, false},
+		{"the same transaction's", 3, 3, true},
+		{"a later transaction's", 3, 4, true},
+		{"without a token", 3, 0, true},
+		{"pending offsets without a token", 0, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOffsets()
+			commit(o, tc.pendingSeq, 5)
+			// Through a snapshot: the token is kept there.
+			o, _, err := DecodeSnapshot(o.AppendSnapshot(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Apply(&TxnOffsetsEndedRecord{ProducerID: 7, ProducerEpoch: 1, TxnSeq: tc.endSeq, Committed: true})
+			v, ok := o.Get("g", "t", 0)
+			if ended := ok && v.Offset == 5 && !o.HasPending("g", "t", 0); ended != tc.ends {
+				t.Fatalf("ended %v (offset %d %v, pending %v), want %v", ended, v.Offset, ok, o.HasPending("g", "t", 0), tc.ends)
+			}
+			if !tc.ends {
+				// The pending offsets' own record 110 still ends them.
+				o.Apply(&TxnOffsetsEndedRecord{ProducerID: 7, ProducerEpoch: 1, TxnSeq: tc.pendingSeq, Committed: true})
+				if v, _ := o.Get("g", "t", 0); v.Offset != 5 || o.HasPending("g", "t", 0) {
+					t.Fatalf("their own record 110: offset %d, pending %v", v.Offset, o.HasPending("g", "t", 0))
+				}
+			}
+		})
 	}
 }

@@ -208,8 +208,10 @@ func commitReq(t diskless.Topic, p int32, key string, n int, producer int64, seq
 // Router on sidecar A whose placement names sidecar B for every shard,
 // and checks each answer against B's coordinator called directly: the
 // conversions both ways lose nothing (DisklessCheckTxn's token and
-// refusals; DisklessEndTxnOffsets' group, producer and outcome, by the
-// offset it commits).
+// refusals, for a produce and for offsets; DisklessEndTxnOffsets' group,
+// producer, outcome and token, by the offset it commits — a token
+// dropped on the way would be 0, 'not known', which ends the next
+// transaction's offsets too).
 func TestRouterRemoteEqualsLocal(t *testing.T) {
 	a, b := startNodes(t, 1, 2)
 	ctx := context.Background()
@@ -352,7 +354,7 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 		{"one partition of two not in the transaction", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
 			Partitions: []diskless.TopicPartition{tp, {TopicID: topic.ID, Partition: 2}}},
 			diskless.TxnCheckResult{Seq: 1, PartitionCodes: []int16{0, kerr.InvalidTxnState.Code}}},
-		{"the group's offsets", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: g}, diskless.TxnCheckResult{}},
+		{"the group's offsets", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: g}, diskless.TxnCheckResult{Seq: 1}},
 		{"a group not added", diskless.TxnCheck{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Group: "other"},
 			diskless.TxnCheckResult{Code: kerr.InvalidTxnState.Code}},
 	} {
@@ -365,13 +367,17 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 
 	// DisklessEndTxnOffsets: the transaction's pending offset of g,
 	// committed by record 110 written through the router.
-	oreq := kmsg.NewPtrTxnOffsetCommitRequest()
-	oreq.Version, oreq.TransactionalID, oreq.Group, oreq.ProducerID, oreq.ProducerEpoch = 3, id, g, pid, epoch
-	oreq.Generation = -1
-	oreq.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: topic.Name, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
-	if or, err := b.coord.TxnOffsetCommit(ctx, oreq); err != nil || or.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("TxnOffsetCommit: %+v %v", or, err)
+	txnOffset := func(offset int64) {
+		t.Helper()
+		oreq := kmsg.NewPtrTxnOffsetCommitRequest()
+		oreq.Version, oreq.TransactionalID, oreq.Group, oreq.ProducerID, oreq.ProducerEpoch = 3, id, g, pid, epoch
+		oreq.Generation = -1
+		oreq.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: topic.Name, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		if or, err := b.coord.TxnOffsetCommit(ctx, oreq); err != nil || or.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit: %+v %v", or, err)
+		}
 	}
+	txnOffset(7)
 	committed := func() int64 {
 		t.Helper()
 		f, err := b.coord.FetchOffsets(ctx, group.FetchRequest{Group: g, MemberEpoch: -1}, false)
@@ -390,11 +396,35 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 	if o := committed(); o != -1 {
 		t.Fatalf("offset %d committed before record 110", o)
 	}
-	if err := r.EndTxnOffsets(ctx, b.coord.GroupShard(g), g, pid, epoch, true); err != nil {
+	if err := r.EndTxnOffsets(ctx, b.coord.GroupShard(g), g, pid, epoch, 1, true); err != nil {
 		t.Fatalf("EndTxnOffsets: %v", err)
 	}
 	if o := committed(); o != 7 {
 		t.Fatalf("offset %d after EndTxnOffsets through the router, want 7", o)
+	}
+	// Transaction 1 ends at B; transaction 2 writes offset 8 of g; record
+	// 110 of transaction 1 through the router again leaves it pending,
+	// transaction 2's commits it.
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if er, err := b.coord.EndTxn(ctx, end); err != nil || er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %+v %v", er, err)
+	}
+	if ar, err := b.coord.AddOffsetsToTxn(ctx, areq); err != nil || ar.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn of transaction 2: %+v %v", ar, err)
+	}
+	txnOffset(8)
+	if err := r.EndTxnOffsets(ctx, b.coord.GroupShard(g), g, pid, epoch, 1, true); err != nil {
+		t.Fatalf("EndTxnOffsets of transaction 1 again: %v", err)
+	}
+	if o := committed(); o != 7 {
+		t.Fatalf("offset %d after transaction 1's EndTxnOffsets again, want 7 (transaction 2's still pending)", o)
+	}
+	if err := r.EndTxnOffsets(ctx, b.coord.GroupShard(g), g, pid, epoch, 2, true); err != nil {
+		t.Fatalf("EndTxnOffsets of transaction 2: %v", err)
+	}
+	if o := committed(); o != 8 {
+		t.Fatalf("offset %d after transaction 2's EndTxnOffsets, want 8", o)
 	}
 
 	// DisklessDisableTopic reaches the other sidecar.

@@ -43,7 +43,7 @@ type Local interface {
 	CloseFiles(ctx context.Context, shard, deleter int32, keys []string) error
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
 	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
-	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error
 	Topic(name string) (diskless.Topic, bool)
 	TopicByID(id diskless.TopicID) (diskless.Topic, bool)
 	Watch() <-chan struct{}
@@ -455,15 +455,16 @@ func (r *Router) CheckTxn(ctx context.Context, shard int32, req diskless.TxnChec
 }
 
 // EndTxnOffsets writes record 110 on group's shard (shard) at its owner
-// (DisklessEndTxnOffsets). A retry changes nothing; the record names no
-// transaction, so a stale one ends the producer's later pending offsets
-// too (DESIGN §Transactions, Not built yet).
-func (r *Router) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+// (DisklessEndTxnOffsets), with seq, the token of the transaction that
+// ended. A retry changes nothing: the record ends only pending offsets of
+// that transaction or an earlier one of the producer (DESIGN
+// §Transactions).
+func (r *Router) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error {
 	return r.route(ctx, shard, false, func(ctx context.Context, owner diskless.Sidecar, local bool) error {
 		if local {
-			return r.cfg.Local.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+			return r.cfg.Local.EndTxnOffsets(ctx, shard, group, pid, epoch, seq, committed)
 		}
-		return r.cfg.Client.endTxnOffsets(ctx, owner.Addr(), shard, group, pid, epoch, committed)
+		return r.cfg.Client.endTxnOffsets(ctx, owner.Addr(), shard, group, pid, epoch, seq, committed)
 	})
 }
 

@@ -344,10 +344,10 @@ func (c *Client) checkTxn(ctx context.Context, addr string, shard int32, req dis
 }
 
 // endTxnOffsets sends DisklessEndTxnOffsets.
-func (c *Client) endTxnOffsets(ctx context.Context, addr string, shard int32, group string, pid int64, epoch int16, committed bool) error {
+func (c *Client) endTxnOffsets(ctx context.Context, addr string, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error {
 	w := rpcmsg.NewEndTxnOffsetsRequest()
 	w.TimeoutMs, w.ShardID, w.GroupID = timeoutMs(ctx, defaultTimeout), shard, group
-	w.ProducerID, w.ProducerEpoch, w.Committed = pid, epoch, committed
+	w.ProducerID, w.ProducerEpoch, w.TxnSeq, w.Committed = pid, epoch, seq, committed
 	r, err := c.Request(ctx, addr, w)
 	if err != nil {
 		return err

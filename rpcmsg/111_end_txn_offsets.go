@@ -18,6 +18,11 @@ type EndTxnOffsetsRequest struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	Committed     bool
+	// TxnSeq (tagged field 0, an int64 sent only when not 0) is the token
+	// of the transaction that ended (txn.StateRecord.Seq): record 110's,
+	// which ends only pending offsets of that transaction or an earlier
+	// one. 0: not known (a sender without the token).
+	TxnSeq int64
 }
 
 // NewEndTxnOffsetsRequest returns an empty request.
@@ -36,7 +41,10 @@ func (v *EndTxnOffsetsRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt64(dst, v.ProducerID)
 	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
 	dst = kbin.AppendBool(dst, v.Committed)
-	return appendNoTags(dst)
+	if v.TxnSeq == 0 {
+		return appendNoTags(dst)
+	}
+	return appendTag64(dst, 0, v.TxnSeq)
 }
 
 func (v *EndTxnOffsetsRequest) ReadFrom(b []byte) error {
@@ -50,7 +58,17 @@ func (v *EndTxnOffsetsRequest) ReadFrom(b []byte) error {
 	v.ProducerID = r.Int64()
 	v.ProducerEpoch = r.Int16()
 	v.Committed = r.Bool()
-	r.noTags()
+	v.TxnSeq = 0
+	r.tags(func(tag uint32, f *reader) bool {
+		if tag != 0 {
+			return false
+		}
+		v.TxnSeq = f.Int64()
+		return true
+	})
+	if r.ok() && v.TxnSeq < 0 {
+		r.fail("TxnSeq %d", v.TxnSeq)
+	}
 	return r.done()
 }
 

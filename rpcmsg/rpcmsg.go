@@ -162,6 +162,14 @@ func appendTag32(dst []byte, tag uint32, v int32) []byte {
 	return kbin.AppendInt32(dst, v)
 }
 
+// appendTag64 is appendTag32 for an int64 field.
+func appendTag64(dst []byte, tag uint32, v int64) []byte {
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, tag)
+	dst = kbin.AppendUvarint(dst, 8)
+	return kbin.AppendInt64(dst, v)
+}
+
 // appendTag8 is appendTag32 for an int8 field.
 func appendTag8(dst []byte, tag uint32, v int8) []byte {
 	dst = kbin.AppendUvarint(dst, 1)

@@ -110,7 +110,7 @@ func samples() map[int16]sample {
 			&CheckTxnResponse{TxnErrorCode: 48, TxnSeq: 1 << 33, Partitions: []CheckTxnResult{{ErrorCode: 0}, {ErrorCode: 48}}},
 		},
 		KeyEndTxnOffsets: {
-			&EndTxnOffsetsRequest{TimeoutMs: 5000, ShardID: 2, GroupID: "g", ProducerID: 9, ProducerEpoch: 1, Committed: true},
+			&EndTxnOffsetsRequest{TimeoutMs: 5000, ShardID: 2, GroupID: "g", ProducerID: 9, ProducerEpoch: 1, Committed: true, TxnSeq: 1 << 35},
 			&EndTxnOffsetsResponse{ErrorCode: 16, ErrorMessage: str("not here")},
 		},
 	}
@@ -217,6 +217,13 @@ func TestLayout(t *testing.T) {
 		// Partitions [{48, tags}], tags.
 		{"CheckTxn response", &CheckTxnResponse{TxnSeq: 9, Partitions: []CheckTxnResult{{ErrorCode: 48}}},
 			"00000000" + "0000" + "00" + "0000" + "0000000000000009" + "02" + "0030" + "00" + "00"},
+		// TimeoutMs, ShardId, "g", ProducerId, ProducerEpoch, Committed,
+		// tags {0: TxnSeq 6}.
+		{"EndTxnOffsets request", &EndTxnOffsetsRequest{TimeoutMs: 1, ShardID: 2, GroupID: "g", ProducerID: 3, ProducerEpoch: 4, Committed: true, TxnSeq: 6},
+			"00000001" + "00000002" + "0267" + "0000000000000003" + "0004" + "01" + "01" + "00" + "08" + "0000000000000006"},
+		// Without a token: no tagged field.
+		{"EndTxnOffsets request, no token", &EndTxnOffsetsRequest{TimeoutMs: 1, ShardID: 2, GroupID: "g", ProducerID: 3, ProducerEpoch: 4},
+			"00000001" + "00000002" + "0267" + "0000000000000003" + "0004" + "00" + "00"},
 		// Throttle, ErrorCode 16, null message, empty Batches, tags.
 		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
 			"00000000" + "0010" + "00" + "01" + "00"},
@@ -356,6 +363,11 @@ func TestCorruption(t *testing.T) {
 			append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), 4, 0, 0, 0, 0, 0, 0)...)},
 		{"EndTxnOffsets: null GroupId", &EndTxnOffsetsRequest{}, append(make([]byte, 8), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 		{"EndTxnOffsets: truncated", &EndTxnOffsetsRequest{}, (&EndTxnOffsetsRequest{GroupID: "g"}).AppendTo(nil)[:12]},
+		{"EndTxnOffsets: TxnSeq tag of 4 bytes", &EndTxnOffsetsRequest{},
+			append((&EndTxnOffsetsRequest{GroupID: "g"}).AppendTo(nil)[:4+4+2+8+2+1], 1, 0, 4, 0, 0, 0, 1)},
+		{"EndTxnOffsets: TxnSeq tag past the end", &EndTxnOffsetsRequest{},
+			append((&EndTxnOffsetsRequest{GroupID: "g"}).AppendTo(nil)[:4+4+2+8+2+1], 1, 0, 8, 0, 0, 0, 1)},
+		{"EndTxnOffsets: negative TxnSeq", &EndTxnOffsetsRequest{}, (&EndTxnOffsetsRequest{GroupID: "g", TxnSeq: -1}).AppendTo(nil)},
 		{"EndTxnOffsets response: trailing bytes", &EndTxnOffsetsResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0)},
 	} {
 		if err := tc.m.ReadFrom(tc.b); !errors.Is(err, ErrMalformed) {

@@ -21,7 +21,7 @@ func (s *Server) handleDisklessEndTxnOffsets(ctx context.Context, req *rpcmsg.En
 		resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
 		return resp
 	}
-	err := s.cfg.Shards.EndTxnOffsets(ctx, req.ShardID, req.GroupID, req.ProducerID, req.ProducerEpoch, req.Committed)
+	err := s.cfg.Shards.EndTxnOffsets(ctx, req.ShardID, req.GroupID, req.ProducerID, req.ProducerEpoch, req.TxnSeq, req.Committed)
 	resp.ErrorCode, resp.ErrorMessage = rpcCode(err)
 	return resp
 }

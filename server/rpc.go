@@ -43,7 +43,7 @@ type Shards interface {
 	CloseFiles(ctx context.Context, shard, deleter int32, keys []string) error
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
 	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
-	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error
+	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error
 }
 
 // TopicDisabler is this sidecar's part of a topic's disablement

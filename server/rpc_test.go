@@ -136,7 +136,7 @@ func (f *fakeShards) AllocateProducerIDBlock(context.Context, int32) (int64, int
 func (f *fakeShards) CheckTxn(context.Context, int32, diskless.TxnCheck) (diskless.TxnCheckResult, error) {
 	return diskless.TxnCheckResult{}, nil
 }
-func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, bool) error {
+func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, int64, bool) error {
 	return nil
 }
 

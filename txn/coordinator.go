@@ -272,16 +272,19 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16) (*StateRecord, i
 // CheckOffsetCommit decides whether TxnOffsetCommit of (pid, epoch) for
 // group may go ahead: the producer check, and the group added to the
 // open transaction (AddOffsetsToTxn) — else INVALID_TXN_STATE (the
-// group coordinator's verification, KIP-890). Code 0: go ahead.
-func (c *Coordinator) CheckOffsetCommit(id string, pid int64, epoch int16, group string) int16 {
+// group coordinator's verification, KIP-890). Code 0: go ahead, and seq
+// is the open transaction's token (StateRecord.Seq), which the pending
+// offsets carry (record 107) so that only that transaction's record 110
+// ends them.
+func (c *Coordinator) CheckOffsetCommit(id string, pid int64, epoch int16, group string) (code int16, seq int64) {
 	cur, err := c.check(id, pid, epoch)
 	if err != nil {
-		return err.Code
+		return err.Code, 0
 	}
 	if cur.State != Ongoing || !cur.HasGroup(group) {
-		return kerr.InvalidTxnState.Code
+		return kerr.InvalidTxnState.Code, 0
 	}
-	return 0
+	return 0, cur.Seq
 }
 
 // EndTxn decides EndTxn (commit or abort): the producer check; Ongoing

@@ -141,11 +141,11 @@ func TestTransactionLifecycle(t *testing.T) {
 	if !st.Contains(topicA, 0) || !st.Contains(topicA, 1) || st.Contains(topicA, 2) {
 		t.Fatalf("partitions: %+v", st.Topics)
 	}
-	if code := c.CheckOffsetCommit("tx", pid, ep, "g"); code != 0 {
-		t.Fatalf("CheckOffsetCommit: %d", code)
+	if code, seq := c.CheckOffsetCommit("tx", pid, ep, "g"); code != 0 || seq != 1 {
+		t.Fatalf("CheckOffsetCommit: %d, token %d, want 0, 1", code, seq)
 	}
-	if code := c.CheckOffsetCommit("tx", pid, ep, "other"); code != kerr.InvalidTxnState.Code {
-		t.Fatalf("CheckOffsetCommit of a group not added: %d", code)
+	if code, seq := c.CheckOffsetCommit("tx", pid, ep, "other"); code != kerr.InvalidTxnState.Code || seq != 0 {
+		t.Fatalf("CheckOffsetCommit of a group not added: %d, token %d", code, seq)
 	}
 	got, rec = c.EndTxn(13, "tx", pid, ep, true)
 	if got != 0 || rec.State != PrepareCommit || rec.Seq != 1 {

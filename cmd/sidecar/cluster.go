@@ -180,12 +180,12 @@ func (r *remoteRef) CheckTxn(ctx context.Context, shard int32, req diskless.TxnC
 	return p.CheckTxn(ctx, shard, req)
 }
 
-func (r *remoteRef) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, committed bool) error {
+func (r *remoteRef) EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error {
 	p, err := r.router()
 	if err != nil {
 		return err
 	}
-	return p.EndTxnOffsets(ctx, shard, group, pid, epoch, committed)
+	return p.EndTxnOffsets(ctx, shard, group, pid, epoch, seq, committed)
 }
 
 func (r *remoteRef) AllocateProducerIDBlock(ctx context.Context, node int32) (int64, int32, error) {
