@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
@@ -23,7 +25,13 @@ import (
 //     takes the markers that end its open transactions (closesTxnWhileDisabling),
 //     which EndTxn or the transaction timeout's abort write, so that
 //     read_committed readers see the last stable offset reach the high
-//     watermark before the topic leaves diskless (SPEC §10);
+//     watermark before the topic leaves diskless (SPEC §10). The shards
+//     hosted here are read here; in a cluster the others are read by the
+//     sidecars hosting them, whose confirmations of a second
+//     DisklessDisableTopic — sent once every sidecar confirmed the first,
+//     so no batch of the topic can commit after — answer for each shard
+//     of the topic they host (diskless.DisableTopicResult,
+//     Coordinator.TopicTxns); a shard none answered for counts as open;
 //  3. with policy delete, moves every partition's log start to its high
 //     watermark (record 103 on each owning shard, skipped where it is
 //     there already) — no commit of the topic can come after: shard 0
@@ -44,9 +52,12 @@ type Sidecars interface {
 	Nodes() []int32
 	// DisableTopic asks sidecar node to stop taking produce for the
 	// topic, end its fetch long-polls on it and drop its cached data,
-	// and returns nil once it did (it confirmed). It must be safe to
-	// repeat; an error means "not confirmed": it is sent again.
-	DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error
+	// and returns nil once it did (it confirmed), with the open
+	// transactions of the topic's shards it hosts (Coordinator.TopicTxns
+	// there; nothing from this sidecar's own node, whose shards the
+	// coordinator reads itself). It must be safe to repeat; an error
+	// means "not confirmed": it is sent again.
+	DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error)
 }
 
 // errTxnsOpen is driveDisablement's answer while a transaction is open in
@@ -91,7 +102,7 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 		var errs []error
 		for _, n := range sc.Nodes() {
 			sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
-			err := sc.DisableTopic(sctx, n, req)
+			_, err := sc.DisableTopic(sctx, n, req)
 			cancel()
 			c.stats.DisableSends.Add(1)
 			if err != nil {
@@ -103,14 +114,16 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 			return err
 		}
 	}
+	var elsewhere []int32
 	for s := range c.topicShards(t) {
-		// A shard hosted by another sidecar is not asked: no coordinator
-		// RPC reads its open transactions (DESIGN §Transactions, not built
-		// yet).
-		err := c.onShard(s, func() error { return c.shards[s].txnsClosed(ctx, t) }, func() error { return nil })
+		err := c.onShard(s, func() error { return c.shards[s].txnsClosed(ctx, t) },
+			func() error { elsewhere = append(elsewhere, s); return nil })
 		if err != nil {
 			return err
 		}
+	}
+	if err := c.txnsClosedElsewhere(ctx, req, elsewhere); err != nil {
+		return err
 	}
 	if d.Policy == diskless.DisableDelete {
 		for s := range c.topicShards(t) {
@@ -133,6 +146,75 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 	}
 	c.logger.Info("coordinator: diskless disabled on a topic", "topic", t.Name, "epoch", d.Epoch, "policy", d.Policy.String())
 	return nil
+}
+
+// txnsClosedElsewhere returns errTxnsOpen while a transaction is open in
+// one of the topic's partitions on one of shards, hosted by other
+// sidecars, or while none of them answered for one of shards (not hosted
+// anywhere, loading, or its owner's catalog behind req's epoch). It
+// sends req again to every other sidecar: every sidecar confirmed it
+// once already, so their answers read states no batch of the topic can
+// change but a marker (step 2 above). Without Config.Sidecars (tests of
+// the coordinator alone) it reads nothing.
+func (c *Coordinator) txnsClosedElsewhere(ctx context.Context, req diskless.DisableTopicRequest, shards []int32) error {
+	sc := c.cfg.Sidecars
+	if len(shards) == 0 || sc == nil {
+		return nil
+	}
+	answered := make(map[int32]bool, len(shards))
+	for _, n := range sc.Nodes() {
+		if n == c.cfg.NodeID {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
+		res, err := sc.DisableTopic(sctx, n, req)
+		cancel()
+		c.stats.DisableSends.Add(1)
+		if err != nil {
+			c.stats.DisableSendFailures.Add(1)
+			return fmt.Errorf("sidecar %d did not confirm: %w", n, err)
+		}
+		for _, st := range res.TxnShards {
+			if st.Open {
+				return fmt.Errorf("%w: %s, on shard %d at sidecar %d", errTxnsOpen, req.Topic, st.Shard, n)
+			}
+			answered[st.Shard] = true
+		}
+	}
+	for _, s := range shards {
+		if !answered[s] {
+			return fmt.Errorf("%w: %s, shard %d: no sidecar answered for it", errTxnsOpen, req.Topic, s)
+		}
+	}
+	return nil
+}
+
+// TopicTxns answers, for each shard of req's topic's partitions hosted
+// here, whether a transaction is open in one of the topic's partitions
+// there (txnsClosed: the durable state, after the log confirmed current),
+// for a disablement driven by another sidecar (diskless.DisableTopicResult,
+// step 2 above). A shard that cannot answer (loading, fenced, failed) is
+// left out, as is every shard while this sidecar's catalog does not hold
+// the topic at req's disablement epoch (its partition count may be
+// behind).
+func (c *Coordinator) TopicTxns(ctx context.Context, req diskless.DisableTopicRequest) []diskless.ShardTxns {
+	t, ok := c.TopicByID(req.TopicID)
+	if !ok || t.Disablement.Epoch < req.Epoch {
+		return nil
+	}
+	var out []diskless.ShardTxns
+	for _, s := range slices.Sorted(maps.Keys(c.topicShards(t))) {
+		if c.clustered() && !c.shards[s].hosted() {
+			continue
+		}
+		switch err := c.shards[s].txnsClosed(ctx, t); {
+		case err == nil:
+			out = append(out, diskless.ShardTxns{Shard: s})
+		case errors.Is(err, errTxnsOpen):
+			out = append(out, diskless.ShardTxns{Shard: s, Open: true})
+		}
+	}
+	return out
 }
 
 // txnsClosed returns errTxnsOpen while a transaction is open in one of s's

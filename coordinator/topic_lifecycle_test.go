@@ -298,14 +298,14 @@ type fakeSidecars struct {
 
 func (f *fakeSidecars) Nodes() []int32 { return f.nodes }
 
-func (f *fakeSidecars) DisableTopic(_ context.Context, node int32, req diskless.DisableTopicRequest) error {
+func (f *fakeSidecars) DisableTopic(_ context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sent = append(f.sent, fmt.Sprintf("%d:%s@%d/%s", node, req.Topic, req.Epoch, req.Policy))
 	if f.down[node] {
-		return errors.New("connection refused")
+		return diskless.DisableTopicResult{}, errors.New("connection refused")
 	}
-	return nil
+	return diskless.DisableTopicResult{}, nil
 }
 
 func (f *fakeSidecars) setDown(node int32, down bool) {
@@ -517,5 +517,72 @@ func TestDisablementWaitsForOpenTransactions(t *testing.T) {
 			}
 			restartIdentical(t, e)
 		})
+	}
+}
+
+// clusterSidecars is the Sidecars of a cluster test: each sidecar
+// confirms at once and answers for the topic's shards its coordinator
+// hosts, as DisklessDisableTopic's handler does (Coordinator.TopicTxns).
+type clusterSidecars struct{ cl *cluster }
+
+func (s clusterSidecars) Nodes() []int32 { return []int32{1, 2} }
+
+func (s clusterSidecars) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
+	return diskless.DisableTopicResult{TxnShards: s.cl.nodes[node-1].TopicTxns(ctx, req)}, nil
+}
+
+// TestDisablementWaitsForTransactionsElsewhere: in a cluster, a
+// transaction open in a partition whose shard another sidecar hosts holds
+// the disablement the catalog's owner drives (its answer to the second
+// DisklessDisableTopic says so); the marker ending it lets the topic
+// become DISABLED.
+func TestDisablementWaitsForTransactionsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	var sc clusterSidecars
+	cl := newCluster(t, 2, func(c *Config) { c.Sidecars = &sc })
+	sc.cl = cl
+	top := cl.split("t", 8)
+	a, b := cl.nodes[0], cl.nodes[1]
+	part := int32(-1)
+	for p := range top.Partitions {
+		if a.ShardFor(top.ID, p) >= 2 {
+			part = p
+			break
+		}
+	}
+	shard := b.ShardFor(top.ID, part)
+	commitAt := func(what string, bt diskless.CommitBatch) {
+		t.Helper()
+		rs, err := b.CommitFile(ctx, shard, commitRequest(b, nextKey(), bt))
+		if err != nil || rs[0].Err != nil {
+			t.Fatalf("%s: %+v %v", what, rs, err)
+		}
+	}
+	commitAt("producer 7's transactional batch", txnData(top, part, 7, 0, 2))
+	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "DISABLING in B's catalog", func() bool {
+		cur, _ := b.Topic("t")
+		return cur.Disablement.State == diskless.TopicDisabling
+	})
+	state := func() diskless.TopicState {
+		cur, _ := a.Topic("t")
+		return cur.Disablement.State
+	}
+	for range 2 {
+		if err := a.runDisablement(ctx); err != nil {
+			t.Fatalf("a pass waiting for the transaction: %v", err)
+		}
+		if s := state(); s != diskless.TopicDisabling {
+			t.Fatalf("disabled with a transaction open on B's shard %d: %v", shard, s)
+		}
+	}
+	commitAt("producer 7's COMMIT", marker(top, part, 7, true))
+	if err := a.runDisablement(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(); s != diskless.TopicDisabled {
+		t.Fatalf("no transaction open, still %v", s)
 	}
 }

@@ -105,6 +105,24 @@ type DisableTopicRequest struct {
 	Policy  DisablePolicy
 }
 
+// DisableTopicResult is a sidecar's confirmation of a
+// DisableTopicRequest: TxnShards holds, for each coordinator shard of the
+// topic's partitions the sidecar hosts, whether a transaction is open in
+// one of the topic's partitions there (SPEC §10: the disablement waits
+// for none), read from the shard's durable state once its log was
+// confirmed current. A shard the sidecar could not read, or a topic its
+// catalog does not hold at the request's epoch yet, is left out.
+type DisableTopicResult struct {
+	TxnShards []ShardTxns
+}
+
+// ShardTxns is one shard of a DisableTopicResult: Open reports a
+// transaction open in one of the topic's partitions on shard Shard.
+type ShardTxns struct {
+	Shard int32
+	Open  bool
+}
+
 // ConfigChange is one topic's config change (IncrementalAlterConfigs,
 // AlterConfigs).
 type ConfigChange struct {

@@ -25,8 +25,9 @@ type TxnCheck struct {
 // TxnCheck.Partitions, in order: 0 (allowed) or INVALID_TXN_STATE (not in
 // the open transaction, or none is open); it is empty for offsets or when
 // Code is not 0. Seq is the open transaction's token when Code is 0
-// (txn.StateRecord.Seq), the same for every allowed partition; 0 for
-// offsets.
+// (txn.StateRecord.Seq), the same for every allowed partition; for
+// offsets, the token their record 107 carries (only that transaction's
+// record 110 ends them).
 type TxnCheckResult struct {
 	Code           int16
 	PartitionCodes []int16

@@ -427,19 +427,48 @@ func TestRouterRemoteEqualsLocal(t *testing.T) {
 		t.Fatalf("offset %d after transaction 2's EndTxnOffsets, want 8", o)
 	}
 
-	// DisklessDisableTopic reaches the other sidecar.
+	// DisklessDisableTopic reaches the other sidecar, which answers for
+	// the topic's shards it hosts as its coordinator does: a transaction
+	// open in partition 3 (producer 300's batch), none elsewhere.
+	open := commitReq(topic, 3, "wal/txn", 1, 300, 0)
+	open.Batches[0].Txn = diskless.TxnData
+	open.OwnerIDs = []int32{b.coord.ShardFor(topic.ID, 3)}
+	if rs, err := r.CommitFile(ctx, open.OwnerIDs[0], open); err != nil || rs[0].Err != nil {
+		t.Fatalf("transactional batch: %+v %v", rs, err)
+	}
+	disabled, err := b.coord.AlterTopicConfigs(ctx, topic.ID, coordinator.ConfigChange{Names: []string{"diskless.enable"},
+		Apply: func(cur map[string]string) (map[string]string, error) {
+			cur["diskless.enable"] = "false"
+			return cur, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc := NewSidecars(a.id, staticMembers{a.sidecar(), b.sidecar()}, a, cl)
 	if got := sc.Nodes(); !reflect.DeepEqual(got, []int32{1, 2}) {
 		t.Fatalf("Nodes %v", got)
 	}
-	req := diskless.DisableTopicRequest{TopicID: topic.ID, Topic: topic.Name, Epoch: 3, Policy: diskless.DisableDelete}
-	if err := sc.DisableTopic(ctx, 2, req); err != nil {
+	req := diskless.DisableTopicRequest{TopicID: topic.ID, Topic: topic.Name, Epoch: disabled.Disablement.Epoch, Policy: diskless.DisableDelete}
+	res, err := sc.DisableTopic(ctx, 2, req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := <-b.disabled; got != req {
 		t.Fatalf("B got %+v, want %+v", got, req)
 	}
-	if err := sc.DisableTopic(ctx, 9, req); err == nil {
+	local := b.coord.TopicTxns(ctx, req)
+	if !reflect.DeepEqual(res.TxnShards, local) || len(local) != numShards {
+		t.Fatalf("DisableTopic's shards %+v, B's own %+v", res.TxnShards, local)
+	}
+	for _, st := range local {
+		if st.Open != (st.Shard == open.OwnerIDs[0]) {
+			t.Fatalf("shard %d open %v; the transaction is on shard %d", st.Shard, st.Open, open.OwnerIDs[0])
+		}
+	}
+	if res, err := sc.DisableTopic(ctx, 1, req); err != nil || res.TxnShards != nil {
+		t.Fatalf("DisableTopic to itself: %+v %v (its coordinator reads its own shards)", res, err)
+	}
+	if _, err := sc.DisableTopic(ctx, 9, req); err == nil {
 		t.Fatal("DisableTopic to a non-member succeeded")
 	}
 }

@@ -357,14 +357,21 @@ func (c *Client) endTxnOffsets(ctx context.Context, addr string, shard int32, gr
 }
 
 // disableTopic sends DisklessDisableTopic.
-func (c *Client) disableTopic(ctx context.Context, addr string, req diskless.DisableTopicRequest) error {
+func (c *Client) disableTopic(ctx context.Context, addr string, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
 	w := rpcmsg.NewDisableTopicRequest()
 	w.TimeoutMs, w.TopicID, w.TopicName = timeoutMs(ctx, defaultTimeout), req.TopicID, req.Topic
 	w.Epoch, w.Policy = req.Epoch, int8(req.Policy)
 	r, err := c.Request(ctx, addr, w)
 	if err != nil {
-		return err
+		return diskless.DisableTopicResult{}, err
 	}
 	resp := r.(*rpcmsg.DisableTopicResponse)
-	return shardError(addr, resp.ErrorCode, resp.ErrorMessage, nil)
+	if err := shardError(addr, resp.ErrorCode, resp.ErrorMessage, nil); err != nil {
+		return diskless.DisableTopicResult{}, err
+	}
+	var res diskless.DisableTopicResult
+	for _, st := range resp.TxnShards {
+		res.TxnShards = append(res.TxnShards, diskless.ShardTxns{Shard: st.ShardID, Open: st.TxnsOpen})
+	}
+	return res, nil
 }

@@ -45,16 +45,18 @@ func (s *Sidecars) Nodes() []int32 {
 }
 
 // DisableTopic asks sidecar node to take its part of the disablement and
-// returns nil once it confirmed. A node that is no longer a member is an
-// error: the caller sends again on its next pass, to the members then.
-func (s *Sidecars) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error {
+// returns nil once it confirmed, with its answer for the topic's shards
+// it hosts (none for this sidecar: its coordinator reads its own). A node
+// that is no longer a member is an error: the caller sends again on its
+// next pass, to the members then.
+func (s *Sidecars) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
 	if node == s.self {
-		return s.local.DisableTopic(ctx, req)
+		return diskless.DisableTopicResult{}, s.local.DisableTopic(ctx, req)
 	}
 	for _, m := range s.members.Members() {
 		if m.NodeID == node {
 			return s.client.disableTopic(ctx, m.Addr(), req)
 		}
 	}
-	return fmt.Errorf("peer: sidecar %d is not a member of the cluster", node)
+	return diskless.DisableTopicResult{}, fmt.Errorf("peer: sidecar %d is not a member of the cluster", node)
 }

@@ -52,11 +52,22 @@ func (v *DisableTopicRequest) ReadFrom(b []byte) error {
 }
 
 // DisableTopicResponse answers DisableTopicRequest: ErrorCode 0 confirms.
+// TxnShards (tagged field 0, sent only when not empty) are the shards of
+// the topic's partitions the sidecar hosts, each with whether a
+// transaction is open in one of the topic's partitions there
+// (diskless.DisableTopicResult).
 type DisableTopicResponse struct {
 	Header
 	ThrottleTimeMs int32
 	ErrorCode      int16
 	ErrorMessage   *string
+	TxnShards      []DisableTopicShard
+}
+
+// DisableTopicShard is one shard of DisableTopicResponse.TxnShards.
+type DisableTopicShard struct {
+	ShardID  int32
+	TxnsOpen bool
 }
 
 func (*DisableTopicResponse) Key() int16        { return KeyDisableTopic }
@@ -66,7 +77,21 @@ func (v *DisableTopicResponse) RequestKind() kmsg.Request {
 }
 
 func (v *DisableTopicResponse) AppendTo(dst []byte) []byte {
-	return appendNoTags(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
+	dst = appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
+	if len(v.TxnShards) == 0 {
+		return appendNoTags(dst)
+	}
+	var f []byte
+	f = kbin.AppendCompactArrayLen(f, len(v.TxnShards))
+	for _, s := range v.TxnShards {
+		f = kbin.AppendInt32(f, s.ShardID)
+		f = kbin.AppendBool(f, s.TxnsOpen)
+		f = appendNoTags(f)
+	}
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, 0)
+	dst = kbin.AppendUvarint(dst, uint32(len(f)))
+	return append(dst, f...)
 }
 
 func (v *DisableTopicResponse) ReadFrom(b []byte) error {
@@ -75,6 +100,25 @@ func (v *DisableTopicResponse) ReadFrom(b []byte) error {
 	}
 	r := newReader(b)
 	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage = r.top()
-	r.noTags()
+	v.TxnShards = nil
+	r.tags(func(tag uint32, f *reader) bool {
+		if tag != 0 {
+			return false
+		}
+		n := f.arrayLen("TxnShards", disableTopicShardSize)
+		if !f.ok() {
+			return true
+		}
+		v.TxnShards = make([]DisableTopicShard, n)
+		for i := range v.TxnShards {
+			v.TxnShards[i].ShardID = f.Int32()
+			v.TxnShards[i].TxnsOpen = f.Bool()
+			f.noTags()
+		}
+		return true
+	})
 	return r.done()
 }
+
+// disableTopicShardSize is a DisableTopicShard's encoded size (no tags).
+const disableTopicShardSize = 4 + 1 + 1

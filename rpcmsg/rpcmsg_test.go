@@ -102,7 +102,7 @@ func samples() map[int16]sample {
 		},
 		KeyDisableTopic: {
 			&DisableTopicRequest{TimeoutMs: 30000, TopicID: topicA, TopicName: "orders", Epoch: 3, Policy: 1},
-			&DisableTopicResponse{ErrorCode: 7, ErrorMessage: str("timed out")},
+			&DisableTopicResponse{ErrorCode: 7, ErrorMessage: str("timed out"), TxnShards: []DisableTopicShard{{ShardID: 2, TxnsOpen: true}, {ShardID: 5}}},
 		},
 		KeyCheckTxn: {
 			&CheckTxnRequest{TimeoutMs: 5000, ShardID: 3, TransactionalID: "tx-1", ProducerID: 1 << 40, ProducerEpoch: 7,
@@ -224,6 +224,13 @@ func TestLayout(t *testing.T) {
 		// Without a token: no tagged field.
 		{"EndTxnOffsets request, no token", &EndTxnOffsetsRequest{TimeoutMs: 1, ShardID: 2, GroupID: "g", ProducerID: 3, ProducerEpoch: 4},
 			"00000001" + "00000002" + "0267" + "0000000000000003" + "0004" + "00" + "00"},
+		// Throttle, ErrorCode, null message, tags {0: TxnShards [{3,
+		// open, tags}]}.
+		{"DisableTopic response", &DisableTopicResponse{TxnShards: []DisableTopicShard{{ShardID: 3, TxnsOpen: true}}},
+			"00000000" + "0000" + "00" + "01" + "00" + "07" + "02" + "00000003" + "01" + "00"},
+		// Without shards: no tagged field.
+		{"DisableTopic response, no shards", &DisableTopicResponse{},
+			"00000000" + "0000" + "00" + "00"},
 		// Throttle, ErrorCode 16, null message, empty Batches, tags.
 		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
 			"00000000" + "0010" + "00" + "01" + "00"},
@@ -339,6 +346,10 @@ func TestCorruption(t *testing.T) {
 		{"DeleteTopics: TopicIds past the bytes", &DeleteTopicsRequest{}, append(make([]byte, 8), 2, 1, 2, 3)},
 		{"DeleteFiles: null key", &DeleteFilesRequest{}, append(make([]byte, 12), 2, 0, 0)},
 		{"DisableTopic: null name", &DisableTopicRequest{}, append(make([]byte, 20), 0, 0, 0, 0, 0, 0, 0)},
+		{"DisableTopic response: null TxnShards", &DisableTopicResponse{}, append(appendTop(nil, 0, 0, nil), 1, 0, 1, 0)},
+		{"DisableTopic response: TxnShards past the tag", &DisableTopicResponse{}, append(appendTop(nil, 0, 0, nil), 1, 0, 3, 2, 0, 0)},
+		{"DisableTopic response: bytes left in the tag", &DisableTopicResponse{},
+			append(appendTop(nil, 0, 0, nil), 1, 0, 8, 2, 0, 0, 0, 3, 1, 0, 9)},
 		{"AllocateProducerIds response: tags count past the end", &AllocateProducerIDsResponse{},
 			append(appendTop(nil, 0, 0, nil), append(make([]byte, 12), 3, 1)...)},
 		{"CommitFile: TxnSeq tag of 4 bytes", &CommitFileRequest{}, commitFileWithTags(1, 1, 4, 0, 0, 0, 1)},

@@ -44,6 +44,10 @@ type Shards interface {
 	AllocateProducerIDBlock(ctx context.Context, node int32) (first int64, size int32, err error)
 	CheckTxn(ctx context.Context, shard int32, req diskless.TxnCheck) (diskless.TxnCheckResult, error)
 	EndTxnOffsets(ctx context.Context, shard int32, group string, pid int64, epoch int16, seq int64, committed bool) error
+	// TopicTxns is DisklessDisableTopic's answer once this sidecar
+	// confirmed: whether a transaction is open in the topic's partitions
+	// on each of its shards hosted here (diskless.DisableTopicResult).
+	TopicTxns(ctx context.Context, req diskless.DisableTopicRequest) []diskless.ShardTxns
 }
 
 // TopicDisabler is this sidecar's part of a topic's disablement

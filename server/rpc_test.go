@@ -139,6 +139,9 @@ func (f *fakeShards) CheckTxn(context.Context, int32, diskless.TxnCheck) (diskle
 func (f *fakeShards) EndTxnOffsets(context.Context, int32, string, int64, int16, int64, bool) error {
 	return nil
 }
+func (f *fakeShards) TopicTxns(context.Context, diskless.DisableTopicRequest) []diskless.ShardTxns {
+	return nil
+}
 
 // TestRPCHandlers: the handlers' own rules — a DescribeFiles without a
 // shard, a partition of another shard, a shard that is loading or gone,

@@ -41,10 +41,15 @@ func (l *localSidecar) bind(p *produce.Handler, c *cache.Cache, coord *coordinat
 
 func (l *localSidecar) Nodes() []int32 { return []int32{l.node} }
 
-func (l *localSidecar) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) error {
+func (l *localSidecar) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
 	if node != l.node {
-		return fmt.Errorf("no sidecar %d known (this is %d)", node, l.node)
+		return diskless.DisableTopicResult{}, fmt.Errorf("no sidecar %d known (this is %d)", node, l.node)
 	}
+	return diskless.DisableTopicResult{}, l.disableSelf(ctx, req)
+}
+
+// disableSelf is this sidecar's part of a disablement.
+func (l *localSidecar) disableSelf(ctx context.Context, req diskless.DisableTopicRequest) error {
 	p := l.parts.Load()
 	if p == nil {
 		return errors.New("the sidecar is still starting")
@@ -63,5 +68,5 @@ func (l *localSidecar) Self() server.TopicDisabler { return selfDisabler{l} }
 type selfDisabler struct{ l *localSidecar }
 
 func (s selfDisabler) DisableTopic(ctx context.Context, req diskless.DisableTopicRequest) error {
-	return s.l.DisableTopic(ctx, s.l.node, req)
+	return s.l.disableSelf(ctx, req)
 }
