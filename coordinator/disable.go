@@ -101,13 +101,8 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 	if sc := c.cfg.Sidecars; sc != nil {
 		var errs []error
 		for _, n := range sc.Nodes() {
-			sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
-			_, err := sc.DisableTopic(sctx, n, req)
-			cancel()
-			c.stats.DisableSends.Add(1)
-			if err != nil {
-				c.stats.DisableSendFailures.Add(1)
-				errs = append(errs, fmt.Errorf("sidecar %d did not confirm: %w", n, err))
+			if _, err := c.sendDisable(ctx, n, req); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -148,6 +143,20 @@ func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) er
 	return nil
 }
 
+// sendDisable sends req to sidecar n through Config.Sidecars, within
+// disableSendTimeout, counting the send and its failure.
+func (c *Coordinator) sendDisable(ctx context.Context, n int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
+	sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
+	defer cancel()
+	res, err := c.cfg.Sidecars.DisableTopic(sctx, n, req)
+	c.stats.DisableSends.Add(1)
+	if err != nil {
+		c.stats.DisableSendFailures.Add(1)
+		return res, fmt.Errorf("sidecar %d did not confirm: %w", n, err)
+	}
+	return res, nil
+}
+
 // txnsClosedElsewhere returns errTxnsOpen while a transaction is open in
 // one of the topic's partitions on one of shards, hosted by other
 // sidecars, or while none of them answered for one of shards (not hosted
@@ -166,13 +175,9 @@ func (c *Coordinator) txnsClosedElsewhere(ctx context.Context, req diskless.Disa
 		if n == c.cfg.NodeID {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, disableSendTimeout)
-		res, err := sc.DisableTopic(sctx, n, req)
-		cancel()
-		c.stats.DisableSends.Add(1)
+		res, err := c.sendDisable(ctx, n, req)
 		if err != nil {
-			c.stats.DisableSendFailures.Add(1)
-			return fmt.Errorf("sidecar %d did not confirm: %w", n, err)
+			return err
 		}
 		for _, st := range res.TxnShards {
 			if st.Open {
