@@ -318,8 +318,12 @@ func TestS3PutCancelledMidUpload(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put = %v, want context.Canceled", err)
 	}
-	if got := e.proxy.Count(s3fault.AbortMultipartUpload); got != 1 {
-		t.Errorf("%d aborts, want 1", got)
+	// One abort per upload created is the quiet case; on a loaded machine an
+	// attempt of CreateMultipartUpload or of the abort can time out and be
+	// retried (the sweep then aborts the upload an earlier attempt left), so
+	// what must hold is: Put aborted, and no upload is left open.
+	if got := e.proxy.Count(s3fault.AbortMultipartUpload); got == 0 {
+		t.Errorf("no abort (requests: %v), want the upload aborted", e.proxy.Counts())
 	}
 	e.noOpenUploads(t)
 }
