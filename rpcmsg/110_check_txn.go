@@ -93,7 +93,9 @@ func (v *CheckTxnRequest) ReadFrom(b []byte) error {
 // Partitions answers a produce check's partitions, one per request
 // partition in order (0 allowed, INVALID_TXN_STATE not in the open
 // transaction), and TxnSeq is the open transaction's token
-// (txn.StateRecord.Seq), the same for every allowed partition.
+// (txn.StateRecord.Seq), the same for every allowed partition — for a
+// group's check, the token its pending offsets carry (record 107). A
+// negative TxnSeq is refused as malformed.
 type CheckTxnResponse struct {
 	Header
 	ThrottleTimeMs int32
@@ -137,6 +139,11 @@ func (v *CheckTxnResponse) ReadFrom(b []byte) error {
 	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage = r.top()
 	v.TxnErrorCode = r.Int16()
 	v.TxnSeq = r.Int64()
+	if r.ok() && v.TxnSeq < 0 {
+		// A token is never negative; the offsets' one becomes record
+		// 107's, whose decoder refuses it (docs/format/metadata-records.md).
+		r.fail("TxnSeq %d", v.TxnSeq)
+	}
 	n := r.arrayLen("Partitions", checkTxnResultSize)
 	v.Partitions = nil
 	if r.ok() {

@@ -368,6 +368,7 @@ func TestCorruption(t *testing.T) {
 		{"CheckTxn: truncated", &CheckTxnRequest{}, (&CheckTxnRequest{TransactionalID: "t", GroupID: "g"}).AppendTo(nil)[:20]},
 		{"CheckTxn: trailing bytes", &CheckTxnRequest{}, append((&CheckTxnRequest{TransactionalID: "t"}).AppendTo(nil), 0)},
 		{"CheckTxn response: no TxnSeq", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), 0, 0, 0)},
+		{"CheckTxn response: negative TxnSeq", &CheckTxnResponse{}, (&CheckTxnResponse{TxnSeq: -1}).AppendTo(nil)},
 		{"CheckTxn response: null Partitions", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), 0, 0)...)},
 		{"CheckTxn response: huge Partitions", &CheckTxnResponse{}, append(appendTop(nil, 0, 0, nil), append(make([]byte, 2+8), append(huge, 0)...)...)},
 		{"CheckTxn response: Partitions past the bytes", &CheckTxnResponse{},
