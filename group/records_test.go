@@ -355,3 +355,28 @@ func TestTxnOffsetsToken(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnOffsetsTokenLargest: the pending offsets' token is the largest
+// of the records 107 that wrote them (docs/format/metadata-records.md
+// §107), not the last: a record 107 of transaction 2, checked in it and
+// written after transaction 3's (the window between TxnOffsetCommit's
+// check and its write, DESIGN §Transactions), leaves the token at 3, so a
+// deposed coordinator's late record 110 of transaction 2 still changes
+// nothing, and transaction 3's ends them all.
+func TestTxnOffsetsTokenLargest(t *testing.T) {
+	o := NewOffsets()
+	for _, c := range []struct{ seq, offset int64 }{{3, 9}, {2, 5}} {
+		o.Apply(&OffsetCommitRecord{Group: "g", ProducerID: 7, ProducerEpoch: 1, TxnSeq: c.seq,
+			Topics: []CommitTopic{{Name: "t", Partitions: []CommitPartition{{Partition: int32(c.seq), Offset: c.offset}}}}})
+	}
+	o.Apply(&TxnOffsetsEndedRecord{ProducerID: 7, ProducerEpoch: 1, TxnSeq: 2, Committed: true})
+	if _, ok := o.Get("g", "t", 3); ok || !o.HasPending("g", "t", 3) || !o.HasPending("g", "t", 2) {
+		t.Fatalf("transaction 2's late record 110 ended transaction 3's pending offsets (committed %v)", ok)
+	}
+	o.Apply(&TxnOffsetsEndedRecord{ProducerID: 7, ProducerEpoch: 1, TxnSeq: 3, Committed: true})
+	for p, want := range map[int32]int64{3: 9, 2: 5} {
+		if v, ok := o.Get("g", "t", p); !ok || v.Offset != want || o.HasPending("g", "t", p) {
+			t.Fatalf("partition %d after transaction 3's record 110: %d %v, want %d committed", p, v.Offset, ok, want)
+		}
+	}
+}
