@@ -522,12 +522,20 @@ func TestDisablementWaitsForOpenTransactions(t *testing.T) {
 
 // clusterSidecars is the Sidecars of a cluster test: each sidecar
 // confirms at once and answers for the topic's shards its coordinator
-// hosts, as DisklessDisableTopic's handler does (Coordinator.TopicTxns).
-type clusterSidecars struct{ cl *cluster }
+// hosts, as DisklessDisableTopic's handler does (Coordinator.TopicTxns) —
+// but for node quiet, which confirms without an answer, as a sidecar of a
+// version without TxnShards does.
+type clusterSidecars struct {
+	cl    *cluster
+	quiet int32
+}
 
 func (s clusterSidecars) Nodes() []int32 { return []int32{1, 2} }
 
 func (s clusterSidecars) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
+	if node == s.quiet {
+		return diskless.DisableTopicResult{}, nil
+	}
 	return diskless.DisableTopicResult{TxnShards: s.cl.nodes[node-1].TopicTxns(ctx, req)}, nil
 }
 
@@ -584,5 +592,54 @@ func TestDisablementWaitsForTransactionsElsewhere(t *testing.T) {
 	}
 	if s := state(); s != diskless.TopicDisabled {
 		t.Fatalf("no transaction open, still %v", s)
+	}
+}
+
+// TestDisablementWaitsForUnansweredShards: a shard of the topic no other
+// sidecar answers for counts as one with a transaction open (SPEC §10),
+// with no transaction open anywhere: B confirms without an answer (a
+// sidecar of a version without TxnShards) and the topic stays DISABLING;
+// once B answers, it becomes DISABLED. B answers nothing either for a
+// disablement its catalog does not hold yet (an epoch ahead of its own).
+func TestDisablementWaitsForUnansweredShards(t *testing.T) {
+	ctx := context.Background()
+	sc := clusterSidecars{quiet: 2}
+	cl := newCluster(t, 2, func(c *Config) { c.Sidecars = &sc })
+	sc.cl = cl
+	top := cl.split("t", 8)
+	a, b := cl.nodes[0], cl.nodes[1]
+	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "DISABLING in B's catalog", func() bool {
+		cur, _ := b.Topic("t")
+		return cur.Disablement.State == diskless.TopicDisabling
+	})
+	cur, _ := b.Topic("t")
+	req := diskless.DisableTopicRequest{TopicID: top.ID, Topic: top.Name, Epoch: cur.Disablement.Epoch}
+	if got := b.TopicTxns(ctx, req); len(got) != 2 || got[0] != (diskless.ShardTxns{Shard: 2}) || got[1] != (diskless.ShardTxns{Shard: 3}) {
+		t.Fatalf("B's answer %+v, want its shards 2 and 3, none open", got)
+	}
+	ahead := req
+	ahead.Epoch++
+	if got := b.TopicTxns(ctx, ahead); got != nil {
+		t.Fatalf("B answered %+v for epoch %d, its catalog at %d", got, ahead.Epoch, req.Epoch)
+	}
+	state := func() diskless.TopicState {
+		cur, _ := a.Topic("t")
+		return cur.Disablement.State
+	}
+	if err := a.runDisablement(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(); s != diskless.TopicDisabling {
+		t.Fatalf("B's shards unanswered: %v, want DISABLING", s)
+	}
+	sc.quiet = 0
+	if err := a.runDisablement(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(); s != diskless.TopicDisabled {
+		t.Fatalf("B answered, no transaction open: %v, want DISABLED", s)
 	}
 }
