@@ -155,6 +155,15 @@ func TestTxnSeqLayout(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
+	// The offsets snapshot's pending transaction ends with its tagged
+	// fields, {0: token 5}, then the section's (§Consumer-group offsets in
+	// snapshots).
+	o := NewOffsets()
+	o.Apply(&OffsetCommitRecord{Group: "g", ProducerID: 9, ProducerEpoch: 2, TxnSeq: 5,
+		Topics: []CommitTopic{{Name: "t", Partitions: []CommitPartition{{Offset: 1}}}}})
+	if got, want := hex.EncodeToString(o.AppendSnapshot(nil)), "01"+"00"+"08"+"0000000000000005"+"00"; !strings.HasSuffix(got, want) {
+		t.Errorf("snapshot %s, want it to end with %s", got, want)
+	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
