@@ -144,6 +144,16 @@ type View struct {
 	// moved on without it), after UNKNOWN_MEMBER_ID until it joined
 	// again, and after it left.
 	Current bool
+	// Lapsed reports whether Kafka has answered none of this member's
+	// heartbeats or joins for a session timeout (Current is then false):
+	// Kafka may have removed it and the others moved on without it — a
+	// network cut, or the group's Kafka coordinator failing over; this
+	// sidecar cannot tell which. Kafka fences a broker whose heartbeats
+	// to the controller lapse for broker.session.timeout.ms and moves its
+	// leaderships off it; a lapsed sidecar likewise stops naming itself
+	// to clients (DESIGN §Membership, "Seen by clients while
+	// unconfirmed"). False again at the next answer.
+	Lapsed bool
 }
 
 // Group is this sidecar's membership of the cluster's group. Its methods
@@ -160,9 +170,11 @@ type Group struct {
 		view    View
 		changed chan struct{}
 	}
-	// memberID and generation are the loop's own.
+	// memberID, generation and lastAnswer (when Kafka last answered a
+	// heartbeat, join or sync of this member) are the loop's own.
 	memberID   string
 	generation int32
+	lastAnswer time.Time
 	// noLeave makes the loop stop without LeaveGroup, as a process that
 	// dies (tests).
 	noLeave atomic.Bool
@@ -228,7 +240,8 @@ func (g *Group) Close() {
 func (g *Group) setView(v View) {
 	g.mu.Lock()
 	old := g.mu.view
-	if old.Generation == v.Generation && old.Member == v.Member && old.Current == v.Current && slices.Equal(old.Sidecars, v.Sidecars) {
+	if old.Generation == v.Generation && old.Member == v.Member && old.Current == v.Current && old.Lapsed == v.Lapsed &&
+		slices.Equal(old.Sidecars, v.Sidecars) {
 		g.mu.Unlock()
 		return
 	}
@@ -241,7 +254,7 @@ func (g *Group) setView(v View) {
 		ids[i] = s.NodeID
 	}
 	g.cfg.Logger.Info("membership: view changed", slog.Int("generation", int(v.Generation)),
-		slog.Any("sidecars", ids), slog.Bool("member", v.Member), slog.Bool("current", v.Current))
+		slog.Any("sidecars", ids), slog.Bool("member", v.Member), slog.Bool("current", v.Current), slog.Bool("lapsed", v.Lapsed))
 }
 
 // outOfGroup marks this sidecar out of the view (Kafka no longer knows
@@ -252,14 +265,41 @@ func (g *Group) outOfGroup() {
 	g.setView(v)
 }
 
-// setCurrent marks the view confirmed or not, keeping it otherwise.
+// setCurrent marks the view confirmed or not, keeping it otherwise; a
+// confirmed view is not lapsed.
 func (g *Group) setCurrent(current bool) {
 	v := g.View()
 	if current && v.Generation < 0 {
 		return // only a generation's view is ever confirmed
 	}
 	v.Current = current
+	if current {
+		v.Lapsed = false
+	}
 	g.setView(v)
+}
+
+// answered records that Kafka answered this member (a heartbeat, a join
+// or a sync, whatever the error code): the view is no longer lapsed.
+func (g *Group) answered() {
+	g.lastAnswer = time.Now()
+	if v := g.View(); v.Lapsed {
+		v.Lapsed = false
+		g.setView(v)
+	}
+}
+
+// lapse marks the view lapsed, unconfirmed, once Kafka has answered
+// nothing for a session timeout (View.Lapsed); it reports whether it
+// did.
+func (g *Group) lapse() bool {
+	v := g.View()
+	if v.Generation < 0 || time.Since(g.lastAnswer) < g.cfg.SessionTimeout {
+		return false
+	}
+	v.Current, v.Lapsed = false, true
+	g.setView(v)
+	return true
 }
 
 // run is the member loop: join and sync, then heartbeat until a
@@ -273,6 +313,7 @@ func (g *Group) run(ctx context.Context) {
 				return
 			}
 			g.cfg.Logger.Warn("membership: joining the group failed; retrying", slog.String("group", g.cfg.GroupID), slog.Any("err", err))
+			g.lapse()
 			if backoff.Sleep(ctx, backoff.Wait(100*time.Millisecond, g.cfg.HeartbeatInterval, attempt)) != nil {
 				return
 			}
@@ -319,6 +360,7 @@ func (g *Group) joinAndSyncOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("JoinGroup: %w", err)
 	}
+	g.answered()
 	switch err := kerr.ErrorForCode(jr.ErrorCode); {
 	case err == nil:
 	case errors.Is(err, kerr.MemberIDRequired):
@@ -351,6 +393,7 @@ func (g *Group) joinAndSyncOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("SyncGroup: %w", err)
 	}
+	g.answered()
 	switch err := kerr.ErrorForCode(sr.ErrorCode); {
 	case err == nil:
 	case errors.Is(err, kerr.UnknownMemberID):
@@ -426,6 +469,7 @@ func (g *Group) heartbeat(ctx context.Context) {
 		resp, err := hb.RequestWith(hctx, g.cfg.Client)
 		cancel()
 		if err == nil {
+			g.answered()
 			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
 		switch {
@@ -451,7 +495,11 @@ func (g *Group) heartbeat(ctx context.Context) {
 				unconfirmed = true
 				g.cfg.Logger.Warn("membership: no heartbeat answered for a session timeout; keeping the view, unconfirmed, and heartbeating on",
 					slog.Any("err", err))
-				g.setCurrent(false)
+				if !g.lapse() {
+					g.setCurrent(false)
+				}
+			} else if unconfirmed {
+				g.lapse()
 			}
 		}
 	}
