@@ -171,6 +171,15 @@ func (p *Placement) Sidecars() []diskless.Sidecar {
 	return p.mu.sidecars
 }
 
+// Lapsed reports whether Kafka has answered nothing of this sidecar's
+// membership for a session timeout (membership.View.Lapsed; read from
+// the view at once, not at the loop's next turn, which a cut network
+// holds for LeadersTimeout): its clients are then told of the others
+// (server.Cluster).
+func (p *Placement) Lapsed() bool {
+	return p.cfg.Membership.View().Lapsed
+}
+
 // Members returns the live sidecars (peer.Members): the view's, this one
 // alone while it is not a member.
 func (p *Placement) Members() []diskless.Sidecar {

@@ -54,7 +54,7 @@ func (s *Server) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	}
 	l := newLeaders(sidecars, s.zoneOf(clientOf(ctx)))
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
-	resp.ControllerID = s.controllerID()
+	resp.ControllerID = s.controllerAmong(sidecars)
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = s.authorizedOps(ctx, clusterAuthorizedOps, rtCluster, acl.ClusterName)
 	}

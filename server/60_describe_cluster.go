@@ -26,7 +26,8 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 		resp.ErrorMessage = kmsg.StringPtr("the sidecar serves only the brokers endpoint type")
 		return resp
 	}
-	for _, sc := range s.sidecars(ctx) {
+	sidecars := s.sidecars(ctx)
+	for _, sc := range sidecars {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = sc.NodeID, sc.Host, sc.Port
 		if sc.Rack != "" {
@@ -35,7 +36,7 @@ func (s *Server) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	resp.ClusterID = s.cfg.ClusterID
-	resp.ControllerID = s.controllerID()
+	resp.ControllerID = s.controllerAmong(sidecars)
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = s.authorizedOps(ctx, clusterAuthorizedOps, rtCluster, acl.ClusterName)

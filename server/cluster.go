@@ -25,6 +25,14 @@ type Cluster interface {
 	// one is known (FindCoordinator answers the owner of the group's
 	// shard).
 	Owner(shard int32) (diskless.Sidecar, bool)
+	// Lapsed reports whether Kafka has answered nothing of this
+	// sidecar's membership for a session timeout
+	// (membership.View.Lapsed): it may be cut off, and the others may
+	// have moved on without it. Metadata and DescribeCluster then leave
+	// it out while its last view names others, as Kafka leaves out a
+	// broker fenced for lapsed heartbeats to the controller (DESIGN
+	// §Membership, "Seen by clients while unconfirmed").
+	Lapsed() bool
 }
 
 // ZoneCIDR maps client addresses to a zone: one entry of
@@ -97,9 +105,20 @@ func (s *Server) zoneOf(c client) string {
 // sidecars returns the sidecars Metadata names: the cluster's live ones,
 // or this one alone (without a cluster, or while it is not a member),
 // each at the address of the listener the client of ctx connected to.
+// While this sidecar's membership has lapsed (Cluster.Lapsed) it names
+// the others of its last view without itself, when there are any: a
+// client that still reaches it is sent to a sidecar that may still
+// commit, rather than to one that may be cut off from Kafka (its
+// Produce would wait for its request's timeout).
 func (s *Server) sidecars(ctx context.Context) []diskless.Sidecar {
 	if s.cfg.Cluster != nil {
 		if ss := s.cfg.Cluster.Sidecars(); len(ss) > 0 {
+			if s.cfg.Cluster.Lapsed() {
+				self := func(sc diskless.Sidecar) bool { return sc.NodeID == s.cfg.NodeID }
+				if others := slices.DeleteFunc(slices.Clone(ss), self); len(others) > 0 {
+					ss = others
+				}
+			}
 			if l := listenerOf(ctx); l != nil {
 				ss = slices.Clone(ss)
 				for i := range ss {

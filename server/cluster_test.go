@@ -59,6 +59,13 @@ type fakeCluster struct {
 	mu       sync.Mutex
 	sidecars []diskless.Sidecar
 	owners   map[int32]diskless.Sidecar
+	lapsed   bool
+}
+
+func (f *fakeCluster) Lapsed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lapsed
 }
 
 func (f *fakeCluster) Sidecars() []diskless.Sidecar {
@@ -149,6 +156,86 @@ func TestMetadataByZone(t *testing.T) {
 	}
 	if got := leadersOf(r); len(got) != 1 || got[2] != 64 {
 		t.Fatalf("out of the view: leaders %v", got)
+	}
+}
+
+// TestMetadataLapsed: a sidecar whose membership lapsed (Kafka answered
+// nothing for a session timeout: it may be cut off) names the others of
+// its last view as brokers and leaders, never itself — by zone as usual
+// among them — and one of them as the controller; alone in its view it
+// names itself. Without the rule it named itself leader of a third of
+// the partitions (DESIGN §Membership).
+func TestMetadataLapsed(t *testing.T) {
+	fc := &fakeCluster{lapsed: true, sidecars: []diskless.Sidecar{
+		{NodeID: 1, Host: "h1", Port: 1, Rack: "a"}, {NodeID: 2, Host: "h2", Port: 2, Rack: "a"},
+		{NodeID: 3, Host: "h3", Port: 3, Rack: "b"},
+	}}
+	ts := startServer(t, func(c *Config, _ *testServer) { c.Cluster, c.NodeID, c.Rack = fc, 2, "a" })
+	ts.cat.CreateTopic(t.Context(), "t", 64, nil)
+	leadersOf := func(r *kmsg.MetadataResponse) map[int32]int {
+		t.Helper()
+		if len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 {
+			t.Fatalf("topics %+v", r.Topics)
+		}
+		out := map[int32]int{}
+		for _, p := range r.Topics[0].Partitions {
+			out[p.Leader]++
+		}
+		return out
+	}
+	brokersOf := func(r *kmsg.MetadataResponse) []int32 {
+		var ids []int32
+		for _, b := range r.Brokers {
+			ids = append(ids, b.NodeID)
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		clientID string
+		leaders  []int32
+	}{
+		{"app,diskless_az=a", []int32{1}}, // its zone's other sidecar only
+		{"diskless_az=b", []int32{3}},
+		{"plain", []int32{1, 3}},
+	} {
+		r := metadataAs(t, ts, tc.clientID, "t")
+		if got := brokersOf(r); !reflect.DeepEqual(got, []int32{1, 3}) {
+			t.Errorf("%q: brokers %v, want [1 3]", tc.clientID, got)
+		}
+		if r.ControllerID != 1 {
+			t.Errorf("%q: controller %d, want 1 (the first broker named)", tc.clientID, r.ControllerID)
+		}
+		got := leadersOf(r)
+		if got[2] != 0 || len(got) != len(tc.leaders) {
+			t.Errorf("%q: leaders %v, want %v only", tc.clientID, got, tc.leaders)
+		}
+		for _, id := range tc.leaders {
+			if got[id] == 0 {
+				t.Errorf("%q: leaders %v, want %v, each", tc.clientID, got, tc.leaders)
+			}
+		}
+	}
+	c := dialRaw(t, ts.Addr())
+	dc := c.roundTrip(kmsg.NewPtrDescribeClusterRequest()).(*kmsg.DescribeClusterResponse)
+	if len(dc.Brokers) != 2 || dc.Brokers[0].NodeID != 1 || dc.Brokers[1].NodeID != 3 || dc.ControllerID != 1 {
+		t.Errorf("DescribeCluster: brokers %+v, controller %d; want 1 and 3, controller 1", dc.Brokers, dc.ControllerID)
+	}
+
+	// Alone in its last view: itself (there is no one else to name).
+	fc.mu.Lock()
+	fc.sidecars = fc.sidecars[1:2]
+	fc.mu.Unlock()
+	r := metadataAs(t, ts, "plain", "t")
+	if got := leadersOf(r); !reflect.DeepEqual(brokersOf(r), []int32{2}) || got[2] != 64 || r.ControllerID != 2 {
+		t.Fatalf("alone: brokers %v, leaders %v, controller %d", brokersOf(r), got, r.ControllerID)
+	}
+
+	// Kafka answers again: itself among the leaders.
+	fc.mu.Lock()
+	fc.sidecars, fc.lapsed = []diskless.Sidecar{{NodeID: 1, Host: "h1", Port: 1}, {NodeID: 2, Host: "h2", Port: 2}}, false
+	fc.mu.Unlock()
+	if got := leadersOf(metadataAs(t, ts, "plain", "t")); got[2] == 0 || got[1] == 0 {
+		t.Fatalf("confirmed again: leaders %v, want 1 and 2", got)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // Controller is where a cluster's topic catalog is written: the sidecar
@@ -189,6 +191,22 @@ func (s *Server) controllerID() int32 {
 		}
 	}
 	return s.cfg.NodeID
+}
+
+// controllerAmong is controllerID as Metadata and DescribeCluster name it
+// to a client told of brokers: while this sidecar's membership has lapsed
+// (Cluster.Lapsed), when it is this sidecar, which the brokers then leave
+// out, the first of them — Kafka names a live broker, and any sidecar
+// forwards what only the controller does (SPEC §6).
+func (s *Server) controllerAmong(brokers []diskless.Sidecar) int32 {
+	id := s.controllerID()
+	if s.cfg.Cluster == nil || !s.cfg.Cluster.Lapsed() {
+		return id
+	}
+	if len(brokers) > 0 && !slices.ContainsFunc(brokers, func(sc diskless.Sidecar) bool { return sc.NodeID == id }) {
+		return brokers[0].NodeID
+	}
+	return id
 }
 
 // forwardAutoCreate asks the controller to create topic name for a

@@ -247,6 +247,13 @@ func (r *placementRef) Sidecars() []diskless.Sidecar {
 	return nil
 }
 
+func (r *placementRef) Lapsed() bool {
+	if p := r.p.Load(); p != nil {
+		return p.Lapsed()
+	}
+	return false
+}
+
 func (r *placementRef) Members() []diskless.Sidecar {
 	if p := r.p.Load(); p != nil {
 		return p.Members()
