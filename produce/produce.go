@@ -254,7 +254,18 @@ func (h *Handler) Produce(ctx context.Context, req *kmsg.ProduceRequest) func() 
 		// the file commits. The batches are stored all the same.
 		return func() *kmsg.ProduceResponse { return nil }
 	}
-	return await(ctx, req.Version, resp, f, first, a.refs)
+	return await(ctx, req.Version, deadline(req.TimeoutMillis), resp, f, first, a.refs)
+}
+
+// deadline is when a Produce request of timeoutMillis that arrives now
+// must be answered by (await); the zero time for a timeout ≤ 0: no bound
+// (a broker completes such a request at once when its replicas are in
+// sync, as a sidecar's commit would be).
+func deadline(timeoutMillis int32) time.Time {
+	if timeoutMillis <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(time.Duration(timeoutMillis) * time.Millisecond)
 }
 
 // endStep ends the span of one step of Produce, failed with errc's name
@@ -531,12 +542,34 @@ func (h *Handler) appendAccepted(a *accepted, need int64, sc trace.SpanContext) 
 // transactional batch the partition's shard refused as its transaction's
 // marker came first (INVALID_TXN_STATE) gets TRANSACTION_ABORTABLE from
 // Produce v11 (version), as the check's refusal (txnStateError).
-func await(ctx context.Context, version int16, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
+//
+// A file not committed by the request's deadline (zero: none) answers
+// every accepted partition REQUEST_TIMED_OUT then, as Kafka's leader
+// answers a produce whose replication did not complete within its
+// timeout: the client does not know whether the batches were stored and
+// retries them (an idempotent producer with the same sequence numbers,
+// which the partition's shard answers as duplicates if the file was
+// committed after all). The file goes on on its own. So a sidecar whose
+// commit cannot complete — cut off from Kafka, its shard rebuilding from
+// a log it cannot read — answers by the timeout instead of holding the
+// request (DESIGN §Produce).
+func await(ctx context.Context, version int16, deadline time.Time, resp *kmsg.ProduceResponse, f *file, first int, refs []partitionRef) func() *kmsg.ProduceResponse {
 	return func() *kmsg.ProduceResponse {
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-f.done:
 		case <-ctx.Done():
 			return nil
+		case <-expired:
+			for _, r := range refs {
+				r.resp.ErrorCode = kerr.RequestTimedOut.Code
+			}
+			return resp
 		}
 		for i, r := range refs {
 			res := &f.results[first+i]

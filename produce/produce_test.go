@@ -92,16 +92,21 @@ func (u *fakeUploader) Upload(ctx context.Context, data []byte) (string, error) 
 // fakeCommitter assigns offsets per partition like a coordinator would,
 // one append time per commit, and records the order of object keys; a
 // batch of a partition in refuse gets that error instead (set it before
-// the first produce).
+// the first produce). hold, when set, is waited for before each commit, as
+// a coordinator that cannot reach its log holds it.
 type fakeCommitter struct {
 	mu     sync.Mutex
 	hwm    map[diskless.TopicPartition]int64
 	order  []string
 	got    map[string][]diskless.CommitBatch
 	refuse map[diskless.TopicPartition]*kerr.Error
+	hold   chan struct{}
 }
 
 func (c *fakeCommitter) Commit(_ context.Context, key string, _ int64, bs []diskless.CommitBatch) []diskless.CommitBatchResult {
+	if c.hold != nil {
+		<-c.hold
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hwm == nil {
@@ -162,7 +167,7 @@ type part struct {
 
 func request(version int16, acks int16, topic string, parts ...part) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = version, acks, 1000
+	req.Version, req.Acks, req.TimeoutMillis = version, acks, 30000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	for _, p := range parts {
@@ -478,6 +483,39 @@ func TestCommitOrderIsSealOrder(t *testing.T) {
 		}
 		if r.cm.order[0] != "wal/0001" {
 			t.Fatalf("commit order %v", r.cm.order)
+		}
+	})
+}
+
+// TestAnsweredByTimeout: a file whose commit does not complete (its
+// coordinator cut off from the metadata log) answers its requests
+// REQUEST_TIMED_OUT at their timeout, as Kafka's leader answers a produce
+// not replicated in time, and is still committed later; a request with no
+// timeout waits for the commit. Without the bound the request waited for
+// the commit however long (a cut-off sidecar held one over 30 s).
+func TestAnsweredByTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{CommitInterval: time.Millisecond})
+		r.cm.hold = make(chan struct{})
+		req := request(9, -1, "ct", part{0, good(1)}, part{1, good(1)})
+		req.TimeoutMillis = 5000
+		start := time.Now()
+		resp := r.h.Produce(context.Background(), req)()
+		if time.Since(start) != 5*time.Second {
+			t.Fatalf("answered after %v, want its 5 s timeout", time.Since(start))
+		}
+		wantAll(t, resp, 2, kerr.RequestTimedOut.Code, "REQUEST_TIMED_OUT")
+		untimed := request(9, -1, "ct", part{2, good(1)})
+		untimed.TimeoutMillis = 0
+		w := r.h.Produce(context.Background(), untimed)
+		time.Sleep(time.Minute)
+		close(r.cm.hold)
+		if c := codes(w())[0]; c != 0 {
+			t.Fatalf("no timeout: code %d, want the commit's answer", c)
+		}
+		r.h.Close(context.Background())
+		if len(r.cm.order) != 2 {
+			t.Fatalf("%d files committed, want 2 (the timed-out one too)", len(r.cm.order))
 		}
 	})
 }
