@@ -708,8 +708,8 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 // internal/history (nothing acknowledged lost, moved or duplicated, no
 // offset assigned twice) and timed (producers resume by themselves:
 // the longest gap between acknowledgements stays under the 30 s,
-// under 35 s for the producer through a sidecar cut off by the network,
-// whose kgo client cannot learn anything for up to 30 s: checkResumed):
+// the producer through a sidecar cut off by the network included, whose
+// client must first give that sidecar up: checkResumed, cutClientOpts):
 //
 //   - SidecarKill: a sidecar hosting shards SIGKILLed; its shards move to
 //     the others within the session timeout; its producer's client, told
@@ -743,14 +743,17 @@ func loadOnAll(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history
 	return loadOnAllGroup(ctx, t, cl, h, topic, partitions, "group-"+topic)
 }
 
-// loadOnAllGroup is loadOnAll with the consumers in group.
-func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32, group string) *load {
+// loadOnAllGroup is loadOnAll with the consumers in group, every client
+// given opts too.
+func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32, group string,
+	opts ...kgo.Opt) *load {
 	l := &load{ps: map[int32]*hproducer{}, cs: map[int32]*hconsumer{}}
 	for id, s := range cl.scs {
 		l.ps[id] = startProducer(ctx, s, h, fmt.Sprintf("p%d-%s", id, topic), topic, partitions,
-			kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2*time.Minute))
+			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2 * time.Minute)},
+				opts...)...)
 		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), group, topic,
-			kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id)))
+			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id))}, opts...)...)
 	}
 	return l
 }
@@ -782,34 +785,32 @@ func (l *load) waitReading(t *testing.T, ctx context.Context, n int64) {
 	}
 }
 
-// silentPeer is how long a kgo client with its defaults can wait, from
-// the cut, on a sidecar cut off by the network before it learns
-// anything: the produce request in flight at the cut is given up only
-// after its 10 s timeout and kgo's 10 s request timeout overhead (20 s),
-// and the Metadata request kgo then sends goes round robin over the
-// brokers it knows — to the same silent sidecar, over a connection still
-// open, another 10 s. No server can shorten it (nothing the cut sidecar
-// sends crosses the cut), and a killed process does not cause it (its
-// connections are reset at once).
-const silentPeer = 30 * time.Second
-
-// resumeAfterSilence is how long a client that gave up on a silent
-// sidecar may take to resume through the others: a Metadata answer from
-// a live sidecar (which dropped the cut one within its session
-// timeout, long before) and the retry of its records there. Measured
-// 0.45–1.1 s after kgo's 20 s deadline in four runs.
-const resumeAfterSilence = 5 * time.Second
+// cutClientOpts are the settings of NetworkPartition's clients: kgo's
+// request timeout overhead (how long past a request's own timeout a
+// client waits for an answer before it gives the connection up) at 5 s
+// instead of kgo's 10 s. A client of a sidecar cut off by the network
+// learns nothing until then, and no server can shorten it (nothing the
+// cut sidecar sends crosses the cut; a killed process, by contrast, has
+// its connections reset at once): the produce request in flight at the
+// cut fails at its 10 s timeout plus the overhead, and the Metadata
+// request the client then sends goes round robin over the brokers it
+// knows — to the same silent sidecar on a connection still open (or to
+// its seed, the same address), another overhead each time — before a
+// live sidecar's answer moves it (then its records go through within
+// about a second). With kgo's defaults that is 20 s, 30 s or 40 s from
+// the cut, past the 30 s in the last two (30.4–30.6 s measured);
+// with 5 s, 15 s, 20 s or 25 s (DESIGN §Shard placement). A client that
+// still reaches the cut sidecar is told of the others by its Metadata
+// once its membership lapsed (checkCutSidecar).
+var cutClientOpts = []kgo.Opt{kgo.RequestTimeoutOverhead(5 * time.Second)}
 
 // checkResumed stops the load and checks that each producer and the group
 // as a whole resumed within 30 s of since (the longest time without an
 // acknowledgement, and without a record read by any member, up to the
 // stop), the bound. The group is given up to 30 s to read once
 // more before the load stops, so a group stalled at the end fails however
-// soon the test got here. The producer connected through cutOff (−1:
-// none), a sidecar cut off by the network, is allowed silentPeer and
-// resumeAfterSilence instead: its client first has to give up on it. Each
-// member's own longest gap is logged.
-func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
+// soon the test got here. Each member's own longest gap is logged.
+func (l *load) checkResumed(t *testing.T, since time.Time) {
 	t.Helper()
 	waitFrom := time.Now()
 	for time.Since(waitFrom) < 30*time.Second && !slices.ContainsFunc(slices.Collect(maps.Values(l.cs)), func(c *hconsumer) bool {
@@ -821,10 +822,7 @@ func (l *load) checkResumed(t *testing.T, since time.Time, cutOff int32) {
 		p.stopProducing()
 		gap := p.longestGap(since)
 		t.Logf("producer through sidecar %d: longest gap between acknowledgements %v; failures %v", id, gap.Round(time.Millisecond), p.failures())
-		limit := 30 * time.Second
-		if id == cutOff {
-			limit = silentPeer + resumeAfterSilence
-		}
+		const limit = 30 * time.Second
 		if gap > limit {
 			t.Errorf("producer through sidecar %d waited %v for an acknowledgement (limit %v)", id, gap, limit)
 		}
@@ -932,7 +930,7 @@ func testClusterSidecarKill(t *testing.T, cl *sidecarCluster) {
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+1_000)
 	}
-	l.checkResumed(t, killedAt, -1)
+	l.checkResumed(t, killedAt)
 	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
 }
 
@@ -975,11 +973,15 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	}
 	topic := "failover-partition"
 	createTopic(t, ctx, cl.scs[1], topic, partitions, nil)
+	// The cut sidecar is sent a produce of its own, outside the load's
+	// history (checkCutSidecar).
+	probe := topic + "-probe"
+	createTopic(t, ctx, cl.scs[1], probe, partitions, nil)
 	h := history.New()
 	// The group's coordinator is on the sidecar cut off: its members
 	// have to find it elsewhere and join the group anew there.
 	group := groupOnShard("group-"+topic, int32(hosted[0]))
-	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group)
+	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group, cutClientOpts...)
 	l.waitReading(t, ctx, 2_000)
 	// A client that still reaches the sidecar through the cut: a network
 	// of clients routed to its host by a veth of its own (not cut).
@@ -1001,6 +1003,7 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 		t.Fatalf("sidecar %d exited while cut off", victim)
 	}
 	checkCutListOffsets(t, ctx, cl, topic, partitions, hosted, dialCut, cutAddr)
+	checkCutSidecar(t, ctx, cl, victim, topic, probe, partitions, hosted, dialCut, cutAddr)
 	healAt := time.Now()
 	host.Heal()
 	cl.waitBrokers(1, 2, 3)
@@ -1011,7 +1014,7 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+1_000)
 	}
-	l.checkResumed(t, cutAt, victim)
+	l.checkResumed(t, cutAt)
 	finalRead(t, ctx, cl.scs[1], topic, partitions, h)
 	for id, s := range cl.scs {
 		if !s.Alive() {
@@ -1027,9 +1030,7 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 // to: its answer must be a retriable error or an offset no lower than
 // what the others' owner answers (what they acknowledged), never its
 // state as of the cut (DESIGN §Fencing, the read-index rule; before it,
-// the cut sidecar answered the high watermark of the cut). It logs what
-// the cut sidecar's Metadata tells that client: its brokers and the
-// topic's leaders.
+// the cut sidecar answered the high watermark of the cut).
 func checkCutListOffsets(t *testing.T, ctx context.Context, cl *sidecarCluster, topic string, partitions int32, hosted []int,
 	dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) {
 	t.Helper()
@@ -1084,6 +1085,26 @@ func checkCutListOffsets(t *testing.T, ctx context.Context, cl *sidecarCluster, 
 		}
 	}
 	t.Logf("the cut sidecar answered ListOffsets of %d partitions in %v", len(rt.Partitions), time.Since(t0).Round(time.Millisecond))
+}
+
+// checkCutSidecar asks victim, a sidecar cut off from Kafka and the other
+// sidecars long enough for its membership to lapse — through addr,
+// dialed with dial, a client that still reaches it — for Metadata, which
+// must name neither it as a broker nor it as a leader of topic's
+// partitions (it names the others of its last view: server.Cluster's
+// Lapsed; before, it named itself leader of a third of them); then sends
+// it a Produce (acks=all, 5 s timeout) to a partition of probe on a shard
+// it hosted at the cut (hosted), which must be answered with a retriable
+// error (the request's timeout bounds the wait: once, unbounded, it went
+// unanswered for over 30 s), and a Fetch of it, which must be answered.
+// probe is not in the load's history: the produce may yet be stored.
+func checkCutSidecar(t *testing.T, ctx context.Context, cl *sidecarCluster, victim int32, topic, probe string, partitions int32, hosted []int,
+	dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) {
+	t.Helper()
+	c, err := dial(ctx, "tcp", addr)
+	mustNoErr(t, "dial the cut sidecar", err)
+	defer c.Close()
+	rc := &RawConn{t: t, conn: c}
 	mreq := kmsg.NewPtrMetadataRequest()
 	mreq.Version = 12
 	mt := kmsg.NewMetadataRequestTopic()
@@ -1102,7 +1123,57 @@ func checkCutListOffsets(t *testing.T, ctx context.Context, cl *sidecarCluster, 
 			leaders[mp.Partition] = mp.Leader
 		}
 	}
-	t.Logf("the cut sidecar's Metadata: brokers %v, leaders of %s by partition %v", brokers, topic, leaders)
+	t.Logf("the cut sidecar's Metadata: brokers %v, controller %d, leaders of %s by partition %v", brokers, md.ControllerID, topic, leaders)
+	if slices.Contains(brokers, victim) || len(brokers) == 0 || md.ControllerID == victim || slices.Contains(slices.Collect(maps.Values(leaders)), victim) ||
+		len(leaders) != int(partitions) {
+		t.Errorf("the cut sidecar %d, its membership lapsed, names itself (or no one) in its Metadata: brokers %v, controller %d, leaders %v",
+			victim, brokers, md.ControllerID, leaders)
+	}
+
+	id, ok := topicOf(ctx, cl.scs[1], probe)
+	if !ok {
+		t.Fatalf("topic %s unknown to sidecar 1", probe)
+	}
+	part := int32(-1)
+	for p := range partitions {
+		if slices.Contains(hosted, int(diskless.ShardFor(id, p, clusterShards))) {
+			part = p
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("no partition of %s on the shards %v the cut sidecar hosted", probe, hosted)
+	}
+	preq := produceRequest(probe, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("probe", 1)...))
+	preq.TimeoutMillis = 5000
+	preq.Topics[0].Partitions[0].Partition = part
+	t0 := time.Now()
+	presp, err := rc.TryRequest(preq)
+	mustNoErr(t, "Produce at the cut sidecar (unanswered)", err)
+	code := presp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	t.Logf("the cut sidecar answered a Produce to %s/%d (shard %d, 5 s timeout) in %v: %v", probe, part,
+		diskless.ShardFor(id, part, clusterShards), time.Since(t0).Round(time.Millisecond), kerr.ErrorForCode(code))
+	if err := kerr.ErrorForCode(code); err == nil || !kerr.IsRetriable(err) {
+		t.Errorf("Produce at the cut sidecar: %v, want a retriable error (it cannot commit)", err)
+	}
+
+	freq := kmsg.NewPtrFetchRequest()
+	freq.Version, freq.ReplicaID, freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes = 12, -1, 500, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = probe
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = part, 0, 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	t0 = time.Now()
+	fresp, err := rc.TryRequest(freq)
+	mustNoErr(t, "Fetch at the cut sidecar (unanswered)", err)
+	fr := fresp.(*kmsg.FetchResponse)
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
+		t.Fatalf("Fetch at the cut sidecar: %+v", fr)
+	}
+	t.Logf("the cut sidecar answered a Fetch of %s/%d (500 ms wait) in %v: %v", probe, part, time.Since(t0).Round(time.Millisecond),
+		kerr.ErrorForCode(fr.Topics[0].Partitions[0].ErrorCode))
 }
 
 func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
@@ -1144,7 +1215,7 @@ func testClusterBrokerKill(t *testing.T, cl *sidecarCluster) {
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+2_000)
 	}
-	l.checkResumed(t, killedAt, -1)
+	l.checkResumed(t, killedAt)
 	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
 	for id, s := range cl.scs {
 		if !s.Alive() {
@@ -1310,7 +1381,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	for _, p := range l.ps {
 		p.waitAcked(t, ctx, p.acked.Load()+2_000)
 	}
-	l.checkResumed(t, killedAt, -1)
+	l.checkResumed(t, killedAt)
 	finalRead(t, ctx, cl.scs[2], topic, partitions, h)
 	unanswered := 0 // sidecars whose heartbeats went unanswered for a session timeout
 	for id, s := range cl.scs {
