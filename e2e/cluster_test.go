@@ -709,7 +709,7 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 // offset assigned twice) and timed (producers resume by themselves:
 // the longest gap between acknowledgements stays under the 30 s,
 // the producer through a sidecar cut off by the network included, whose
-// client must first give that sidecar up: checkResumed, cutClientOpts):
+// client must first give that sidecar up: checkResumed, cutProducerOpts):
 //
 //   - SidecarKill: a sidecar hosting shards SIGKILLed; its shards move to
 //     the others within the session timeout; its producer's client, told
@@ -743,7 +743,7 @@ func loadOnAll(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history
 	return loadOnAllGroup(ctx, t, cl, h, topic, partitions, "group-"+topic)
 }
 
-// loadOnAllGroup is loadOnAll with the consumers in group, every client
+// loadOnAllGroup is loadOnAll with the consumers in group, every producer
 // given opts too.
 func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *history.History, topic string, partitions int32, group string,
 	opts ...kgo.Opt) *load {
@@ -753,7 +753,7 @@ func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *hi
 			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2 * time.Minute)},
 				opts...)...)
 		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), group, topic,
-			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id))}, opts...)...)
+			kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id)))
 	}
 	return l
 }
@@ -785,7 +785,7 @@ func (l *load) waitReading(t *testing.T, ctx context.Context, n int64) {
 	}
 }
 
-// cutClientOpts are the settings of NetworkPartition's clients: kgo's
+// cutProducerOpts are the settings of NetworkPartition's producers: kgo's
 // request timeout overhead (how long past a request's own timeout a
 // client waits for an answer before it gives the connection up) at 5 s
 // instead of kgo's 10 s. A client of a sidecar cut off by the network
@@ -802,7 +802,7 @@ func (l *load) waitReading(t *testing.T, ctx context.Context, n int64) {
 // with 5 s, 15 s, 20 s or 25 s (DESIGN §Shard placement). A client that
 // still reaches the cut sidecar is told of the others by its Metadata
 // once its membership lapsed (checkCutSidecar).
-var cutClientOpts = []kgo.Opt{kgo.RequestTimeoutOverhead(5 * time.Second)}
+var cutProducerOpts = []kgo.Opt{kgo.RequestTimeoutOverhead(5 * time.Second)}
 
 // checkResumed stops the load and checks that each producer and the group
 // as a whole resumed within 30 s of since (the longest time without an
@@ -981,7 +981,7 @@ func testClusterPartition(t *testing.T, cl *sidecarCluster) {
 	// The group's coordinator is on the sidecar cut off: its members
 	// have to find it elsewhere and join the group anew there.
 	group := groupOnShard("group-"+topic, int32(hosted[0]))
-	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group, cutClientOpts...)
+	l := loadOnAllGroup(ctx, t, cl, h, topic, partitions, group, cutProducerOpts...)
 	l.waitReading(t, ctx, 2_000)
 	// A client that still reaches the sidecar through the cut: a network
 	// of clients routed to its host by a veth of its own (not cut).
