@@ -570,6 +570,7 @@ func (tg *aclTarget) changeACLs(t *testing.T, ctx context.Context, bindings []ac
 // nothing changes; with them both answer the same codes, none of them an
 // authorization failure.
 func TestACLMatrixMatchesKafka(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	users := map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 	kc := kafkatest.Start(t, kafkatest.Options{SASLPlainUsers: users, BrokerConfig: map[string]string{

@@ -53,6 +53,7 @@ func plainToolConfig(t *testing.T, user, pass string) string {
 // changes); and a sidecar without an authorizer answers the ACL APIs
 // SECURITY_DISABLED.
 func TestKafkaACLsTool(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	dataDir := t.TempDir()
 	sc := StartSidecar(t, dataDir, aclSidecarSets...)
@@ -168,6 +169,7 @@ func TestKafkaACLsTool(t *testing.T) {
 // (CLUSTER_ACTION); with
 // allow.everyone.if.no.acl.found a topic no ACL names is open to all.
 func TestACLChecks(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	sc := StartSidecar(t, "", aclSidecarSets...)
 	ctx := testCtx(t, 4*time.Minute)

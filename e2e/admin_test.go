@@ -13,6 +13,7 @@ import (
 // TestAdminDeleteRecordsAndDescribeConfigs drives DeleteRecords and
 // DescribeConfigs with kadm, as operators' tools do.
 func TestAdminDeleteRecordsAndDescribeConfigs(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, time.Minute)
 	const topic = "admin"

@@ -47,6 +47,7 @@ import (
 //     CLUSTER_AUTHORIZATION_FAILED (no one else may speak for a client);
 //   - no password appears in either sidecar's log.
 func TestClusterSASLSSL(t *testing.T) {
+	t.Parallel()
 	skipIfShort(t)
 	kafkatest.Require(t)
 	k := kafkatest.Start(t, kafkatest.Options{SASLPlainUsers: map[string]string{"sidecar": "sidecar-kafka-secret"}})

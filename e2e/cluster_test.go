@@ -294,6 +294,7 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //     until a new process of that node id is started and confirms it;
 //     then DISABLED everywhere, and the new process refuses produce to it.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	// A session timeout of 20 s: DisablementSidecarDown restarts a killed
 	// sidecar before the others' views drop it, however loaded the
 	// machine (the restart replaces it in the view at once).
@@ -1250,6 +1251,7 @@ func topicOf(ctx context.Context, s *Sidecar, topic string, opts ...kgo.Opt) (di
 // spread over both; a zone-b client of sidecar 3 alone; once sidecar 3 is
 // dead, of the live ones, never of it; a client of no zone of all.
 func TestClusterZones(t *testing.T) {
+	t.Parallel()
 	requireNetHost(t)
 	cl := startSidecarClusterLAN(t, 3, map[int32]string{1: "a", 2: "a", 3: "b"},
 		"diskless.client.zone.cidrs=a=10.214.1.0/24,b=10.214.2.0/24")

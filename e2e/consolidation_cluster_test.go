@@ -186,6 +186,7 @@ func (sc *sidecarCluster) waitConsolidated(ctx context.Context, pc *peer.Client,
 // (internal/history), across the boundary between the two owners'
 // segments.
 func TestClusterConsolidation(t *testing.T) {
+	t.Parallel()
 	cl := startSidecarCluster(t, 3, consolidationSets...)
 	ctx := testCtx(t, 8*time.Minute)
 	const topic, partitions = "cons-cluster", 8

@@ -40,6 +40,7 @@ import (
 // orphan scan has deleted the uploaded segment no record names, and
 // `sidecar object-store orphans` finds none.
 func TestConsolidationSIGKILL(t *testing.T) {
+	t.Parallel()
 	for _, step := range []string{"segment uploaded", "record committed", "WAL object released"} {
 		t.Run(step, func(t *testing.T) {
 			ctx := testCtx(t, 5*time.Minute)
@@ -242,6 +243,7 @@ func orphansOf(t *testing.T, st *S3Store, dataDir string) []string {
 // WAL objects are kept below a part (a 1 MiB buffer) so that any multipart
 // upload would be the segment's.
 func TestConsolidationSegmentOnePut(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 3*time.Minute)
 	st := StartS3(t)
 	sc := StartSidecarS3(t, st, t.TempDir(),

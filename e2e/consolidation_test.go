@@ -86,6 +86,7 @@ func waitGone(t *testing.T, ctx context.Context, dataDir string, files []string)
 // DeleteRecords inside a segment moves the log start there, and reads
 // and lookups from it answer as Kafka does inside a batch.
 func TestConsolidationEndToEnd(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "", consolidationSets...)
 	ctx := testCtx(t, 5*time.Minute)
 	const partitions, perPhase = 3, 3000

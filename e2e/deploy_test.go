@@ -135,6 +135,7 @@ func missingMetrics(exprs []string, names map[string]bool) (missing []string, us
 }
 
 func TestMissingMetricsFindsUnknownNames(t *testing.T) {
+	t.Parallel()
 	names := sampleNames("# HELP x\ndiskless_a_total 1\ndiskless_b_bucket{le=\"1\"} 2\n")
 	missing, used := missingMetrics([]string{`rate(diskless_a_total[5m]) / diskless_b_bucket`, `sum(diskless_c_bytes{x="diskless_d"})`}, names)
 	if used != 4 || !slices.Equal(missing, []string{"diskless_c_bytes", "diskless_d"}) {
@@ -147,6 +148,7 @@ func TestMissingMetricsFindsUnknownNames(t *testing.T) {
 // every metric the Grafana dashboard and the alert rules of deploy/ use is
 // on its /metrics.
 func TestDeployMetricsExist(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	sc := StartSidecarS3(t, st, "")
 	ctx := testCtx(t, time.Minute)

@@ -136,6 +136,7 @@ func testRestart(t *testing.T, startSidecar func(dataDir string) *Sidecar, stopS
 // acknowledged must be there after a restart on the same data.dir, exactly
 // once, offsets dense (DESIGN invariants 1 and 2); on both metadata logs.
 func TestDurabilityAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir, sets...) }, (*Sidecar).Kill)
 	})
@@ -144,5 +145,6 @@ func TestDurabilityAfterSIGKILL(t *testing.T) {
 // TestDurabilityAfterSIGTERM is the same with a graceful stop, which must
 // also exit 0.
 func TestDurabilityAfterSIGTERM(t *testing.T) {
+	t.Parallel()
 	testRestart(t, func(dir string) *Sidecar { return StartSidecar(t, dir) }, (*Sidecar).Stop)
 }

@@ -41,6 +41,7 @@ func errCode(e *kerr.Error) int16 {
 // GROUP_ID_NOT_FOUND, and FindCoordinator's batched keys and OffsetFetch
 // v8's several groups; the sidecar stays up.
 func TestGroupsBadInput(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "", append(append([]string(nil), groupSidecarSets...), "group.max.size=2")...)
 	ctx := testCtx(t, 2*time.Minute)
 	createTopic(t, ctx, sc, "bad-groups", 2, nil)

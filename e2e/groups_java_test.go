@@ -16,6 +16,7 @@ import (
 // end offsets; a second run of the same group resumes there and reads
 // nothing.
 func TestGroupsJava(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []string{"classic", "consumer"} {
 		t.Run(protocol, func(t *testing.T) {
 			const partitions, n = 4, 2000
@@ -64,6 +65,7 @@ func TestGroupsJava(t *testing.T) {
 // assignment; once the member is gone, the lag of records produced since;
 // then deletes the group.
 func TestGroupsConsumerGroupsTool(t *testing.T) {
+	t.Parallel()
 	for _, balancer := range []string{"range", "consumer"} {
 		t.Run(balancer, func(t *testing.T) {
 			const partitions = 4

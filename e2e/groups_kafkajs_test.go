@@ -62,6 +62,7 @@ const timer = setTimeout(() => { console.error("timed out after " + n); process.
 // TestGroupsKafkaJS: a KafkaJS consumer group member consumes a topic to
 // the end, every record once, and its commits are the end offsets.
 func TestGroupsKafkaJS(t *testing.T) {
+	t.Parallel()
 	dir := kafkajsDir(t)
 	const partitions, n = 4, 1000
 	ctx := testCtx(t, 3*time.Minute)

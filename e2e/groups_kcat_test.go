@@ -93,6 +93,7 @@ func (k *kcatMember) stop(t *testing.T) {
 // after the sidecar is SIGKILLed and restarted a new consumer of the group
 // resumes from the last commit: every record is consumed exactly once.
 func TestGroupsKcat(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	const partitions = 8
 	ctx := testCtx(t, 4*time.Minute)

@@ -76,6 +76,7 @@ c.close()
 // group members, consume every record once and commit; the commits are
 // the end offsets.
 func TestGroupsPython(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"confluent-kafka", "kafka-python"} {
 		t.Run(name, func(t *testing.T) {
 			pc := pythonConsumers[name]

@@ -39,6 +39,7 @@ func (h *saramaHandler) count() int {
 // consumes a topic to the end, every record once, and its commits on
 // Close are the end offsets.
 func TestGroupsSarama(t *testing.T) {
+	t.Parallel()
 	const partitions, n = 4, 1000
 	ctx := testCtx(t, 3*time.Minute)
 	sc := StartSidecar(t, "", groupSidecarSets...)

@@ -105,6 +105,7 @@ func missing(want []string, members ...*member) []string {
 // offsets; every record was consumed by some member; after a SIGKILL and
 // restart of the sidecar the committed offsets are still the end offsets.
 func TestGroupsKgo(t *testing.T) {
+	t.Parallel()
 	for _, balancer := range []string{"range", "cooperative-sticky", "consumer"} {
 		t.Run(balancer, func(t *testing.T) { runGroupsKgo(t, balancer) })
 	}
@@ -204,6 +205,7 @@ func runGroupsKgo(t *testing.T, balancer string) {
 // UNRELEASED_INSTANCE_ID, until the session times out and the group
 // rebalances), which leaveStatic848 sends for it.
 func TestGroupsStaticMembers(t *testing.T) {
+	t.Parallel()
 	for _, balancer := range []string{"range", "cooperative-sticky", "consumer"} {
 		t.Run(balancer, func(t *testing.T) { runGroupsStaticMembers(t, balancer) })
 	}

@@ -55,6 +55,7 @@ func fetchOffsetsRaw(t *testing.T, rc *RawConn, group string, topics map[string]
 // restart (replay), and a topic re-created under the name inherits no
 // offset.
 func TestDeleteTopicRemovesGroupOffsets(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	const partitions = 4
 	ctx := testCtx(t, 4*time.Minute)

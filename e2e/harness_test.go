@@ -8,6 +8,18 @@
 //
 // With SIDECAR_REQUIRE_INTEGRATION=1 (set by .ci/run), a missing tool is a
 // failure instead of a skip.
+//
+// Most of their time the tests wait (for sidecars, JVMs, session timeouts,
+// failovers), so every test calls t.Parallel — go test runs -parallel of
+// them at once, GOMAXPROCS by default — except the three that SIGKILL or
+// restart a broker of the shared Kafka (sharedKafka): TestKafkaLog,
+// TestClusterFailover and TestClusterCoordinatorFailover. Those run
+// first, one at a time, while every parallel test waits (go test starts a
+// package's parallel tests after its last sequential one), so no other
+// test's sidecars see a broker die under them. Each test has its own
+// ports (127.0.0.1:0), data.dir (t.TempDir), versitygw, metadata topic
+// and cluster group (diskless-sidecars-<metadata topic>) on the shared
+// Kafka, and network namespaces (netHost) named by process and number.
 package e2e
 
 import (

@@ -46,6 +46,7 @@ func metricValue(t *testing.T, text, name string) float64 {
 // what the produce and fetch paths did: objects and bytes uploaded, files
 // sealed, bytes served.
 func TestOperatorEndpoint(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	if sc.HTTP == "" {
 		t.Fatal("the sidecar did not log its HTTP endpoint")

@@ -72,6 +72,7 @@ func walDump(t *testing.T, args ...string) (walDumpReport, int, string) {
 // produced, with every CRC right and contiguous byte ranges; a flipped
 // byte is reported as a bad CRC with exit code 1.
 func TestWALDump(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, time.Minute)
 	createTopic(t, ctx, sc, "dumped", 2, nil)

@@ -39,6 +39,7 @@ var apiVersionsCases = []struct {
 // the sidecar: both refuse a name or version outside KIP-511's pattern with
 // INVALID_REQUEST and no API keys, and go on serving the connection.
 func TestApiVersionsClientSoftwareMatchesKafka(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	kc := kafkatest.Start(t, kafkatest.Options{})
 	sc := StartSidecar(t, "")
@@ -99,6 +100,7 @@ var groupAPIDepartures = map[int16]string{}
 // exist, one with a member, an empty group id and a group holding
 // offsets.
 func TestGroupAPIVersionsMatchKafka(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	ctx := testCtx(t, 3*time.Minute)
 	kc := kafkatest.Start(t, kafkatest.Options{})

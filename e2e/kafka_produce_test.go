@@ -229,6 +229,7 @@ func produceEach(t *testing.T, rc *RawConn, topic string, batches [][]byte) []in
 // timestamp is the records' true maximum, so ListOffsets finds the same
 // offset.
 func TestProduceValidationMatchesKafka(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	kc := kafkatest.Start(t, kafkatest.Options{})
 	sc := StartSidecar(t, "")

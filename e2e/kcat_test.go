@@ -75,6 +75,7 @@ func kcat(t *testing.T, ctx context.Context, args ...string) string {
 // the same order (one partition), and that `kcat -L` lists the topic; on
 // both metadata logs.
 func TestKcatEndToEnd(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		runKcatEndToEnd(t, StartSidecar(t, "", sets...))
@@ -107,6 +108,7 @@ func runKcatEndToEnd(t *testing.T, sc *Sidecar) {
 // TestKcatCompressedCRC produces with every librdkafka codec and consumes
 // with check.crcs=true, so librdkafka verifies every batch CRC it receives.
 func TestKcatCompressedCRC(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 5*time.Minute)

@@ -88,6 +88,7 @@ func sameRecord(want, got *kgo.Record) error {
 // on the embedded one 20k per codec (100k in all), which keeps the
 // suite's time down and is what the rest of the suite already covers.
 func TestKgoEndToEnd(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		perCodec := 20_000
 		if slices.Contains(sets, "diskless.metadata.log=kafka") {

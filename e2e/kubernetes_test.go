@@ -140,6 +140,7 @@ func configKeys(t *testing.T) map[string]bool {
 // shutdown.timeout.ms, resource requests, a PodDisruptionBudget over the
 // pods, and config keys (variables and properties files) the binary knows.
 func TestKubernetesManifests(t *testing.T) {
+	t.Parallel()
 	m := loadManifests(t)
 	keys := configKeys(t)
 	var sidecars int
@@ -268,6 +269,7 @@ func checkSidecarContainer(t *testing.T, ss *appsv1.StatefulSet, c corev1.Contai
 // TestKubernetesProbesServed: the paths the manifests' probes GET answer
 // 200 on a running sidecar's HTTP endpoint.
 func TestKubernetesProbesServed(t *testing.T) {
+	t.Parallel()
 	m := loadManifests(t)
 	sc := StartSidecar(t, "")
 	paths := make(map[string]bool)

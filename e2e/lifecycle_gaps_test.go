@@ -91,6 +91,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, ok func() bool) 
 // holding one of B's stays, and B's records are all consumed as produced,
 // byte for byte. Each topic is told in the objects by its producer's id.
 func TestDeleteTopicDeletesOnlyItsObjects(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	sc := StartSidecar(t, "", "diskless.file.deletion.delay.ms=1000")
 	ctx := testCtx(t, 4*time.Minute)
@@ -241,6 +242,7 @@ func produceOne(t *testing.T, ctx context.Context, cl *kgo.Client, topic string,
 // producers fail with POLICY_VIOLATION, and a raw Produce gets
 // POLICY_VIOLATION naming the state.
 func TestDisablementProduceErrors(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	sc := StartSidecarS3(t, st, "")
 	ctx := testCtx(t, 4*time.Minute)
@@ -343,6 +345,7 @@ func ptrString(s *string) string {
 // UNKNOWN_TOPIC_ID and of the new id the new, empty log; Produce v13 by
 // the old id gets UNKNOWN_TOPIC_ID too.
 func TestFetchByOldTopicID(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "reborn"

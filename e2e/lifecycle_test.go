@@ -80,6 +80,7 @@ func waitState(t *testing.T, sc *Sidecar, name, state string, within time.Durati
 // kafka-topics deletes the topic, which leaves Metadata, and kadm creates
 // it again under a new id, empty.
 func TestTopicLifecycleKafkaTools(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	sc := StartSidecar(t, "", "diskless.retention.check.interval.ms=200")
 	ctx := testCtx(t, 4*time.Minute)
@@ -183,6 +184,7 @@ func TestTopicLifecycleKafkaTools(t *testing.T) {
 // a repeated disable changes nothing; after
 // re-enabling, writes are accepted and continue from the high watermark.
 func TestDisablementWithClients(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	for _, policy := range []string{"retain", "delete"} {
 		t.Run(policy, func(t *testing.T) {
@@ -328,6 +330,7 @@ func TestDisablementWithClients(t *testing.T) {
 // produce path holds an accepted batch whose object's upload the S3 proxy
 // stalls (every PutObject), and the confirmation waits for it.
 func TestDisablementSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	s3 := StartS3(t)
 	dir := t.TempDir()

@@ -22,6 +22,7 @@ import (
 // connection, and a summary with its count at shutdown (else a minute
 // later).
 func TestLogFloodBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sc := StartSidecar(t, dir)
 	ctx := testCtx(t, 2*time.Minute)

@@ -97,6 +97,7 @@ func batchesIn(t *testing.T, records []byte) (bases []int64, counts []int32) {
 // by a commit), out-of-range offsets with both offsets filled, and a batch
 // larger than max_bytes still delivered.
 func TestFetchEdges(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "fetch-edges"
@@ -191,6 +192,7 @@ func TestFetchEdges(t *testing.T) {
 // TestLogAppendTime checks that consumers of a LogAppendTime topic see the
 // coordinator's append time with a valid CRC, whatever time producers set.
 func TestLogAppendTime(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "log-append-time"
@@ -240,6 +242,7 @@ func TestLogAppendTime(t *testing.T) {
 // the original offset and nothing is stored twice; a gap in the sequence
 // gets OUT_OF_ORDER_SEQUENCE_NUMBER (SPEC §3).
 func TestIdempotence(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "idempotence"
@@ -286,6 +289,7 @@ func TestIdempotence(t *testing.T) {
 // its partition, an oversized batch gets MESSAGE_TOO_LARGE, and a garbage
 // frame closes only its own connection.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "bad-input"
@@ -340,6 +344,7 @@ func TestBadInput(t *testing.T) {
 // carrying a leader epoch (as kadm lists them, or as committed offsets
 // are) validates them with OffsetForLeaderEpoch and consumes normally.
 func TestConsumeWithLeaderEpochs(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, time.Minute)
 	const topic = "epochs"

@@ -14,6 +14,7 @@ import (
 // log start offset past expired batches; fetching below it is then
 // OFFSET_OUT_OF_RANGE, and the change survives a restart.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sc := StartSidecar(t, dir, "diskless.retention.check.interval.ms=200")
 	ctx := testCtx(t, 2*time.Minute)

@@ -21,6 +21,7 @@ import (
 // answered as the first commit was, a shard out of range is
 // NOT_COORDINATOR.
 func TestCoordinatorRPCs(t *testing.T) {
+	t.Parallel()
 	const shards, partitions, perPartition = 4, 4, 50
 	sc := StartSidecar(t, "", "diskless.metadata.topic.num.partitions=4")
 	ctx := testCtx(t, 2*time.Minute)

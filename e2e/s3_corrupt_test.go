@@ -26,6 +26,7 @@ import (
 // without an error, and every later fetch of partition 1 serves a batch
 // with a good CRC — nothing bad was cached.
 func TestS3CorruptGetAnswer(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	dir := t.TempDir()
 	sc := StartSidecarS3(t, st, dir)

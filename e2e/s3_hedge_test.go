@@ -28,6 +28,7 @@ import (
 // upload is left open. The orphan scan would delete it after its grace
 // period (≥ 10 min) had the delete failed: coordinator.TestOrphanScan.
 func TestS3HedgedUpload(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	var (
 		mu      sync.Mutex

@@ -25,6 +25,7 @@ import (
 // OUT_OF_ORDER_SEQUENCE_NUMBER, which the client's retry hides from the
 // history).
 func TestS3CommitOrder(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	m, err := s3fault.ParseLatency("put=1:1-5,1:300-600", 7)
 	mustNoErr(t, "latency model", err)

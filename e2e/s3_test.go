@@ -24,6 +24,7 @@ import (
 // on both metadata logs.
 
 func TestS3KgoEndToEnd(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		st := StartS3(t)
 		sc := StartSidecarS3(t, st, "", sets...)
@@ -39,6 +40,7 @@ func TestS3KgoEndToEnd(t *testing.T) {
 }
 
 func TestS3KcatEndToEnd(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		st := StartS3(t)
@@ -49,6 +51,7 @@ func TestS3KcatEndToEnd(t *testing.T) {
 // TestS3DurabilityAfterSIGKILL kills an S3-backed sidecar mid-load: every
 // acknowledged record is there after a restart, once, offsets dense.
 func TestS3DurabilityAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, sets []string) {
 		st := StartS3(t)
 		testRestart(t, func(dir string) *Sidecar { return StartSidecarS3(t, st, dir, sets...) }, (*Sidecar).Kill)
@@ -96,6 +99,7 @@ func metricOrZero(t *testing.T, text, name string) float64 {
 // retriable errors, that every acknowledged record is readable exactly once
 // at its offset, and that no multipart upload is left open.
 func TestS3FaultsWhileProducing(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	sc := StartSidecarS3(t, st, "",
 		"diskless.storage.s3.request.timeout.ms=1000",
@@ -268,6 +272,7 @@ func bigRecords(t *testing.T, ctx context.Context, sc *Sidecar, topic string, fi
 // Completes and Creates failing or losing their answers; every record comes
 // back exactly once and no upload is left open.
 func TestS3MultipartEndToEnd(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	sc := StartSidecarS3(t, st, "",
 		"diskless.upload.part.bytes=5242880",
@@ -338,6 +343,7 @@ func TestS3MultipartEndToEnd(t *testing.T) {
 // KAFKA_STORAGE_ERROR, and once the faults stop the same fetches return the
 // records. A slow GET body only makes the answer slower.
 func TestS3FetchFaults(t *testing.T) {
+	t.Parallel()
 	st := StartS3(t)
 	dir := t.TempDir()
 	sc := StartSidecarS3(t, st, dir)

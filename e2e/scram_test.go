@@ -31,6 +31,7 @@ import (
 // removed with kafka-configs.sh no longer does. No password reaches the
 // sidecar's log.
 func TestSCRAMClients(t *testing.T) {
+	t.Parallel()
 	f := newTLSFiles(t)
 	dataDir := t.TempDir()
 	sets := []string{

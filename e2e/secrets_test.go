@@ -32,6 +32,7 @@ import (
 // not a key, ssl.key.password). The sidecar's own Kafka client (the
 // metadata log's) takes no credentials yet, so has none to leak.
 func TestNoSecretsInLogsOrMetrics(t *testing.T) {
+	t.Parallel()
 	const (
 		plainPW     = "plain-pw-4f1c9e"
 		scramPW     = "scram-pw-8b2d7a"

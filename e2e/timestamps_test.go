@@ -42,6 +42,7 @@ func listOffsetOf(t *testing.T, ctx context.Context, cl *kgo.Client, topic strin
 // zstd batch (the lookup decompresses it), and one whose records are out of
 // timestamp order (max timestamp in its middle).
 func TestListOffsetsByTimestamp(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 2*time.Minute)
 	const topic = "by-time"

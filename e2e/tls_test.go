@@ -63,6 +63,7 @@ func (f *tlsFiles) clientTLS(t *testing.T, leaf *certtest.Leaf) *tls.Config {
 // one would fail its handshake); refused cases leave it serving; a
 // rotated keystore is served without a restart.
 func TestTLSClients(t *testing.T) {
+	t.Parallel()
 	f := newTLSFiles(t)
 	sc := StartSidecar(t, "",
 		"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
@@ -282,6 +283,7 @@ func servedCN(t *testing.T, addr string, cfg *tls.Config) string {
 // connections.max.reauth.ms the Java client re-authenticates on its
 // connection and keeps producing.
 func TestSASLClients(t *testing.T) {
+	t.Parallel()
 	f := newTLSFiles(t)
 	sc := StartSidecar(t, "",
 		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",

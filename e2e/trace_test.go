@@ -97,6 +97,7 @@ func (r *otlpReceiver) names() []string {
 // commit and the object store arrive at <prefix>/v1/traces as protobuf,
 // with the resource naming the service (OTEL_SERVICE_NAME) and the node.
 func TestTracesOverOTLP(t *testing.T) {
+	t.Parallel()
 	recv := startOTLPReceiver(t)
 	sc := startSidecar(t, "", []string{"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_SERVICE_NAME=e2e-sidecar"},
 		"otel.exporter.otlp.endpoint="+recv.srv.URL+"/otlp", "otel.traces.sampler.ratio=1", "node.id=7")

@@ -29,6 +29,7 @@ import (
 // describe-producers and find-hanging against the sidecar; abort, on
 // both, then compared as above.
 func TestTransactionAdminMatchesKafka(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	kc := kafkatest.Start(t, kafkatest.Options{})
 	sc := StartSidecar(t, "")
@@ -302,6 +303,7 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 // transaction coordinator — InitProducerId asking for more gets
 // INVALID_TRANSACTION_TIMEOUT, asking for it gets a producer id (SPEC §15).
 func TestTransactionMaxTimeoutKey(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "", "transaction.max.timeout.ms=5000")
 	ctx := testCtx(t, time.Minute)
 	cl := sc.Client()

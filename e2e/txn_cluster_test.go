@@ -31,6 +31,7 @@ import (
 // before the kill, and its read_committed consumer sees the committed
 // records only.
 func TestClusterTransactions(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	const (
 		// Two: a topic's partitions are on consecutive shards

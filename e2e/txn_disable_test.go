@@ -17,6 +17,7 @@ import (
 // watermark and a read_committed reader gets the committed records (none
 // of the aborted ones); the topic then becomes DISABLED.
 func TestTransactionOpenWhileDisabling(t *testing.T) {
+	t.Parallel()
 	for _, end := range []string{"commit", "timeout"} {
 		t.Run(end, func(t *testing.T) {
 			sc := StartSidecar(t, "", "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000")

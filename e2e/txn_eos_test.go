@@ -172,6 +172,7 @@ func startEOSMember(t *testing.T, addr, name, in, out string) (cmd *exec.Cmd, he
 // §15), which eosReader.check checks with the history checker's committed
 // view (package internal/history).
 func TestTransactionsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	const (
 		partitions = 4
 		n          = 3000

@@ -145,6 +145,7 @@ func vals(prefix string, n int) []string {
 // first, whose produce and commit then fail and none of whose records
 // become visible.
 func TestTransactionsKgo(t *testing.T) {
+	t.Parallel()
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 3*time.Minute)
 	const topic = "txn"
@@ -357,6 +358,7 @@ func javaReadCommitted(t *testing.T, ctx context.Context, sc *Sidecar, topic str
 // another until the coordinator aborts it at its transaction.timeout.ms,
 // after which its producer's commit fails (SPEC §15).
 func TestTransactionsJava(t *testing.T) {
+	t.Parallel()
 	kafkatest.Require(t)
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 4*time.Minute)
