@@ -12,7 +12,7 @@
 // Most of their time the tests wait (for sidecars, JVMs, session timeouts,
 // failovers), so every test calls t.Parallel — go test runs -parallel of
 // them at once, GOMAXPROCS by default — except the three that SIGKILL or
-// restart a broker of the shared Kafka (sharedKafka): TestKafkaLog,
+// restart a broker of the shared Kafka (sharedKafka): TestKafkaLogBrokerKill,
 // TestClusterFailover and TestClusterCoordinatorFailover. Those run
 // first, one at a time, while every parallel test waits (go test starts a
 // package's parallel tests after its last sequential one), so no other

@@ -37,24 +37,31 @@ import (
 //     fail with NOT_LEADER_OR_FOLLOWER (retriable) and it answers that to
 //     every produce; nothing acknowledged is lost, duplicated, or
 //     assigned an offset twice.
-//   - BrokerKill: the broker leading the metadata partition SIGKILLed
-//     under load: produce pauses, then resumes on the new leader; nothing
-//     acknowledged is lost or duplicated.
 func TestKafkaLog(t *testing.T) {
+	t.Parallel()
 	c := sharedKafka(t)
 	st := StartS3(t)
-	kafka := func(topic string) []string {
-		return append(kafkaLogOn(c, topic), "diskless.append.commit.interval.ms=50")
-	}
 	t.Run("NewSidecarAfterSIGKILL", func(t *testing.T) {
-		testNewSidecarAfterSIGKILL(t, func() *Sidecar { return StartSidecarS3(t, st, "", kafka("meta-sigkill")...) })
+		testNewSidecarAfterSIGKILL(t, func() *Sidecar { return StartSidecarS3(t, st, "", kafkaLogCommitFast(c, "meta-sigkill")...) })
 	})
 	t.Run("Zombie", func(t *testing.T) {
-		testZombie(t, func() *Sidecar { return StartSidecarS3(t, st, "", kafka("meta-zombie")...) })
+		testZombie(t, func() *Sidecar { return StartSidecarS3(t, st, "", kafkaLogCommitFast(c, "meta-zombie")...) })
 	})
-	t.Run("BrokerKill", func(t *testing.T) {
-		testMetadataLeaderKill(t, c, "meta-broker-kill", StartSidecar(t, "", kafka("meta-broker-kill")...))
-	})
+}
+
+// TestKafkaLogBrokerKill SIGKILLs the broker of the shared Kafka leading
+// the metadata partition of a sidecar with diskless.metadata.log=kafka,
+// under load: produce pauses, then resumes on the new leader; nothing
+// acknowledged is lost or duplicated. Not parallel: the package's other
+// tests use that Kafka (harness_test.go).
+func TestKafkaLogBrokerKill(t *testing.T) {
+	c := sharedKafka(t)
+	testMetadataLeaderKill(t, c, "meta-broker-kill", StartSidecar(t, "", kafkaLogCommitFast(c, "meta-broker-kill")...))
+}
+
+// kafkaLogCommitFast is kafkaLogOn with a 50 ms commit interval.
+func kafkaLogCommitFast(c *kafkatest.Cluster, topic string) []string {
+	return append(kafkaLogOn(c, topic), "diskless.append.commit.interval.ms=50")
 }
 
 // hproducer produces unique values ("<name>-<n>") round-robin over the
