@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
@@ -89,6 +94,29 @@ func stopSharedKafka(failed bool) {
 	if err := shared.c.Close(failed); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+}
+
+// balanceSharedKafkaAfter gives every partition of the shared Kafka back to
+// its preferred replica when t ends, as Kafka's automatic rebalance would
+// at some moment up to leader.imbalance.check.interval.seconds (300 s)
+// later: a test that SIGKILLs or restarts a broker calls it first, so the
+// parallel tests that start after it (harness_test.go) do not see
+// leaderships — metadata partitions, group coordinators — move under them.
+// Best effort: a failed election is logged, not a failure.
+func balanceSharedKafkaAfter(t *testing.T, c *kafkatest.Cluster) {
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.BootstrapServers(), ",")...))
+		if err != nil {
+			t.Logf("preferred leader election on the shared Kafka: %v", err)
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil); err != nil {
+			t.Logf("preferred leader election on the shared Kafka: %v", err)
+		}
+	})
 }
 
 // metaTopics numbers the metadata topics of the shared cluster.

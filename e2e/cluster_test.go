@@ -726,6 +726,7 @@ func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
 //   - BrokerKill: the broker leading a metadata partition SIGKILLed: the
 //     shard moves to the sidecar next to the new leader.
 func TestClusterFailover(t *testing.T) {
+	balanceSharedKafkaAfter(t, sharedKafka(t))
 	cl := startSidecarCluster(t, 3)
 	t.Run("SidecarKill", func(t *testing.T) { testClusterSidecarKill(t, cl) })
 	t.Run("NetworkPartition", func(t *testing.T) { testClusterPartition(t, cl) })
@@ -1318,6 +1319,7 @@ func TestClusterZones(t *testing.T) {
 // anyone, nothing acknowledged is lost or duplicated, and producers and
 // the group resume within 30 s.
 func TestClusterCoordinatorFailover(t *testing.T) {
+	balanceSharedKafkaAfter(t, sharedKafka(t))
 	cl := startSidecarCluster(t, 3, "diskless.cluster.session.timeout.ms=3000", "diskless.cluster.heartbeat.interval.ms=500")
 	const partitions = 6
 	ctx := testCtx(t, 8*time.Minute)

@@ -56,6 +56,7 @@ func TestKafkaLog(t *testing.T) {
 // tests use that Kafka (harness_test.go).
 func TestKafkaLogBrokerKill(t *testing.T) {
 	c := sharedKafka(t)
+	balanceSharedKafkaAfter(t, c)
 	testMetadataLeaderKill(t, c, "meta-broker-kill", StartSidecar(t, "", kafkaLogCommitFast(c, "meta-broker-kill")...))
 }
 
