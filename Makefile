@@ -25,9 +25,10 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/linux-$(IMAGE_ARCH)/sidecar ./cmd/sidecar
 	$(GO) run ./internal/tools/image -binary bin/linux-$(IMAGE_ARCH)/sidecar -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) -oci bin/image -tar bin/sidecar-image.tar
 
-# -timeout bounds each package: e2e alone took 16.6 min on a machine loaded
-# ≈ 50–65 by other suites (20 min ran out there), before the cluster's
-# network-partition test added ≈ 3 min.
+# -timeout bounds each package. The longest is e2e, whose tests run two at a
+# time (t.Parallel, -parallel = GOMAXPROCS; see e2e/harness_test.go): 1,753 s
+# alone on 2 cores that other sessions loaded (load average 14–24), where one
+# test at a time it had taken 2,277 s in a full make test the same hour.
 test:
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
