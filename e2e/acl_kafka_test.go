@@ -278,9 +278,18 @@ func aclCases() []aclCase {
 				createTopicAs(t, ctx, tg, "acl-trim", 1)
 				req := produceRequest("acl-trim", batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("r", 3)...))
 				req.Topics[0].TopicID = topicIDAs(t, ctx, tg, "acl-trim")
-				resp := tg.send(t, ctx, tg.admin, req)
-				if c := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; c != 0 {
-					t.Fatalf("%s: produce to acl-trim: code %d", tg.name, c)
+				// Kafka's broker may learn of the topic just created a
+				// moment after CreateTopics answered: UNKNOWN_TOPIC_ID
+				// (or another retriable code) until then.
+				for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+					resp := tg.send(t, ctx, tg.admin, req)
+					c := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+					if c == 0 {
+						break
+					}
+					if err := kerr.ErrorForCode(c); !kerr.IsRetriable(err) || time.Now().After(deadline) {
+						t.Fatalf("%s: produce to acl-trim: %v", tg.name, err)
+					}
 				}
 			},
 			req: func(t *testing.T, ctx context.Context, tg *aclTarget) kmsg.Request {
