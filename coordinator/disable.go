@@ -159,10 +159,8 @@ func (c *Coordinator) sendDisable(ctx context.Context, n int32, req diskless.Dis
 
 // txnsClosedElsewhere returns errTxnsOpen while a transaction is open in
 // one of the topic's partitions on one of shards, hosted by other
-// sidecars, and another error while none of them answered for one of
-// shards (not hosted anywhere, loading, or its owner's catalog behind
-// req's epoch): the disablement waits either way, but that wait is
-// warned of. It
+// sidecars, or while none of them answered for one of shards (not hosted
+// anywhere, loading, or its owner's catalog behind req's epoch). It
 // sends req again to every other sidecar: every sidecar confirmed it
 // once already, so their answers read states no batch of the topic can
 // change but a marker (step 2 above). Without Config.Sidecars (tests of
@@ -190,11 +188,7 @@ func (c *Coordinator) txnsClosedElsewhere(ctx context.Context, req diskless.Disa
 	}
 	for _, s := range shards {
 		if !answered[s] {
-			// Not errTxnsOpen's quiet wait: a shard nobody hosts, or an
-			// owner running a version without TxnShards, stalls the
-			// disablement until an operator acts, so it is warned of
-			// (rate-limited, by the lifecycle loop).
-			return fmt.Errorf("%s, shard %d: no sidecar answered whether a transaction is open there (not hosted, loading, its catalog behind epoch %d, or a sidecar of a version without the answer)", req.Topic, s, req.Epoch)
+			return fmt.Errorf("%w: %s, shard %d: no sidecar answered for it", errTxnsOpen, req.Topic, s)
 		}
 	}
 	return nil
