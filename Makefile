@@ -26,9 +26,9 @@ image:
 	$(GO) run ./internal/tools/image -binary bin/linux-$(IMAGE_ARCH)/sidecar -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) -oci bin/image -tar bin/sidecar-image.tar
 
 # -timeout bounds each package. The longest is e2e, whose tests run two at a
-# time (t.Parallel, -parallel = GOMAXPROCS; see e2e/harness_test.go): 1,753 s
-# alone on 2 cores that other sessions loaded (load average 14–24), where one
-# test at a time it had taken 2,277 s in a full make test the same hour.
+# time (t.Parallel, -parallel = GOMAXPROCS; see e2e/harness_test.go): 1,202 s
+# in a full make test of 1acd27b on 2 cores, where one test at a time it had
+# taken 1,828 s (f81eeac) and, on a loaded machine, 2,277 s.
 test:
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
