@@ -88,10 +88,7 @@ func (v *DisableTopicResponse) AppendTo(dst []byte) []byte {
 		f = kbin.AppendBool(f, s.TxnsOpen)
 		f = appendNoTags(f)
 	}
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, 0)
-	dst = kbin.AppendUvarint(dst, uint32(len(f)))
-	return append(dst, f...)
+	return append(appendOneTag(dst, 0, len(f)), f...)
 }
 
 func (v *DisableTopicResponse) ReadFrom(b []byte) error {

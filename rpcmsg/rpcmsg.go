@@ -153,29 +153,29 @@ func appendInt32s(dst []byte, vs []int32) []byte {
 	return dst
 }
 
+// appendOneTag appends the head of a tagged-field section holding one
+// field: the field count (1), tag and the field's size in bytes; the
+// field's bytes follow.
+func appendOneTag(dst []byte, tag uint32, size int) []byte {
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, tag)
+	return kbin.AppendUvarint(dst, uint32(size))
+}
+
 // appendTag32 appends a tagged-field section holding one int32 field
 // under tag.
 func appendTag32(dst []byte, tag uint32, v int32) []byte {
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, tag)
-	dst = kbin.AppendUvarint(dst, 4)
-	return kbin.AppendInt32(dst, v)
+	return kbin.AppendInt32(appendOneTag(dst, tag, 4), v)
 }
 
 // appendTag64 is appendTag32 for an int64 field.
 func appendTag64(dst []byte, tag uint32, v int64) []byte {
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, tag)
-	dst = kbin.AppendUvarint(dst, 8)
-	return kbin.AppendInt64(dst, v)
+	return kbin.AppendInt64(appendOneTag(dst, tag, 8), v)
 }
 
 // appendTag8 is appendTag32 for an int8 field.
 func appendTag8(dst []byte, tag uint32, v int8) []byte {
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, tag)
-	dst = kbin.AppendUvarint(dst, 1)
-	return kbin.AppendInt8(dst, v)
+	return kbin.AppendInt8(appendOneTag(dst, tag, 1), v)
 }
 
 // appendFormatTag appends the tagged fields of a struct naming an object:
