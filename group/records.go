@@ -219,27 +219,40 @@ func appendSeqTag(dst []byte, seq int64) []byte {
 // another size than 8 is an error.
 func readSeqTag(r *kbin.Reader) (int64, error) {
 	var seq int64
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag := r.Uvarint()
-		v := r.Span(int(r.Uvarint()))
-		if tag != 0 || !r.Ok() {
-			continue
+	err := eachTag(r, func(tag uint32, v []byte) error {
+		if tag != 0 {
+			return nil
 		}
 		if len(v) != 8 {
-			return 0, fmt.Errorf("tagged field 0 (TxnSeq) of %d bytes, want 8", len(v))
+			return fmt.Errorf("tagged field 0 (TxnSeq) of %d bytes, want 8", len(v))
 		}
 		seq = int64(binary.BigEndian.Uint64(v))
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return seq, okOrTruncated(r)
 }
 
-func skipTags(r *kbin.Reader) {
+// eachTag reads a tagged-field section, calling field (when not nil) with
+// each complete field's tag and bytes (a sub-slice of r's), and returns
+// field's first error. Truncation shows in r.Ok.
+func eachTag(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
 	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		r.Uvarint()
-		size := r.Uvarint()
-		r.Span(int(size))
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || field == nil {
+			continue
+		}
+		if err := field(tag, v); err != nil {
+			return err
+		}
 	}
+	return nil
 }
+
+func skipTags(r *kbin.Reader) { _ = eachTag(r, nil) }
 
 func readString(r *kbin.Reader) (string, error) {
 	n := r.Uvarint()
