@@ -1159,16 +1159,8 @@ func checkCutSidecar(t *testing.T, ctx context.Context, cl *sidecarCluster, vict
 		t.Errorf("Produce at the cut sidecar: %v, want a retriable error (it cannot commit)", err)
 	}
 
-	freq := kmsg.NewPtrFetchRequest()
-	freq.Version, freq.ReplicaID, freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes = 12, -1, 500, 1, 1<<20
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = probe
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = part, 0, 1<<20, -1, -1
-	ft.Partitions = append(ft.Partitions, fp)
-	freq.Topics = append(freq.Topics, ft)
 	t0 = time.Now()
-	fresp, err := rc.TryRequest(freq)
+	fresp, err := rc.TryRequest(fetchRequest(probe, part, 0, 1<<20, 500*time.Millisecond))
 	mustNoErr(t, "Fetch at the cut sidecar (unanswered)", err)
 	fr := fresp.(*kmsg.FetchResponse)
 	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
