@@ -136,7 +136,7 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	// Kafka answers EndTxn before its markers are written (SPEC §15): b's
 	// records come after a's marker only once t-0's LSO is past it.
 	txnWaitLSO(t, ctx, a, "t", 0, 2)
-	b := client(kgo.TransactionalID("b"), kgo.TransactionTimeout(time.Minute))
+	b := client(kgo.TransactionalID("b"), kgo.TransactionTimeout(10*time.Minute))
 	mustNoErr(t, "begin b", b.BeginTransaction())
 	mustNoErr(t, "produce b", b.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("b")}, &kgo.Record{Topic: "t", Partition: 1, Value: []byte("b")}).FirstErr())
 	idem := client()
@@ -268,7 +268,7 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	// e has no state; one of epoch 1 ends the transaction in t-2.
 	e0 := client(kgo.TransactionalID("e"), kgo.TransactionTimeout(time.Minute))
 	pidOf(e0, "e")
-	e := client(kgo.TransactionalID("e"), kgo.TransactionTimeout(time.Minute))
+	e := client(kgo.TransactionalID("e"), kgo.TransactionTimeout(10*time.Minute))
 	mustNoErr(t, "begin e", e.BeginTransaction())
 	mustNoErr(t, "produce e", e.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 2, Value: []byte("e")}).FirstErr())
 	pe, ee, err := e.ProducerID(ctx)
