@@ -48,7 +48,40 @@ type Offsets struct {
 	// without visiting the others. Derived: never encoded.
 	byTopic map[string]map[string]int
 	n       int // committed offsets held
+	// ended is the offsets' guard (DESIGN §Transactions, the offsets'
+	// token): per producer id, the largest token of the records 110 that
+	// ended its transactions here (TxnSeq and Timestamp not 0) and the
+	// time of the last one. A record 107 of the producer whose token is
+	// not above it was checked while its transaction was open and
+	// reaches the shard after that transaction ended here: it is refused
+	// (reached). An entry lasts expirationMs from its time, as producer
+	// state does, and is swept once the clock passed that.
+	ended map[int64]endedTokens
+	// clock is the largest Timestamp of the records 110 applied (ms; 0:
+	// none): the time the entries are swept by (tick).
+	clock int64
+	// expirationMs is producer.id.expiration.ms (SetProducerIDExpiration);
+	// configuration, not state: never encoded.
+	expirationMs int64
 }
+
+// endedTokens is one producer's entry of the offsets' guard: the largest
+// token of its records 110 here and the latest of their times (ms).
+type endedTokens struct {
+	seq int64
+	at  int64
+}
+
+// DefaultProducerIDExpirationMs is how long a table remembers a
+// producer's ended token unless SetProducerIDExpiration says otherwise:
+// Kafka's producer.id.expiration.ms default, one day.
+const DefaultProducerIDExpirationMs int64 = 86_400_000
+
+// endedSweepIntervalMs is how far the clock moves between two sweeps of
+// the ended tokens: the period of the partitions' producer-state sweep
+// (coordinator's producerSweepIntervalMs), as the entries expire with
+// producer state.
+const endedSweepIntervalMs = 60_000
 
 type pendingTxn struct {
 	epoch int16
@@ -66,7 +99,63 @@ func NewOffsets() *Offsets {
 		pending: make(map[int64]*pendingTxn),
 		open:    make(map[string]map[topicPartition]int),
 		byTopic: make(map[string]map[string]int),
+		ended:   make(map[int64]endedTokens),
+
+		expirationMs: DefaultProducerIDExpirationMs,
 	}
+}
+
+// SetProducerIDExpiration sets how long the table remembers a producer's
+// ended token after the record 110 that ended it: producer.id.expiration.ms,
+// ms, at least 1 (else ignored). The shard sets it on every table it
+// creates or decodes before applying records to it: replay then refuses
+// and forgets what the live table did.
+func (o *Offsets) SetProducerIDExpiration(ms int64) {
+	if ms > 0 {
+		o.expirationMs = ms
+	}
+}
+
+// reached reports whether the offsets' guard refuses a record 107 of
+// producer pid with token seq written at t (ms): a record 110 here ended
+// the producer's transaction seq or a later one, not expirationMs before
+// t. A token below 1 (not known) is never refused.
+func (o *Offsets) reached(pid, seq, t int64) bool {
+	if seq <= 0 {
+		return false
+	}
+	e, ok := o.ended[pid]
+	return ok && t-e.at < o.expirationMs && seq <= e.seq
+}
+
+// tick moves the clock to t (ms) if later, sweeping the entries expired
+// at t whenever it enters a new sweep interval: the entries kept are a
+// function of the records applied, whatever the snapshots between them
+// (the clock is in the snapshot).
+func (o *Offsets) tick(t int64) {
+	if t <= o.clock {
+		return
+	}
+	if t/endedSweepIntervalMs != o.clock/endedSweepIntervalMs {
+		for pid, e := range o.ended {
+			if t-e.at >= o.expirationMs {
+				delete(o.ended, pid)
+			}
+		}
+	}
+	o.clock = t
+}
+
+// remember adds a record 110's token to the offsets' guard: its
+// producer's transactions up to TxnSeq ended here at Timestamp. A record
+// without either (written before them) adds nothing.
+func (o *Offsets) remember(r *TxnOffsetsEndedRecord) {
+	if r.TxnSeq <= 0 || r.Timestamp <= 0 {
+		return
+	}
+	o.tick(r.Timestamp)
+	e := o.ended[r.ProducerID]
+	o.ended[r.ProducerID] = endedTokens{seq: max(e.seq, r.TxnSeq), at: max(e.at, r.Timestamp)}
 }
 
 // index adds d to the count of the group's offsets of topic in byTopic.
@@ -85,9 +174,11 @@ func (o *Offsets) index(topic, group string, d int) {
 	}
 }
 
-// Empty reports whether the table holds nothing, committed or pending
-// (a shard then writes no snapshot section for it).
-func (o *Offsets) Empty() bool { return len(o.groups) == 0 && len(o.pending) == 0 }
+// Empty reports whether the table holds nothing, committed, pending or
+// of its guard (a shard then writes no snapshot section for it).
+func (o *Offsets) Empty() bool {
+	return len(o.groups) == 0 && len(o.pending) == 0 && o.clock == 0
+}
 
 // Len returns the number of committed offsets held (pending ones excluded).
 func (o *Offsets) Len() int { return o.n }
@@ -102,6 +193,14 @@ func (o *Offsets) Len() int { return o.n }
 // producer's next transaction committed offsets (DESIGN §Transactions) —
 // and must not end the next one's. A token equal or above, or 0 on either
 // side (records written before the token), ends them.
+//
+// The offsets' guard: a record 110 with a token and a time makes the
+// table remember, for producer.id.expiration.ms from that time, that the
+// producer's transactions up to that token ended here; a record 107 of
+// the producer with a token not above it, committed (CommitTimestamp)
+// within that time, changes nothing — its transaction ended here before
+// it was written, and TxnOffsetCommit refuses it (Coordinator.
+// CommitTxnOffsets), so only a log written without the guard holds one.
 func (o *Offsets) Apply(rec Record) {
 	switch r := rec.(type) {
 	case *OffsetCommitRecord:
@@ -126,6 +225,9 @@ func (o *Offsets) Apply(rec Record) {
 
 func (o *Offsets) applyCommit(r *OffsetCommitRecord) {
 	if r.ProducerID >= 0 {
+		if o.reached(r.ProducerID, r.TxnSeq, r.CommitTimestamp) {
+			return
+		}
 		txn := o.pending[r.ProducerID]
 		if txn == nil {
 			txn = &pendingTxn{offsets: make(map[string]map[topicPartition]OffsetAndMetadata)}
@@ -267,6 +369,7 @@ func (o *Offsets) addOpen(group string, tp topicPartition, d int) {
 }
 
 func (o *Offsets) endTxn(r *TxnOffsetsEndedRecord) {
+	o.remember(r)
 	txn := o.pending[r.ProducerID]
 	if txn == nil || r.TxnSeq != 0 && r.TxnSeq < txn.seq {
 		return
@@ -364,8 +467,10 @@ const snapshotVersion = 1
 // AppendSnapshot appends the table as a snapshot section to dst: uvarint
 // section version 1, then groups, topics, partitions and pending
 // transactions (each with its token as tagged field 0 when not 0) in
-// sorted order, so equal tables have equal bytes
+// sorted order, then the offsets' guard as the section's tagged field 0
+// when its clock is not 0, so equal tables have equal bytes
 // (docs/format/metadata-records.md §Consumer-group offsets in snapshots).
+// A section written before the guard has no tag 0: nothing remembered.
 func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 	dst = kbin.AppendUvarint(dst, snapshotVersion)
 	groups := slices.Sorted(maps.Keys(o.groups))
@@ -408,7 +513,80 @@ func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 		}
 		dst = appendSeqTag(dst, txn.seq)
 	}
-	return appendTags(dst)
+	return o.appendGuardTag(dst)
+}
+
+// appendGuardTag appends the section's tagged fields: tag 0, the
+// offsets' guard — the clock, then the ended tokens by producer id —,
+// written only when the clock is not 0.
+func (o *Offsets) appendGuardTag(dst []byte) []byte {
+	if o.clock == 0 {
+		return appendTags(dst)
+	}
+	f := kbin.AppendInt64(nil, o.clock)
+	pids := slices.Sorted(maps.Keys(o.ended))
+	f = kbin.AppendCompactArrayLen(f, len(pids))
+	for _, pid := range pids {
+		e := o.ended[pid]
+		f = kbin.AppendInt64(f, pid)
+		f = kbin.AppendInt64(f, e.seq)
+		f = kbin.AppendInt64(f, e.at)
+		f = appendTags(f)
+	}
+	dst = append(dst, 1, 0)
+	dst = kbin.AppendUvarint(dst, uint32(len(f)))
+	return append(dst, f...)
+}
+
+// readGuardTag reads the section's tagged fields appendGuardTag wrote;
+// other tags are skipped.
+func (o *Offsets) readGuardTag(r *kbin.Reader) error {
+	err := eachTag(r, func(tag uint32, v []byte) error {
+		if tag != 0 {
+			return nil
+		}
+		return o.readGuard(&kbin.Reader{Src: v})
+	})
+	if err != nil {
+		return fmt.Errorf("tagged field 0 (ended tokens): %w", err)
+	}
+	return okOrTruncated(r)
+}
+
+func (o *Offsets) readGuard(r *kbin.Reader) error {
+	o.clock = r.Int64()
+	if err := okOrTruncated(r); err != nil {
+		return err
+	}
+	if o.clock <= 0 {
+		return fmt.Errorf("clock %d", o.clock)
+	}
+	n, err := readArrayLen(r, 8+8+8+1)
+	if err != nil {
+		return err
+	}
+	prev := int64(-1)
+	for range n {
+		pid, seq, at := r.Int64(), r.Int64(), r.Int64()
+		skipTags(r)
+		if err := okOrTruncated(r); err != nil {
+			return err
+		}
+		switch {
+		case pid <= prev:
+			return fmt.Errorf("producer id %d out of order", pid)
+		case seq <= 0:
+			return fmt.Errorf("producer id %d token %d", pid, seq)
+		case at <= 0 || at > o.clock:
+			return fmt.Errorf("producer id %d time %d (clock %d)", pid, at, o.clock)
+		}
+		prev = pid
+		o.ended[pid] = endedTokens{seq: seq, at: at}
+	}
+	if len(r.Src) != 0 {
+		return fmt.Errorf("%d bytes left", len(r.Src))
+	}
+	return nil
 }
 
 const offsetMinSize = 4 + 8 + 4 + 1 + 8 + 8 + 16 + 1
@@ -591,9 +769,8 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 			return fmt.Errorf("producer id %d transaction token %d", pid, txn.seq)
 		}
 	}
-	skipTags(r)
-	if !r.Ok() {
-		return errTruncated
+	if err := o.readGuardTag(r); err != nil {
+		return err
 	}
 	if prevGroup == "" && ng > 0 {
 		return errors.New("empty group id")

@@ -120,6 +120,12 @@ type TxnOffsetsEndedRecord struct {
 	// known (a record written before the token): it ends the producer's
 	// pending offsets whatever their token.
 	TxnSeq int64
+	// Timestamp is tagged field 1, an int64 written only when not 0: the
+	// group's shard's time when it wrote the record, ms since the epoch.
+	// The shard remembers TxnSeq for the producer from then on for
+	// producer.id.expiration.ms (the offsets' guard, Offsets.Apply). 0:
+	// not known (a record written before it): nothing is remembered.
+	Timestamp int64
 }
 
 // TopicOffsetsDeletedRecord is record 113 DisklessTopicOffsetsDeletedRecord:
@@ -197,8 +203,8 @@ func DecodeRecord(b []byte) (Record, error) {
 }
 
 // Encoding helpers. Writers emit no tagged fields but the token of
-// records 107 and 110 (appendSeqTag); readers skip the tags they do not
-// know.
+// records 107 and 110 and record 110's time (appendInt64Tags); readers
+// skip the tags they do not know.
 
 var errTruncated = errors.New("truncated")
 
@@ -206,12 +212,25 @@ func appendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
 
 // appendSeqTag appends a tagged-field section holding seq under tag 0
 // (size 8) when seq is not 0, else an empty one.
-func appendSeqTag(dst []byte, seq int64) []byte {
-	if seq == 0 {
-		return appendTags(dst)
+func appendSeqTag(dst []byte, seq int64) []byte { return appendInt64Tags(dst, seq) }
+
+// appendInt64Tags appends a tagged-field section holding vals[i] under
+// tag i (size 8, big-endian) for each vals[i] that is not 0.
+func appendInt64Tags(dst []byte, vals ...int64) []byte {
+	n := 0
+	for _, v := range vals {
+		if v != 0 {
+			n++
+		}
 	}
-	dst = append(dst, 1, 0, 8)
-	return kbin.AppendInt64(dst, seq)
+	dst = kbin.AppendUvarint(dst, uint32(n))
+	for i, v := range vals {
+		if v != 0 {
+			dst = append(dst, byte(i), 8)
+			dst = kbin.AppendInt64(dst, v)
+		}
+	}
+	return dst
 }
 
 // readSeqTag reads a tagged-field section appendSeqTag wrote and returns
@@ -219,20 +238,28 @@ func appendSeqTag(dst []byte, seq int64) []byte {
 // another size than 8 is an error.
 func readSeqTag(r *kbin.Reader) (int64, error) {
 	var seq int64
+	err := readInt64Tags(r, []string{"TxnSeq"}, &seq)
+	return seq, err
+}
+
+// readInt64Tags reads a tagged-field section appendInt64Tags wrote into
+// dst[i] (left as they are when absent), tag i being named names[i];
+// other tags are skipped. A tag of another size than 8 is an error.
+func readInt64Tags(r *kbin.Reader, names []string, dst ...*int64) error {
 	err := eachTag(r, func(tag uint32, v []byte) error {
-		if tag != 0 {
+		if int(tag) >= len(dst) {
 			return nil
 		}
 		if len(v) != 8 {
-			return fmt.Errorf("tagged field 0 (TxnSeq) of %d bytes, want 8", len(v))
+			return fmt.Errorf("tagged field %d (%s) of %d bytes, want 8", tag, names[tag], len(v))
 		}
-		seq = int64(binary.BigEndian.Uint64(v))
+		*dst[tag] = int64(binary.BigEndian.Uint64(v))
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return seq, okOrTruncated(r)
+	return okOrTruncated(r)
 }
 
 // eachTag reads a tagged-field section, calling field (when not nil) with
@@ -467,18 +494,21 @@ func (v *TxnOffsetsEndedRecord) appendFields(dst []byte) []byte {
 	dst = kbin.AppendInt64(dst, v.ProducerID)
 	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
 	dst = kbin.AppendBool(dst, v.Committed)
-	return appendSeqTag(dst, v.TxnSeq)
+	return appendInt64Tags(dst, v.TxnSeq, v.Timestamp)
 }
 
 func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) (err error) {
 	v.ProducerID = r.Int64()
 	v.ProducerEpoch = r.Int16()
 	b := r.Int8()
-	if v.TxnSeq, err = readSeqTag(r); err != nil {
+	if err := readInt64Tags(r, []string{"TxnSeq", "Timestamp"}, &v.TxnSeq, &v.Timestamp); err != nil {
 		return err
 	}
 	if v.TxnSeq < 0 {
 		return fmt.Errorf("transaction token %d", v.TxnSeq)
+	}
+	if v.Timestamp < 0 {
+		return fmt.Errorf("timestamp %d", v.Timestamp)
 	}
 	if b != 0 && b != 1 {
 		return fmt.Errorf("committed flag %d", b)

@@ -24,6 +24,7 @@ func sampleRecords() []Record {
 		&OffsetsDeletedRecord{Group: "g", Topics: []DeletedTopic{{Name: "u", Partitions: []int32{1, 2}}}},
 		&TxnOffsetsEndedRecord{ProducerID: 42, ProducerEpoch: 3, Committed: true},
 		&TxnOffsetsEndedRecord{ProducerID: 43, ProducerEpoch: 0, TxnSeq: 7},
+		&TxnOffsetsEndedRecord{ProducerID: 44, ProducerEpoch: 1, TxnSeq: 2, Timestamp: 2000},
 		&GroupDeletedRecord{Group: "h"},
 		&TopicOffsetsDeletedRecord{TopicName: "t", TopicID: topicID("t")},
 		&TopicOffsetsDeletedRecord{TopicName: "u"},
@@ -112,6 +113,8 @@ func TestRecordCorruption(t *testing.T) {
 		{"txn end TxnSeq of 4 bytes", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:14], 1, 0, 4, 0, 0, 0, 1)},
 		{"txn end TxnSeq past the end", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:14], 1, 0, 8, 0, 0, 0, 1)},
 		{"txn end negative TxnSeq", AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1, TxnSeq: -1})},
+		{"txn end Timestamp of 4 bytes", append(AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1})[:14], 1, 1, 4, 0, 0, 0, 1)},
+		{"txn end negative Timestamp", AppendRecord(nil, &TxnOffsetsEndedRecord{ProducerID: 1, TxnSeq: 1, Timestamp: -1})},
 		{"commit negative TxnSeq", AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: 1, TxnSeq: -1})},
 		{"commit TxnSeq without producer", AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: -1, TxnSeq: 1})},
 		{"commit TxnSeq of 9 bytes", append(AppendRecord(nil, &OffsetCommitRecord{Group: "g", ProducerID: 1, Topics: []CommitTopic{}})[:4+1+8+8+2+1],
@@ -146,6 +149,10 @@ func TestTxnSeqLayout(t *testing.T) {
 			"016e00" + "0000000000000009" + "0002" + "01" + "01" + "00" + "08" + "0000000000000005"},
 		{"110 without token", &TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 2},
 			"016e00" + "0000000000000009" + "0002" + "00" + "00"},
+		// The same with its time, tags {0: TxnSeq 5, 1: Timestamp 258}
+		// (§110: the offsets' guard remembers the token from then).
+		{"110 with token and time", &TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 2, Committed: true, TxnSeq: 5, Timestamp: 258},
+			"016e00" + "0000000000000009" + "0002" + "01" + "02" + "00" + "08" + "0000000000000005" + "01" + "08" + "0000000000000102"},
 		// Frame 1, key 107, version 0, "g", CommitTimestamp 1, ProducerId
 		// 9, ProducerEpoch 2, no topics, tags {0: TxnSeq 5}.
 		{"107 with token", &OffsetCommitRecord{Group: "g", CommitTimestamp: 1, ProducerID: 9, ProducerEpoch: 2, TxnSeq: 5, Topics: []CommitTopic{}},
@@ -263,7 +270,13 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 			// change nothing after a cut too.
 			log = append(log, &TxnOffsetsEndedRecord{ProducerID: int64((i - 1) % 2), TxnSeq: int64(i - 2), Committed: true})
 		case 4:
-			log = append(log, &TxnOffsetsEndedRecord{ProducerID: int64(i % 2), Committed: i%3 == 0, TxnSeq: int64(i-2) * int64(i%2)})
+			// With a time (minutes apart, more than the expiration
+			// below): the offsets' guard remembers the token, refuses
+			// the record 107 of its transaction written after it, and
+			// forgets it in a later sweep.
+			pid, seq, at := int64(i%2), int64(i-2)*int64(i%2), int64(i)*40_000
+			log = append(log, &TxnOffsetsEndedRecord{ProducerID: pid, Committed: i%3 == 0, TxnSeq: seq, Timestamp: at},
+				&OffsetCommitRecord{Group: g, CommitTimestamp: at + 1, ProducerID: pid, ProducerEpoch: 1, TxnSeq: seq, Topics: []CommitTopic{{Name: "u", Partitions: []CommitPartition{{Partition: 2, Offset: int64(200 + i)}}}}})
 		case 5:
 			log = append(log, &OffsetsDeletedRecord{Group: g, Topics: []DeletedTopic{{Name: "t", Partitions: []int32{1}}, {Name: "u", Partitions: []int32{1}}}})
 		case 6:
@@ -273,13 +286,16 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 			log = append(log, &TopicOffsetsDeletedRecord{TopicName: []string{"t", "u"}[i%2]})
 		}
 	}
+	const expiration = 100_000
 	full := NewOffsets()
+	full.SetProducerIDExpiration(expiration)
 	for _, r := range log {
 		full.Apply(r)
 	}
 	want := full.AppendSnapshot(nil)
 	for cut := 0; cut <= len(log); cut++ {
 		o := NewOffsets()
+		o.SetProducerIDExpiration(expiration)
 		for _, r := range log[:cut] {
 			o.Apply(r)
 		}
@@ -287,6 +303,7 @@ func TestSnapshotAnywhereEqualsReplay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut %d: %v", cut, err)
 		}
+		o2.SetProducerIDExpiration(expiration)
 		for _, r := range log[cut:] {
 			o2.Apply(r)
 		}
