@@ -130,6 +130,9 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 		case snapshotTagGroupOffsets:
 			var rest []byte
 			s.groups, rest, err = group.DecodeSnapshot(body)
+			if err == nil {
+				s.groups.SetProducerIDExpiration(s.expirationMs)
+			}
 			br.Src = rest
 		case snapshotTagTransactions:
 			var rest []byte

@@ -315,7 +315,7 @@ func (ps *producerState) find(baseSeq, lastSeq int32) *seqEntry {
 }
 
 func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
-	return &state{
+	st := &state{
 		shard:         shard,
 		expirationMs:  expirationMs,
 		logger:        logger,
@@ -330,6 +330,8 @@ func newState(shard int32, expirationMs int64, logger *slog.Logger) *state {
 		groups:        group.NewOffsets(),
 		txns:          txn.NewTable(),
 	}
+	st.groups.SetProducerIDExpiration(expirationMs)
+	return st
 }
 
 // errInconsistent is wrapped by apply when a record contradicts the state:

@@ -234,38 +234,58 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kms
 // answers the transaction's token, then the group's shard checks the
 // member and writes the pending offsets (record 107 with the producer id
 // and the token, group.Coordinator.CommitTxnOffsets), answered once
-// durable. Errors: the shards'.
+// durable — unless the transaction ended on the group's shard between the
+// two (its record 110 there first): then nothing is written and every
+// partition answers INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v5 (the
+// offsets' guard, DESIGN §Transactions). Errors: the shards'.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
 	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Group: req.Group})
 	if err != nil {
 		return nil, err
 	}
-	code := res.Code
-	if code == kerr.InvalidTxnState.Code && req.Version >= 5 {
-		code = kerr.TransactionAbortable.Code
-	}
-	if code != 0 {
+	if res.Code != 0 {
 		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 		for _, t := range req.Topics {
 			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: res.Code})
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return resp, nil
+		return txnOffsetsAbortable(resp, req.Version), nil
 	}
 	var resp *kmsg.TxnOffsetCommitResponse
 	err = c.groupDo(ctx, c.GroupShard(req.Group), func(gc *group.Coordinator, now time.Time) ([]group.Record, func(error)) {
-		r, rec := gc.CommitTxnOffsets(now, req)
+		r, rec := gc.CommitTxnOffsets(now, req, res.Seq)
 		resp = r
 		if rec == nil {
 			return nil, nil
 		}
-		rec.TxnSeq = res.Seq
 		return []group.Record{rec}, nil
 	})
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	return txnOffsetsAbortable(resp, req.Version), nil
+}
+
+// txnOffsetsAbortable returns resp with INVALID_TXN_STATE answered
+// TRANSACTION_ABORTABLE from TxnOffsetCommit v5 (SPEC §15): the code of
+// a transaction not open, refused by the check (the group not added) or
+// by the group's shard (the transaction ended before the write, the
+// offsets' guard).
+func txnOffsetsAbortable(resp *kmsg.TxnOffsetCommitResponse, version int16) *kmsg.TxnOffsetCommitResponse {
+	if version < 5 {
+		return resp
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if p := &resp.Topics[i].Partitions[j]; p.ErrorCode == kerr.InvalidTxnState.Code {
+				p.ErrorCode = kerr.TransactionAbortable.Code
+			}
+		}
+	}
+	return resp
 }
 
 // MarkerWriter writes the COMMIT (commit) or ABORT marker of producer
@@ -395,13 +415,15 @@ func (c *Coordinator) CheckTxn(ctx context.Context, shard int32, req diskless.Tx
 // committed (committed) or dropped, answered once durable (DESIGN
 // §Transactions, the markers) — unless they belong to a transaction
 // after seq, the token of the one that ended (0: not known), which the
-// record then leaves alone (group.Offsets.Apply). Errors: as CheckTxn's.
+// record then leaves alone (group.Offsets.Apply); from then on the
+// shard refuses the producer's offsets of seq or before
+// (group.Coordinator.EndTxnOffsets). Errors: as CheckTxn's.
 func (c *Coordinator) EndTxnOffsets(ctx context.Context, shard int32, groupID string, pid int64, epoch int16, seq int64, committed bool) error {
 	if shard != c.GroupShard(groupID) {
 		return fmt.Errorf("%w: group %q is not on shard %d", diskless.ErrNotCoordinator, groupID, shard)
 	}
-	return c.groupDo(ctx, shard, func(*group.Coordinator, time.Time) ([]group.Record, func(error)) {
-		return []group.Record{&group.TxnOffsetsEndedRecord{ProducerID: pid, ProducerEpoch: epoch, Committed: committed, TxnSeq: seq}}, nil
+	return c.groupDo(ctx, shard, func(gc *group.Coordinator, now time.Time) ([]group.Record, func(error)) {
+		return []group.Record{gc.EndTxnOffsets(now, pid, epoch, seq, committed)}, nil
 	})
 }
 

@@ -599,11 +599,20 @@ func (c *Coordinator) ExpireOffsets(now time.Time) []Record {
 
 // CommitTxnOffsets is the seam for TxnOffsetCommit (issue 15): it checks
 // a transactional commit against the group's membership and returns the
-// answer and a record 107 with the request's producer id, whose offsets
-// stay pending until a record 110 ends the transaction. The transaction
-// coordinator checks the producer (epoch, the partition added with
-// AddOffsetsToTxn) before calling it; the caller writes, applies and then
-// answers, as for CommitOffsets.
+// answer and a record 107 with the request's producer id and seq, the
+// token of its transaction (0: not known), whose offsets stay pending
+// until a record 110 ends the transaction. The transaction coordinator
+// checks the producer (epoch, the partition added with AddOffsetsToTxn)
+// and answers the token before calling it; the caller writes, applies
+// and then answers, as for CommitOffsets.
+//
+// The offsets' guard (DESIGN §Transactions): when the transaction seq
+// ended on this shard after that check — a record 110 of the producer
+// with a token of seq or more, applied or returned by EndTxnOffsets
+// before this call, within producer.id.expiration.ms —, a commit that
+// would write answers INVALID_TXN_STATE on every partition and writes
+// nothing, as Kafka's append to the offsets partition fails once the
+// marker cleared its verification guard (KIP-890).
 //
 // Membership rules (Kafka's): a request naming no member (generation −1,
 // member "", no instance, as before v3) is accepted whatever the group's
@@ -613,7 +622,7 @@ func (c *Coordinator) ExpireOffsets(now time.Time) []Record {
 // ILLEGAL_GENERATION unless the generation is −1. Per partition:
 // UNKNOWN_TOPIC_OR_PARTITION for one the catalog does not hold (as for
 // CommitOffsets), OFFSET_METADATA_TOO_LARGE.
-func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, *OffsetCommitRecord) {
+func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitRequest, seq int64) (*kmsg.TxnOffsetCommitResponse, *OffsetCommitRecord) {
 	ms := now.UnixMilli()
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()
 	resp.Version = req.Version
@@ -631,7 +640,7 @@ func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitR
 		}
 		return resp, nil
 	}
-	rec := &OffsetCommitRecord{Group: req.Group, CommitTimestamp: ms, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
+	rec := &OffsetCommitRecord{Group: req.Group, CommitTimestamp: ms, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, TxnSeq: seq}
 	for _, t := range req.Topics {
 		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		ct := CommitTopic{Name: t.Topic, TopicID: t.TopicID}
@@ -662,7 +671,36 @@ func (c *Coordinator) CommitTxnOffsets(now time.Time, req *kmsg.TxnOffsetCommitR
 	if len(rec.Topics) == 0 || req.ProducerID < 0 {
 		return resp, nil
 	}
+	if c.txnEnded(req.ProducerID, seq, ms) {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = kerr.InvalidTxnState.Code
+			}
+		}
+		return resp, nil
+	}
 	return resp, rec
+}
+
+// txnEnded reports whether the offsets' guard refuses a record 107 of
+// producer pid with token seq written at ms: the table's (Offsets.reached)
+// or a record 110 returned by EndTxnOffsets and not applied yet — one
+// earlier in the same group commit, which the log will hold before it.
+func (c *Coordinator) txnEnded(pid, seq, ms int64) bool {
+	return c.offsets.reached(pid, seq, ms) || seq > 0 && seq <= c.ending[pid]
+}
+
+// EndTxnOffsets returns record 110 ending producer (pid, epoch)'s
+// transaction seq (its token; 0: not known) on this shard, committed or
+// aborted, stamped with now (its Timestamp, from which the offsets' guard
+// remembers seq). Until the caller applies it (ApplyRecord) — or replaces
+// the table after a failed write (ReplaceOffsets) — CommitTxnOffsets
+// refuses the producer's offsets of seq or before as if it were applied.
+func (c *Coordinator) EndTxnOffsets(now time.Time, pid int64, epoch int16, seq int64, committed bool) *TxnOffsetsEndedRecord {
+	if seq > 0 {
+		c.ending[pid] = max(c.ending[pid], seq)
+	}
+	return &TxnOffsetsEndedRecord{ProducerID: pid, ProducerEpoch: epoch, Committed: committed, TxnSeq: seq, Timestamp: now.UnixMilli()}
 }
 
 func (c *Coordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest, now int64) *kerr.Error {

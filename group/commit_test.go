@@ -260,13 +260,13 @@ func TestTxnOffsetCommitSeam(t *testing.T) {
 		{"stale generation", ids[0], gen + 1, kerr.IllegalGeneration},
 		{"unknown member", "x", gen, kerr.UnknownMemberID},
 	} {
-		resp, rec := h.c.CommitTxnOffsets(h.now, mk(tc.member, tc.generation))
+		resp, rec := h.c.CommitTxnOffsets(h.now, mk(tc.member, tc.generation), 0)
 		wantCode(t, tc.name, resp.Topics[0].Partitions[0].ErrorCode, tc.want)
 		if (rec != nil) != (tc.want == nil) {
 			t.Fatalf("%s: record %v", tc.name, rec)
 		}
 	}
-	_, rec := h.c.CommitTxnOffsets(h.now, mk(ids[0], gen))
+	_, rec := h.c.CommitTxnOffsets(h.now, mk(ids[0], gen), 0)
 	h.apply(rec)
 	got := h.c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}}, true)
 	wantCode(t, "pending offset", got.Topics[0].Partitions[0].ErrorCode, kerr.UnstableOffsetCommit)

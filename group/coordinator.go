@@ -55,6 +55,11 @@ type Coordinator struct {
 	// adoptUntil is when AdoptMembers' window ends (ms; 0: never
 	// opened).
 	adoptUntil int64
+	// ending holds, per producer id, the largest token of the records
+	// 110 EndTxnOffsets returned that are not applied yet (the group
+	// commit being decided): CommitTxnOffsets refuses against them as
+	// against the table's guard.
+	ending map[int64]int64
 }
 
 // Deps are the Coordinator's injected dependencies.
@@ -91,6 +96,7 @@ func New(cfg Config, deps Deps, offsets *Offsets, now time.Time) (*Coordinator, 
 		consumer:   make(map[string]*consumerGroup),
 		emptySince: make(map[string]int64),
 		openedAt:   now.UnixMilli(),
+		ending:     make(map[int64]int64),
 	}, nil
 }
 
@@ -139,6 +145,7 @@ func (c *Coordinator) ReplaceOffsets(offsets *Offsets) {
 		offsets = NewOffsets()
 	}
 	c.offsets = offsets
+	clear(c.ending)
 }
 
 // ApplyRecord applies a durable record (107 … 110, 113) to the offsets
@@ -159,6 +166,11 @@ func (c *Coordinator) ApplyRecord(rec Record) {
 			if !c.exists(g) {
 				c.classic[g] = newClassicGroup(g, 0)
 			}
+		}
+	case *TxnOffsetsEndedRecord:
+		c.offsets.Apply(rec)
+		if c.ending[r.ProducerID] <= r.TxnSeq {
+			delete(c.ending, r.ProducerID)
 		}
 	default:
 		c.offsets.Apply(rec)

@@ -45,5 +45,8 @@
 // Transactional offset commits (TxnOffsetCommit) are records 107 with a
 // producer id and their transaction's token, pending in the table until
 // a record 110 with a token not below theirs ends the transaction; the
-// transaction coordinator writes those.
+// transaction coordinator writes those. The table remembers each
+// producer's ended token for producer.id.expiration.ms (the offsets'
+// guard), and a record 107 of a transaction that already ended here is
+// refused (CommitTxnOffsets) and, in a log, changes nothing.
 package group

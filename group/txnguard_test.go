@@ -6,7 +6,104 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// txnCommitReq is a TxnOffsetCommit v3 of producer (9, 1) for group g, no
+// member, of offset for partitions 0 and 1 of t.
+func txnCommitReq(offset int64) *kmsg.TxnOffsetCommitRequest {
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.Version, r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = 3, "tx", "g", 9, 1, -1
+	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{
+		{Partition: 0, Offset: offset, LeaderEpoch: -1}, {Partition: 1, Offset: offset, LeaderEpoch: -1},
+	}}}
+	return r
+}
+
+// wantTxnCommit calls CommitTxnOffsets with token seq and checks every
+// partition's answer is want, with a record exactly when want is nil
+// (applied then), and none pending when refused.
+func wantTxnCommit(h *harness, what string, offset, seq int64, want *kerr.Error) {
+	h.t.Helper()
+	resp, rec := h.c.CommitTxnOffsets(h.now, txnCommitReq(offset), seq)
+	for _, p := range resp.Topics[0].Partitions {
+		wantCode(h.t, what, p.ErrorCode, want)
+	}
+	switch {
+	case want == nil && rec == nil:
+		h.t.Fatalf("%s: no record", what)
+	case want == nil:
+		if rec.TxnSeq != seq {
+			h.t.Fatalf("%s: record token %d, want %d", what, rec.TxnSeq, seq)
+		}
+		h.apply(rec)
+	case rec != nil:
+		h.t.Fatalf("%s: refused but wrote %+v", what, rec)
+	case h.c.Offsets().HasPending("g", "t", 0) || h.c.Offsets().HasPending("g", "t", 1):
+		h.t.Fatalf("%s: refused but an offset is pending", what)
+	}
+}
+
+// TestTxnOffsetsGuard drives the window between TxnOffsetCommit's check
+// and its write on the group's shard (DESIGN §Transactions, the offsets'
+// guard): the check answered transaction 3 as open; its record 110 then
+// ends it here; the record 107 the check allowed is refused at the write
+// with INVALID_TXN_STATE on every partition, and nothing of it is
+// pending. The producer's next transaction writes; a record 110 decided
+// earlier in the same group commit, not applied yet, refuses as well;
+// one whose write failed (ReplaceOffsets) does not; a token of 0 (not
+// known) is never refused; the guard lasts producer.id.expiration.ms.
+func TestTxnOffsetsGuard(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.c.Offsets().SetProducerIDExpiration(time.Hour.Milliseconds())
+
+	// Transaction 3 ends (aborted) between the check and the write.
+	h.apply(h.c.EndTxnOffsets(h.now, 9, 1, 3, false))
+	wantTxnCommit(h, "transaction 3's offsets after its record 110", 5, 3, kerr.InvalidTxnState)
+	wantTxnCommit(h, "an earlier transaction's", 5, 2, kerr.InvalidTxnState)
+	if _, ok := h.c.Offsets().Get("g", "t", 0); ok {
+		t.Fatal("a refused offset is committed")
+	}
+	wantTxnCommit(h, "a token not known", 6, 0, nil)
+	h.apply(&TxnOffsetsEndedRecord{ProducerID: 9, ProducerEpoch: 1})
+	wantTxnCommit(h, "transaction 4", 7, 4, nil)
+	h.apply(h.c.EndTxnOffsets(h.now, 9, 1, 4, true))
+	if v, _ := h.c.Offsets().Get("g", "t", 0); v.Offset != 7 {
+		t.Fatalf("transaction 4 committed %d, want 7", v.Offset)
+	}
+
+	// Transaction 5's record 110 decided in the same group commit, before
+	// the write: refused although not applied yet.
+	end5 := h.c.EndTxnOffsets(h.now, 9, 1, 5, true)
+	wantTxnCommit(h, "transaction 5's offsets behind its record 110 in one group commit", 8, 5, kerr.InvalidTxnState)
+	h.apply(end5)
+	if v, _ := h.c.Offsets().Get("g", "t", 0); v.Offset != 7 {
+		t.Fatalf("after transaction 5: %d, want 7", v.Offset)
+	}
+
+	// Transaction 6's record 110 not written (the append failed, the
+	// table rebuilt from the log): transaction 6's offsets are not refused.
+	h.c.EndTxnOffsets(h.now, 9, 1, 6, true)
+	h.c.ReplaceOffsets(h.c.Offsets())
+	wantTxnCommit(h, "transaction 6 after its record 110 failed", 9, 6, nil)
+	h.apply(h.c.EndTxnOffsets(h.now, 9, 1, 6, true))
+
+	// Another producer is not refused by producer 9's guard.
+	other := txnCommitReq(10)
+	other.ProducerID = 10
+	if resp, rec := h.c.CommitTxnOffsets(h.now, other, 6); rec == nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("another producer refused: %+v", resp)
+	}
+
+	// The guard lasts producer.id.expiration.ms from its record 110.
+	h.now = h.now.Add(time.Hour - time.Millisecond)
+	wantTxnCommit(h, "transaction 6 just before the expiration", 11, 6, kerr.InvalidTxnState)
+	h.now = h.now.Add(time.Millisecond)
+	wantTxnCommit(h, "transaction 6 at the expiration", 11, 6, nil)
+}
 
 // TestOffsetsGuardApply: the table applies the guard too, so a log holds
 // the same state whoever wrote it: a record 107 written after its
