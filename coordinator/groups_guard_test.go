@@ -55,15 +55,7 @@ func TestTxnOffsetCommitEndedBeforeWrite(t *testing.T) {
 	})
 	cl.split("t", 1)
 	a, b := cl.nodes[0], cl.nodes[1]
-	id, g := "", ""
-	for i := 0; id == "" || g == ""; i++ {
-		if s := fmt.Sprintf("tx-%d", i); id == "" && a.TxnShard(s) < 2 {
-			id = s
-		}
-		if s := fmt.Sprintf("g-%d", i); g == "" && a.GroupShard(s) >= 2 {
-			g = s
-		}
-	}
+	id, g := splitIDs(a)
 	r := initTxnAt(t, a, id, 60_000, -1, -1)
 	pid, ep := r.ProducerID, r.ProducerEpoch
 	fetch := func(c *Coordinator) kmsg.OffsetFetchResponseGroupTopicPartition {

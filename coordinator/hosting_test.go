@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
@@ -87,6 +88,21 @@ func (cl *cluster) split(name string, partitions int32) diskless.Topic {
 	}
 	waitFor(cl.t, cl.nodes[1], "the topic in B's catalog", func() bool { _, ok := cl.nodes[1].Topic(name); return ok })
 	return topic
+}
+
+// splitIDs returns a transactional id on node 0's shards and a group id
+// on node 1's after split: the coordinator of the id and the group's on
+// two sidecars.
+func splitIDs(c *Coordinator) (id, group string) {
+	for i := 0; id == "" || group == ""; i++ {
+		if s := fmt.Sprintf("tx-%d", i); id == "" && c.TxnShard(s) < 2 {
+			id = s
+		}
+		if s := fmt.Sprintf("g-%d", i); group == "" && c.GroupShard(s) >= 2 {
+			group = s
+		}
+	}
+	return id, group
 }
 
 type remote struct{ cl *cluster }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,15 +21,7 @@ func TestTxnOffsetsEndedStale(t *testing.T) {
 	cl := newCluster(t, 2, func(c *Config) { c.TxnAbortCheckInterval = -1 })
 	cl.split("t", 1)
 	a, b := cl.nodes[0], cl.nodes[1]
-	id, g := "", ""
-	for i := 0; id == "" || g == ""; i++ {
-		if s := fmt.Sprintf("tx-%d", i); id == "" && a.TxnShard(s) < 2 {
-			id = s
-		}
-		if s := fmt.Sprintf("g-%d", i); g == "" && a.GroupShard(s) >= 2 {
-			g = s
-		}
-	}
+	id, g := splitIDs(a)
 	m := &blockingMarkers{entered: make(chan struct{}), release: make(chan struct{})}
 	a.SetMarkerWriter(m)
 	r := initTxnAt(t, a, id, 60_000, -1, -1)
