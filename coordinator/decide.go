@@ -80,6 +80,13 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 			results[i] = errorResult(kerr.InvalidTxnState)
 			continue
 		}
+		if s.coordinatorFenced(p, b, t) {
+			// A marker of a deposed transaction coordinator: a later
+			// one's marker for the producer is here (DESIGN
+			// §Transactions, the coordinator epoch; SPEC §15).
+			results[i] = errorResult(kerr.TransactionCoordinatorFenced)
+			continue
+		}
 		ps, res, done := s.checkProducer(p, b, t)
 		if done {
 			results[i] = res
@@ -144,6 +151,7 @@ func acceptedBatch(b *diskless.CommitBatch, base, t int64) records.CommittedBatc
 		LastSequence:       b.LastSequence,
 		Txn:                b.Txn,
 		TxnSeq:             b.TxnSeq,
+		CoordinatorEpoch:   b.CoordinatorEpoch,
 	}
 }
 

@@ -93,6 +93,7 @@ func (s *shard) openGroups() error {
 		return fmt.Errorf("coordinator: shard %d: %w", s.id, err)
 	}
 	s.txns = tc
+	s.txnEpoch.Store(tc.Epoch())
 	s.groupTimer = time.NewTimer(time.Hour)
 	if every := s.c.cfg.OffsetsRetentionCheckInterval; every > 0 {
 		s.nextExpiry = s.c.cfg.Now().Add(every)

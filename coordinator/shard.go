@@ -71,6 +71,10 @@ type shard struct {
 	// confirms coalesces the confirmations of the shard's log
 	// (confirm.go).
 	confirms confirmer
+	// txnEpoch is txns' coordinator epoch (txn.Coordinator.Epoch), set
+	// before the driver starts, for the completions that run off it
+	// (completeTxn).
+	txnEpoch atomic.Int32
 
 	// Driver-only fields.
 	recent recentCommits
@@ -287,6 +291,9 @@ func (s *shard) process(batch []*request) {
 		if r.txn != nil {
 			p.txnRecs, p.reply = r.txn(s.txns, s.c.cfg.Now().UnixMilli())
 			for _, rec := range p.txnRecs {
+				// Every record carries its writer's coordinator epoch
+				// (DESIGN §Transactions, the coordinator epoch).
+				rec.CoordinatorEpoch = s.txns.Epoch()
 				st.txns.Apply(rec)
 			}
 			continue

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -33,19 +34,51 @@ type partTxns struct {
 	// aborted are the aborted transactions whose markers are at or past
 	// the log start offset, by marker offset (LastOffset).
 	aborted []diskless.AbortedTxn
-	// ended maps a producer id to the guard of its last marker here that
-	// carried a token (CommitBatch.TxnSeq > 0): a transactional batch of
-	// the producer whose token is not above it is refused (txnEnded;
-	// DESIGN §Transactions, the hazard).
+	// ended maps a producer id to what its markers here left: the guard
+	// of those that carried a token (CommitBatch.TxnSeq > 0) — a
+	// transactional batch of the producer whose token is not above it is
+	// refused (txnEnded; DESIGN §Transactions, the hazard) — and the
+	// coordinator epoch of the last one — a marker of a lower epoch is
+	// refused (coordinatorFenced). An entry exists once a marker with a
+	// token or a coordinator epoch ≥ 0 was taken.
 	ended map[int64]endedTxn
 }
 
-// endedTxn is the transaction guard of one producer in one partition: the
-// largest token of its markers there and the log-append time of the last
-// one (ms), which expires it as producer state expires.
+// endedTxn is what one producer's markers left in one partition: the
+// largest token of its markers there (0: none carried one), the
+// coordinator epoch of the last one (−1: none carried one) and its
+// log-append time (ms), which expires the entry as producer state
+// expires.
 type endedTxn struct {
-	seq int64
-	at  int64
+	seq        int64
+	at         int64
+	coordEpoch int32
+}
+
+// coordinatorFenced reports whether b, a marker to be decided at
+// log-append time t, comes from a deposed transaction coordinator: its
+// coordinator epoch is below the one its producer's last marker in p
+// carried, and that entry has not expired (producer.id.expiration.ms).
+// Kafka's partition leader refuses such a marker with
+// TRANSACTION_COORDINATOR_FENCED (SPEC §15).
+func (s *state) coordinatorFenced(p *partition, b *diskless.CommitBatch, t int64) bool {
+	if b.Txn < diskless.TxnCommit || p.txns == nil {
+		return false
+	}
+	e, ok := p.txns.ended[b.ProducerID]
+	return ok && t-e.at < s.expirationMs && b.CoordinatorEpoch < e.coordEpoch
+}
+
+// coordinatorEpoch returns the coordinator epoch of producer pid's last
+// marker in p, −1 when none is kept (DescribeProducers' CoordinatorEpoch).
+func (p *partition) coordinatorEpoch(pid int64) int32 {
+	if p.txns == nil {
+		return -1
+	}
+	if e, ok := p.txns.ended[pid]; ok {
+		return e.coordEpoch
+	}
+	return -1
 }
 
 // txnEnded reports whether the transactional batch b, to be decided at
@@ -81,7 +114,9 @@ func (p *partition) reached(pid, seq, t, expirationMs int64) bool {
 // the same transaction's marker again, from a coordinator that lost the
 // id's shard with its completion in flight or from a retried commit, which
 // may come after the producer's next transaction opened here and must not
-// end it (DESIGN §Transactions, the hazard).
+// end it (DESIGN §Transactions, the hazard). Every marker records its
+// coordinator epoch as the producer's (a marker of a lower one was
+// refused before it was committed: coordinatorFenced).
 func (p *partition) trackTxn(b *records.CommittedBatch, expirationMs int64) {
 	switch b.Txn {
 	case diskless.TxnData:
@@ -95,22 +130,31 @@ func (p *partition) trackTxn(b *records.CommittedBatch, expirationMs int64) {
 			p.txns.open[b.ProducerID] = b.AssignedBaseOffset
 		}
 	case diskless.TxnCommit, diskless.TxnAbort:
-		if p.reached(b.ProducerID, b.TxnSeq, b.LogAppendTimestamp, expirationMs) {
-			return
-		}
-		if b.TxnSeq > 0 {
+		reached := p.reached(b.ProducerID, b.TxnSeq, b.LogAppendTimestamp, expirationMs)
+		if b.TxnSeq > 0 || b.CoordinatorEpoch >= 0 {
 			// The guard: the producer's batches of this transaction or an
-			// earlier one are refused here from now on.
+			// earlier one are refused here from now on; its markers of a
+			// lower coordinator epoch too.
 			if p.txns == nil {
 				p.txns = &partTxns{}
 			}
 			if p.txns.ended == nil {
 				p.txns.ended = make(map[int64]endedTxn)
 			}
-			e := p.txns.ended[b.ProducerID]
-			p.txns.ended[b.ProducerID] = endedTxn{seq: max(e.seq, b.TxnSeq), at: b.LogAppendTimestamp}
+			e, ok := p.txns.ended[b.ProducerID]
+			if !ok || b.LogAppendTimestamp-e.at >= expirationMs {
+				e = endedTxn{coordEpoch: -1}
+			}
+			if reached {
+				// The same transaction's marker again: only its epoch
+				// counts.
+				e.coordEpoch = max(e.coordEpoch, b.CoordinatorEpoch)
+				p.txns.ended[b.ProducerID] = e
+				return
+			}
+			p.txns.ended[b.ProducerID] = endedTxn{seq: max(e.seq, b.TxnSeq), at: b.LogAppendTimestamp, coordEpoch: max(e.coordEpoch, b.CoordinatorEpoch)}
 		}
-		if p.txns == nil {
+		if reached || p.txns == nil {
 			return
 		}
 		first, ok := p.txns.open[b.ProducerID]
@@ -311,7 +355,8 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 // appendEndedTag appends a partition's tagged fields in the snapshot's
 // partition transactions: tag 0, written when ended holds any, the
 // transaction guards — a compact array of (producer id int64, token
-// int64, log-append time int64, tags) by producer id ascending.
+// int64, log-append time int64, tags: tag 0 the coordinator epoch int32,
+// written when not −1) by producer id ascending.
 func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 	if len(ended) == 0 {
 		return records.AppendTags(dst)
@@ -323,7 +368,13 @@ func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 		f = kbin.AppendInt64(f, id)
 		f = kbin.AppendInt64(f, ended[id].seq)
 		f = kbin.AppendInt64(f, ended[id].at)
-		f = records.AppendTags(f)
+		if ce := ended[id].coordEpoch; ce != -1 {
+			f = kbin.AppendUvarint(f, 1)
+			f = append(f, 0, 4)
+			f = kbin.AppendInt32(f, ce)
+		} else {
+			f = records.AppendTags(f)
+		}
 	}
 	dst = kbin.AppendUvarint(dst, 1)
 	dst = kbin.AppendUvarint(dst, 0)
@@ -332,8 +383,11 @@ func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 }
 
 // readEndedTag reads what appendEndedTag wrote into t, skipping unknown
-// tags; a snapshot written before the guard has none. It refuses guards
-// out of order or repeated, a token below 1 and bytes left in the field.
+// tags; a snapshot written before the guard has none, a guard written
+// before the coordinator epoch reads as −1. It refuses guards out of
+// order or repeated, a negative token, a guard with neither a token nor a
+// coordinator epoch, a coordinator epoch not of 4 bytes and bytes left in
+// the field.
 func readEndedTag(r *kbin.Reader, t *partTxns) error {
 	return records.EachTag(r, func(tag uint32, v []byte) error {
 		if tag != 0 {
@@ -347,18 +401,31 @@ func readEndedTag(r *kbin.Reader, t *partTxns) error {
 		last := int64(-1)
 		for range ne {
 			id, seq, at := f.Int64(), f.Int64(), f.Int64()
-			records.SkipTags(f)
+			ce := int32(-1)
+			err := records.EachTag(f, func(tag uint32, v []byte) error {
+				if tag != 0 {
+					return nil
+				}
+				if len(v) != 4 {
+					return fmt.Errorf("coordinator epoch of %d bytes", len(v))
+				}
+				ce = int32(binary.BigEndian.Uint32(v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
 			if !f.Ok() {
 				return records.ErrTruncated
 			}
-			if id <= last || seq < 1 {
-				return fmt.Errorf("transaction guard of producer %d (token %d) out of order or range", id, seq)
+			if id <= last || seq < 0 || seq == 0 && ce == -1 {
+				return fmt.Errorf("transaction guard of producer %d (token %d, coordinator epoch %d) out of order or range", id, seq, ce)
 			}
 			last = id
 			if t.ended == nil {
 				t.ended = make(map[int64]endedTxn, ne)
 			}
-			t.ended[id] = endedTxn{seq: seq, at: at}
+			t.ended[id] = endedTxn{seq: seq, at: at, coordEpoch: ce}
 		}
 		if len(f.Src) != 0 {
 			return fmt.Errorf("%d bytes left in the transaction guards", len(f.Src))

@@ -60,16 +60,18 @@ type clusterMarkers struct {
 	topic   diskless.Topic
 	mu      sync.Mutex
 	seqs    []int64 // every marker's token, in order
+	epochs  []int32 // every marker's coordinator epoch, in order
 	refused []error // the markers a partition refused
 }
 
-func (m *clusterMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error {
+func (m *clusterMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
 	m.mu.Lock()
 	m.seqs = append(m.seqs, seq)
+	m.epochs = append(m.epochs, coordEpoch)
 	m.mu.Unlock()
 	for _, tp := range parts {
 		b := withSeq(marker(m.topic, tp.Partition, pid, commit), seq)
-		b.ProducerEpoch = epoch
+		b.ProducerEpoch, b.CoordinatorEpoch = epoch, coordEpoch
 		shard := diskless.ShardFor(tp.TopicID, tp.Partition, clusterShards)
 		c := m.cl.owner(shard)
 		if c == nil {
@@ -201,6 +203,11 @@ func TestTxnGuardAcrossCoordinators(t *testing.T) {
 	defer m.mu.Unlock()
 	if len(m.seqs) != 2 || m.seqs[0] != 1 || m.seqs[1] != 2 || len(m.refused) != 0 {
 		t.Fatalf("markers' tokens %v, want [1 2]; refused %v", m.seqs, m.refused)
+	}
+	// The id's shard's new owner wrote its markers under a higher
+	// coordinator epoch (DESIGN §Transactions, the coordinator epoch).
+	if len(m.epochs) != 2 || m.epochs[0] != 0 || m.epochs[1] != 1 {
+		t.Fatalf("markers' coordinator epochs %v, want [0 1]", m.epochs)
 	}
 }
 

@@ -292,11 +292,14 @@ func txnOffsetsAbortable(resp *kmsg.TxnOffsetCommitResponse, version int16) *kms
 // (producerID, epoch)'s transaction to each partition of parts as a record
 // batch through the produce pipeline, and returns once all are committed
 // (produce.Handler.WriteMarkers; SPEC §15), each carrying seq, the token
-// of the transaction it ends (0: not known). It waits first for the
+// of the transaction it ends (0: not known), and coordinator epoch
+// coordEpoch (its control record's; −1: none). It waits first for the
 // producer's transactional batches still in flight here. A marker written
-// twice changes nothing in the partition.
+// twice changes nothing in the partition; one whose coordinator epoch is
+// below the producer's last marker's there is refused
+// (TRANSACTION_COORDINATOR_FENCED, returned as the error).
 type MarkerWriter interface {
-	WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error
+	WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error
 }
 
 type markerWriterBox struct{ w MarkerWriter }
@@ -476,6 +479,16 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 	if !c.txnStill(shard, prepared) {
 		return nil
 	}
+	if prepared.CoordinatorEpoch < c.shards[shard].txnEpoch.Load() {
+		// Prepared by an earlier owner of the shard: its markers go out
+		// with this coordinator's epoch only once a record of the
+		// transaction carrying it is durable (DESIGN §Transactions, the
+		// coordinator epoch).
+		var err error
+		if prepared, err = c.adoptTxn(ctx, shard, prepared); err != nil || prepared == nil {
+			return err
+		}
+	}
 	commit := prepared.State == txn.PrepareCommit
 	if box := c.markers.Load(); box != nil && len(prepared.Topics) > 0 {
 		var parts []diskless.TopicPartition
@@ -484,7 +497,7 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 				parts = append(parts, diskless.TopicPartition{TopicID: t.TopicID, Partition: p})
 			}
 		}
-		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, commit, parts); err != nil {
+		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, prepared.CoordinatorEpoch, commit, parts); err != nil {
 			return fmt.Errorf("markers: %w", err)
 		}
 	}
@@ -496,6 +509,23 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 	return c.txnDo(ctx, shard, func(tc *txn.Coordinator, now int64) ([]*txn.StateRecord, func(error)) {
 		return one(tc.Complete(now, prepared.TransactionalID, prepared.ProducerID, prepared.ProducerEpoch, prepared.State)), nil
 	})
+}
+
+// adoptTxn writes prepared's transaction again under this coordinator's
+// epoch (txn.Coordinator.Adopt) and returns its state once durable; nil
+// when the shard no longer holds the transaction in prepared's state.
+// Errors: the shard's.
+func (c *Coordinator) adoptTxn(ctx context.Context, shard int32, prepared *txn.StateRecord) (*txn.StateRecord, error) {
+	var adopted *txn.StateRecord
+	err := c.txnDo(ctx, shard, func(tc *txn.Coordinator, _ int64) ([]*txn.StateRecord, func(error)) {
+		var rec *txn.StateRecord
+		adopted, rec = tc.Adopt(prepared.TransactionalID, prepared.ProducerID, prepared.ProducerEpoch, prepared.State)
+		return one(rec), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return adopted, nil
 }
 
 // txnKey names one transaction: its id, producer id and epoch.
@@ -580,5 +610,5 @@ func (c *Coordinator) runTxnIDExpiry(ctx context.Context) error {
 func (s *shard) holdsTxns() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.mu.failed == nil && !s.mu.st.txns.Empty()
+	return s.mu.failed == nil && s.mu.st.txns.HoldsIDs()
 }

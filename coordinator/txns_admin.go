@@ -141,9 +141,9 @@ func (c *Coordinator) ListTransactions(ctx context.Context, req *kmsg.ListTransa
 // §15): the producers whose state the partition keeps (SPEC §3), by
 // producer id — epoch, last sequence, the log-append time of its last
 // batch, and the first offset of its open transaction in the partition
-// (−1: none). CoordinatorEpoch is −1: the partition does not record the
-// markers' coordinator epoch (always 0 here), which Kafka reports once a
-// marker of the producer was written. Errors as the partition's code:
+// (−1: none), and the coordinator epoch of its last marker in the
+// partition (−1: none kept — no marker, or one of before the epoch was
+// recorded), as Kafka reports them. Errors as the partition's code:
 // UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR from a failed shard.
 func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, *kerr.Error) {
 	s, p, err := c.lookup(c.catalog.Load(), tp.TopicID, tp.Partition)
@@ -155,7 +155,7 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 	for id, ps := range p.producers {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 		ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = id, int32(ps.epoch), ps.newest().lastSeq, ps.lastWrite
-		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = p.coordinatorEpoch(id), -1
 		if p.txns != nil {
 			if first, ok := p.txns.open[id]; ok {
 				ap.CurrentTxnStartOffset = first
@@ -176,12 +176,15 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 // ends a transaction open in a partition whatever the transaction
 // coordinator holds (a marker for a producer with no open transaction in
 // a partition changes nothing there). Its markers carry no token (0: the
-// partitions' transaction guards are left as they are). Errors: the writer's;
-// COORDINATOR_NOT_AVAILABLE without a writer.
-func (c *Coordinator) WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error {
+// partitions' transaction guards are left as they are) and the request's
+// coordinator epoch coordEpoch, which a partition refuses when it is below
+// the producer's last marker's there (TRANSACTION_COORDINATOR_FENCED, as
+// Kafka). Errors: the writer's; COORDINATOR_NOT_AVAILABLE without a
+// writer.
+func (c *Coordinator) WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
 	box := c.markers.Load()
 	if box == nil {
 		return kerr.CoordinatorNotAvailable
 	}
-	return box.w.WriteMarkers(ctx, producerID, epoch, 0, commit, parts)
+	return box.w.WriteMarkers(ctx, producerID, epoch, 0, coordEpoch, commit, parts)
 }

@@ -395,7 +395,7 @@ type blockingMarkers struct {
 	release chan struct{}
 }
 
-func (m *blockingMarkers) WriteMarkers(ctx context.Context, _ int64, _ int16, _ int64, _ bool, _ []diskless.TopicPartition) error {
+func (m *blockingMarkers) WriteMarkers(ctx context.Context, _ int64, _ int16, _ int64, _ int32, _ bool, _ []diskless.TopicPartition) error {
 	if m.calls.Add(1) == 1 {
 		close(m.entered)
 		<-m.release

@@ -127,6 +127,15 @@ type CommitBatch struct {
 	// the guard passes over. The partition's shard refuses a TxnData
 	// batch whose TxnSeq its producer's last marker there has reached.
 	TxnSeq int64
+	// CoordinatorEpoch is, for a marker (TxnCommit, TxnAbort), the
+	// coordinator epoch its control record carries (KIP-98's
+	// EndTxnMarker): the epoch with which the transaction coordinator
+	// owned the transactional id's shard (DESIGN §Transactions, the
+	// coordinator epoch), or WriteTxnMarkers' CoordinatorEpoch; −1 for
+	// none. The partition's shard refuses a marker whose epoch is below
+	// the last one its producer's markers there carried
+	// (TRANSACTION_COORDINATOR_FENCED). Not used for other batches.
+	CoordinatorEpoch int32
 }
 
 // What a batch is to transactions (CommitBatch.Txn, record 102's tagged

@@ -91,7 +91,7 @@ func (c *Client) commitFile(ctx context.Context, addr string, shard int32, req *
 			ByteOffset: b.ByteOffset, ByteSize: b.ByteSize, LastOffsetDelta: b.LastOffsetDelta,
 			BatchMaxTimestamp: b.BatchMaxTimestamp, TimestampType: b.TimestampType, ProducerID: b.ProducerID,
 			ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, LastSequence: b.LastSequence,
-			Txn: b.Txn, TxnSeq: b.TxnSeq}
+			Txn: b.Txn, TxnSeq: b.TxnSeq, CoordinatorEpoch: b.CoordinatorEpoch}
 	}
 	r, err := c.Request(ctx, addr, w)
 	if err != nil {

@@ -184,7 +184,7 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // WriteMarkers writes the COMMIT (commit) or ABORT marker of producer
 // (producerID, epoch)'s transaction to each partition of parts through the
 // pipeline (SPEC §15: a control batch with the producer's id and epoch,
-// coordinator epoch 0, the handler's clock as timestamp) and returns once
+// coordinator epoch coordEpoch, the handler's clock as timestamp) and returns once
 // every one is committed. Each marker carries seq, the token of the
 // transaction it ends (txn.StateRecord.Seq; 0 when not known), so that
 // the partition's shard refuses the transaction's batches committed after
@@ -202,7 +202,7 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // Errors: ctx's,
 // ErrClosed, the first other commit error (the caller retries the whole
 // transaction's markers: a marker written twice changes nothing).
-func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, commit bool, parts []diskless.TopicPartition) error {
+func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
 	if err := h.waitTxnProduces(ctx, producerID); err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 		if t.Disablement.State == diskless.TopicDisabled {
 			continue
 		}
-		buf = batch.AppendMarker(buf, producerID, epoch, commit, 0, now)
+		buf = batch.AppendMarker(buf, producerID, epoch, commit, coordEpoch, now)
 		ends = append(ends, len(buf))
 		tsType := batch.TimestampCreateTime
 		if t.Config.LogAppendTime {
@@ -239,7 +239,7 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 	for i := range entries {
 		hdr := batch.Header(buf[start:ends[i]:ends[i]])
 		e := newPendingEntry(entries[i].commit.TopicID, entries[i].commit.Partition, hdr, entries[i].commit.TimestampType)
-		e.commit.Txn, e.commit.TxnSeq = kind, seq
+		e.commit.Txn, e.commit.TxnSeq, e.commit.CoordinatorEpoch = kind, seq, coordEpoch
 		entries[i] = e
 		start = ends[i]
 	}

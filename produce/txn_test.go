@@ -249,7 +249,7 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	err := r.h.WriteMarkers(ctx, 5, 0, 1, true, parts)
+	err := r.h.WriteMarkers(ctx, 5, 0, 1, 0, true, parts)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteMarkers with a batch in flight: %v, want the context's deadline", err)
@@ -265,7 +265,7 @@ func TestMarkersWaitForTransactionalBatches(t *testing.T) {
 	if got := codes(wait()); got[0] != 0 {
 		t.Fatalf("data batch: code %d", got[0])
 	}
-	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, true, parts); err != nil {
+	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, 0, true, parts); err != nil {
 		t.Fatalf("WriteMarkers: %v", err)
 	}
 	r.cm.mu.Lock()
@@ -298,7 +298,7 @@ func TestMarkersSkipPartitionsTakingNoProduce(t *testing.T) {
 	off.Disablement.State = diskless.TopicDisabled
 	cat.topics["off"] = off
 	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: dis.ID, Partition: 0}, {TopicID: off.ID, Partition: 0}, {TopicID: diskless.TopicID{9}, Partition: 0}}
-	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, false, parts); err != nil {
+	if err := r.h.WriteMarkers(context.Background(), 5, 0, 1, 0, false, parts); err != nil {
 		t.Fatalf("WriteMarkers: %v", err)
 	}
 	r.cm.mu.Lock()

@@ -50,7 +50,9 @@ func samples() map[int16]sample {
 					{TopicID: topicB, Partition: 1, Magic: 2, ByteOffset: 161, ByteSize: 61, LastOffsetDelta: 0,
 						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, LastSequence: 0, Txn: 1, TxnSeq: 3},
 					{TopicID: topicB, Partition: 2, Magic: 2, ByteOffset: 222, ByteSize: 61, LastOffsetDelta: 0,
-						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1, LastSequence: -1, Txn: 3},
+						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1, LastSequence: -1, Txn: 3, CoordinatorEpoch: 4},
+					{TopicID: topicB, Partition: 3, Magic: 2, ByteOffset: 283, ByteSize: 61, LastOffsetDelta: 0,
+						BatchMaxTimestamp: 5, ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1, LastSequence: -1, Txn: 2, TxnSeq: 2, CoordinatorEpoch: -1},
 				}},
 			&CommitFileResponse{ErrorMessage: str("x"), Batches: []CommitFileResult{
 				{BaseOffset: 10, LogAppendTime: 1000, LogStartOffset: 2},
@@ -231,6 +233,16 @@ func TestLayout(t *testing.T) {
 		// Without shards: no tagged field.
 		{"DisableTopic response, no shards", &DisableTopicResponse{},
 			"00000000" + "0000" + "00" + "00"},
+		// TimeoutMs, ShardId, "k", ObjectFormat, FileSize,
+		// UploaderBrokerId, OwnerIds [], Batches [{zero uuid, partition 1,
+		// magic 2, ByteOffset, ByteSize 61, LastOffsetDelta, max
+		// timestamp, timestamp type, ProducerId 7, epoch, sequences −1,
+		// tags {0: Txn 3 ABORT, 2: CoordinatorEpoch 5}}], tags.
+		{"CommitFile request, a marker", &CommitFileRequest{TimeoutMs: 1, ShardID: 2, ObjectKey: "k", ObjectFormat: 1, FileSize: 61, OwnerIDs: []int32{},
+			Batches: []CommitFileBatch{{Partition: 1, Magic: 2, ByteSize: 61, ProducerID: 7, BaseSequence: -1, LastSequence: -1, Txn: 3, CoordinatorEpoch: 5}}},
+			"00000001" + "00000002" + "026b" + "01" + "000000000000003d" + "00000000" + "01" + "02" +
+				"00000000000000000000000000000000" + "00000001" + "02" + "00000000" + "0000003d" + "00000000" + "0000000000000000" + "00" +
+				"0000000000000007" + "0000" + "ffffffff" + "ffffffff" + "02" + "000103" + "020400000005" + "00"},
 		// Throttle, ErrorCode 16, null message, empty Batches, tags.
 		{"CommitFile response", &CommitFileResponse{ErrorCode: 16},
 			"00000000" + "0010" + "00" + "01" + "00"},

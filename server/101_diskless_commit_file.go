@@ -35,7 +35,7 @@ func (s *Server) handleDisklessCommitFile(ctx context.Context, req *rpcmsg.Commi
 			TopicID: b.TopicID, Partition: b.Partition, Magic: b.Magic, ByteOffset: b.ByteOffset, ByteSize: b.ByteSize,
 			LastOffsetDelta: b.LastOffsetDelta, BatchMaxTimestamp: b.BatchMaxTimestamp, TimestampType: b.TimestampType,
 			ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, LastSequence: b.LastSequence,
-			Txn: b.Txn, TxnSeq: b.TxnSeq,
+			Txn: b.Txn, TxnSeq: b.TxnSeq, CoordinatorEpoch: b.CoordinatorEpoch,
 		}
 	}
 	rs, err := s.cfg.Shards.CommitFile(ctx, req.ShardID, dr)

@@ -18,8 +18,11 @@ import (
 // (the produce pipeline, as a completion's). A topic or partition the
 // catalog does not hold gets UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers;
 // a partition whose producer state holds the producer at a newer epoch than
-// the marker's gets INVALID_PRODUCER_EPOCH and no marker, as Kafka's
-// leader answers (staleEpoch); a marker that could not be written gets its
+// the marker's gets INVALID_PRODUCER_EPOCH and no marker, one whose
+// producer's last marker carried a larger coordinator epoch than the
+// request's TRANSACTION_COORDINATOR_FENCED and no marker, as Kafka's
+// leader answers (staleMarker; the partition's shard refuses the latter
+// when it commits too); a marker that could not be written gets its
 // error's code on each of its other partitions (ctx's: REQUEST_TIMED_OUT;
 // another: KAFKA_STORAGE_ERROR).
 func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
@@ -38,8 +41,8 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 					continue
 				}
 				tp := diskless.TopicPartition{TopicID: t.ID, Partition: p}
-				if s.staleEpoch(tp, m.ProducerID, m.ProducerEpoch) {
-					codes[i][j] = kerr.InvalidProducerEpoch.Code
+				if code := s.staleMarker(tp, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch); code != 0 {
+					codes[i][j] = code
 					continue
 				}
 				parts = append(parts, tp)
@@ -47,7 +50,7 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 		}
 		var code int16
 		if len(parts) > 0 {
-			err := s.cfg.Transactions.WriteTxnMarkers(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, parts)
+			err := s.cfg.Transactions.WriteTxnMarkers(ctx, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, parts)
 			var kErr *kerr.Error
 			switch {
 			case err == nil:
@@ -78,20 +81,29 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 	return resp
 }
 
-// staleEpoch reports whether partition tp's producer state holds producer
-// pid at an epoch newer than epoch: Kafka's leader refuses such a marker
-// with INVALID_PRODUCER_EPOCH (SPEC §15). The state is the one
-// DescribeProducers shows, the epoch of the producer's last data batch: a
-// marker does not change it here (SPEC §15 Decision).
-func (s *Server) staleEpoch(tp diskless.TopicPartition, pid int64, epoch int16) bool {
+// staleMarker returns the error Kafka's leader answers a marker of
+// producer (pid, epoch) and coordinator epoch coordEpoch in partition tp
+// (SPEC §15), checked in its order, or 0: INVALID_PRODUCER_EPOCH when the
+// producer state holds the producer at a newer epoch,
+// TRANSACTION_COORDINATOR_FENCED when its last marker carried a larger
+// coordinator epoch. The state is the one DescribeProducers shows, the
+// producer epoch of the last data batch: a marker does not change it here
+// (SPEC §15 Decision).
+func (s *Server) staleMarker(tp diskless.TopicPartition, pid int64, epoch int16, coordEpoch int32) int16 {
 	ps, err := s.cfg.Transactions.DescribeProducers(tp)
 	if err != nil {
-		return false // the write answers for the partition
+		return 0 // the write answers for the partition
 	}
 	for _, p := range ps {
-		if p.ProducerID == pid {
-			return p.ProducerEpoch > int32(epoch)
+		if p.ProducerID != pid {
+			continue
+		}
+		switch {
+		case p.ProducerEpoch > int32(epoch):
+			return kerr.InvalidProducerEpoch.Code
+		case p.CoordinatorEpoch > coordEpoch:
+			return kerr.TransactionCoordinatorFenced.Code
 		}
 	}
-	return false
+	return 0
 }

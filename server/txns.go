@@ -33,11 +33,11 @@ type Transactions interface {
 	ListTransactions(ctx context.Context, req *kmsg.ListTransactionsRequest) (*kmsg.ListTransactionsResponse, error)
 	DescribeProducers(tp diskless.TopicPartition) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, *kerr.Error)
 	// WriteTxnMarkers writes producer (producerID, epoch)'s COMMIT
-	// (commit) or ABORT marker into parts, as a transaction's completion
-	// does, and returns once they are committed (WriteTxnMarkers, which
-	// kafka-transactions.sh abort sends); an error applies to every
-	// partition.
-	WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, parts []diskless.TopicPartition) error
+	// (commit) or ABORT marker of coordinator epoch coordEpoch into
+	// parts, as a transaction's completion does, and returns once they
+	// are committed (WriteTxnMarkers, which kafka-transactions.sh abort
+	// sends); an error applies to every partition.
+	WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error
 }
 
 // The transaction APIs' versions (SPEC §15). The versions that signal

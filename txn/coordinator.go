@@ -48,6 +48,8 @@ func (c Config) Validate() error {
 type Coordinator struct {
 	cfg   Config
 	table *Table
+	// epoch is the coordinator epoch (Epoch).
+	epoch int32
 }
 
 // New returns a coordinator deciding against table (replayed from the
@@ -65,12 +67,42 @@ func New(cfg Config, table *Table) (*Coordinator, error) {
 	if table == nil {
 		return nil, errors.New("txn: nil table")
 	}
-	return &Coordinator{cfg: cfg, table: table}, nil
+	return &Coordinator{cfg: cfg, table: table, epoch: table.Epoch() + 1}, nil
 }
 
 // Replace makes the coordinator decide against table (the shard rebuilt
-// its state from the log).
+// its state from the log); its epoch stays.
 func (c *Coordinator) Replace(table *Table) { c.table = table }
+
+// Adopt returns the state of transactional id id if it holds producer
+// (pid, epoch) in state st, and the record to write first when that state
+// carries an older coordinator epoch than this coordinator's: the same
+// state again, its CoordinatorEpoch to be stamped with Epoch by the
+// caller. A coordinator writes a transaction's markers with its epoch only
+// once a record of the transaction carrying it is durable (DESIGN
+// §Transactions, the coordinator epoch). cur is nil when the id no longer
+// holds that state, rec nil when nothing need be written.
+func (c *Coordinator) Adopt(id string, pid int64, epoch int16, st State) (cur, rec *StateRecord) {
+	r, ok := c.table.ids[id]
+	if !ok || r.ProducerID != pid || r.ProducerEpoch != epoch || r.State != st {
+		return nil, nil
+	}
+	if r.CoordinatorEpoch >= c.epoch {
+		return r, nil
+	}
+	rec = r.clone()
+	rec.CoordinatorEpoch = c.epoch
+	return rec, rec
+}
+
+// Epoch is the coordinator epoch of this coordinator: one more than the
+// largest of the table it was created with (Table.Epoch), so 0 on a shard
+// no coordinator wrote yet. A coordinator is created each time its shard
+// is taken over or opened, so every owner of the shard has a larger
+// epoch than those before it whose records it read; the caller stamps
+// it on every record it writes (StateRecord.CoordinatorEpoch) and on the
+// transaction's markers (DESIGN §Transactions, the coordinator epoch).
+func (c *Coordinator) Epoch() int32 { return c.epoch }
 
 // Table returns the table the coordinator decides against.
 func (c *Coordinator) Table() *Table { return c.table }

@@ -104,6 +104,16 @@ type StateRecord struct {
 	// transaction it ends, and a partition refuses a batch whose Seq its
 	// producer's last marker there has reached (DESIGN §Transactions).
 	Seq int64
+	// CoordinatorEpoch is the coordinator epoch of the transaction
+	// coordinator that wrote the record (Coordinator.Epoch: one more than
+	// the largest of the shard's records when it took the shard over);
+	// −1 in records written before it was kept (tagged field 1, an int32
+	// written when not −1). A coordinator writes a transaction's markers
+	// with its epoch only once a record of the transaction carrying it is
+	// durable, and a partition refuses a marker whose epoch is below its
+	// producer's last marker's there (DESIGN §Transactions, the
+	// coordinator epoch).
+	CoordinatorEpoch int32
 }
 
 // Topic is one topic of a transaction: its id, its name when added, and
@@ -151,14 +161,27 @@ func (r *StateRecord) appendFields(dst []byte) []byte {
 	for _, g := range r.Groups {
 		dst = kbin.AppendCompactString(dst, g)
 	}
-	if r.Seq == 0 {
-		return kbin.AppendUvarint(dst, 0)
+	n := 0
+	if r.Seq != 0 {
+		n++
 	}
-	// One tagged field: tag 0, its size, Seq as an int64.
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, 0)
-	dst = kbin.AppendUvarint(dst, 8)
-	return kbin.AppendInt64(dst, r.Seq)
+	if r.CoordinatorEpoch != -1 {
+		n++
+	}
+	dst = kbin.AppendUvarint(dst, uint32(n))
+	if r.Seq != 0 {
+		// Tag 0, its size, Seq as an int64.
+		dst = kbin.AppendUvarint(dst, 0)
+		dst = kbin.AppendUvarint(dst, 8)
+		dst = kbin.AppendInt64(dst, r.Seq)
+	}
+	if r.CoordinatorEpoch != -1 {
+		// Tag 1, its size, CoordinatorEpoch as an int32.
+		dst = kbin.AppendUvarint(dst, 1)
+		dst = kbin.AppendUvarint(dst, 4)
+		dst = kbin.AppendInt32(dst, r.CoordinatorEpoch)
+	}
+	return dst
 }
 
 // DecodeRecord decodes one record body written by AppendRecord. The result
@@ -263,18 +286,28 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 			return errors.New("groups out of order")
 		}
 	}
-	rec.Seq = 0
+	rec.Seq, rec.CoordinatorEpoch = 0, -1
 	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
 		tag, size := r.Uvarint(), r.Uvarint()
 		v := r.Span(int(size))
-		if !r.Ok() || tag != 0 {
+		if !r.Ok() {
 			continue
 		}
-		if len(v) != 8 {
-			return fmt.Errorf("tagged field Seq of %d bytes", len(v))
-		}
-		if rec.Seq = int64(binary.BigEndian.Uint64(v)); rec.Seq < 0 {
-			return fmt.Errorf("transaction seq %d", rec.Seq)
+		switch tag {
+		case 0:
+			if len(v) != 8 {
+				return fmt.Errorf("tagged field Seq of %d bytes", len(v))
+			}
+			if rec.Seq = int64(binary.BigEndian.Uint64(v)); rec.Seq < 0 {
+				return fmt.Errorf("transaction seq %d", rec.Seq)
+			}
+		case 1:
+			if len(v) != 4 {
+				return fmt.Errorf("tagged field CoordinatorEpoch of %d bytes", len(v))
+			}
+			if rec.CoordinatorEpoch = int32(binary.BigEndian.Uint32(v)); rec.CoordinatorEpoch < -1 {
+				return fmt.Errorf("coordinator epoch %d", rec.CoordinatorEpoch)
+			}
 		}
 	}
 	if !r.Ok() {

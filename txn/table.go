@@ -2,6 +2,7 @@ package txn
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"maps"
@@ -9,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Table is the state of the transactional ids of one shard: for each, the
@@ -19,14 +19,18 @@ import (
 // hold the shard's lock.
 type Table struct {
 	ids map[string]*StateRecord
+	// epoch is the largest CoordinatorEpoch of the records applied, those
+	// of removed ids included; −1: none carried one.
+	epoch int32
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{ids: make(map[string]*StateRecord)} }
+func NewTable() *Table { return &Table{ids: make(map[string]*StateRecord), epoch: -1} }
 
 // Apply applies one durable record 118: it becomes the id's state, or, in
 // state Dead, removes the id. rec must not be changed afterwards.
 func (t *Table) Apply(rec *StateRecord) {
+	t.epoch = max(t.epoch, rec.CoordinatorEpoch)
 	if rec.State == Dead {
 		delete(t.ids, rec.TransactionalID)
 		return
@@ -56,8 +60,17 @@ func (t *Table) All() iter.Seq[*StateRecord] {
 // Len returns the number of transactional ids.
 func (t *Table) Len() int { return len(t.ids) }
 
-// Empty reports whether the table holds no transactional id.
-func (t *Table) Empty() bool { return len(t.ids) == 0 }
+// Empty reports whether the table holds nothing: no transactional id and
+// no coordinator epoch.
+func (t *Table) Empty() bool { return len(t.ids) == 0 && t.epoch == -1 }
+
+// HoldsIDs reports whether the table holds a transactional id.
+func (t *Table) HoldsIDs() bool { return len(t.ids) > 0 }
+
+// Epoch returns the largest coordinator epoch of the records applied
+// (those of ids removed since included), −1 when none carried one: the
+// shard's transaction coordinators so far used no epoch above it.
+func (t *Table) Epoch() int32 { return t.epoch }
 
 // Preparing returns the transactions whose outcome is decided and whose
 // markers are not all written (PrepareCommit, PrepareAbort), by id.
@@ -73,7 +86,8 @@ func (t *Table) Preparing() []*StateRecord {
 
 // AppendSnapshot appends the table's snapshot section: uvarint section
 // version 1, then a compact array of record-118 field sets by
-// transactional id ascending, then an empty tagged-field section
+// transactional id ascending, then a tagged-field section — tag 0 the
+// coordinator epoch (Epoch) as an int32, written when not −1
 // (docs/format/metadata-records.md §Transactions in snapshots). Equal
 // tables have equal bytes.
 func (t *Table) AppendSnapshot(dst []byte) []byte {
@@ -82,7 +96,13 @@ func (t *Table) AppendSnapshot(dst []byte) []byte {
 	for _, id := range slices.Sorted(maps.Keys(t.ids)) {
 		dst = t.ids[id].appendFields(dst)
 	}
-	return kbin.AppendUvarint(dst, 0)
+	if t.epoch == -1 {
+		return kbin.AppendUvarint(dst, 0)
+	}
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, 0)
+	dst = kbin.AppendUvarint(dst, 4)
+	return kbin.AppendInt32(dst, t.epoch)
 }
 
 // DecodeSnapshot decodes a section AppendSnapshot wrote and returns the
@@ -113,8 +133,23 @@ func DecodeSnapshot(b []byte) (*Table, []byte, error) {
 		}
 		last = rec.TransactionalID
 		t.ids[rec.TransactionalID] = rec
+		t.epoch = max(t.epoch, rec.CoordinatorEpoch)
 	}
-	kmsg.SkipTags(&r)
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || tag != 0 {
+			continue
+		}
+		if len(v) != 4 {
+			return nil, nil, fmt.Errorf("%w: transactions snapshot: coordinator epoch of %d bytes", ErrBadRecord, len(v))
+		}
+		e := int32(binary.BigEndian.Uint32(v))
+		if e < t.epoch {
+			return nil, nil, fmt.Errorf("%w: transactions snapshot: coordinator epoch %d below its records' %d", ErrBadRecord, e, t.epoch)
+		}
+		t.epoch = e
+	}
 	if !r.Ok() {
 		return nil, nil, fmt.Errorf("%w: transactions snapshot: truncated", ErrBadRecord)
 	}

@@ -114,6 +114,12 @@ type CommittedBatch struct {
 	// TxnSeq is tagged field 1, an int64 written only when not 0: the
 	// transaction guard's token (diskless.CommitBatch.TxnSeq).
 	TxnSeq int64
+	// CoordinatorEpoch is tagged field 2, an int32 written for a marker
+	// (Txn TxnCommit or TxnAbort) only: the coordinator epoch of its
+	// control record (diskless.CommitBatch.CoordinatorEpoch). A marker
+	// without it (written before it was kept) reads as −1; other batches
+	// read as 0.
+	CoordinatorEpoch int32
 }
 
 // RecordsDeleted is record 103 DisklessRecordsDeletedRecord.
@@ -529,6 +535,10 @@ func (b *CommittedBatch) AppendTo(dst []byte) []byte {
 	if b.TxnSeq != 0 {
 		n++
 	}
+	marker := b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort
+	if marker {
+		n++
+	}
 	dst = kbin.AppendUvarint(dst, uint32(n))
 	if b.Txn != 0 {
 		// Tag 0, size 1, the kind.
@@ -538,6 +548,11 @@ func (b *CommittedBatch) AppendTo(dst []byte) []byte {
 		// Tag 1, size 8, the token.
 		dst = append(dst, 1, 8)
 		dst = kbin.AppendInt64(dst, b.TxnSeq)
+	}
+	if marker {
+		// Tag 2, size 4, the coordinator epoch.
+		dst = append(dst, 2, 4)
+		dst = kbin.AppendInt32(dst, b.CoordinatorEpoch)
 	}
 	return dst
 }
@@ -605,16 +620,22 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.ProducerEpoch = r.Int16()
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
-	b.Txn, b.TxnSeq = 0, 0
+	b.Txn, b.TxnSeq, b.CoordinatorEpoch = 0, 0, 0
+	epoch := false
 	_ = EachTag(r, func(tag uint32, v []byte) error {
 		switch {
 		case tag == 0 && len(v) == 1:
 			b.Txn = int8(v[0])
 		case tag == 1 && len(v) == 8:
 			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
+		case tag == 2 && len(v) == 4:
+			b.CoordinatorEpoch, epoch = int32(binary.BigEndian.Uint32(v)), true
 		}
 		return nil
 	})
+	if !epoch && (b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort) {
+		b.CoordinatorEpoch = -1
+	}
 }
 
 // 103

@@ -28,7 +28,9 @@ func sampleRecords() map[string]Record {
 	b3 := b2
 	b3.Txn, b3.TxnSeq = 1, 1<<40 // both tagged fields
 	b4 := b2
-	b4.Txn, b4.TxnSeq = 2, 0 // a marker of unknown token
+	b4.Txn, b4.TxnSeq, b4.CoordinatorEpoch = 2, 0, 7 // a marker of unknown token
+	b5 := b2
+	b5.Txn, b5.TxnSeq, b5.CoordinatorEpoch = 3, 5, -1 // a marker of no coordinator epoch
 	return map[string]Record{
 		"partition created": &PartitionCreated{TopicID: testTopicA, TopicName: "orders", Partition: 7},
 		"topic deleted":     &TopicDeleted{TopicID: testTopicB},
@@ -36,7 +38,7 @@ func sampleRecords() map[string]Record {
 			ObjectKey: "wal/abc", ObjectFormat: 1, FileSize: 4096, UploaderBrokerID: 3, OwnerIDs: []int32{0, 2},
 			Topics: []FileTopic{
 				{TopicID: testTopicA, Partitions: []FilePartition{{Partition: 0, Batches: []CommittedBatch{b, b2}}, {Partition: 3, Batches: []CommittedBatch{b}}}},
-				{TopicID: testTopicB, Partitions: []FilePartition{{Partition: 1, Batches: []CommittedBatch{b2, b3, b4}}}},
+				{TopicID: testTopicB, Partitions: []FilePartition{{Partition: 1, Batches: []CommittedBatch{b2, b3, b4, b5}}}},
 			},
 		},
 		"records deleted": &RecordsDeleted{TopicID: testTopicA, Partition: 2, NewLogStartOffset: 1234},
@@ -75,6 +77,40 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Fatalf("key %d, want %d", got.Key(), rec.Key())
 			}
 		})
+	}
+}
+
+// TestMarkerCoordinatorEpoch pins a marker's coordinator epoch in record
+// 102 (tag 2, an int32, written for every marker) and reads a marker
+// written before it (no tag 2) as −1, any other batch as 0
+// (docs/format/metadata-records.md §102).
+func TestMarkerCoordinatorEpoch(t *testing.T) {
+	m := CommittedBatch{Magic: 2, ByteSize: 61, ProducerID: 7, BaseSequence: -1, LastSequence: -1, Txn: 3, CoordinatorEpoch: 5}
+	b := m.AppendTo(nil)
+	// Two tags: 0 (size 1, ABORT), 2 (size 4, the epoch).
+	if tail := b[len(b)-10:]; !bytes.Equal(tail, []byte{2, 0, 1, 3, 2, 4, 0, 0, 0, 5}) {
+		t.Fatalf("a marker's tagged fields % x", tail)
+	}
+	read := func(b []byte) CommittedBatch {
+		var got CommittedBatch
+		r := kbin.Reader{Src: b}
+		got.ReadFrom(&r)
+		if !r.Ok() || len(r.Src) != 0 {
+			t.Fatalf("ReadFrom % x: ok %v, %d bytes left", b, r.Ok(), len(r.Src))
+		}
+		return got
+	}
+	if got := read(b); got != m {
+		t.Fatalf("round trip %+v, want %+v", got, m)
+	}
+	old := append(b[:len(b)-10:len(b)-10], 1, 0, 1, 3)
+	if got := read(old); got.CoordinatorEpoch != -1 || got.Txn != 3 {
+		t.Fatalf("a marker without tag 2: %+v, want coordinator epoch -1", got)
+	}
+	data := m
+	data.Txn, data.CoordinatorEpoch = 1, 9
+	if got := read(data.AppendTo(nil)); got.CoordinatorEpoch != 0 {
+		t.Fatalf("a transactional batch's coordinator epoch %d, want 0 (not written)", got.CoordinatorEpoch)
 	}
 }
 
