@@ -3,9 +3,11 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -224,5 +226,51 @@ func TestTxnMarkersCarryCoordinatorEpoch(t *testing.T) {
 	e.reopen()
 	if ownEpoch() != 2 {
 		t.Fatalf("reopened again: coordinator epoch %d, want 2", ownEpoch())
+	}
+}
+
+// TestEndedTagRoundTrip: the snapshot's transaction guards keep each
+// producer's coordinator epoch (tag 0 of the entry, absent for −1), also
+// for a guard of no token; the loader refuses a guard of neither token nor
+// epoch, a negative token and an epoch not of 4 bytes
+// (docs/format/metadata-records.md §Transactions in snapshots).
+func TestEndedTagRoundTrip(t *testing.T) {
+	ended := map[int64]endedTxn{
+		3: {seq: 0, at: 10, coordEpoch: 2},
+		5: {seq: 4, at: 11, coordEpoch: -1},
+		9: {seq: 6, at: 12, coordEpoch: 0},
+	}
+	b := appendEndedTag(nil, ended)
+	var got partTxns
+	r := kbin.Reader{Src: b}
+	if err := readEndedTag(&r, &got); err != nil || len(r.Src) != 0 || !reflect.DeepEqual(got.ended, ended) {
+		t.Fatalf("round trip: %+v, %v, %d bytes left; want %+v", got.ended, err, len(r.Src), ended)
+	}
+	// One guard: producer 1, token seq, time 0, then its tags.
+	guard := func(seq int64, tags ...byte) []byte {
+		var f []byte
+		f = kbin.AppendCompactArrayLen(f, 1)
+		f = kbin.AppendInt64(f, 1)
+		f = kbin.AppendInt64(f, seq)
+		f = kbin.AppendInt64(f, 0)
+		f = append(f, tags...)
+		out := kbin.AppendUvarint(nil, 1)
+		out = kbin.AppendUvarint(out, 0)
+		out = kbin.AppendUvarint(out, uint32(len(f)))
+		return append(out, f...)
+	}
+	for name, b := range map[string][]byte{
+		"neither token nor epoch": guard(0, 0),
+		"negative token":          guard(-1, 1, 0, 4, 0, 0, 0, 1),
+		"epoch of 3 bytes":        guard(0, 1, 0, 3, 0, 0, 1),
+	} {
+		var p partTxns
+		if err := readEndedTag(&kbin.Reader{Src: b}, &p); err == nil {
+			t.Errorf("%s: loaded %+v", name, p.ended)
+		}
+	}
+	var p partTxns
+	if err := readEndedTag(&kbin.Reader{Src: guard(0, 1, 0, 4, 0, 0, 0, 7)}, &p); err != nil || p.ended[1].coordEpoch != 7 {
+		t.Fatalf("a guard of epoch 7 and no token: %+v %v", p.ended, err)
 	}
 }
