@@ -230,10 +230,12 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 		for _, pp := range pt.Partitions {
 			var ps []string
 			for _, ap := range pp.ActiveProducers {
-				// CoordinatorEpoch is left out: Kafka reports its
-				// markers' (0) once one was written, the sidecar -1.
-				ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts %s txn %d", name(ap.ProducerID), ap.ProducerEpoch, ap.LastSequence,
-					sign(ap.LastTimestamp), ap.CurrentTxnStartOffset))
+				// CoordinatorEpoch: Kafka's markers carry the epoch of
+				// its transaction log partition (0 on a fresh broker),
+				// the sidecar's that of its shard's coordinator (0 on a
+				// fresh sidecar); −1 before a marker.
+				ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts %s coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch, ap.LastSequence,
+					sign(ap.LastTimestamp), ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
 			}
 			slices.Sort(ps)
 			out = append(out, fmt.Sprintf("producers %s-%d: error %d %v", pt.Topic, pp.Partition, pp.ErrorCode, ps))
@@ -252,7 +254,7 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	for _, pp := range presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions {
 		var ps []string
 		for _, ap := range pp.ActiveProducers {
-			ps = append(ps, fmt.Sprintf("%s txn %d", name(ap.ProducerID), ap.CurrentTxnStartOffset))
+			ps = append(ps, fmt.Sprintf("%s coordinator epoch %d txn %d", name(ap.ProducerID), ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
 		}
 		slices.Sort(ps)
 		out = append(out, fmt.Sprintf("producers after abort t-%d: error %d %v", pp.Partition, pp.ErrorCode, ps))
@@ -295,6 +297,34 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 			line += fmt.Sprintf("; t-%d high watermark %d, LSO %d", p, hwm, lso)
 		}
 		out = append(out, line)
+	}
+
+	// WriteTxnMarkers' coordinator epochs: the marker above recorded
+	// coordinator epoch 0 for e in t-2. e's next record opens a
+	// transaction there again; a marker of coordinator epoch −1 is refused
+	// (TRANSACTION_COORDINATOR_FENCED, nothing written), one of 0 ends it.
+	mustNoErr(t, "produce e again", e.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 2, Value: []byte("e")}).FirstErr())
+	for _, ce := range []int32{-1, 0} {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		req.Version = 1
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pe, ee, false, ce
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{2}}}
+		req.Markers = append(req.Markers, m)
+		r, err := admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, req)
+		mustNoErr(t, "WriteTxnMarkers", err)
+		code := r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+		hwm, lso := txnEnds(t, ctx, admin, "t", 2)
+		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{2}}}
+		presp, err = admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, dp)
+		mustNoErr(t, "DescribeProducers", err)
+		var ps []string
+		for _, ap := range presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers {
+			ps = append(ps, fmt.Sprintf("%s coordinator epoch %d txn %d", name(ap.ProducerID), ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
+		}
+		slices.Sort(ps)
+		out = append(out, fmt.Sprintf("WriteTxnMarkers ABORT %s coordinator epoch %d: error %d; t-2 high watermark %d, LSO %d; producers %v",
+			name(pe), ce, code, hwm, lso, ps))
 	}
 	return out
 }
