@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
 // TestBenchTransactions is a measurement, not a test: it runs only with
@@ -20,23 +24,32 @@ func TestBenchTransactions(t *testing.T) {
 	requireBench(t)
 	sc := StartSidecar(t, "")
 	ctx := testCtx(t, 5*time.Minute)
+	const topic = "bench-txn"
+	createTopic(t, ctx, sc, topic, 1, nil)
+	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
+	benchTxnRounds(t, ctx, sc.Client(manual), sc.Client(manual, kgo.TransactionalID("bench")), topic, 0)
+}
+
+// benchTxnRounds runs TestBenchTransactions' rounds — 100 records of
+// 1 KiB to partition p of topic, idempotent through idem (ProduceSync)
+// against transactional through txn (BeginTransaction, ProduceSync,
+// EndTransaction commit), alternated four times for 10 s each — and logs
+// records/s, the round latency p50/p99 of both and the commit's
+// (EndTransaction) p50/p99.
+func benchTxnRounds(t *testing.T, ctx context.Context, idem, txn *kgo.Client, topic string, p int32) {
+	t.Helper()
 	const (
-		topic  = "bench-txn"
 		window = 10 * time.Second
 		batch  = 100
 	)
-	createTopic(t, ctx, sc, topic, 1, nil)
 	value := make([]byte, 1024)
 	recs := func() []*kgo.Record {
 		out := make([]*kgo.Record, batch)
 		for i := range out {
-			out[i] = &kgo.Record{Topic: topic, Partition: 0, Value: value}
+			out[i] = &kgo.Record{Topic: topic, Partition: p, Value: value}
 		}
 		return out
 	}
-	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
-	idem := sc.Client(manual)
-	txn := sc.Client(manual, kgo.TransactionalID("bench"))
 	type stats struct{ rounds, commits []time.Duration }
 	var s [2]stats // 0 idempotent, 1 transactional
 	for round := range 8 {
@@ -69,4 +82,56 @@ func TestBenchTransactions(t *testing.T) {
 			t.Logf("%s: commit (EndTransaction) p50 %.1f ms p99 %.1f ms", name, pct(st.commits, 0.5), pct(st.commits, 0.99))
 		}
 	}
+}
+
+// TestBenchClusterTransactions is a measurement, not a test: it runs only
+// with SIDECAR_BENCH=1 (SIDECAR_BENCH=1 go test -run
+// TestBenchClusterTransactions -v ./e2e) and logs its figures for
+// bench/RESULTS.md. Three sidecars of one cluster next to the shared
+// 3-broker Kafka (startSidecarCluster), the clients given every sidecar's
+// address: the transactional id's shard hosted by one sidecar (its
+// transaction coordinator), the partition's shard by another, so that
+// every transaction's check, markers and completion cross sidecars
+// (DESIGN §Transactions); then TestBenchTransactions' rounds
+// (benchTxnRounds), idempotent against transactional in the same run.
+func TestBenchClusterTransactions(t *testing.T) {
+	requireBench(t)
+	cl := startSidecarCluster(t, 3)
+	ctx := testCtx(t, 5*time.Minute)
+	owner := map[int32]int32{} // sidecar by shard
+	for id, s := range cl.scs {
+		for sh := range cl.hostingNow(s) {
+			owner[int32(sh)] = id
+		}
+	}
+	const topic = "bench-ctxn"
+	first := cl.scs[cl.k.Brokers()[0]]
+	createTopic(t, ctx, first, topic, 6, nil)
+	var id diskless.TopicID
+	waitFor(t, 30*time.Second, "topic "+topic+" in Metadata", func() bool {
+		var ok bool
+		id, ok = topicOf(ctx, first, topic)
+		return ok
+	})
+	txnShard := diskless.GroupShardFor("bench", clusterShards)
+	coord := owner[txnShard]
+	part := int32(-1)
+	for p := range int32(6) {
+		if sh := diskless.ShardFor(id, p, clusterShards); owner[sh] != coord {
+			part = p
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("every partition of %s on sidecar %d's shards (%v)", topic, coord, owner)
+	}
+	partShard := diskless.ShardFor(id, part, clusterShards)
+	t.Logf("transactional id bench on shard %d of sidecar %d; %s-%d on shard %d of sidecar %d", txnShard, coord, topic, part, partShard, owner[partShard])
+	client := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(cl.addrs(), ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+		mustNoErr(t, "client", err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	benchTxnRounds(t, ctx, client(), client(kgo.TransactionalID("bench")), topic, part)
 }
