@@ -169,17 +169,23 @@ func TestTxnMarkersCarryCoordinatorEpoch(t *testing.T) {
 			t.Fatalf("transactional batch: %v", r.Err)
 		}
 	}
+	// completed checks the markers' calls so far — the last of epoch
+	// epoch —, the id's state and the partition's recorded epoch.
+	completed := func(what string, calls int, epoch int32, state txn.State) {
+		t.Helper()
+		if got := m.calls(); len(got) != calls || got[calls-1] != epoch {
+			t.Fatalf("%s: markers' coordinator epochs %v, want %d calls, the last of %d", what, got, calls, epoch)
+		}
+		if st := e.txnState("tx"); st.CoordinatorEpoch != epoch || st.State != state {
+			t.Fatalf("%s: state %v of coordinator epoch %d, want %v of %d", what, st.State, st.CoordinatorEpoch, state, epoch)
+		}
+		if got := producerCoordEpoch(t, e.c, tp, pid); got != epoch {
+			t.Fatalf("%s: the partition's coordinator epoch %d, want %d", what, got, epoch)
+		}
+	}
 	produce()
 	want(t, "EndTxn", e.endTxn("tx", pid, ep, true), nil)
-	if got := m.calls(); len(got) != 1 || got[0] != 0 {
-		t.Fatalf("markers' coordinator epochs %v, want [0]", got)
-	}
-	if st := e.txnState("tx"); st.CoordinatorEpoch != 0 || st.State != txn.CompleteCommit {
-		t.Fatalf("state %v of coordinator epoch %d, want CompleteCommit of 0", st.State, st.CoordinatorEpoch)
-	}
-	if got := producerCoordEpoch(t, e.c, tp, pid); got != 0 {
-		t.Fatalf("the partition's coordinator epoch %d, want 0", got)
-	}
+	completed("EndTxn", 1, 0, txn.CompleteCommit)
 
 	// The next transaction's outcome alone (its markers not written: the
 	// coordinator crashed), then a restart: the new coordinator's epoch is
@@ -203,15 +209,7 @@ func TestTxnMarkersCarryCoordinatorEpoch(t *testing.T) {
 	if err := e.c.runTxnCheck(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.calls(); len(got) != 2 || got[1] != 1 {
-		t.Fatalf("markers' coordinator epochs %v, want [0 1]", got)
-	}
-	if st := e.txnState("tx"); st.CoordinatorEpoch != 1 || st.State != txn.CompleteAbort {
-		t.Fatalf("after the check: state %v of coordinator epoch %d, want CompleteAbort of 1", st.State, st.CoordinatorEpoch)
-	}
-	if got := producerCoordEpoch(t, e.c, tp, pid); got != 1 {
-		t.Fatalf("the partition's coordinator epoch %d, want 1", got)
-	}
+	completed("the check after the restart", 2, 1, txn.CompleteAbort)
 	hwm := e.findCommitted(top, 0, 0).HighWatermark
 
 	// The deposed coordinator's ABORT of the same transaction, late.
