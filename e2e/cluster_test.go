@@ -1098,7 +1098,11 @@ func checkCutListOffsets(t *testing.T, ctx context.Context, cl *sidecarCluster, 
 // it a Produce (acks=all, 5 s timeout) to a partition of probe on a shard
 // it hosted at the cut (hosted), which must be answered with a retriable
 // error (the request's timeout bounds the wait: once, unbounded, it went
-// unanswered for over 30 s), and a Fetch of it, which must be answered.
+// unanswered for over 30 s), and a Fetch of it, which must be answered;
+// and FindCoordinator of a group and a transactional id on each shard it
+// hosted, which must not name it (COORDINATOR_NOT_AVAILABLE or another
+// sidecar: server.TestFindCoordinatorLapsed; before, it named itself, and
+// its clients' coordinators stayed on it).
 // probe is not in the load's history: the produce may yet be stored.
 func checkCutSidecar(t *testing.T, ctx context.Context, cl *sidecarCluster, victim int32, topic, probe string, partitions int32, hosted []int,
 	dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) {
@@ -1130,6 +1134,24 @@ func checkCutSidecar(t *testing.T, ctx context.Context, cl *sidecarCluster, vict
 		len(leaders) != int(partitions) {
 		t.Errorf("the cut sidecar %d, its membership lapsed, names itself (or no one) in its Metadata: brokers %v, controller %d, leaders %v",
 			victim, brokers, md.ControllerID, leaders)
+	}
+
+	for _, typ := range []int8{0, 1} {
+		freq := kmsg.NewPtrFindCoordinatorRequest()
+		freq.Version, freq.CoordinatorType = 4, typ
+		for _, sh := range hosted {
+			freq.CoordinatorKeys = append(freq.CoordinatorKeys, groupOnShard("cut-find", int32(sh)))
+		}
+		fresp, err := rc.TryRequest(freq)
+		mustNoErr(t, "FindCoordinator at the cut sidecar", err)
+		for _, c := range fresp.(*kmsg.FindCoordinatorResponse).Coordinators {
+			t.Logf("the cut sidecar's FindCoordinator (key type %d) of %s on shard %d: node %d, %v", typ, c.Key,
+				diskless.GroupShardFor(c.Key, clusterShards), c.NodeID, kerr.ErrorForCode(c.ErrorCode))
+			if c.NodeID == victim || c.ErrorCode != 0 && !kerr.IsRetriable(kerr.ErrorForCode(c.ErrorCode)) {
+				t.Errorf("the cut sidecar %d, its membership lapsed, answers FindCoordinator (key type %d) of %s: node %d, %v; want another sidecar or a retriable error",
+					victim, typ, c.Key, c.NodeID, kerr.ErrorForCode(c.ErrorCode))
+			}
+		}
 	}
 
 	id, ok := topicOf(ctx, cl.scs[1], probe)

@@ -23,7 +23,13 @@ const (
 // the sidecar hosting the group's shard (diskless.GroupShardFor; DESIGN
 // §Consumer groups): this node without a Cluster, else the shard's owner
 // the Cluster names (COORDINATOR_NOT_AVAILABLE, retriable, while none is
-// known). A transactional id's coordinator is found alike, its shard
+// known). While this sidecar's membership has lapsed (Cluster.Lapsed) and
+// its last view names others, it does not name itself: a shard its last
+// view places elsewhere is named there, one placed on itself answers
+// COORDINATOR_NOT_AVAILABLE — it may be cut off from Kafka, and the
+// others may have taken the shard over (as Metadata leaves it out: DESIGN
+// §Membership, "Seen by clients while unconfirmed"). A transactional
+// id's coordinator is found alike, its shard
 // diskless.GroupShardFor of the id (DESIGN §Transactions), when a
 // transaction coordinator is configured (Config.Transactions); without
 // one COORDINATOR_NOT_AVAILABLE, which clients retry; other key types
@@ -51,6 +57,10 @@ func (s *Server) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		}
 		if s.cfg.Cluster != nil {
 			owner, ok := s.cfg.Cluster.Owner(diskless.GroupShardFor(key, s.cfg.Groups.NumShards()))
+			if ok && owner.NodeID == s.cfg.NodeID {
+				_, lapsed := s.lapsedOthers(s.cfg.Cluster.Sidecars())
+				ok = !lapsed
+			}
 			if !ok {
 				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				msg := kerr.CoordinatorNotAvailable.Description

@@ -113,11 +113,8 @@ func (s *Server) zoneOf(c client) string {
 func (s *Server) sidecars(ctx context.Context) []diskless.Sidecar {
 	if s.cfg.Cluster != nil {
 		if ss := s.cfg.Cluster.Sidecars(); len(ss) > 0 {
-			if s.cfg.Cluster.Lapsed() {
-				self := func(sc diskless.Sidecar) bool { return sc.NodeID == s.cfg.NodeID }
-				if others := slices.DeleteFunc(slices.Clone(ss), self); len(others) > 0 {
-					ss = others
-				}
+			if others, ok := s.lapsedOthers(ss); ok {
+				ss = others
 			}
 			if l := listenerOf(ctx); l != nil {
 				ss = slices.Clone(ss)
@@ -130,6 +127,18 @@ func (s *Server) sidecars(ctx context.Context) []diskless.Sidecar {
 	}
 	host, port := s.advertised(ctx)
 	return []diskless.Sidecar{{NodeID: s.cfg.NodeID, Host: host, Port: port, Rack: s.cfg.Rack}}
+}
+
+// lapsedOthers returns the sidecars of ss other than this one, and true,
+// while this sidecar's membership has lapsed (Cluster.Lapsed) and ss
+// names others: Metadata, DescribeCluster and FindCoordinator then do not
+// name it. Otherwise it returns nil, false.
+func (s *Server) lapsedOthers(ss []diskless.Sidecar) ([]diskless.Sidecar, bool) {
+	if s.cfg.Cluster == nil || !s.cfg.Cluster.Lapsed() {
+		return nil, false
+	}
+	others := slices.DeleteFunc(slices.Clone(ss), func(sc diskless.Sidecar) bool { return sc.NodeID == s.cfg.NodeID })
+	return others, len(others) > 0
 }
 
 // addrFor is where the client of ctx reaches sc: the advertised address

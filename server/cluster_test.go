@@ -263,3 +263,65 @@ func TestFindCoordinatorOwner(t *testing.T) {
 		t.Fatalf("%s (no owner): %+v", other, got)
 	}
 }
+
+// TestFindCoordinatorLapsed: a sidecar whose membership lapsed does not
+// name itself coordinator while its last view names others — a shard its
+// view places on itself answers COORDINATOR_NOT_AVAILABLE, one placed on
+// another sidecar names that one, as Metadata leaves it out; alone in its
+// view, or confirmed again, it names itself. Without the rule a client's
+// group and transaction coordinator stayed on a sidecar cut off from
+// Kafka (DESIGN §Membership).
+func TestFindCoordinatorLapsed(t *testing.T) {
+	self := diskless.Sidecar{NodeID: 2, Host: "h2", Port: 2}
+	other := diskless.Sidecar{NodeID: 1, Host: "h1", Port: 1}
+	mine, theirs := "g-mine", "g-theirs"
+	for diskless.GroupShardFor(theirs, 4) == diskless.GroupShardFor(mine, 4) {
+		theirs += "x"
+	}
+	fc := &fakeCluster{lapsed: true, sidecars: []diskless.Sidecar{other, self}, owners: map[int32]diskless.Sidecar{
+		diskless.GroupShardFor(mine, 4): self, diskless.GroupShardFor(theirs, 4): other,
+	}}
+	ts := startServer(t, func(c *Config, _ *testServer) { c.Cluster, c.Groups, c.NodeID = fc, stubGroups{}, 2 })
+	c := dialRaw(t, ts.Addr())
+	find := func(version int16) []kmsg.FindCoordinatorResponseCoordinator {
+		t.Helper()
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version = version
+		if version >= 4 {
+			req.CoordinatorKeys = []string{mine, theirs}
+			return c.roundTrip(req).(*kmsg.FindCoordinatorResponse).Coordinators
+		}
+		var out []kmsg.FindCoordinatorResponseCoordinator
+		for _, k := range []string{mine, theirs} {
+			req.CoordinatorKey = k
+			r := c.roundTrip(req).(*kmsg.FindCoordinatorResponse)
+			out = append(out, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: r.NodeID, ErrorCode: r.ErrorCode})
+		}
+		return out
+	}
+	for _, v := range []int16{3, 4} {
+		got := find(v)
+		if got[0].ErrorCode != kerr.CoordinatorNotAvailable.Code || got[0].NodeID != -1 {
+			t.Errorf("v%d, lapsed, shard placed here: %+v, want COORDINATOR_NOT_AVAILABLE", v, got[0])
+		}
+		if got[1].ErrorCode != 0 || got[1].NodeID != 1 {
+			t.Errorf("v%d, lapsed, shard placed on node 1: %+v, want node 1", v, got[1])
+		}
+	}
+
+	// Alone in its last view: itself (there is no one else to name).
+	fc.mu.Lock()
+	fc.sidecars = []diskless.Sidecar{self}
+	fc.mu.Unlock()
+	if got := find(4); got[0].ErrorCode != 0 || got[0].NodeID != 2 {
+		t.Errorf("lapsed, alone: %+v, want node 2", got[0])
+	}
+
+	// Kafka answers again: itself.
+	fc.mu.Lock()
+	fc.sidecars, fc.lapsed = []diskless.Sidecar{other, self}, false
+	fc.mu.Unlock()
+	if got := find(4); got[0].ErrorCode != 0 || got[0].NodeID != 2 {
+		t.Errorf("confirmed again: %+v, want node 2", got[0])
+	}
+}
