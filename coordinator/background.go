@@ -84,6 +84,10 @@ type jobs struct {
 	// without live batches in any owner (ms, Config.Now); guarded by
 	// deletion. In memory only: a restart starts the delay again.
 	quiet []map[string]int64
+	// unanswered holds, per disablement (topic id and epoch), when a
+	// pass first found a shard of it that no sidecar answered for
+	// (Config.Now); guarded by disable. In memory only, like quiet.
+	unanswered map[unansweredKey]time.Time
 }
 
 // fileDeletionPass is how often the file lifecycle runs: twice per

@@ -31,7 +31,8 @@ import (
 //     DisklessDisableTopic — sent once every sidecar confirmed the first,
 //     so no batch of the topic can commit after — answer for each shard
 //     of the topic they host (diskless.DisableTopicResult,
-//     Coordinator.TopicTxns); a shard none answered for counts as open;
+//     Coordinator.TopicTxns); a shard none answered for counts as open,
+//     and is warned of once it stayed so unansweredWarnAfter (below);
 //  3. with policy delete, moves every partition's log start to its high
 //     watermark (record 103 on each owning shard, skipped where it is
 //     there already) — no commit of the topic can come after: shard 0
@@ -64,6 +65,38 @@ type Sidecars interface {
 // one of the topic's partitions: not a failure, the next pass looks again.
 var errTxnsOpen = errors.New("a transaction is open in one of its partitions")
 
+// unansweredError is driveDisablement's answer while no sidecar answered
+// for some of the topic's shards (txnsClosedElsewhere): they count as
+// holding an open transaction, and the next pass looks again.
+type unansweredError struct {
+	topic  string
+	shards []int32
+}
+
+func (e *unansweredError) Error() string {
+	return fmt.Sprintf("%s, shards %v: no sidecar answered whether a transaction is open there", e.topic, e.shards)
+}
+
+// unansweredKey names one disablement: a topic at a disablement epoch.
+type unansweredKey struct {
+	topic diskless.TopicID
+	epoch int32
+}
+
+// unansweredWarnAfter is how long a disablement's shards may stay
+// unanswered before it is warned of. A shard loading (a takeover's
+// replay) or a catalog a moment behind the epoch is transient and quiet;
+// one that no sidecar hosts, or whose owner runs a version without
+// DisklessDisableTopic's TxnShards, holds the disablement until an
+// operator acts, and is warned of under a message of its own, so that
+// its rate limit cannot silence the "did not confirm" lines of the
+// retry warning (DESIGN §Logging).
+const unansweredWarnAfter = time.Minute
+
+// msgUnanswered is the rate-limited warning of a lasting unanswered
+// stall (subject: the topic).
+const msgUnanswered = "coordinator: disablement held: no sidecar answers for some of the topic's shards (none hosts them, or their owner runs a version without the answer); waiting"
+
 // disableSendTimeout bounds one DisklessDisableTopic.
 const disableSendTimeout = 30 * time.Second
 
@@ -76,6 +109,8 @@ func (c *Coordinator) runDisablement(ctx context.Context) error {
 		return nil // the catalog's owner drives disablements
 	}
 	var errs []error
+	stalled := c.jobs.unanswered
+	c.jobs.unanswered = nil
 	for _, t := range c.Topics() {
 		if t.Disablement.State != diskless.TopicDisabling {
 			continue
@@ -83,6 +118,10 @@ func (c *Coordinator) runDisablement(ctx context.Context) error {
 		err := c.driveDisablement(ctx, t)
 		if errors.Is(err, errTxnsOpen) {
 			c.logger.Debug("coordinator: disablement waits for open transactions", "topic", t.Name, "epoch", t.Disablement.Epoch)
+			continue
+		}
+		if ue := (*unansweredError)(nil); errors.As(err, &ue) {
+			c.unanswered(ctx, t, ue, stalled)
 			continue
 		}
 		if err != nil {
@@ -93,6 +132,31 @@ func (c *Coordinator) runDisablement(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unanswered notes that a pass found shards of t no sidecar answered for
+// (ue), keeping when a pass first found it so from stalled (the last
+// pass's), and warns of it (rate-limited) once that is unansweredWarnAfter
+// ago; until then it writes a Debug line. A disablement absent from a pass — it went
+// on, or failed otherwise — starts again from its next finding. Called
+// with jobs.disable held.
+func (c *Coordinator) unanswered(ctx context.Context, t diskless.Topic, ue *unansweredError, stalled map[unansweredKey]time.Time) {
+	k := unansweredKey{t.ID, t.Disablement.Epoch}
+	now := c.cfg.Now()
+	since, ok := stalled[k]
+	if !ok {
+		since = now
+	}
+	if c.jobs.unanswered == nil {
+		c.jobs.unanswered = make(map[unansweredKey]time.Time)
+	}
+	c.jobs.unanswered[k] = since
+	if now.Sub(since) < unansweredWarnAfter {
+		c.logger.Debug("coordinator: disablement waits for an answer for some shards", "topic", t.Name, "epoch", t.Disablement.Epoch, "shards", ue.shards)
+		return
+	}
+	c.retryLog.Log(ctx, slog.LevelWarn, t.Name, msgUnanswered, slog.Int("epoch", int(t.Disablement.Epoch)),
+		slog.Any("shards", ue.shards), slog.Duration("for", now.Sub(since).Round(time.Second)))
 }
 
 func (c *Coordinator) driveDisablement(ctx context.Context, t diskless.Topic) error {
@@ -159,8 +223,9 @@ func (c *Coordinator) sendDisable(ctx context.Context, n int32, req diskless.Dis
 
 // txnsClosedElsewhere returns errTxnsOpen while a transaction is open in
 // one of the topic's partitions on one of shards, hosted by other
-// sidecars, or while none of them answered for one of shards (not hosted
-// anywhere, loading, or its owner's catalog behind req's epoch). It
+// sidecars, or an *unansweredError naming the shards none of them
+// answered for (not hosted anywhere, loading, or its owner's catalog
+// behind req's epoch). It
 // sends req again to every other sidecar: every sidecar confirmed it
 // once already, so their answers read states no batch of the topic can
 // change but a marker (step 2 above). Without Config.Sidecars (tests of
@@ -186,10 +251,14 @@ func (c *Coordinator) txnsClosedElsewhere(ctx context.Context, req diskless.Disa
 			answered[st.Shard] = true
 		}
 	}
+	var unanswered []int32
 	for _, s := range shards {
 		if !answered[s] {
-			return fmt.Errorf("%w: %s, shard %d: no sidecar answered for it", errTxnsOpen, req.Topic, s)
+			unanswered = append(unanswered, s)
 		}
+	}
+	if len(unanswered) > 0 {
+		return &unansweredError{topic: req.Topic, shards: unanswered}
 	}
 	return nil
 }
@@ -293,15 +362,20 @@ func (c *Coordinator) lifecycleLoop(ctx context.Context) {
 		case <-t.C:
 		case <-c.lifecycleKick:
 		}
-		// Both fail every pass while a sidecar is down or a shard failed:
-		// the first line at once, then a count a minute (DESIGN §Logging).
-		// A fenced shard's refusal is not worth even that: the fencing was
-		// logged once, and the shard never serves again.
-		if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
-			c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: disablement not finished; retrying", slog.Any("err", err))
-		}
-		if err := c.runPurge(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
-			c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: purge of deleted topics failed; retrying", slog.Any("err", err))
-		}
+		c.lifecyclePass(ctx)
+	}
+}
+
+// lifecyclePass runs the disablements and the purge once. Both fail every
+// pass while a sidecar is down or a shard failed: the first line at once,
+// then a count a minute (DESIGN §Logging). A fenced shard's refusal is not
+// worth even that: the fencing was logged once, and the shard never
+// serves again.
+func (c *Coordinator) lifecyclePass(ctx context.Context) {
+	if err := c.runDisablement(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
+		c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: disablement not finished; retrying", slog.Any("err", err))
+	}
+	if err := c.runPurge(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, diskless.ErrShardFenced) {
+		c.retryLog.Log(ctx, slog.LevelWarn, "", "coordinator: purge of deleted topics failed; retrying", slog.Any("err", err))
 	}
 }
