@@ -293,6 +293,11 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //     DISABLING, its DisklessDisableTopic to the dead sidecar retried,
 //     until a new process of that node id is started and confirms it;
 //     then DISABLED everywhere, and the new process refuses produce to it.
+//   - DisablementSidecarDownPastSession: the same, the dead sidecar kept
+//     down until the topic is DISABLED without it (out of the view, its
+//     session expired); started then, it refuses produce to the topic
+//     (POLICY_VIOLATION, from its replica of the catalog) and serves the
+//     retained records.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	// A session timeout of 20 s: DisablementSidecarDown restarts a killed
@@ -307,7 +312,8 @@ func TestCluster(t *testing.T) {
 	t.Run("LongPollAcrossSidecars", func(t *testing.T) { testLongPollAcrossSidecars(t, cl) })
 	t.Run("ProducerIDsAcrossSidecars", func(t *testing.T) { testProducerIDsAcrossSidecars(t, cl) })
 	t.Run("DisablementEverySidecar", func(t *testing.T) { testClusterDisablement(t, cl) })
-	t.Run("DisablementSidecarDown", func(t *testing.T) { testClusterDisablementDown(t, cl) })
+	t.Run("DisablementSidecarDown", func(t *testing.T) { testClusterDisablementDown(t, cl, false) })
+	t.Run("DisablementSidecarDownPastSession", func(t *testing.T) { testClusterDisablementDown(t, cl, true) })
 	for id, s := range cl.scs {
 		t.Logf("sidecar %d hosted shards %v", id, cl.hosted(s))
 	}
@@ -1440,10 +1446,28 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	}
 }
 
-func testClusterDisablementDown(t *testing.T, cl *sidecarCluster) {
+// testClusterDisablementDown SIGKILLs a sidecar other than the catalog's
+// owner (shard 0's host, which drives disablements) and disables diskless
+// on a topic meanwhile: while the dead sidecar is in the membership view
+// the topic stays DISABLING and its DisklessDisableTopic is sent again
+// (the owner's diskless_disable_send_failures_total counts the refused
+// sends — a counter, where a rate-limited log line could be silenced).
+// With keepDown false a new process of its node id is started then, and
+// confirms once it is in the view; with keepDown true it stays down until
+// the topic is DISABLED without it (its session expired: out of the view,
+// it needs no send, DESIGN §Decisions "Disablement"), then is started.
+// Either way the new process refuses produce to the topic with
+// POLICY_VIOLATION — from the first answer that is not retriable (before
+// its replica of shard 0's catalog caught up the topic is unknown to it),
+// never storing a record — and serves the retained records.
+func testClusterDisablementDown(t *testing.T, cl *sidecarCluster, keepDown bool) {
 	kafkatest.Require(t)
 	ctx := testCtx(t, 3*time.Minute)
-	const topic = "cluster-disable-down"
+	topic := "cluster-disable-down"
+	if keepDown {
+		topic += "-past-session"
+	}
+	cl.waitSettled()
 	createTopic(t, ctx, cl.scs[1], topic, 1, nil)
 	ids := slices.Sorted(maps.Keys(cl.scs))
 	for i, n := range ids {
@@ -1463,6 +1487,8 @@ func testClusterDisablementDown(t *testing.T, cl *sidecarCluster) {
 	if owner < 0 || victim < 0 {
 		t.Fatalf("shard 0's host %d, another %d", owner, victim)
 	}
+	const failures = "diskless_disable_send_failures_total"
+	before := metricValueOf(t, cl.scs[owner], failures)
 	cl.scs[victim].Kill()
 	killedAt := time.Now()
 	adm := kadm.NewClient(cl.scs[owner].Client())
@@ -1474,27 +1500,61 @@ func testClusterDisablementDown(t *testing.T, cl *sidecarCluster) {
 	for _, r := range resps {
 		mustNoErr(t, "AlterTopicConfigs "+r.Name, r.Err)
 	}
-	notConfirmed := fmt.Sprintf("sidecar %d did not confirm", victim)
-	waitFor(t, time.Minute, "a failed DisklessDisableTopic to the dead sidecar", func() bool {
-		return strings.Contains(cl.scs[owner].Logs(), notConfirmed)
-	})
+	// Two refused sends: the dead sidecar is sent the request again.
+	waitMetric(t, ctx, cl.scs[owner], failures, before+2)
 	if st, _ := httpTopic(t, cl.scs[owner], topic); st.State != "DISABLING" {
-		t.Fatalf("with sidecar %d down (%v): state %q, want DISABLING until it confirms", victim, time.Since(killedAt).Round(time.Millisecond), st.State)
+		t.Fatalf("with sidecar %d down (%v): state %q, want DISABLING while it is in the view", victim, time.Since(killedAt).Round(time.Millisecond), st.State)
+	}
+	if keepDown {
+		for _, n := range ids {
+			if n == victim {
+				continue
+			}
+			if st := waitState(t, cl.scs[n], topic, "DISABLED", 2*time.Minute); st.Epoch != 1 || st.Policy != "retain" {
+				t.Fatalf("sidecar %d: %+v, want DISABLED at epoch 1, policy retain", n, st)
+			}
+		}
+		t.Logf("sidecar %d SIGKILLed, diskless disabled meanwhile: DISABLED without it %v after the kill (%v refused sends), once its session expired",
+			victim, time.Since(killedAt).Round(time.Millisecond), metricValueOf(t, cl.scs[owner], failures)-before)
 	}
 	restartAt := time.Now()
 	back := cl.start(victim)
+	// Produce through the new process at once, before it read the
+	// catalog: retriable answers while its replica catches up, then
+	// POLICY_VIOLATION; never a record stored.
+	batch := batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("late", 1)...)
+	rc := back.DialRaw()
+	var seen []int16
+	for {
+		p := produceRaw(t, rc, topic, batch)[0]
+		if !slices.Contains(seen, p.ErrorCode) {
+			seen = append(seen, p.ErrorCode)
+		}
+		if p.ErrorCode == 0 {
+			t.Fatalf("produce through the restarted sidecar %d to a topic disabled while it was down: stored at %d (answers %v)", victim, p.BaseOffset, seen)
+		}
+		if err := kerr.ErrorForCode(p.ErrorCode); !kerr.IsRetriable(err) {
+			if p.ErrorCode != kerr.PolicyViolation.Code {
+				t.Fatalf("produce through the restarted sidecar %d: %v, want POLICY_VIOLATION (answers %v)", victim, err, seen)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("produce through the restarted sidecar %d: retriable answers %v until the test's deadline", victim, seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the restarted sidecar %d answered produce POLICY_VIOLATION %v after its start (answers %v)", victim, time.Since(restartAt).Round(time.Millisecond), seen)
 	for _, n := range ids {
 		if st := waitState(t, cl.scs[n], topic, "DISABLED", time.Minute); st.Epoch != 1 || st.Policy != "retain" {
 			t.Fatalf("sidecar %d: %+v, want DISABLED at epoch 1, policy retain", n, st)
 		}
 	}
-	// The new process is in the view once the rebalance its join starts
-	// ends: when the dead one is dropped (the session timeout).
-	t.Logf("sidecar %d SIGKILLed, diskless disabled meanwhile: DISABLING until its new process was in the view and confirmed, DISABLED %v after the restart",
-		victim, time.Since(restartAt).Round(time.Millisecond))
-	p := produceRaw(t, back.DialRaw(), topic, batchtest.Make(batchtest.Plain(time.Now().UnixMilli()), batchtest.Values("late", 1)...))[0]
-	if p.ErrorCode != kerr.PolicyViolation.Code {
-		t.Fatalf("produce through the restarted sidecar %d to a DISABLED topic: error %d, want POLICY_VIOLATION", victim, p.ErrorCode)
+	if !keepDown {
+		// The new process is in the view once the rebalance its join
+		// starts ends: when the dead one is dropped (the session timeout).
+		t.Logf("sidecar %d SIGKILLed, diskless disabled meanwhile: DISABLING until its new process was in the view and confirmed, DISABLED %v after the restart",
+			victim, time.Since(restartAt).Round(time.Millisecond))
 	}
 	f := fetchRaw(t, back.DialRaw(), topic, 0, 0, 1<<20, 0)
 	if bases, _ := batchesIn(t, f.RecordBatches); f.ErrorCode != 0 || len(bases) != len(ids) {

@@ -103,7 +103,8 @@ func ObserveCache(mp metric.MeterProvider, s *cache.Stats) error {
 }
 
 // ObserveCoordinator exports the coordinators' background work: retention,
-// file release and deletion, the orphan scan, consolidation.
+// file release and deletion, the orphan scan, disablements' sends,
+// consolidation.
 func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 	return observe(Meter(mp), []counter{
 		{"diskless.retention.moves", "{move}", "log start offsets moved by retention", &s.RetentionMoves},
@@ -114,6 +115,8 @@ func ObserveCoordinator(mp metric.MeterProvider, s *coordinator.Stats) error {
 		{"diskless.orphans.found", "{object}", "objects older than the grace period that no shard holds", &s.OrphansFound},
 		{"diskless.orphans.deleted", "{object}", "orphan objects deleted", &s.OrphansDeleted},
 		{"diskless.orphan.scans", "{scan}", "orphan scans completed", &s.OrphanScans},
+		{"diskless.disable.sends", "{request}", "DisklessDisableTopic requests sent to sidecars by the disablements this coordinator drives", &s.DisableSends},
+		{"diskless.disable.send.failures", "{request}", "DisklessDisableTopic requests a sidecar did not confirm (sent again on the next pass)", &s.DisableSendFailures},
 		{"diskless.consolidation.reads", "{request}", "ranged GETs of WAL objects by consolidation", &s.ConsolidationReads},
 		{"diskless.consolidation.read.bytes", "By", "bytes of WAL objects consolidation read", &s.ConsolidationReadBytes},
 		{"diskless.consolidation.segments.uploaded", "{object}", "segment objects consolidation put (one PUT each)", &s.SegmentsUploaded},
