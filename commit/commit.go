@@ -256,8 +256,9 @@ func retriable(ctx context.Context, err error) bool {
 		// request will be refused again.
 		return false
 	case errors.Is(err, diskless.ErrShardFailed), errors.Is(err, diskless.ErrShardFenced):
-		// The shard could not rebuild its state from its log and stays
-		// failed until the process restarts, or another sidecar took its
+		// The shard could not rebuild its state from its log (for good,
+		// or until a rebuild it retries succeeds: the producer retries
+		// KAFKA_STORAGE_ERROR itself), or another sidecar took its
 		// log over.
 		return false
 	case errors.Is(err, diskless.ErrNotConfirmed):

@@ -142,7 +142,7 @@ func Open(cfg Config) (*Coordinator, error) {
 			s := &shard{c: c, id: i, stopErr: diskless.ErrClosed}
 			s.host.role = roleReplica
 			c.shards = append(c.shards, s)
-			if err := s.follow(-1, nil); err != nil {
+			if err := s.follow(-1, nil, true); err != nil {
 				return fail(err)
 			}
 			continue
@@ -292,7 +292,8 @@ func (c *Coordinator) Close() error {
 // A
 // shard fails when it could not rebuild its state from its metadata log
 // after a failed write (see ErrShardFailed); it answers
-// KAFKA_STORAGE_ERROR until the process restarts, while the other shards
+// KAFKA_STORAGE_ERROR — for good when the log is corrupt, until a rebuild
+// the driver retries succeeds when it could not be read — while the other shards
 // go on. Err takes each shard's read lock in turn, which no shard holds
 // across disk IO, so it is cheap and never waits for the disk; it is safe
 // for concurrent use.

@@ -21,7 +21,8 @@
 // and answers. If the append fails, every request of the group gets the
 // error and the state is rebuilt by replaying the log, so memory never
 // holds what is not durable; if that fails too, the shard answers
-// KAFKA_STORAGE_ERROR until restart. Replay at Open uses the same apply,
+// KAFKA_STORAGE_ERROR until a later attempt succeeds (retried with backoff
+// while the log cannot be read; never when it is corrupt). Replay at Open uses the same apply,
 // so a shard's state is a function of its log (DESIGN invariant 6).
 // Changes readers would see before they are durable — log start moves
 // (record 103) and file closes (106) — go through the driver as deferred
@@ -86,7 +87,8 @@
 // from its log; meanwhile its consumer groups' requests get
 // diskless.ErrShardLoading (COORDINATOR_LOAD_IN_PROGRESS, DESIGN
 // §Consumer groups). A log it cannot rebuild its state from fails the
-// shard: KAFKA_STORAGE_ERROR until a restart. The
+// shard: KAFKA_STORAGE_ERROR for good when the log is corrupt, until a
+// retried rebuild succeeds when it could not be read. The
 // records are KRaft-style metadata records (package coordinator/records;
 // docs/format/metadata-records.md): uvarint frame version 1, uvarint
 // record key, uvarint version 0, then the record in Kafka's

@@ -127,11 +127,12 @@ func (c *Coordinator) Host(ctx context.Context, shard int32) error {
 	}
 	err = s.takeOver(ctx, from, rep)
 	if err != nil {
-		c.logger.Warn("coordinator: taking a shard over failed; following it again", "shard", s.id, "err", err)
+		c.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: taking a shard over failed; following it again",
+			slog.Any("err", err))
 		s.host.Lock()
 		s.host.role = roleReplica
 		s.host.Unlock()
-		if ferr := s.follow(from, rep); ferr != nil {
+		if ferr := s.follow(from, rep, false); ferr != nil {
 			c.logger.Error("coordinator: following a shard failed", "shard", s.id, "err", ferr)
 		}
 		return err
@@ -257,12 +258,16 @@ func (c *Coordinator) Release(shard int32) error {
 	s.log.Close()
 	s.groups = nil
 	c.logger.Info("coordinator: released shard", "shard", s.id, "next_record", s.logNext)
-	return s.follow(s.logNext, &replica{snapAt: s.snapshotAt})
+	return s.follow(s.logNext, &replica{snapAt: s.snapshotAt}, false)
 }
 
 // follow starts following s's log from from (−1, or after a failure: a
-// full load from the latest snapshot).
-func (s *shard) follow(from int64, prev *replica) error {
+// full load from the latest snapshot). With mustLoad (Open) a full load
+// that fails is follow's error; otherwise (Release, a takeover that
+// failed) the replica's loop retries it after a backoff, so a log that
+// cannot be read for a while (a Kafka broker restarting) does not leave
+// the shard unfollowed.
+func (s *shard) follow(from int64, prev *replica, mustLoad bool) error {
 	c := s.c
 	f, err := c.cfg.OpenFollower(s.id)
 	if err != nil {
@@ -275,10 +280,16 @@ func (s *shard) follow(from int64, prev *replica) error {
 	if prev != nil {
 		rep.snapAt = prev.snapAt
 	}
+	reload := false
 	if from < 0 || failed != nil {
 		if err := rep.load(context.Background(), s); err != nil {
-			f.Close()
-			return err
+			if mustLoad || !retryableLoad(err) {
+				f.Close()
+				return err
+			}
+			c.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprintf("shard-%d", s.id),
+				"coordinator: following a shard's log failed; retrying", slog.Any("err", err))
+			reload = true
 		}
 	} else {
 		rep.next = from
@@ -288,7 +299,7 @@ func (s *shard) follow(from int64, prev *replica) error {
 	s.host.Lock()
 	s.host.rep = rep
 	s.host.Unlock()
-	go rep.run(ctx, s)
+	go rep.run(ctx, s, reload)
 	return nil
 }
 
@@ -302,15 +313,18 @@ func (r *replica) load(ctx context.Context, s *shard) error {
 	}
 	if data != nil {
 		if err := st.decodeSnapshot(data); err != nil {
-			return fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w", s.id, idx, err)
+			return fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w: %w", s.id, idx, errRefused, err)
 		}
 	}
 	next, err := r.f.Replay(ctx, idx, func(_ int64, body []byte) error {
 		d, err := decodeBody(body)
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.applyTo(st)
 		}
-		return d.applyTo(st)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errRefused, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: shard %d: follow: %w", s.id, err)
@@ -330,22 +344,32 @@ func (r *replica) load(ctx context.Context, s *shard) error {
 // run applies the follower's records as they become durable: wait for a
 // group, read everything there is (decoded outside the shard's lock),
 // apply it under the lock, publish, wake long-polls. A follower that fell
-// behind a truncation loads the snapshot again; other failures are
-// retried after a backoff.
-func (r *replica) run(ctx context.Context, s *shard) {
+// behind a truncation loads the snapshot again; with reload set it loads
+// it first (follow's load failed). Failures are retried after a backoff,
+// a load until it succeeds.
+func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 	defer close(r.done)
 	defer r.f.Close()
 	attempt := 0
 	for ctx.Err() == nil {
-		err := r.step(ctx, s)
+		var err error
+		if reload {
+			err = r.load(ctx, s)
+		} else {
+			err = r.step(ctx, s)
+		}
 		switch {
 		case err == nil:
-			attempt = 0
+			attempt, reload = 0, false
 			continue
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, metalog.ErrTruncated):
-			err = r.load(ctx, s)
+		case errors.Is(err, errReload):
+			reload = true
+		case errors.Is(err, metalog.ErrTruncated) && !reload:
+			if err = r.load(ctx, s); err != nil {
+				reload = true
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			attempt++
@@ -389,7 +413,10 @@ func (r *replica) step(ctx context.Context, s *shard) error {
 	if err != nil {
 		// The state may be partly changed: load it again whole.
 		s.c.logger.Error("coordinator: applying a followed shard's records failed; loading it again", "shard", s.id, "err", err)
-		return r.load(ctx, s)
+		if err := r.load(ctx, s); err != nil {
+			return fmt.Errorf("%w: %w", errReload, err)
+		}
+		return nil
 	}
 	s.c.logger.Debug("coordinator: replica applied records", "shard", s.id, "records", len(recs), "next_record", next)
 	r.next = next
@@ -401,6 +428,11 @@ func (r *replica) step(ctx context.Context, s *shard) error {
 	s.c.notify()
 	return nil
 }
+
+// errReload marks (wrapped) a replica's step that left the state to be
+// loaded again whole: its records failed to apply, and the load after
+// failed too.
+var errReload = errors.New("coordinator: the replica's state must be loaded again")
 
 // stopChan returns the stop channel of the shard's current hosting.
 func (s *shard) stopChan() <-chan struct{} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/backoff"
 	"github.com/diskless-sidecar/sidecar/metalog"
 	"github.com/diskless-sidecar/sidecar/txn"
 )
@@ -98,6 +100,12 @@ type shard struct {
 	// snapshotDone, when not nil, receives the outcome of the snapshot
 	// being written by the shard's snapshot goroutine (at most one).
 	snapshotDone chan error
+	// rebuildTimer, when not nil, fires at the next attempt of a rebuild
+	// whose last attempt failed for a reason that may pass (the log's
+	// storage unreachable: a Kafka broker restarting, no leader), and
+	// rebuildAttempts counts the attempts that failed in a row.
+	rebuildTimer    *time.Timer
+	rebuildAttempts int
 }
 
 // request is one unit of work for a shard driver: a file commit, or an
@@ -174,13 +182,21 @@ func (s *shard) do(r *request) response {
 func (s *shard) run() {
 	defer close(s.done)
 	defer s.waitSnapshot()
+	defer s.stopRebuildTimer()
 	group := make([]*request, 0, maxGroupRequests)
 	for {
 		s.armGroupTimer()
+		var rebuildDue <-chan time.Time
+		if s.rebuildTimer != nil {
+			rebuildDue = s.rebuildTimer.C
+		}
 		select {
 		case <-s.stop:
 			s.drain()
 			return
+		case <-rebuildDue:
+			s.rebuildTimer = nil
+			s.rebuild()
 		case <-s.groupTimer.C:
 			s.groupTick()
 		case r := <-s.reqs:
@@ -597,6 +613,31 @@ func (s *shard) answer(ps []pending) {
 // so one more attempt normally suffices).
 const loadAttempts = 4
 
+// errRefused marks (wrapped) a load that failed because this shard could
+// not decode or apply what its log holds — a snapshot or a record —
+// rather than because the log could not be read: reading again gives
+// the same bytes, so it is not retried.
+var errRefused = errors.New("coordinator: the shard's state refuses its log's contents")
+
+// Backoff of a rebuild's attempts after one failed for a reason that may
+// pass (lasting: retryableLoad), as the followers' retries.
+const (
+	rebuildBackoffMin = 50 * time.Millisecond
+	rebuildBackoffMax = 5 * time.Second
+)
+
+// retryableLoad reports whether a load that failed with err may succeed
+// if tried again: anything but a log that is corrupt (metalog.ErrCorrupt),
+// taken over (ErrFenced) or closed, and a snapshot or record this shard
+// refuses (errRefused). An IO error — with the Kafka log a broker
+// restarting or closing the connection, no leader, a fetch or ListOffsets
+// failing, InitProducerId for the claim failing — and records truncated
+// under the read (ErrTruncated) pass by themselves.
+func retryableLoad(err error) bool {
+	return !errors.Is(err, metalog.ErrCorrupt) && !errors.Is(err, metalog.ErrFenced) &&
+		!errors.Is(err, metalog.ErrClosed) && !errors.Is(err, errRefused)
+}
+
 // load replays the log (from its latest snapshot, if any) into a fresh
 // state, fully published.
 func (s *shard) load(ctx context.Context) (*state, error) {
@@ -619,7 +660,7 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 	}
 	if data != nil {
 		if err := st.decodeSnapshot(data); err != nil {
-			return nil, fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w", s.id, idx, err)
+			return nil, fmt.Errorf("coordinator: shard %d: snapshot at record %d: %w: %w", s.id, idx, errRefused, err)
 		}
 		from = idx
 	}
@@ -627,10 +668,13 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 	next, err := s.log.Replay(ctx, from, func(index int64, body []byte) error {
 		replayed += int64(len(body))
 		d, err := decodeBody(body)
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.applyTo(st)
 		}
-		return d.applyTo(st)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errRefused, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: shard %d: replay: %w", s.id, err)
@@ -645,9 +689,20 @@ func (s *shard) loadOnce(ctx context.Context) (*state, error) {
 }
 
 // rebuild replaces the state with one replayed from the log after a failed
-// append, so memory never holds what is not durable. If that fails too,
-// the shard fails.
+// append, so memory never holds what is not durable. If that fails, the
+// shard fails: its requests are answered with the failure
+// (failedError) — for good when the log is corrupt, taken over or holds
+// what the state refuses; otherwise (retryableLoad: the log's storage
+// unreachable for a while, as a Kafka broker restarting) the driver tries
+// again after a backoff (rebuildTimer), warning once per shard per
+// minute, until a rebuild succeeds — the shard then serves again — or the
+// shard stops (Release, Close). Its consumer groups' requests get
+// ErrShardLoading throughout.
 func (s *shard) rebuild() {
+	if s.rebuildTimer != nil {
+		s.rebuildTimer.Stop()
+		s.rebuildTimer = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The coordinator's Close or Release ends the rebuild (the shard then
@@ -662,27 +717,61 @@ func (s *shard) rebuild() {
 		}
 	}()
 	s.rebuilding.Store(true)
-	defer s.rebuilding.Store(false)
 	// Replay must not run while a snapshot is written (metalog.Log).
 	s.waitSnapshot()
 	st, err := s.load(ctx)
-	s.mu.Lock()
 	if err != nil {
-		s.mu.failed = err
+		s.mu.Lock()
+		if !errors.Is(s.mu.failed, metalog.ErrFenced) {
+			s.mu.failed = err
+		}
 		s.mu.Unlock()
-		s.c.logger.Error("coordinator: shard failed: cannot rebuild state from the metadata log",
-			"shard", s.id, "err", err)
+		stopped := false
+		select {
+		case <-stop:
+			stopped = true
+		default:
+		}
+		if stopped || !retryableLoad(err) {
+			s.rebuilding.Store(false)
+			s.rebuildAttempts = 0
+			s.c.logger.Error("coordinator: shard failed: cannot rebuild state from the metadata log",
+				"shard", s.id, "err", err)
+			return
+		}
+		s.rebuildAttempts++
+		s.rebuildTimer = time.NewTimer(backoff.Wait(rebuildBackoffMin, rebuildBackoffMax, s.rebuildAttempts))
+		s.c.retryLog.Log(ctx, slog.LevelWarn, fmt.Sprintf("shard-%d", s.id),
+			"coordinator: rebuilding a shard's state from the metadata log failed; its requests fail meanwhile; retrying",
+			slog.Int("attempts", s.rebuildAttempts), slog.Any("err", err))
 		return
 	}
-	s.mu.st = st
+	s.mu.Lock()
+	s.mu.st, s.mu.failed = st, nil
 	s.mu.Unlock()
 	s.groups.ReplaceOffsets(st.groups)
 	s.txns.Replace(st.txns)
+	s.rebuilding.Store(false)
+	if s.rebuildAttempts > 0 {
+		s.c.logger.Info("coordinator: rebuilt a shard's state from the metadata log; serving again",
+			"shard", s.id, "failed_attempts", s.rebuildAttempts)
+		s.rebuildAttempts = 0
+	}
 	if s.id == 0 {
 		s.c.publishCatalog(st)
 	}
 	// Records of the failed append may have been durable after all.
 	s.c.notify()
+}
+
+// stopRebuildTimer stops a pending rebuild attempt (the driver exits).
+func (s *shard) stopRebuildTimer() {
+	if s.rebuildTimer != nil {
+		s.rebuildTimer.Stop()
+		s.rebuildTimer = nil
+	}
+	s.rebuildAttempts = 0
+	s.rebuilding.Store(false)
 }
 
 // maybeSnapshot starts a snapshot once enough records were appended since

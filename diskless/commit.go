@@ -32,8 +32,9 @@ var (
 	// coordinator's Close.
 	ErrClosed = errors.New("coordinator: closed")
 	// ErrShardFailed is returned (wrapped, with kerr.KafkaStorageError)
-	// when a shard could not rebuild its state after a failed log write;
-	// it stays failed until the process restarts.
+	// when a shard could not rebuild its state after a failed log write:
+	// for good when its log is corrupt, until a rebuild the shard retries
+	// with backoff succeeds when the log could not be read.
 	ErrShardFailed = errors.New("coordinator: shard failed")
 	// ErrShardFenced is returned (wrapped, with kerr.NotLeaderForPartition)
 	// by a shard whose metadata log another sidecar took over (a Kafka

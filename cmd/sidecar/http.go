@@ -22,8 +22,10 @@ import (
 //	GET /metrics   the OpenTelemetry metrics in the Prometheus text format
 //	GET /healthz   200 while the process runs and every coordinator shard
 //	               serves; 503 naming the shards when one has failed (it
-//	               answers KAFKA_STORAGE_ERROR until a restart, so a
-//	               liveness probe that restarts the process is the cure)
+//	               answers KAFKA_STORAGE_ERROR until a rebuild it
+//	               retries succeeds, or until a restart when its log is
+//	               corrupt: a liveness probe that restarts the process
+//	               is the cure)
 //	GET /readyz    200 while the Kafka listener serves, 503 before it does
 //	               and from the moment a shutdown starts (readiness: take
 //	               the sidecar out of a load balancer before it stops)

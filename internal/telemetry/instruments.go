@@ -329,7 +329,8 @@ func ObserveLimits(mp metric.MeterProvider, maxPendingBytes int64) error {
 
 // ObserveHealth exports diskless.coordinator.failed, a gauge: 1 while
 // health reports an error (a coordinator shard has failed and answers
-// KAFKA_STORAGE_ERROR until the process restarts; /healthz names the
+// KAFKA_STORAGE_ERROR until a rebuild it retries succeeds or the process
+// restarts; /healthz names the
 // shard), else 0. health is called on every collection and must be cheap
 // (coordinator.Coordinator.Err is).
 func ObserveHealth(mp metric.MeterProvider, health func() error) error {

@@ -1,0 +1,203 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
+)
+
+// errBrokerGone is the transient failure the tests inject: what kgo
+// answered while the broker leading a shard's metadata partition was
+// SIGKILLed and restarting (e2e.TestClusterFailover/BrokerKill).
+var errBrokerGone = errors.New("test: broker closed the connection immediately during api versions negotiation")
+
+// TestRebuildRetriesTransientFailure: a shard whose append failed and
+// whose rebuild then cannot read its log for a while (the Kafka log with
+// its partition's broker restarting) answers the failure meanwhile —
+// KAFKA_STORAGE_ERROR, its groups COORDINATOR_LOAD_IN_PROGRESS — and
+// rebuilds by itself once the log answers: it serves again, its offsets
+// dense, without a restart. Without the retry the first failed rebuild
+// failed the shard until the process restarted (the run of
+// TestClusterFailover/BrokerKill whose final read stopped short).
+func TestRebuildRetriesTransientFailure(t *testing.T) {
+	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
+	e := newEnv(t, 1, withTestLogs(logs, mu))
+	top := e.createTopic("t", 1, nil)
+	e.commit(nextKey(), plain(top, 0, 1))
+	mu.Lock()
+	l := logs[0]
+	mu.Unlock()
+	var once sync.Once
+	l.setFail(func([][]byte) (bool, error) {
+		var err error
+		once.Do(func() { err = errBrokerGone })
+		return false, err
+	})
+	l.mu.Lock()
+	l.replayErrs = []error{errBrokerGone, errBrokerGone, errBrokerGone}
+	l.mu.Unlock()
+	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); !errors.Is(err, errBrokerGone) {
+		t.Fatalf("commit whose append failed: %v", err)
+	}
+	var res []diskless.CommitBatchResult
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if res, err = e.tryCommit(nextKey(), plain(top, 0, 1)); err == nil {
+			break
+		}
+		if !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, errBrokerGone) {
+			t.Fatalf("commit while the shard's log cannot be read: %v, want ErrShardFailed naming the cause", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shard has not rebuilt 30 s after its log answers again: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res[0].Err != nil || res[0].BaseOffset != 1 {
+		t.Fatalf("commit after the rebuild: %+v, want offset 1", res[0])
+	}
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err after the rebuild: %v", err)
+	}
+	l.mu.Lock()
+	left := len(l.replayErrs)
+	l.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d injected replay failures left, want every one met by a retry", left)
+	}
+}
+
+// TestRebuildCorruptNotRetried: a rebuild that finds the log corrupt
+// (metalog.ErrCorrupt) fails the shard for good — reading again reads the
+// same damage — and does not read the log again.
+func TestRebuildCorruptNotRetried(t *testing.T) {
+	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
+	e := newEnv(t, 1, withTestLogs(logs, mu))
+	top := e.createTopic("t", 1, nil)
+	e.commit(nextKey(), plain(top, 0, 1))
+	mu.Lock()
+	l := logs[0]
+	mu.Unlock()
+	l.setFail(func([][]byte) (bool, error) { return false, errors.New("test: write failed") })
+	l.mu.Lock()
+	l.replayErrs = []error{fmt.Errorf("%w: test: bad frame", metalog.ErrCorrupt), nil}
+	l.mu.Unlock()
+	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); err == nil {
+		t.Fatal("commit whose append failed succeeded")
+	}
+	reads := l.readSnapshots.Load()
+	time.Sleep(time.Second) // many retries' worth of backoff
+	if n := l.readSnapshots.Load(); n != reads {
+		t.Fatalf("%d more ReadSnapshot calls after the log was found corrupt, want none", n-reads)
+	}
+	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !errors.Is(err, metalog.ErrCorrupt) {
+		t.Fatalf("Err: %v, want the shard failed, corrupt", err)
+	}
+}
+
+// flakyFollower fails ReadSnapshot and Replay while down is set, as a
+// Kafka log's follower does while the broker it reads from restarts.
+type flakyFollower struct {
+	metalog.Follower
+	down *atomic.Bool
+}
+
+func (f flakyFollower) ReadSnapshot(ctx context.Context) (int64, []byte, error) {
+	if f.down.Load() {
+		return 0, nil, errBrokerGone
+	}
+	return f.Follower.ReadSnapshot(ctx)
+}
+
+func (f flakyFollower) Replay(ctx context.Context, from int64, fn func(int64, []byte) error) (int64, error) {
+	if f.down.Load() {
+		return 0, errBrokerGone
+	}
+	return f.Follower.Replay(ctx, from, fn)
+}
+
+// TestReleasedShardFollowsAfterLogReturns: a sidecar whose shard failed
+// to rebuild while its log could not be read, released because another
+// sidecar took the shard (the placement moved it), follows the shard
+// again once the log answers: its replica sees the new owner's commits.
+// Without the retry Release's load failed ("placement: releasing a shard
+// failed") and the shard was left with no follower, its replica frozen
+// where it failed (the e2e run's final read through that sidecar stopped
+// short).
+func TestReleasedShardFollowsAfterLogReturns(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	var mu sync.Mutex
+	logs := map[int32]*testLog{}
+	cl := newCluster(t, 2, func(c *Config) {
+		if c.NodeID != 1 {
+			return
+		}
+		open, follow := c.OpenLog, c.OpenFollower
+		c.OpenLog = func(s int32) (metalog.Log, error) {
+			inner, err := open(s)
+			if err != nil {
+				return nil, err
+			}
+			l := &testLog{inner: inner}
+			mu.Lock()
+			logs[s] = l
+			mu.Unlock()
+			return l, nil
+		}
+		c.OpenFollower = func(s int32) (metalog.Follower, error) {
+			f, err := follow(s)
+			return flakyFollower{Follower: f, down: &down}, err
+		}
+	})
+	a, b := cl.nodes[0], cl.nodes[1]
+	topic := cl.split("t", 8)
+	var p1 int32 = -1
+	for p := range topic.Partitions {
+		if a.ShardFor(topic.ID, p) == 1 {
+			p1 = p
+			break
+		}
+	}
+	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
+		t.Fatalf("first commit: %+v %v", rs, err)
+	}
+
+	// The broker goes: A's append fails, and so do its rebuild's reads.
+	down.Store(true)
+	mu.Lock()
+	l := logs[1]
+	mu.Unlock()
+	l.setFail(func([][]byte) (bool, error) { return false, errBrokerGone })
+	l.failReplay.Store(true)
+	if _, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err == nil {
+		t.Fatal("commit with the log unreachable succeeded")
+	}
+	// The placement moves the shard to B; A releases it while its log
+	// still cannot be read.
+	cl.host(1, 1)
+	if err := a.Release(1); err != nil {
+		t.Fatalf("Release of a shard whose log cannot be read for now: %v, want the follower to retry", err)
+	}
+	down.Store(false)
+	l.failReplay.Store(false)
+	rs, err := b.CommitFile(ctx, 1, commitRequest(b, nextKey(), plain(topic, p1, 1)))
+	if err != nil || rs[0].BaseOffset != 1 {
+		t.Fatalf("commit at the new owner: %+v %v", rs, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for hwm(a, topic, p1) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's replica of the moved shard: high watermark %d 30 s after its log answers again, want 2", hwm(a, topic, p1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
