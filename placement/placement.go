@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/ratelog"
 	"github.com/diskless-sidecar/sidecar/membership"
 )
 
@@ -99,6 +100,10 @@ type Placement struct {
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan struct{}
+	// retryLog rate-limits the warnings of a shard's failed Host and
+	// Release (retried at every turn of the loop while they fail), per
+	// shard.
+	retryLog *ratelog.Limiter
 
 	mu struct {
 		sync.Mutex
@@ -125,7 +130,7 @@ func Start(cfg Config) (*Placement, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p := &Placement{cfg: cfg, done: make(chan struct{})}
+	p := &Placement{cfg: cfg, done: make(chan struct{}), retryLog: ratelog.New(cfg.Logger, ratelog.Config{})}
 	p.mu.owners = make([]diskless.Sidecar, cfg.NumShards)
 	for i := range p.mu.owners {
 		p.mu.owners[i].NodeID = -1
@@ -142,6 +147,7 @@ func Start(cfg Config) (*Placement, error) {
 func (p *Placement) Close() {
 	p.cancel()
 	<-p.done
+	p.retryLog.Close()
 }
 
 // Owner returns the sidecar that hosts shard, as this sidecar sees it.
@@ -259,7 +265,8 @@ func (p *Placement) release(drop func(shard int32) bool) {
 	for i := range p.cfg.NumShards {
 		if h.Hosted(i) && drop(i) {
 			if err := h.Release(i); err != nil {
-				p.cfg.Logger.Warn("placement: releasing a shard failed", slog.Int("shard", int(i)), slog.Any("err", err))
+				p.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprint(i), "placement: releasing a shard failed",
+					slog.Int("shard", int(i)), slog.Any("err", err))
 			}
 		}
 	}
@@ -333,7 +340,8 @@ func (p *Placement) reconcile(ctx context.Context, view membership.View, owners 
 		err := h.Host(hctx, i)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Warn("placement: hosting a shard failed; retrying", slog.Int("shard", int(i)), slog.Any("err", err))
+			p.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprint(i), "placement: hosting a shard failed; retrying",
+				slog.Int("shard", int(i)), slog.Any("err", err))
 		}
 	}
 }
