@@ -11,6 +11,7 @@ import (
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/group"
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 	"github.com/diskless-sidecar/sidecar/txn"
 )
 
@@ -75,7 +76,7 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 		dis = kbin.AppendInt8(dis, int8(t.disable.State))
 		dis = kbin.AppendInt32(dis, t.disable.Epoch)
 		dis = kbin.AppendInt8(dis, int8(t.disable.Policy))
-		dis = records.AppendTags(dis)
+		dis = tagged.AppendNone(dis)
 	}
 	if n > 0 {
 		tags = append(tags, tag{snapshotTagDisablements, append(kbin.AppendCompactArrayLen(nil, n), dis...)})
@@ -193,7 +194,7 @@ func (s *state) readDisablements(r *kbin.Reader) error {
 	for range n {
 		id := diskless.TopicID(r.Uuid())
 		d := diskless.Disablement{State: diskless.TopicState(r.Int8()), Epoch: r.Int32(), Policy: diskless.DisablePolicy(r.Int8())}
-		records.SkipTags(r)
+		tagged.Skip(r)
 		if !r.Ok() {
 			return records.ErrTruncated
 		}

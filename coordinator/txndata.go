@@ -13,6 +13,7 @@ import (
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // Transactions in partitions (DESIGN §Transactions, SPEC §15). Record 102
@@ -263,18 +264,18 @@ func (s *state) appendPartTxnsSnapshot(dst []byte) []byte {
 		for _, id := range ids {
 			dst = kbin.AppendInt64(dst, id)
 			dst = kbin.AppendInt64(dst, p.txns.open[id])
-			dst = records.AppendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
 		dst = kbin.AppendCompactArrayLen(dst, len(p.txns.aborted))
 		for _, a := range p.txns.aborted {
 			dst = kbin.AppendInt64(dst, a.ProducerID)
 			dst = kbin.AppendInt64(dst, a.FirstOffset)
 			dst = kbin.AppendInt64(dst, a.LastOffset)
-			dst = records.AppendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
 		dst = appendEndedTag(dst, p.txns.ended)
 	}
-	return records.AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 // readPartTxnsSnapshot loads the snapshot's partition transactions into
@@ -311,7 +312,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		last := int64(-1)
 		for range no {
 			id, first := r.Int64(), r.Int64()
-			records.SkipTags(r)
+			tagged.Skip(r)
 			// An open transaction's first offset may be below the log
 			// start: DeleteRecords and retention may pass it, as in
 			// Kafka (the LSO is then the log start offset).
@@ -330,7 +331,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		}
 		for range na {
 			a := diskless.AbortedTxn{ProducerID: r.Int64(), FirstOffset: r.Int64(), LastOffset: r.Int64()}
-			records.SkipTags(r)
+			tagged.Skip(r)
 			if a.FirstOffset > a.LastOffset || a.LastOffset < p.logStart || a.LastOffset >= p.hwm ||
 				len(t.aborted) > 0 && cmp.Compare(t.aborted[len(t.aborted)-1].LastOffset, a.LastOffset) >= 0 {
 				return fmt.Errorf("aborted transaction %+v out of order or range", a)
@@ -348,7 +349,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		}
 		p.txns = t
 	}
-	records.SkipTags(r)
+	tagged.Skip(r)
 	return records.OKOrTruncated(r)
 }
 
@@ -359,7 +360,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 // written when not −1) by producer id ascending.
 func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 	if len(ended) == 0 {
-		return records.AppendTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	ids := slices.Sorted(maps.Keys(ended))
 	var f []byte
@@ -369,17 +370,12 @@ func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 		f = kbin.AppendInt64(f, ended[id].seq)
 		f = kbin.AppendInt64(f, ended[id].at)
 		if ce := ended[id].coordEpoch; ce != -1 {
-			f = kbin.AppendUvarint(f, 1)
-			f = append(f, 0, 4)
-			f = kbin.AppendInt32(f, ce)
+			f = kbin.AppendInt32(tagged.AppendOne(f, 0, 4), ce)
 		} else {
-			f = records.AppendTags(f)
+			f = tagged.AppendNone(f)
 		}
 	}
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, 0)
-	dst = kbin.AppendUvarint(dst, uint32(len(f)))
-	return append(dst, f...)
+	return append(tagged.AppendOne(dst, 0, len(f)), f...)
 }
 
 // readEndedTag reads what appendEndedTag wrote into t, skipping unknown
@@ -389,7 +385,7 @@ func appendEndedTag(dst []byte, ended map[int64]endedTxn) []byte {
 // coordinator epoch, a coordinator epoch not of 4 bytes and bytes left in
 // the field.
 func readEndedTag(r *kbin.Reader, t *partTxns) error {
-	return records.EachTag(r, func(tag uint32, v []byte) error {
+	return tagged.Each(r, func(tag uint32, v []byte) error {
 		if tag != 0 {
 			return nil
 		}
@@ -402,7 +398,7 @@ func readEndedTag(r *kbin.Reader, t *partTxns) error {
 		for range ne {
 			id, seq, at := f.Int64(), f.Int64(), f.Int64()
 			ce := int32(-1)
-			err := records.EachTag(f, func(tag uint32, v []byte) error {
+			err := tagged.Each(f, func(tag uint32, v []byte) error {
 				if tag != 0 {
 					return nil
 				}

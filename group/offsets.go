@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // OffsetAndMetadata is one committed offset of a group's partition.
@@ -486,9 +488,9 @@ func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 			for _, p := range slices.Sorted(maps.Keys(parts)) {
 				dst = appendOffset(dst, p, parts[p])
 			}
-			dst = appendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
-		dst = appendTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
 	pids := slices.Sorted(maps.Keys(o.pending))
 	dst = kbin.AppendCompactArrayLen(dst, len(pids))
@@ -509,7 +511,7 @@ func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 				dst = kbin.AppendCompactString(dst, tp.topic)
 				dst = appendOffset(dst, tp.partition, byTP[tp])
 			}
-			dst = appendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
 		dst = appendSeqTag(dst, txn.seq)
 	}
@@ -521,7 +523,7 @@ func (o *Offsets) AppendSnapshot(dst []byte) []byte {
 // written only when the clock is not 0.
 func (o *Offsets) appendGuardTag(dst []byte) []byte {
 	if o.clock == 0 {
-		return appendTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	f := kbin.AppendInt64(nil, o.clock)
 	pids := slices.Sorted(maps.Keys(o.ended))
@@ -531,17 +533,15 @@ func (o *Offsets) appendGuardTag(dst []byte) []byte {
 		f = kbin.AppendInt64(f, pid)
 		f = kbin.AppendInt64(f, e.seq)
 		f = kbin.AppendInt64(f, e.at)
-		f = appendTags(f)
+		f = tagged.AppendNone(f)
 	}
-	dst = append(dst, 1, 0)
-	dst = kbin.AppendUvarint(dst, uint32(len(f)))
-	return append(dst, f...)
+	return append(tagged.AppendOne(dst, 0, len(f)), f...)
 }
 
 // readGuardTag reads the section's tagged fields appendGuardTag wrote;
 // other tags are skipped.
 func (o *Offsets) readGuardTag(r *kbin.Reader) error {
-	err := eachTag(r, func(tag uint32, v []byte) error {
+	err := tagged.Each(r, func(tag uint32, v []byte) error {
 		if tag != 0 {
 			return nil
 		}
@@ -568,7 +568,7 @@ func (o *Offsets) readGuard(r *kbin.Reader) error {
 	prev := int64(-1)
 	for range n {
 		pid, seq, at := r.Int64(), r.Int64(), r.Int64()
-		skipTags(r)
+		tagged.Skip(r)
 		if err := okOrTruncated(r); err != nil {
 			return err
 		}
@@ -599,7 +599,7 @@ func appendOffset(dst []byte, partition int32, v OffsetAndMetadata) []byte {
 	dst = kbin.AppendInt64(dst, v.CommitTimestamp)
 	dst = kbin.AppendInt64(dst, v.ExpireTimestamp)
 	dst = kbin.AppendUuid(dst, v.TopicID)
-	return appendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func readOffset(r *kbin.Reader) (int32, OffsetAndMetadata, error) {
@@ -614,7 +614,7 @@ func readOffset(r *kbin.Reader) (int32, OffsetAndMetadata, error) {
 	v.CommitTimestamp = r.Int64()
 	v.ExpireTimestamp = r.Int64()
 	v.TopicID = r.Uuid()
-	skipTags(r)
+	tagged.Skip(r)
 	if err := okOrTruncated(r); err != nil {
 		return 0, v, err
 	}
@@ -695,9 +695,9 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 				prevPart = p
 				o.put(g, t, p, v)
 			}
-			skipTags(r)
+			tagged.Skip(r)
 		}
-		skipTags(r)
+		tagged.Skip(r)
 	}
 	npid, err := readArrayLen(r, 8+2+1+1)
 	if err != nil {
@@ -760,7 +760,7 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 				byTP[tp] = v
 				o.addOpen(g, tp, 1)
 			}
-			skipTags(r)
+			tagged.Skip(r)
 		}
 		if txn.seq, err = readSeqTag(r); err != nil {
 			return err

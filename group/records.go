@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // Record keys of the group coordinator's metadata-log records
@@ -208,8 +210,6 @@ func DecodeRecord(b []byte) (Record, error) {
 
 var errTruncated = errors.New("truncated")
 
-func appendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
-
 // appendSeqTag appends a tagged-field section holding seq under tag 0
 // (size 8) when seq is not 0, else an empty one.
 func appendSeqTag(dst []byte, seq int64) []byte { return appendInt64Tags(dst, seq) }
@@ -246,7 +246,7 @@ func readSeqTag(r *kbin.Reader) (int64, error) {
 // dst[i] (left as they are when absent), tag i being named names[i];
 // other tags are skipped. A tag of another size than 8 is an error.
 func readInt64Tags(r *kbin.Reader, names []string, dst ...*int64) error {
-	err := eachTag(r, func(tag uint32, v []byte) error {
+	err := tagged.Each(r, func(tag uint32, v []byte) error {
 		if int(tag) >= len(dst) {
 			return nil
 		}
@@ -261,25 +261,6 @@ func readInt64Tags(r *kbin.Reader, names []string, dst ...*int64) error {
 	}
 	return okOrTruncated(r)
 }
-
-// eachTag reads a tagged-field section, calling field (when not nil) with
-// each complete field's tag and bytes (a sub-slice of r's), and returns
-// field's first error. Truncation shows in r.Ok.
-func eachTag(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
-		if !r.Ok() || field == nil {
-			continue
-		}
-		if err := field(tag, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func skipTags(r *kbin.Reader) { _ = eachTag(r, nil) }
 
 func readString(r *kbin.Reader) (string, error) {
 	n := r.Uvarint()
@@ -345,9 +326,9 @@ func (v *OffsetCommitRecord) appendFields(dst []byte) []byte {
 			dst = kbin.AppendInt32(dst, p.LeaderEpoch)
 			dst = kbin.AppendCompactString(dst, p.Metadata)
 			dst = kbin.AppendInt64(dst, p.ExpireTimestamp)
-			dst = appendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
-		dst = appendTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
 	return appendSeqTag(dst, v.TxnSeq)
 }
@@ -384,9 +365,9 @@ func (v *OffsetCommitRecord) readFields(r *kbin.Reader) (err error) {
 				return err
 			}
 			p.ExpireTimestamp = r.Int64()
-			skipTags(r)
+			tagged.Skip(r)
 		}
-		skipTags(r)
+		tagged.Skip(r)
 	}
 	if v.TxnSeq, err = readSeqTag(r); err != nil {
 		return err
@@ -434,9 +415,9 @@ func (v *OffsetsDeletedRecord) appendFields(dst []byte) []byte {
 		for _, p := range t.Partitions {
 			dst = kbin.AppendInt32(dst, p)
 		}
-		dst = appendTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *OffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
@@ -464,9 +445,9 @@ func (v *OffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
 		for j := range t.Partitions {
 			t.Partitions[j] = r.Int32()
 		}
-		skipTags(r)
+		tagged.Skip(r)
 	}
-	skipTags(r)
+	tagged.Skip(r)
 	return okOrTruncated(r)
 }
 
@@ -474,7 +455,7 @@ func (v *OffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
 
 func (v *GroupDeletedRecord) appendFields(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, v.Group)
-	return appendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *GroupDeletedRecord) readFields(r *kbin.Reader) (err error) {
@@ -484,7 +465,7 @@ func (v *GroupDeletedRecord) readFields(r *kbin.Reader) (err error) {
 	if v.Group == "" {
 		return errors.New("empty group id")
 	}
-	skipTags(r)
+	tagged.Skip(r)
 	return okOrTruncated(r)
 }
 
@@ -525,7 +506,7 @@ func (v *TxnOffsetsEndedRecord) readFields(r *kbin.Reader) (err error) {
 func (v *TopicOffsetsDeletedRecord) appendFields(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendUuid(dst, v.TopicID)
-	return appendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *TopicOffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
@@ -536,6 +517,6 @@ func (v *TopicOffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
 		return errors.New("empty topic name")
 	}
 	v.TopicID = r.Uuid()
-	skipTags(r)
+	tagged.Skip(r)
 	return okOrTruncated(r)
 }

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // DescribeFilesRequest is DisklessDescribeFiles (API key 100, KIP-1164):
@@ -35,7 +37,7 @@ func (v *DescribeFilesRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
 	dst = appendStrings(dst, v.ObjectKeys)
 	if v.ShardID == -1 {
-		return appendNoTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	return appendTag32(dst, 0, v.ShardID)
 }
@@ -97,7 +99,7 @@ func (v *DescribeFilesResponse) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendBool(dst, f.HasLiveBatches)
 		dst = appendTag8(dst, 0, f.State)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DescribeFilesResponse) ReadFrom(b []byte) error {

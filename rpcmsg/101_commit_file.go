@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // CommitFileRequest is DisklessCommitFile (API key 101): commit one
@@ -84,7 +86,7 @@ func (v *CommitFileRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt32(dst, b.LastSequence)
 		dst = appendTxnTags(dst, b.Txn, b.TxnSeq, b.CoordinatorEpoch)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 // appendTxnTags appends a batch's tagged fields: Txn under tag 0 and
@@ -213,9 +215,9 @@ func (v *CommitFileResponse) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt64(dst, b.LogAppendTime)
 		dst = kbin.AppendInt64(dst, b.LogStartOffset)
 		dst = kbin.AppendBool(dst, b.Duplicate)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *CommitFileResponse) ReadFrom(b []byte) error {

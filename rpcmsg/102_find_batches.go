@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // FindBatchesRequest is DisklessFindBatches (API key 102): the batches of
@@ -45,9 +47,9 @@ func (v *FindBatchesRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt32(dst, p.Partition)
 		dst = kbin.AppendInt64(dst, p.Offset)
 		dst = kbin.AppendInt32(dst, p.MaxBytes)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *FindBatchesRequest) ReadFrom(b []byte) error {
@@ -138,7 +140,7 @@ func (c *Coordinate) appendTo(dst []byte) []byte {
 	dst = kbin.AppendInt8(dst, c.TimestampType)
 	dst = kbin.AppendInt64(dst, c.LogAppendTime)
 	dst = kbin.AppendInt64(dst, c.BatchMaxTimestamp)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (c *Coordinate) readFrom(r *reader) {
@@ -179,9 +181,9 @@ func (v *FindBatchesResponse) AppendTo(dst []byte) []byte {
 			dst = p.Runs[j].appendTo(dst)
 		}
 		dst = p.Next.appendTo(dst)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *FindBatchesResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // ListOffsetsRequest is DisklessListOffsets (API key 103): ListOffsets
@@ -48,9 +50,9 @@ func (v *ListOffsetsRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt32(dst, p.Partition)
 		dst = kbin.AppendInt64(dst, p.Timestamp)
 		dst = kbin.AppendInt64(dst, p.From)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *ListOffsetsRequest) ReadFrom(b []byte) error {
@@ -150,9 +152,9 @@ func (v *ListOffsetsResponse) AppendTo(dst []byte) []byte {
 			dst = kbin.AppendInt64(dst, c.BatchMaxTimestamp)
 			dst = appendFormatTag(dst, c.ObjectFormat)
 		}
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *ListOffsetsResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // DeleteRecordsRequest is DisklessDeleteRecords (API key 104): move log
@@ -43,9 +45,9 @@ func (v *DeleteRecordsRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendUuid(dst, p.TopicID)
 		dst = kbin.AppendInt32(dst, p.Partition)
 		dst = kbin.AppendInt64(dst, p.Offset)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DeleteRecordsRequest) ReadFrom(b []byte) error {
@@ -105,9 +107,9 @@ func (v *DeleteRecordsResponse) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt16(dst, p.ErrorCode)
 		dst = appendNullableString(dst, p.ErrorMessage)
 		dst = kbin.AppendInt64(dst, p.LogStartOffset)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DeleteRecordsResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // CreatePartitionsRequest is DisklessCreatePartitions (API key 105):
@@ -41,9 +43,9 @@ func (v *CreatePartitionsRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendUuid(dst, t.TopicID)
 		dst = kbin.AppendCompactString(dst, t.TopicName)
 		dst = appendInt32s(dst, t.Partitions)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *CreatePartitionsRequest) ReadFrom(b []byte) error {
@@ -84,7 +86,7 @@ func (v *CreatePartitionsResponse) RequestKind() kmsg.Request {
 }
 
 func (v *CreatePartitionsResponse) AppendTo(dst []byte) []byte {
-	return appendNoTags(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
+	return tagged.AppendNone(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
 }
 
 func (v *CreatePartitionsResponse) ReadFrom(b []byte) error {

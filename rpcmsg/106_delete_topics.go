@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // DeleteTopicsRequest is DisklessDeleteTopics (API key 106): mark topics'
@@ -31,7 +33,7 @@ func (v *DeleteTopicsRequest) AppendTo(dst []byte) []byte {
 	for _, id := range v.TopicIDs {
 		dst = kbin.AppendUuid(dst, id)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DeleteTopicsRequest) ReadFrom(b []byte) error {
@@ -68,7 +70,7 @@ func (v *DeleteTopicsResponse) RequestKind() kmsg.Request {
 }
 
 func (v *DeleteTopicsResponse) AppendTo(dst []byte) []byte {
-	return appendNoTags(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
+	return tagged.AppendNone(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
 }
 
 func (v *DeleteTopicsResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // DeleteFilesRequest is DisklessDeleteFiles (API key 107): close released
@@ -31,7 +33,7 @@ func (v *DeleteFilesRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt32(dst, v.ShardID)
 	dst = kbin.AppendInt32(dst, v.DeleterShardID)
 	dst = appendStrings(dst, v.ObjectKeys)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DeleteFilesRequest) ReadFrom(b []byte) error {
@@ -62,7 +64,7 @@ func (v *DeleteFilesResponse) RequestKind() kmsg.Request {
 }
 
 func (v *DeleteFilesResponse) AppendTo(dst []byte) []byte {
-	return appendNoTags(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
+	return tagged.AppendNone(appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage))
 }
 
 func (v *DeleteFilesResponse) ReadFrom(b []byte) error {

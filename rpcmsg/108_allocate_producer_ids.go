@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // AllocateProducerIDsRequest is DisklessAllocateProducerIds (API key
@@ -31,7 +33,7 @@ func (v *AllocateProducerIDsRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
 	dst = kbin.AppendInt32(dst, v.ShardID)
 	dst = kbin.AppendInt32(dst, v.BrokerID)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *AllocateProducerIDsRequest) ReadFrom(b []byte) error {
@@ -67,7 +69,7 @@ func (v *AllocateProducerIDsResponse) AppendTo(dst []byte) []byte {
 	dst = appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
 	dst = kbin.AppendInt64(dst, v.ProducerIDStart)
 	dst = kbin.AppendInt32(dst, v.ProducerIDLen)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *AllocateProducerIDsResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // DisableTopicRequest is DisklessDisableTopic (API key 109): a topic's
@@ -34,7 +36,7 @@ func (v *DisableTopicRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt32(dst, v.Epoch)
 	dst = kbin.AppendInt8(dst, v.Policy)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *DisableTopicRequest) ReadFrom(b []byte) error {
@@ -79,16 +81,16 @@ func (v *DisableTopicResponse) RequestKind() kmsg.Request {
 func (v *DisableTopicResponse) AppendTo(dst []byte) []byte {
 	dst = appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
 	if len(v.TxnShards) == 0 {
-		return appendNoTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	var f []byte
 	f = kbin.AppendCompactArrayLen(f, len(v.TxnShards))
 	for _, s := range v.TxnShards {
 		f = kbin.AppendInt32(f, s.ShardID)
 		f = kbin.AppendBool(f, s.TxnsOpen)
-		f = appendNoTags(f)
+		f = tagged.AppendNone(f)
 	}
-	return append(appendOneTag(dst, 0, len(f)), f...)
+	return append(tagged.AppendOne(dst, 0, len(f)), f...)
 }
 
 func (v *DisableTopicResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // CheckTxnRequest is DisklessCheckTxn (API key 110): whether producer
@@ -53,10 +55,10 @@ func (v *CheckTxnRequest) AppendTo(dst []byte) []byte {
 		p := &v.Partitions[i]
 		dst = kbin.AppendUuid(dst, p.TopicID)
 		dst = kbin.AppendInt32(dst, p.Partition)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
 	dst = kbin.AppendCompactString(dst, v.GroupID)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *CheckTxnRequest) ReadFrom(b []byte) error {
@@ -126,9 +128,9 @@ func (v *CheckTxnResponse) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
 	for i := range v.Partitions {
 		dst = kbin.AppendInt16(dst, v.Partitions[i].ErrorCode)
-		dst = appendNoTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *CheckTxnResponse) ReadFrom(b []byte) error {

@@ -3,6 +3,8 @@ package rpcmsg
 import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // EndTxnOffsetsRequest is DisklessEndTxnOffsets (API key 111): record 110
@@ -42,7 +44,7 @@ func (v *EndTxnOffsetsRequest) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, v.ProducerEpoch)
 	dst = kbin.AppendBool(dst, v.Committed)
 	if v.TxnSeq == 0 {
-		return appendNoTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	return appendTag64(dst, 0, v.TxnSeq)
 }
@@ -89,7 +91,7 @@ func (v *EndTxnOffsetsResponse) RequestKind() kmsg.Request {
 
 func (v *EndTxnOffsetsResponse) AppendTo(dst []byte) []byte {
 	dst = appendTop(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
-	return appendNoTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *EndTxnOffsetsResponse) ReadFrom(b []byte) error {

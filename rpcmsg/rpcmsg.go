@@ -23,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // The API keys (SPEC §9).
@@ -131,8 +133,6 @@ const maxVersion = 0
 // Encoding helpers. Writers write no tagged fields but the ones a message
 // declares.
 
-func appendNoTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
-
 func appendNullableString(dst []byte, s *string) []byte {
 	return kbin.AppendCompactNullableString(dst, s)
 }
@@ -153,29 +153,20 @@ func appendInt32s(dst []byte, vs []int32) []byte {
 	return dst
 }
 
-// appendOneTag appends the head of a tagged-field section holding one
-// field: the field count (1), tag and the field's size in bytes; the
-// field's bytes follow.
-func appendOneTag(dst []byte, tag uint32, size int) []byte {
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, tag)
-	return kbin.AppendUvarint(dst, uint32(size))
-}
-
 // appendTag32 appends a tagged-field section holding one int32 field
 // under tag.
 func appendTag32(dst []byte, tag uint32, v int32) []byte {
-	return kbin.AppendInt32(appendOneTag(dst, tag, 4), v)
+	return kbin.AppendInt32(tagged.AppendOne(dst, tag, 4), v)
 }
 
 // appendTag64 is appendTag32 for an int64 field.
 func appendTag64(dst []byte, tag uint32, v int64) []byte {
-	return kbin.AppendInt64(appendOneTag(dst, tag, 8), v)
+	return kbin.AppendInt64(tagged.AppendOne(dst, tag, 8), v)
 }
 
 // appendTag8 is appendTag32 for an int8 field.
 func appendTag8(dst []byte, tag uint32, v int8) []byte {
-	return kbin.AppendInt8(appendOneTag(dst, tag, 1), v)
+	return kbin.AppendInt8(tagged.AppendOne(dst, tag, 1), v)
 }
 
 // appendFormatTag appends the tagged fields of a struct naming an object:
@@ -183,7 +174,7 @@ func appendTag8(dst []byte, tag uint32, v int8) []byte {
 // diskless.RunCoordinate takes for 1 too).
 func appendFormatTag(dst []byte, format int8) []byte {
 	if format == defaultObjectFormat || format == 0 {
-		return appendNoTags(dst)
+		return tagged.AppendNone(dst)
 	}
 	return appendTag8(dst, 0, format)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 var (
@@ -262,9 +264,9 @@ func TestDescribeFilesKIPReader(t *testing.T) {
 		b = kbin.AppendCompactString(b, "k")
 		b = kbin.AppendInt16(b, 0)
 		b = kbin.AppendBool(b, live)
-		b = appendNoTags(b)
+		b = tagged.AppendNone(b)
 	}
-	b = appendNoTags(b)
+	b = tagged.AppendNone(b)
 	var r DescribeFilesResponse
 	if err := r.ReadFrom(b); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // Record keys of the transaction coordinator (docs/format/metadata-records.md
@@ -287,12 +289,7 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 		}
 	}
 	rec.Seq, rec.CoordinatorEpoch = 0, -1
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
-		if !r.Ok() {
-			continue
-		}
+	err = tagged.Each(r, func(tag uint32, v []byte) error {
 		switch tag {
 		case 0:
 			if len(v) != 8 {
@@ -309,6 +306,10 @@ func (rec *StateRecord) readFields(r *kbin.Reader) error {
 				return fmt.Errorf("coordinator epoch %d", rec.CoordinatorEpoch)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !r.Ok() {
 		return errTruncated

@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // Table is the state of the transactional ids of one shard: for each, the
@@ -97,12 +99,9 @@ func (t *Table) AppendSnapshot(dst []byte) []byte {
 		dst = t.ids[id].appendFields(dst)
 	}
 	if t.epoch == -1 {
-		return kbin.AppendUvarint(dst, 0)
+		return tagged.AppendNone(dst)
 	}
-	dst = kbin.AppendUvarint(dst, 1)
-	dst = kbin.AppendUvarint(dst, 0)
-	dst = kbin.AppendUvarint(dst, 4)
-	return kbin.AppendInt32(dst, t.epoch)
+	return kbin.AppendInt32(tagged.AppendOne(dst, 0, 4), t.epoch)
 }
 
 // DecodeSnapshot decodes a section AppendSnapshot wrote and returns the
@@ -135,20 +134,22 @@ func DecodeSnapshot(b []byte) (*Table, []byte, error) {
 		t.ids[rec.TransactionalID] = rec
 		t.epoch = max(t.epoch, rec.CoordinatorEpoch)
 	}
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
-		if !r.Ok() || tag != 0 {
-			continue
+	err = tagged.Each(&r, func(tag uint32, v []byte) error {
+		if tag != 0 {
+			return nil
 		}
 		if len(v) != 4 {
-			return nil, nil, fmt.Errorf("%w: transactions snapshot: coordinator epoch of %d bytes", ErrBadRecord, len(v))
+			return fmt.Errorf("coordinator epoch of %d bytes", len(v))
 		}
 		e := int32(binary.BigEndian.Uint32(v))
 		if e < t.epoch {
-			return nil, nil, fmt.Errorf("%w: transactions snapshot: coordinator epoch %d below its records' %d", ErrBadRecord, e, t.epoch)
+			return fmt.Errorf("coordinator epoch %d below its records' %d", e, t.epoch)
 		}
 		t.epoch = e
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: transactions snapshot: %w", ErrBadRecord, err)
 	}
 	if !r.Ok() {
 		return nil, nil, fmt.Errorf("%w: transactions snapshot: truncated", ErrBadRecord)

@@ -6,8 +6,8 @@
 // encoding, tagged fields after every struct. Append and Encode write
 // bodies, Decode reads one (refusing unknown keys and versions, trailing
 // bytes, and array lengths the input cannot hold), and the primitives
-// (ReadString, ReadArrayLen, AppendTags, SkipTags) are shared with the
-// snapshot encoding. It knows nothing of shard state (package
+// (ReadString, ReadArrayLen; tagged fields through internal/tagged) are
+// shared with the snapshot encoding. It knows nothing of shard state (package
 // coordinator applies the records) nor of the log that stores the bodies
 // (package metalog).
 package records
@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // Record keys of the metadata log (SPEC §8; 104+ are the project's, see
@@ -355,31 +356,6 @@ func Decode(b []byte) (Record, error) {
 // record's or snapshot's format names them (record 102's Txn and TxnSeq,
 // docs/format/metadata-records.md).
 
-// AppendTags appends an empty tagged-field section (a uvarint 0).
-func AppendTags(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
-
-// SkipTags skips a tagged-field section: each field's tag and size, then
-// its bytes. Truncation shows in r.Ok.
-func SkipTags(r *kbin.Reader) { _ = EachTag(r, nil) }
-
-// EachTag reads a tagged-field section, calling field (when not nil) with
-// each field's tag and bytes (a sub-slice of r's, not copied), and stops
-// at its first error, which it returns. Truncation shows in r.Ok; field
-// is not called for a truncated field.
-func EachTag(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		tag, size := r.Uvarint(), r.Uvarint()
-		v := r.Span(int(size))
-		if !r.Ok() || field == nil {
-			continue
-		}
-		if err := field(tag, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ReadString reads a non-null compact string (uvarint length + 1, then
 // the bytes), copied. Errors: ErrTruncated; a null string.
 func ReadString(r *kbin.Reader) (string, error) {
@@ -455,7 +431,7 @@ func (v *PartitionCreated) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendUuid(dst, v.TopicID)
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt32(dst, v.Partition)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *PartitionCreated) ReadFrom(r *kbin.Reader) (err error) {
@@ -464,7 +440,7 @@ func (v *PartitionCreated) ReadFrom(r *kbin.Reader) (err error) {
 		return err
 	}
 	v.Partition = r.Int32()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -472,12 +448,12 @@ func (v *PartitionCreated) ReadFrom(r *kbin.Reader) (err error) {
 
 func (v *TopicDeleted) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendUuid(dst, v.TopicID)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *TopicDeleted) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -508,11 +484,11 @@ func (v *FileCommitted) AppendTo(dst []byte) []byte {
 			for k := range p.Batches {
 				dst = p.Batches[k].AppendTo(dst)
 			}
-			dst = AppendTags(dst)
+			dst = tagged.AppendNone(dst)
 		}
-		dst = AppendTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (b *CommittedBatch) AppendTo(dst []byte) []byte {
@@ -593,17 +569,17 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 			for k := range p.Batches {
 				p.Batches[k].ReadFrom(r)
 			}
-			SkipTags(r)
+			tagged.Skip(r)
 			if !r.Ok() {
 				return ErrTruncated
 			}
 		}
-		SkipTags(r)
+		tagged.Skip(r)
 		if !r.Ok() {
 			return ErrTruncated
 		}
 	}
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -622,7 +598,7 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.LastSequence = r.Int32()
 	b.Txn, b.TxnSeq, b.CoordinatorEpoch = 0, 0, 0
 	epoch := false
-	_ = EachTag(r, func(tag uint32, v []byte) error {
+	_ = tagged.Each(r, func(tag uint32, v []byte) error {
 		switch {
 		case tag == 0 && len(v) == 1:
 			b.Txn = int8(v[0])
@@ -644,14 +620,14 @@ func (v *RecordsDeleted) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendUuid(dst, v.TopicID)
 	dst = kbin.AppendInt32(dst, v.Partition)
 	dst = kbin.AppendInt64(dst, v.NewLogStartOffset)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *RecordsDeleted) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
 	v.Partition = r.Int32()
 	v.NewLogStartOffset = r.Int64()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -665,9 +641,9 @@ func (v *TopicConfig) AppendTo(dst []byte) []byte {
 	for _, c := range v.Configs {
 		dst = kbin.AppendCompactString(dst, c.Name)
 		dst = kbin.AppendCompactString(dst, c.Value)
-		dst = AppendTags(dst)
+		dst = tagged.AppendNone(dst)
 	}
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *TopicConfig) ReadFrom(r *kbin.Reader) (err error) {
@@ -689,9 +665,9 @@ func (v *TopicConfig) ReadFrom(r *kbin.Reader) (err error) {
 		if c.Value, err = ReadString(r); err != nil {
 			return err
 		}
-		SkipTags(r)
+		tagged.Skip(r)
 	}
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -701,14 +677,14 @@ func (v *ProducerIDBlock) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt32(dst, v.NodeID)
 	dst = kbin.AppendInt64(dst, v.FirstProducerID)
 	dst = kbin.AppendInt32(dst, v.BlockSize)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *ProducerIDBlock) ReadFrom(r *kbin.Reader) error {
 	v.NodeID = r.Int32()
 	v.FirstProducerID = r.Int64()
 	v.BlockSize = r.Int32()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -717,7 +693,7 @@ func (v *ProducerIDBlock) ReadFrom(r *kbin.Reader) error {
 func (v *FileDeleted) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactString(dst, v.ObjectKey)
 	dst = kbin.AppendInt32(dst, v.DeleterShard)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *FileDeleted) ReadFrom(r *kbin.Reader) (err error) {
@@ -725,7 +701,7 @@ func (v *FileDeleted) ReadFrom(r *kbin.Reader) (err error) {
 		return err
 	}
 	v.DeleterShard = r.Int32()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -736,7 +712,7 @@ func (v *TopicDisablement) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt8(dst, v.State)
 	dst = kbin.AppendInt32(dst, v.Epoch)
 	dst = kbin.AppendInt8(dst, v.Policy)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *TopicDisablement) ReadFrom(r *kbin.Reader) error {
@@ -744,7 +720,7 @@ func (v *TopicDisablement) ReadFrom(r *kbin.Reader) error {
 	v.State = r.Int8()
 	v.Epoch = r.Int32()
 	v.Policy = r.Int8()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -752,12 +728,12 @@ func (v *TopicDisablement) ReadFrom(r *kbin.Reader) error {
 
 func (v *TopicPurged) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendUuid(dst, v.TopicID)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *TopicPurged) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -778,7 +754,7 @@ func (v *SegmentCommitted) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt8(dst, v.TimestampType)
 	dst = kbin.AppendInt32(dst, v.ReplacedRuns)
 	dst = kbin.AppendInt64(dst, v.CommitTimestamp)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *SegmentCommitted) ReadFrom(r *kbin.Reader) (err error) {
@@ -798,7 +774,7 @@ func (v *SegmentCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	v.TimestampType = r.Int8()
 	v.ReplacedRuns = r.Int32()
 	v.CommitTimestamp = r.Int64()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -811,7 +787,7 @@ func (v *ScramCredential) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendCompactBytes(dst, v.Salt)
 	dst = kbin.AppendCompactBytes(dst, v.StoredKey)
 	dst = kbin.AppendCompactBytes(dst, v.ServerKey)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *ScramCredential) ReadFrom(r *kbin.Reader) (err error) {
@@ -825,7 +801,7 @@ func (v *ScramCredential) ReadFrom(r *kbin.Reader) (err error) {
 			return err
 		}
 	}
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }
 
@@ -840,7 +816,7 @@ func (v *ACL) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt8(dst, v.Operation)
 	dst = kbin.AppendInt8(dst, v.PermissionType)
 	dst = kbin.AppendBool(dst, v.Removed)
-	return AppendTags(dst)
+	return tagged.AppendNone(dst)
 }
 
 func (v *ACL) ReadFrom(r *kbin.Reader) (err error) {
@@ -857,6 +833,6 @@ func (v *ACL) ReadFrom(r *kbin.Reader) (err error) {
 	v.Operation = r.Int8()
 	v.PermissionType = r.Int8()
 	v.Removed = r.Bool()
-	SkipTags(r)
+	tagged.Skip(r)
 	return OKOrTruncated(r)
 }

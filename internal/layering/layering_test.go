@@ -119,16 +119,18 @@ func TestStagesLinkNoCoordinator(t *testing.T) {
 // Kafka backend (metalog/kafkalog: no object store, no coordinator — it
 // defines the small store interface it needs), the record codec
 // (coordinator/records) and the coordinator RPCs' messages (rpcmsg) link
-// nothing of the module but these leaf helpers, so that any package may
-// import them.
+// nothing of the module but these leaf helpers — the tagged-field codec
+// (internal/tagged) among them, which links nothing — so that any package
+// may import them.
 func TestLeaves(t *testing.T) {
 	all := deps(t)
 	for pkg, allowed := range map[string][]string{
 		"diskless":            {"internal/batch", "internal/topicconfig"},
 		"metalog":             {"internal/fsutil"},
 		"metalog/kafkalog":    {"metalog", "internal/fsutil"},
-		"coordinator/records": {"diskless", "internal/batch", "internal/topicconfig"},
-		"rpcmsg":              {},
+		"coordinator/records": {"diskless", "internal/batch", "internal/tagged", "internal/topicconfig"},
+		"rpcmsg":              {"internal/tagged"},
+		"internal/tagged":     {},
 	} {
 		ds, ok := all[module+"/"+pkg]
 		if !ok {

@@ -1,0 +1,44 @@
+// Package tagged reads and writes the tagged-field sections of Kafka's
+// flexible versions (KIP-482) in the project's own formats — the metadata
+// records and snapshots (docs/format/metadata-records.md) and the
+// coordinator RPCs (docs/format/coordinator-rpcs.md): a uvarint count, then
+// for each field a uvarint tag, a uvarint size and that many bytes, tags
+// ascending. It is the one implementation the packages of those formats
+// (coordinator/records, coordinator, group, txn, rpcmsg) share; the
+// fields' meanings stay with them.
+package tagged
+
+import "github.com/twmb/franz-go/pkg/kbin"
+
+// Each reads a section from r, calling field (when not nil) with each
+// field's tag and bytes (a sub-slice of r's, not copied), and stops at
+// field's first error, which it returns. Truncation shows in r.Ok; field
+// is not called for a truncated field.
+func Each(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		tag, size := r.Uvarint(), r.Uvarint()
+		v := r.Span(int(size))
+		if !r.Ok() || field == nil {
+			continue
+		}
+		if err := field(tag, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Skip skips a section. Truncation shows in r.Ok.
+func Skip(r *kbin.Reader) { _ = Each(r, nil) }
+
+// AppendNone appends an empty section (a uvarint 0) to dst.
+func AppendNone(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
+
+// AppendOne appends the head of a section holding one field to dst: the
+// count 1, tag and the field's size in bytes. The caller appends the
+// field's size bytes next.
+func AppendOne(dst []byte, tag uint32, size int) []byte {
+	dst = kbin.AppendUvarint(dst, 1)
+	dst = kbin.AppendUvarint(dst, tag)
+	return kbin.AppendUvarint(dst, uint32(size))
+}
