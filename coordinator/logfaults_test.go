@@ -70,13 +70,7 @@ func TestPrepareSnapshotFailureRebuilds(t *testing.T) {
 // cancelled and the shard fails. The bound only catches a hang: without
 // the cancel, Close waits for the rebuild's 5-minute timeout.
 func TestCloseEndsRebuild(t *testing.T) {
-	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
-	e := newEnv(t, 1, withTestLogs(logs, mu))
-	top := e.createTopic("t", 1, nil)
-	e.commit(nextKey(), plain(top, 0, 1))
-	mu.Lock()
-	l := logs[0]
-	mu.Unlock()
+	e, top, l := oneCommitOnTestLog(t)
 	waits := make(chan struct{}, 1)
 	l.mu.Lock()
 	l.replayGate = make(chan struct{}) // never opened

@@ -18,6 +18,19 @@ import (
 // SIGKILLed and restarting (e2e.TestClusterFailover/BrokerKill).
 var errBrokerGone = errors.New("test: broker closed the connection immediately during api versions negotiation")
 
+// oneCommitOnTestLog returns an env of one shard on a testLog (l), with
+// topic top of one partition and one record committed in it: the start
+// of the tests of a failed append's rebuild.
+func oneCommitOnTestLog(t *testing.T) (e *env, top diskless.Topic, l *testLog) {
+	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
+	e = newEnv(t, 1, withTestLogs(logs, mu))
+	top = e.createTopic("t", 1, nil)
+	e.commit(nextKey(), plain(top, 0, 1))
+	mu.Lock()
+	defer mu.Unlock()
+	return e, top, logs[0]
+}
+
 // TestRebuildRetriesTransientFailure: a shard whose append failed and
 // whose rebuild then cannot read its log for a while (the Kafka log with
 // its partition's broker restarting) answers the failure meanwhile —
@@ -27,13 +40,7 @@ var errBrokerGone = errors.New("test: broker closed the connection immediately d
 // failed the shard until the process restarted (the run of
 // TestClusterFailover/BrokerKill whose final read stopped short).
 func TestRebuildRetriesTransientFailure(t *testing.T) {
-	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
-	e := newEnv(t, 1, withTestLogs(logs, mu))
-	top := e.createTopic("t", 1, nil)
-	e.commit(nextKey(), plain(top, 0, 1))
-	mu.Lock()
-	l := logs[0]
-	mu.Unlock()
+	e, top, l := oneCommitOnTestLog(t)
 	var once sync.Once
 	l.setFail(func([][]byte) (bool, error) {
 		var err error
@@ -79,13 +86,7 @@ func TestRebuildRetriesTransientFailure(t *testing.T) {
 // (metalog.ErrCorrupt) fails the shard for good — reading again reads the
 // same damage — and does not read the log again.
 func TestRebuildCorruptNotRetried(t *testing.T) {
-	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
-	e := newEnv(t, 1, withTestLogs(logs, mu))
-	top := e.createTopic("t", 1, nil)
-	e.commit(nextKey(), plain(top, 0, 1))
-	mu.Lock()
-	l := logs[0]
-	mu.Unlock()
+	e, top, l := oneCommitOnTestLog(t)
 	l.setFail(func([][]byte) (bool, error) { return false, errors.New("test: write failed") })
 	l.mu.Lock()
 	l.replayErrs = []error{fmt.Errorf("%w: test: bad frame", metalog.ErrCorrupt), nil}
