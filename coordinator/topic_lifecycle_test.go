@@ -572,13 +572,7 @@ func TestDisablementWaitsForTransactionsElsewhere(t *testing.T) {
 		}
 	}
 	commitAt("producer 7's transactional batch", txnData(top, part, 7, 0, 2))
-	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "DISABLING in B's catalog", func() bool {
-		cur, _ := b.Topic("t")
-		return cur.Disablement.State == diskless.TopicDisabling
-	})
+	disableThroughA(t, a, b, top)
 	state := func() diskless.TopicState {
 		cur, _ := a.Topic("t")
 		return cur.Disablement.State
@@ -613,13 +607,7 @@ func TestDisablementWaitsForUnansweredShards(t *testing.T) {
 	sc.cl = cl
 	top := cl.split("t", 8)
 	a, b := cl.nodes[0], cl.nodes[1]
-	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "DISABLING in B's catalog", func() bool {
-		cur, _ := b.Topic("t")
-		return cur.Disablement.State == diskless.TopicDisabling
-	})
+	disableThroughA(t, a, b, top)
 	cur, _ := b.Topic("t")
 	req := diskless.DisableTopicRequest{TopicID: top.ID, Topic: top.Name, Epoch: cur.Disablement.Epoch}
 	if got := b.TopicTxns(ctx, req); len(got) != 2 || got[0] != (diskless.ShardTxns{Shard: 2}) || got[1] != (diskless.ShardTxns{Shard: 3}) {
@@ -667,13 +655,7 @@ func TestDisablementUnansweredWarned(t *testing.T) {
 	sc.cl = cl
 	top := cl.split("t", 8)
 	a, b := cl.nodes[0], cl.nodes[1]
-	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "DISABLING in B's catalog", func() bool {
-		cur, _ := b.Topic("t")
-		return cur.Disablement.State == diskless.TopicDisabling
-	})
+	disableThroughA(t, a, b, top)
 	count := func(what string) int { return strings.Count(logs.String(), what) }
 	const held, notConfirmed = "disablement held: no sidecar answers", "sidecar 2 did not confirm"
 	for _, step := range []time.Duration{0, 30 * time.Second, 29 * time.Second} {
@@ -702,4 +684,17 @@ func TestDisablementUnansweredWarned(t *testing.T) {
 	if cur, _ := a.Topic("t"); cur.Disablement.State != diskless.TopicDisabled {
 		t.Fatalf("B up and answering: %v, want DISABLED", cur.Disablement.State)
 	}
+}
+
+// disableThroughA sets diskless.enable=false on top through a (the
+// catalog's owner) and waits until b's catalog holds it DISABLING.
+func disableThroughA(t *testing.T, a, b *Coordinator, top diskless.Topic) {
+	t.Helper()
+	if _, err := a.AlterTopicConfigs(context.Background(), top.ID, setConfigs("diskless.enable", "false")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "DISABLING in B's catalog", func() bool {
+		cur, _ := b.Topic(top.Name)
+		return cur.Disablement.State == diskless.TopicDisabling
+	})
 }
