@@ -413,13 +413,14 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, groups []string
 	return out
 }
 
-// HasGroups reports whether any shard holds committed offsets (Metadata
-// then lists __consumer_offsets, as Kafka does once it exists). It reads
+// HasGroups reports whether any shard holds offsets, committed or pending
+// (Metadata then lists __consumer_offsets, as Kafka does once it exists);
+// the offsets' guard a transaction's end leaves is not offsets. It reads
 // each shard's state under its read lock.
 func (c *Coordinator) HasGroups() bool {
 	for _, s := range c.shards {
 		s.mu.RLock()
-		empty := s.mu.failed != nil || s.mu.st.groups.Empty()
+		empty := s.mu.failed != nil || !s.mu.st.groups.HoldsOffsets()
 		s.mu.RUnlock()
 		if !empty {
 			return true

@@ -136,6 +136,24 @@ func TestGroupOffsetsSurviveRestart(t *testing.T) {
 	}
 }
 
+// TestHasGroupsNotFromTheGuard: a transaction ended on a group's shard
+// with no offsets of it there leaves only the offsets' guard (record 110
+// with its token and time), which is not offsets: HasGroups stays false.
+func TestHasGroupsNotFromTheGuard(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx := context.Background()
+	if err := e.c.EndTxnOffsets(ctx, e.c.GroupShard("g"), "g", 7, 0, 3, false); err != nil {
+		t.Fatal(err)
+	}
+	st := e.c.shards[e.c.GroupShard("g")].mu.st.groups
+	if st.Empty() {
+		t.Fatal("the guard of producer 7 not kept: the test shows nothing")
+	}
+	if e.c.HasGroups() {
+		t.Fatal("HasGroups = true with only the offsets' guard on the shard")
+	}
+}
+
 // TestGroupDeleteRefusesMembers checks DeleteGroups' NON_EMPTY_GROUP and
 // GROUP_ID_NOT_FOUND through the shard, and that a classic member's
 // JoinGroup is answered (delayed first rebalance).

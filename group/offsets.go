@@ -178,9 +178,11 @@ func (o *Offsets) index(topic, group string, d int) {
 
 // Empty reports whether the table holds nothing, committed, pending or
 // of its guard (a shard then writes no snapshot section for it).
-func (o *Offsets) Empty() bool {
-	return len(o.groups) == 0 && len(o.pending) == 0 && o.clock == 0
-}
+func (o *Offsets) Empty() bool { return !o.HoldsOffsets() && o.clock == 0 }
+
+// HoldsOffsets reports whether the table holds offsets, committed or
+// pending; the offsets' guard is not offsets.
+func (o *Offsets) HoldsOffsets() bool { return len(o.groups) > 0 || len(o.pending) > 0 }
 
 // Len returns the number of committed offsets held (pending ones excluded).
 func (o *Offsets) Len() int { return o.n }
