@@ -567,7 +567,9 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 			}
 			p.Batches = make([]CommittedBatch, n)
 			for k := range p.Batches {
-				p.Batches[k].ReadFrom(r)
+				if err := p.Batches[k].ReadFrom(r); err != nil {
+					return err
+				}
 			}
 			tagged.Skip(r)
 			if !r.Ok() {
@@ -583,7 +585,11 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	return OKOrTruncated(r)
 }
 
-func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
+// ReadFrom reads a batch AppendTo wrote. Tags 0 and 1 of another size
+// are skipped; a tag 2 not of 4 bytes is an error, and it is read for a
+// marker only (other batches: 0). Any int32 is a coordinator epoch: a
+// WriteTxnMarkers request's is written as it came.
+func (b *CommittedBatch) ReadFrom(r *kbin.Reader) error {
 	b.Magic = r.Int8()
 	b.ByteOffset = r.Int32()
 	b.ByteSize = r.Int32()
@@ -597,21 +603,24 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) {
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
 	b.Txn, b.TxnSeq, b.CoordinatorEpoch = 0, 0, 0
-	epoch := false
-	_ = tagged.Each(r, func(tag uint32, v []byte) error {
+	epoch := int32(-1)
+	err := tagged.Each(r, func(tag uint32, v []byte) error {
 		switch {
 		case tag == 0 && len(v) == 1:
 			b.Txn = int8(v[0])
 		case tag == 1 && len(v) == 8:
 			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
-		case tag == 2 && len(v) == 4:
-			b.CoordinatorEpoch, epoch = int32(binary.BigEndian.Uint32(v)), true
+		case tag == 2 && len(v) != 4:
+			return fmt.Errorf("tagged field 2 (CoordinatorEpoch) of %d bytes, want 4", len(v))
+		case tag == 2:
+			epoch = int32(binary.BigEndian.Uint32(v))
 		}
 		return nil
 	})
-	if !epoch && (b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort) {
-		b.CoordinatorEpoch = -1
+	if b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort {
+		b.CoordinatorEpoch = epoch
 	}
+	return err
 }
 
 // 103

@@ -94,9 +94,9 @@ func TestMarkerCoordinatorEpoch(t *testing.T) {
 	read := func(b []byte) CommittedBatch {
 		var got CommittedBatch
 		r := kbin.Reader{Src: b}
-		got.ReadFrom(&r)
-		if !r.Ok() || len(r.Src) != 0 {
-			t.Fatalf("ReadFrom % x: ok %v, %d bytes left", b, r.Ok(), len(r.Src))
+		err := got.ReadFrom(&r)
+		if err != nil || !r.Ok() || len(r.Src) != 0 {
+			t.Fatalf("ReadFrom % x: %v, ok %v, %d bytes left", b, err, r.Ok(), len(r.Src))
 		}
 		return got
 	}
@@ -111,6 +111,55 @@ func TestMarkerCoordinatorEpoch(t *testing.T) {
 	data.Txn, data.CoordinatorEpoch = 1, 9
 	if got := read(data.AppendTo(nil)); got.CoordinatorEpoch != 0 {
 		t.Fatalf("a transactional batch's coordinator epoch %d, want 0 (not written)", got.CoordinatorEpoch)
+	}
+}
+
+// TestMarkerCoordinatorEpochStrict: record 102's tag 2 is a marker's
+// coordinator epoch only — a data batch carrying one reads it as 0, as the
+// format says (else the record re-encodes to a different one: tag 2 is
+// written for markers only) — and the decoder refuses a tag 2 not of 4
+// bytes (docs/format/metadata-records.md §102).
+func TestMarkerCoordinatorEpochStrict(t *testing.T) {
+	base := CommittedBatch{Magic: 2, ByteSize: 61, ProducerID: 7, BaseSequence: -1, LastSequence: -1}
+	// body is record 102 of one batch b whose tagged fields are tags.
+	body := func(b CommittedBatch, tags ...byte) []byte {
+		enc := b.AppendTo(nil)
+		n := 1 + 3 // the tag count, Txn's tag
+		if b.Txn == 2 || b.Txn == 3 {
+			n += 6 // tag 2
+		}
+		batch := append(enc[:len(enc)-n:len(enc)-n], tags...)
+		rec := &FileCommitted{ObjectKey: "k", FileSize: 100, OwnerIDs: []int32{},
+			Topics: []FileTopic{{TopicID: testTopicA, Partitions: []FilePartition{{Partition: 0, Batches: []CommittedBatch{b}}}}}}
+		full := Append(nil, rec)
+		i := bytes.Index(full, enc)
+		if i < 0 {
+			t.Fatal("batch not found in its record")
+		}
+		return append(append(append([]byte(nil), full[:i]...), batch...), full[i+len(enc):]...)
+	}
+	data := base
+	data.Txn = 1
+	rec, err := Decode(body(data, 2, 0, 1, 1, 2, 4, 0, 0, 0, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.(*FileCommitted).Topics[0].Partitions[0].Batches[0]; got.CoordinatorEpoch != 0 {
+		t.Fatalf("a data batch with a tag 2: coordinator epoch %d, want 0", got.CoordinatorEpoch)
+	}
+	again, err := Decode(Append(nil, rec))
+	if err != nil || !reflect.DeepEqual(again, rec) {
+		t.Fatalf("re-decoded %+v (%v), want %+v", again, err, rec)
+	}
+	marker := base
+	marker.Txn = 2
+	for name, tags := range map[string][]byte{
+		"of 8 bytes": {2, 0, 1, 2, 2, 8, 0, 0, 0, 0, 0, 0, 0, 5},
+		"of 2 bytes": {2, 0, 1, 2, 2, 2, 0, 5},
+	} {
+		if rec, err := Decode(body(marker, tags...)); !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("a marker's coordinator epoch %s: decoded %+v, %v; want ErrBadRecord", name, rec, err)
+		}
 	}
 }
 
