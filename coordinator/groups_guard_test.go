@@ -38,7 +38,7 @@ func (p *pausedCheck) CheckTxn(ctx context.Context, shard int32, req diskless.Tx
 // coordinator A, the group's on B. TxnOffsetCommit at B is checked (the
 // transaction open, its token answered); before its write, EndTxn at A
 // ends the transaction and its record 110 reaches B; the write is then
-// refused — INVALID_TXN_STATE for v3, TRANSACTION_ABORTABLE for v5 — and
+// refused — INVALID_TXN_STATE for v3, TRANSACTION_ABORTABLE for v4 — and
 // nothing of the offsets is pending or committed (the offsets' guard,
 // DESIGN §Transactions). The producer's next transaction commits its
 // offsets. The guard survives the group's shard moving to A (its log
@@ -74,7 +74,7 @@ func TestTxnOffsetCommitEndedBeforeWrite(t *testing.T) {
 		want    *kerr.Error
 	}{
 		{3, false, kerr.InvalidTxnState},
-		{5, true, kerr.TransactionAbortable},
+		{4, true, kerr.TransactionAbortable},
 	} {
 		want(t, "add offsets", addOffsetsAt(t, a, id, pid, ep, g), nil)
 		req := kmsg.NewPtrTxnOffsetCommitRequest()

@@ -229,14 +229,14 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) (*kms
 
 // TxnOffsetCommit answers TxnOffsetCommit: the transaction coordinator
 // checks the producer and that the group is in its open transaction
-// (txn.Coordinator.CheckOffsetCommit; for TxnOffsetCommit v5+ a group not
+// (txn.Coordinator.CheckOffsetCommit; for TxnOffsetCommit v4+ a group not
 // added is TRANSACTION_ABORTABLE, before it INVALID_TXN_STATE) and
 // answers the transaction's token, then the group's shard checks the
 // member and writes the pending offsets (record 107 with the producer id
 // and the token, group.Coordinator.CommitTxnOffsets), answered once
 // durable — unless the transaction ended on the group's shard between the
 // two (its record 110 there first): then nothing is written and every
-// partition answers INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v5 (the
+// partition answers INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4 (the
 // offsets' guard, DESIGN §Transactions). Errors: the shards'.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
 	res, err := c.checkTxn(ctx, diskless.TxnCheck{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Group: req.Group})
@@ -270,12 +270,14 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 }
 
 // txnOffsetsAbortable returns resp with INVALID_TXN_STATE answered
-// TRANSACTION_ABORTABLE from TxnOffsetCommit v5 (SPEC §15): the code of
+// TRANSACTION_ABORTABLE from TxnOffsetCommit v4, the version whose client
+// takes abortable errors (KIP-890; Kafka 4.4 answers v3 INVALID_TXN_STATE,
+// v4 TRANSACTION_ABORTABLE, SPEC §15): the code of
 // a transaction not open, refused by the check (the group not added) or
 // by the group's shard (the transaction ended before the write, the
 // offsets' guard).
 func txnOffsetsAbortable(resp *kmsg.TxnOffsetCommitResponse, version int16) *kmsg.TxnOffsetCommitResponse {
-	if version < 5 {
+	if version < 4 {
 		return resp
 	}
 	for i := range resp.Topics {

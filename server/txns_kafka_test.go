@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
@@ -23,7 +24,7 @@ import (
 // requests — timeouts out of bounds, epoch bumps, KIP-360 expected
 // epochs, producer checks of EndTxn, AddPartitionsToTxn and
 // AddOffsetsToTxn, unknown topics and partitions, the KIP-890 verify-only
-// form, the end of an empty transaction — to Apache Kafka 4.4 and to the
+// form, TxnOffsetCommit of a group not in the transaction at v3 and v4, the end of an empty transaction — to Apache Kafka 4.4 and to the
 // transaction coordinator behind the server, and requires the same
 // answers (SPEC §15). Producer ids differ; epochs are compared.
 func TestTransactionErrorsMatchKafka(t *testing.T) {
@@ -54,7 +55,7 @@ func TestTransactionErrorsMatchKafka(t *testing.T) {
 		if r, err := ct.RequestWith(ctx, cl); err != nil || r.Topics[0].ErrorCode != 0 {
 			t.Fatalf("CreateTopics: %v %v", err, r)
 		}
-		answers[i] = txnSequence(ctx, t, cl)
+		answers[i] = txnSequence(ctx, t, cl, addr)
 		cl.Close()
 	}
 	for i := range max(len(answers[0]), len(answers[1])) {
@@ -75,7 +76,7 @@ func TestTransactionErrorsMatchKafka(t *testing.T) {
 
 // txnSequence sends the sequence to the cluster behind cl and returns one
 // line per answer.
-func txnSequence(ctx context.Context, t *testing.T, cl *kgo.Client) []string {
+func txnSequence(ctx context.Context, t *testing.T, cl *kgo.Client, addr string) []string {
 	var out []string
 	say := func(step string, codes ...int16) {
 		names := make([]string, len(codes))
@@ -150,6 +151,32 @@ func txnSequence(ctx context.Context, t *testing.T, cl *kgo.Client) []string {
 		}
 		say(step, codes...)
 	}
+	// offsetsAt sends TxnOffsetCommit for group g at version v (a client
+	// whose versions stop there), retried while the group's coordinator
+	// is not ready.
+	offsetsAt := func(step string, v int16, pid int64, epoch int16) {
+		vs := kversion.Stable()
+		vs.SetMaxKeyVersion(28, v)
+		vc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(vs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer vc.Close()
+		for {
+			req := kmsg.NewPtrTxnOffsetCommitRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, req.Generation = "tx", pid, epoch, "g", -1
+			req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+			r, err := req.RequestWith(ctx, vc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := r.Topics[0].Partitions[0].ErrorCode; !slices.Contains(retriable, code) {
+				say(step, code)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	addOffsets := func(step string, pid int64, epoch int16) {
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = "tx", pid, epoch, "g"
@@ -188,6 +215,10 @@ func txnSequence(ctx context.Context, t *testing.T, cl *kgo.Client) []string {
 	verify("verify", "tx", pid, ep)
 	verify("verify unknown id", "nope", pid, ep)
 	verify("verify older epoch", "tx", pid, ep-1)
+	// The group is not in the transaction: v3 INVALID_TXN_STATE, v4 (a
+	// client that takes abortable errors, KIP-890) TRANSACTION_ABORTABLE.
+	offsetsAt("offsets of a group not added, v3", 3, pid, ep)
+	offsetsAt("offsets of a group not added, v4", 4, pid, ep)
 	addOffsets("add offsets older epoch", pid, ep-1)
 	addOffsets("add offsets", pid, ep)
 	end("commit", "tx", pid, ep, true)
