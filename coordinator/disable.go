@@ -19,7 +19,10 @@ import (
 //
 //  1. sends DisklessDisableTopic(topic, epoch, policy) to every sidecar
 //     Config.Sidecars knows, and stops there when one did not confirm
-//     (the next pass sends again, to all: each send is idempotent);
+//     (the next pass sends again, to all: each send is idempotent); a
+//     sidecar confirms only once its catalog holds the disablement
+//     (AwaitDisablement), so every commit group a shard it hosts starts
+//     after refuses the topic;
 //  2. waits until no transaction is open in any of the topic's partitions
 //     (stops there until the next pass): while DISABLING a partition still
 //     takes the markers that end its open transactions (closesTxnWhileDisabling),
@@ -35,10 +38,12 @@ import (
 //     and is warned of once it stayed so unansweredWarnAfter (below);
 //  3. with policy delete, moves every partition's log start to its high
 //     watermark (record 103 on each owning shard, skipped where it is
-//     there already) — no commit of the topic can come after: shard 0
-//     published DISABLING before the sends, every group a shard starts
-//     after that refuses the topic's batches, and the 103 is a deferred
-//     request, decided after every group started before it;
+//     there already) — no commit of the topic can come after: every
+//     owner's catalog held DISABLING when it confirmed (or answered for
+//     its shards), an owner taking a shard over later reads the catalog
+//     current first (syncCatalog), so every group a shard starts after
+//     refuses the topic's batches, and the 103 is a deferred request,
+//     decided after every group started before it;
 //  4. writes record 111 DISABLED on shard 0 (nothing, when the topic left
 //     DISABLING at that epoch meanwhile).
 //
@@ -53,7 +58,8 @@ type Sidecars interface {
 	Nodes() []int32
 	// DisableTopic asks sidecar node to stop taking produce for the
 	// topic, end its fetch long-polls on it and drop its cached data,
-	// and returns nil once it did (it confirmed), with the open
+	// and returns nil once it did (it confirmed: its catalog holds the
+	// disablement at req's epoch, AwaitDisablement), with the open
 	// transactions of the topic's shards it hosts (Coordinator.TopicTxns
 	// there; nothing from this sidecar's own node, whose shards the
 	// coordinator reads itself). It must be safe to repeat; an error
@@ -261,6 +267,37 @@ func (c *Coordinator) txnsClosedElsewhere(ctx context.Context, req diskless.Disa
 		return &unansweredError{topic: req.Topic, shards: unanswered}
 	}
 	return nil
+}
+
+// AwaitDisablement returns nil once this sidecar's catalog — shard 0's
+// state when shard 0 is hosted here, else its read replica of it — holds
+// req's topic at req's disablement epoch or a later one (SPEC §10): from
+// then on every commit group a shard hosted here starts refuses the
+// topic's batches but the markers closing its open transactions
+// (shard.process reads the catalog when it decides a group), and the
+// produce path refuses the topic. A confirmation of DisklessDisableTopic
+// waits for it (cmd/sidecar's disableSelf): a replica behind the
+// disablement would otherwise let a shard owned here commit the topic
+// after the driver counted this sidecar confirmed. A topic the catalog
+// does not hold is waited for too: the replica may be behind its
+// creation. Errors: ctx's, wrapped with the epoch the catalog holds.
+func (c *Coordinator) AwaitDisablement(ctx context.Context, req diskless.DisableTopicRequest) error {
+	for {
+		cat := c.catalog.Load()
+		t := cat.byID[req.TopicID]
+		if t != nil && t.Disablement.Epoch >= req.Epoch {
+			return nil
+		}
+		select {
+		case <-cat.replaced:
+		case <-ctx.Done():
+			held := "does not hold the topic"
+			if t != nil {
+				held = fmt.Sprintf("holds it at disablement epoch %d", t.Disablement.Epoch)
+			}
+			return fmt.Errorf("coordinator: this sidecar's catalog %s, behind the disablement's epoch %d: %w", held, req.Epoch, ctx.Err())
+		}
+	}
 }
 
 // TopicTxns answers, for each shard of req's topic's partitions hosted

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
@@ -54,6 +55,15 @@ type replica struct {
 	next int64
 	// snapAt is the index of the snapshot the state was loaded from.
 	snapAt int64
+	// syncs is what sync asks the loop for (guarded by its mutex).
+	syncs struct {
+		sync.Mutex
+		// waiters are the sync calls waiting for a Replay that starts
+		// after they asked; each is closed once one applied.
+		waiters []chan struct{}
+		// wake ends the loop's Wait in progress (nil when none).
+		wake context.CancelFunc
+	}
 }
 
 // clustered reports whether shards are placed (Config.OpenFollower).
@@ -125,14 +135,19 @@ func (c *Coordinator) Host(ctx context.Context, shard int32) error {
 		rep.stop()
 		from = rep.next
 	}
-	err = s.takeOver(ctx, from, rep)
+	at, err := s.takeOver(ctx, from, rep)
 	if err != nil {
 		c.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: taking a shard over failed; following it again",
 			slog.Any("err", err))
 		s.host.Lock()
 		s.host.role = roleReplica
 		s.host.Unlock()
-		if ferr := s.follow(from, rep, false); ferr != nil {
+		if at != from {
+			// The takeover's replay moved the state on: follow from
+			// there, not from the replica's index again.
+			rep = &replica{snapAt: s.snapshotAt}
+		}
+		if ferr := s.follow(at, rep, false); ferr != nil {
 			c.logger.Error("coordinator: following a shard failed", "shard", s.id, "err", ferr)
 		}
 		return err
@@ -142,12 +157,16 @@ func (c *Coordinator) Host(ctx context.Context, shard int32) error {
 }
 
 // takeOver opens the writer's log, replays it from from (−1: a full load
-// from the snapshot) onto the replica's state, and starts the driver.
-func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) error {
+// from the snapshot) onto the replica's state, reads the catalog current
+// (syncCatalog) and starts the driver. On failure it returns the index
+// after the last record the state holds: from, unless the replay moved
+// it on.
+func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) (at int64, err error) {
 	c := s.c
+	at = from
 	l, err := c.cfg.OpenLog(s.id)
 	if err != nil {
-		return fmt.Errorf("coordinator: open shard %d: %w", s.id, err)
+		return at, fmt.Errorf("coordinator: open shard %d: %w", s.id, err)
 	}
 	s.log = l
 	s.mu.RLock()
@@ -155,8 +174,11 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) error {
 	s.mu.RUnlock()
 	if from >= 0 && failed == nil {
 		err = s.catchUp(ctx, from)
-		if err == nil && rep != nil {
-			s.snapshotAt = rep.snapAt
+		if err == nil {
+			at = s.logNext
+			if rep != nil {
+				s.snapshotAt = rep.snapAt
+			}
 		}
 	}
 	if from < 0 || failed != nil || err != nil {
@@ -168,15 +190,28 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) error {
 			s.mu.Lock()
 			s.mu.st, s.mu.failed = st, nil
 			s.mu.Unlock()
+			at = s.logNext
 		}
 	}
 	if err != nil {
 		l.Close()
-		return err
+		return at, err
+	}
+	if s.id != 0 {
+		// The shard's commits are decided against this sidecar's catalog
+		// (shard.process); the log is ours now (the previous owner is
+		// fenced), so every commit of it from here on must see each
+		// catalog change made before — a disablement above all, whose
+		// driver may have counted every sidecar confirmed already (SPEC
+		// §10, DESIGN §Decisions: Disablement).
+		if err := c.syncCatalog(ctx); err != nil {
+			l.Close()
+			return at, fmt.Errorf("coordinator: shard %d: reading the catalog current before serving: %w", s.id, err)
+		}
 	}
 	if err := s.openGroups(); err != nil {
 		l.Close()
-		return err
+		return at, err
 	}
 	// The groups' members were another sidecar's soft state (DESIGN
 	// §Consumer groups, across a shard move): take them back as they come.
@@ -196,7 +231,27 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) error {
 	s.host.role = roleHosted
 	s.host.Unlock()
 	go s.run()
-	return nil
+	return at, nil
+}
+
+// syncCatalog returns once this sidecar's catalog holds every record of
+// shard 0's log that was durable when it was called: with shard 0 hosted
+// here, once its log confirmed no other sidecar took it over (the
+// catalog is then the writer's state: shard.confirm); else once its
+// replica applied a Replay that started after the call (replica.sync).
+// The caller holds placeMu, so shard 0's role cannot change meanwhile.
+func (c *Coordinator) syncCatalog(ctx context.Context) error {
+	s0 := c.shards[0]
+	s0.host.RLock()
+	r, rep, l := s0.host.role, s0.host.rep, s0.log
+	s0.host.RUnlock()
+	switch {
+	case r == roleHosted:
+		return s0.confirm(ctx, l)
+	case r == roleReplica && rep != nil:
+		return rep.sync(ctx)
+	}
+	return errors.New("coordinator: shard 0 is neither hosted nor followed here")
 }
 
 // catchUp is the writer's first Replay (the takeover) from from, applying
@@ -382,11 +437,91 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 	}
 }
 
-// step waits for the log to grow past r.next and applies what is there.
-func (r *replica) step(ctx context.Context, s *shard) error {
-	if err := r.f.Wait(ctx, r.next); err != nil {
+// sync returns once the replica applied every record its log held when
+// sync was called (a Replay that started after the call, applied): a
+// replica is a moment behind its log by design (SPEC §9), and sync is
+// for the reader that must not be. It ends the loop's Wait in progress.
+// Errors: ctx's; errReplicaStopped once the loop ended.
+func (r *replica) sync(ctx context.Context) error {
+	ch := make(chan struct{})
+	r.syncs.Lock()
+	r.syncs.waiters = append(r.syncs.waiters, ch)
+	if r.syncs.wake != nil {
+		r.syncs.wake()
+	}
+	r.syncs.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-r.done:
+		return errReplicaStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errReplicaStopped is sync's error once the replica's loop ended (the
+// shard taken over here, or the coordinator closing).
+var errReplicaStopped = errors.New("coordinator: the replica stopped following its log")
+
+// takeSyncs returns the waiters of sync that asked so far, for the
+// Replay about to start.
+func (r *replica) takeSyncs() []chan struct{} {
+	r.syncs.Lock()
+	defer r.syncs.Unlock()
+	w := r.syncs.waiters
+	r.syncs.waiters = nil
+	return w
+}
+
+// wait is the loop's Wait for the log to grow past r.next, ended early
+// (nil) by a sync; it returns the syncs to answer after the next Replay.
+func (r *replica) wait(ctx context.Context) ([]chan struct{}, error) {
+	r.syncs.Lock()
+	if len(r.syncs.waiters) > 0 {
+		w := r.syncs.waiters
+		r.syncs.waiters = nil
+		r.syncs.Unlock()
+		return w, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.syncs.wake = cancel
+	r.syncs.Unlock()
+	err := r.f.Wait(wctx, r.next)
+	r.syncs.Lock()
+	r.syncs.wake = nil
+	r.syncs.Unlock()
+	if err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
+		return nil, err
+	}
+	return r.takeSyncs(), nil
+}
+
+// step waits for the log to grow past r.next (or a sync) and applies what
+// is there.
+func (r *replica) step(ctx context.Context, s *shard) (err error) {
+	synced, err := r.wait(ctx)
+	if err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			for _, ch := range synced {
+				close(ch)
+			}
+			return
+		}
+		// Not applied: the next step's Replay answers them.
+		r.syncs.Lock()
+		r.syncs.waiters = append(synced, r.syncs.waiters...)
+		r.syncs.Unlock()
+	}()
+	return r.apply(ctx, s)
+}
+
+// apply replays the log from r.next and applies what is there.
+func (r *replica) apply(ctx context.Context, s *shard) error {
 	var recs []decoded
 	next, err := r.f.Replay(ctx, r.next, func(_ int64, body []byte) error {
 		d, err := decodeBody(body)

@@ -522,9 +522,10 @@ func TestDisablementWaitsForOpenTransactions(t *testing.T) {
 }
 
 // clusterSidecars is the Sidecars of a cluster test: each sidecar
-// confirms at once and answers for the topic's shards its coordinator
-// hosts, as DisklessDisableTopic's handler does (Coordinator.TopicTxns) —
-// but for node quiet, which confirms without an answer, as a sidecar of a
+// confirms once its catalog holds the disablement and answers for the
+// topic's shards its coordinator hosts, as DisklessDisableTopic's handler
+// does (Coordinator.AwaitDisablement, Coordinator.TopicTxns) — but for
+// node quiet, which confirms without an answer, as a sidecar of a
 // version without TxnShards does.
 type clusterSidecars struct {
 	cl    *cluster
@@ -537,6 +538,9 @@ func (s clusterSidecars) Nodes() []int32 { return []int32{1, 2} }
 func (s clusterSidecars) DisableTopic(ctx context.Context, node int32, req diskless.DisableTopicRequest) (diskless.DisableTopicResult, error) {
 	if node == s.down {
 		return diskless.DisableTopicResult{}, errors.New("connection refused")
+	}
+	if err := s.cl.nodes[node-1].AwaitDisablement(ctx, req); err != nil {
+		return diskless.DisableTopicResult{}, err
 	}
 	if node == s.quiet {
 		return diskless.DisableTopicResult{}, nil

@@ -23,15 +23,19 @@ type catalog struct {
 	sorted []*diskless.Topic // by name
 	// version counts the catalogs published (group.Topics.Version).
 	version uint64
+	// replaced is closed once a newer catalog is published: what
+	// AwaitDisablement waits on.
+	replaced chan struct{}
 }
 
 // publishCatalog publishes the catalog held by st (shard 0's state). Only
 // shard 0's driver (or Open, before drivers run) calls it.
 func (c *Coordinator) publishCatalog(st *state) {
 	cat := &catalog{
-		byID:   make(map[diskless.TopicID]*diskless.Topic, len(st.topics)),
-		byName: make(map[string]*diskless.Topic, len(st.topics)),
-		sorted: make([]*diskless.Topic, 0, len(st.topics)),
+		byID:     make(map[diskless.TopicID]*diskless.Topic, len(st.topics)),
+		byName:   make(map[string]*diskless.Topic, len(st.topics)),
+		sorted:   make([]*diskless.Topic, 0, len(st.topics)),
+		replaced: make(chan struct{}),
 	}
 	if old := c.catalog.Load(); old != nil {
 		cat.version = old.version + 1
@@ -43,7 +47,9 @@ func (c *Coordinator) publishCatalog(st *state) {
 		cat.sorted = append(cat.sorted, t)
 	}
 	slices.SortFunc(cat.sorted, func(a, b *diskless.Topic) int { return strings.Compare(a.Name, b.Name) })
-	c.catalog.Store(cat)
+	if old := c.catalog.Swap(cat); old != nil {
+		close(old.replaced) // each catalog is swapped out once
+	}
 }
 
 // Topic returns the topic named name, if it exists. Topics are immutable
