@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,7 +79,7 @@ func holdFollowers(node int32, g *gate, shards ...int32) func(*Config) {
 		follow := c.OpenFollower
 		c.OpenFollower = func(s int32) (metalog.Follower, error) {
 			f, err := follow(s)
-			if err != nil || (len(shards) > 0 && !containsShard(shards, s)) {
+			if err != nil || (len(shards) > 0 && !slices.Contains(shards, s)) {
 				return f, err
 			}
 			return heldFollower{Follower: f, g: g}, nil
@@ -86,13 +87,16 @@ func holdFollowers(node int32, g *gate, shards ...int32) func(*Config) {
 	}
 }
 
-func containsShard(shards []int32, s int32) bool {
-	for _, x := range shards {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// splitThree splits topic "t" (8 partitions) over A (shards 0–1) and B
+// (2–3) of a three-node cluster and waits until C's catalog has it; it
+// returns the topic and a partition on one of B's shards, and that shard.
+func splitThree(t *testing.T, cl *cluster) (diskless.Topic, int32, int32) {
+	t.Helper()
+	top := cl.split("t", 8)
+	part := partitionOn(t, cl.nodes[0], top, 2, 4)
+	c := cl.nodes[2]
+	waitFor(t, c, "the topic in C's catalog", func() bool { _, ok := c.Topic("t"); return ok })
+	return top, part, c.ShardFor(top.ID, part)
 }
 
 // partitionOn returns a partition of t whose shard is in [lo, hi).
@@ -205,11 +209,8 @@ func TestTakeoverReadsCatalogCurrent(t *testing.T) {
 	var sc clusterSidecars // the view: A and B
 	cl := newCluster(t, 3, func(c *Config) { c.Sidecars = &sc }, holdFollowers(3, &lag, 0))
 	sc.cl = cl
-	top := cl.split("t", 8)
+	top, part, shard := splitThree(t, cl)
 	a, b, c := cl.nodes[0], cl.nodes[1], cl.nodes[2]
-	part := partitionOn(t, a, top, 2, 4)
-	shard := a.ShardFor(top.ID, part)
-	waitFor(t, c, "the topic in C's catalog", func() bool { _, ok := c.Topic("t"); return ok })
 
 	lag.hold()
 	if _, err := a.AlterTopicConfigs(ctx, top.ID, setConfigs("diskless.enable", "false")); err != nil {
@@ -268,11 +269,8 @@ func TestTakeoverFailsWhileCatalogUnread(t *testing.T) {
 			return flakyFollower{Follower: f, down: &down}, err
 		}
 	})
-	top := cl.split("t", 8)
+	top, part, shard := splitThree(t, cl)
 	a, b, c := cl.nodes[0], cl.nodes[1], cl.nodes[2]
-	part := partitionOn(t, a, top, 2, 4)
-	shard := a.ShardFor(top.ID, part)
-	waitFor(t, c, "the topic in C's catalog", func() bool { _, ok := c.Topic("t"); return ok })
 
 	// C's replicas stay behind B's commits; the takeover's replay
 	// applies them.
