@@ -99,9 +99,7 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 		acc = append(acc, acceptedBatch(b, p.hwm, t))
 		cb := &acc[len(acc)-1]
 		s.indexBatch(p, fi, cb)
-		if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
-			s.recordProducerBatch(p, ps, cb)
-		}
+		s.recordProducer(p, ps, cb)
 		p.trackTxn(cb, s.expirationMs)
 		results[i] = diskless.CommitBatchResult{BaseOffset: cb.AssignedBaseOffset, LogAppendTime: t, LogStartOffset: p.logStart}
 		if p.fileSlot < 0 {
@@ -313,15 +311,18 @@ func checkCommitBatch(b *diskless.CommitBatch, fileSize int64) *kerr.Error {
 // checkProducer applies SPEC §3 to an idempotent batch at log-append time
 // t. done is true when the batch must not be appended: res is then a
 // duplicate's original answer or an error. ps is the batch's producer
-// state (nil if none, or not idempotent), for recordProducerBatch.
+// state (nil if none, or no producer id), for recordProducer.
 func (s *state) checkProducer(p *partition, b *diskless.CommitBatch, t int64) (ps *producerState, res diskless.CommitBatchResult, done bool) {
-	if b.ProducerID < 0 || b.Txn >= diskless.TxnCommit {
-		// Not idempotent, or a marker: the transaction coordinator
-		// writes markers once a transaction's outcome is durable, and
-		// they carry no sequence (SPEC §15).
+	if b.ProducerID < 0 {
 		return nil, res, false
 	}
 	ps = p.producers[b.ProducerID]
+	if b.Txn >= diskless.TxnCommit {
+		// A marker: the transaction coordinator writes markers once a
+		// transaction's outcome is durable, and they carry no sequence
+		// (SPEC §15).
+		return ps, res, false
+	}
 	if ps == nil || s.expired(ps, t) {
 		// New, expired or removed producer: any first sequence.
 		return ps, res, false
@@ -343,7 +344,7 @@ func (s *state) checkProducer(p *partition, b *diskless.CommitBatch, t int64) (p
 			Duplicate:      true,
 		}, true
 	}
-	if b.BaseSequence != batch.AddSequence(ps.newest().lastSeq, 1) {
+	if b.BaseSequence != batch.AddSequence(ps.lastSeq(), 1) {
 		return ps, errorResult(kerr.OutOfOrderSequenceNumber), true
 	}
 	return ps, res, false

@@ -556,7 +556,7 @@ func readProducers(r *kbin.Reader, p *partition) error {
 		if err != nil {
 			return err
 		}
-		if id < 0 || k < 1 || k > producerWindow {
+		if id < 0 || k > producerWindow {
 			return fmt.Errorf("producer %d with %d batches", id, k)
 		}
 		if _, dup := p.producers[id]; dup {

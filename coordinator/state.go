@@ -286,6 +286,17 @@ func (ps *producerState) newest() *seqEntry {
 	return &ps.seqs[i]
 }
 
+// lastSeq is the last sequence of the producer's newest batch, −1 when
+// it has none in its epoch (a marker started the state or bumped its
+// epoch): its next batch's must then be 0, as Kafka's RecordBatch.NO_SEQUENCE
+// is followed by 0 (SPEC §3, §15).
+func (ps *producerState) lastSeq() int32 {
+	if ps.n == 0 {
+		return -1
+	}
+	return ps.newest().lastSeq
+}
+
 func (ps *producerState) push(e seqEntry) {
 	if ps.n < producerWindow {
 		ps.seqs[(int(ps.head)+int(ps.n))%producerWindow] = e
@@ -598,10 +609,22 @@ func (s *state) dropRun(e *runEntry) { s.releaseSlot(e.file) }
 // decision that built b).
 func (s *state) appendBatch(p *partition, fi int32, b *records.CommittedBatch) {
 	s.indexBatch(p, fi, b)
-	if b.ProducerID >= 0 && b.Txn < diskless.TxnCommit {
-		s.recordProducerBatch(p, p.producers[b.ProducerID], b)
-	}
+	s.recordProducer(p, p.producers[b.ProducerID], b)
 	p.trackTxn(b, s.expirationMs)
+}
+
+// recordProducer updates p's producer state with an accepted batch b of
+// a producer (none for a batch without a producer id): a data batch's
+// sequences (recordProducerBatch), a marker's epoch and time
+// (recordProducerMarker). ps is p.producers[b.ProducerID].
+func (s *state) recordProducer(p *partition, ps *producerState, b *records.CommittedBatch) {
+	switch {
+	case b.ProducerID < 0:
+	case b.Txn >= diskless.TxnCommit:
+		s.recordProducerMarker(p, ps, b)
+	default:
+		s.recordProducerBatch(p, ps, b)
+	}
 }
 
 // indexBatch adds one accepted batch to p's index: it extends p's last
@@ -652,7 +675,7 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 		}
 		ps = new(producerState)
 		p.producers[b.ProducerID] = ps
-	} else if ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.newest().lastSeq, 1) {
+	} else if ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.lastSeq(), 1) {
 		*ps = producerState{}
 	}
 	ps.epoch = b.ProducerEpoch
@@ -664,6 +687,38 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 		baseOffset: b.AssignedBaseOffset,
 		appendTime: b.LogAppendTimestamp,
 	})
+}
+
+// recordProducerMarker updates the producer state with an accepted
+// marker b (COMMIT or ABORT), as Kafka's partition leader updates its
+// producer state entry with a marker (SPEC §15): a producer with no state
+// here (none, or expired at b's log-append time) gets one at the marker's
+// epoch, holding no batch; a marker of a newer epoch than the state's
+// takes it and forgets the batches, so the producer's next batch must
+// start at sequence 0 (SPEC §3's epoch bump); one of the same epoch keeps
+// them. Either way the marker's log-append time is the producer's last
+// write (DescribeProducers' LastTimestamp; expiration counts from it) and
+// its offset the producer's last. A marker of an older epoch than the
+// state's changes nothing (WriteTxnMarkers refuses one, SPEC §15; a log
+// written before markers kept producer state may hold one). ps is
+// p.producers[b.ProducerID] (nil when absent). It depends only on the
+// batch and the state, so replay rebuilds the same state.
+func (s *state) recordProducerMarker(p *partition, ps *producerState, b *records.CommittedBatch) {
+	switch {
+	case ps == nil:
+		if p.producers == nil {
+			p.producers = make(map[int64]*producerState)
+		}
+		ps = new(producerState)
+		p.producers[b.ProducerID] = ps
+	case s.expired(ps, b.LogAppendTimestamp), b.ProducerEpoch > ps.epoch:
+		*ps = producerState{}
+	case b.ProducerEpoch < ps.epoch:
+		return
+	}
+	ps.epoch = b.ProducerEpoch
+	ps.lastWrite = b.LogAppendTimestamp
+	ps.lastOffset = b.AssignedLastOffset
 }
 
 // finishFile ends a file commit at log-append time t: the log's clock

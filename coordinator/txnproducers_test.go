@@ -1,0 +1,119 @@
+package coordinator
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+)
+
+// describeProducers returns DescribeProducers' answer for tp, one line per
+// producer (id, epoch, last sequence, last timestamp, coordinator epoch,
+// open transaction's first offset), failing the test on an error.
+func describeProducers(t *testing.T, c *Coordinator, tp diskless.TopicPartition) []string {
+	t.Helper()
+	ps, kErr := c.DescribeProducers(tp)
+	if kErr != nil {
+		t.Fatalf("DescribeProducers: %v", kErr)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%d epoch %d seq %d ts %d coordinator epoch %d txn %d",
+			p.ProducerID, p.ProducerEpoch, p.LastSequence, p.LastTimestamp, p.CoordinatorEpoch, p.CurrentTxnStartOffset))
+	}
+	return out
+}
+
+// TestProducerStateAfterMarkers: a marker updates its producer's state in
+// the partition as Kafka's does (SPEC §15) — a producer that only had a
+// marker there is listed by DescribeProducers at the marker's epoch, with
+// no sequence and the marker's time; a marker of the producer's epoch
+// keeps its sequences and takes its time; one of a newer epoch takes that
+// epoch and forgets the sequences, so the producer's next batch must start
+// at 0 (an older epoch's batch is refused); one of an older epoch changes
+// nothing. The same after replaying the log and after loading a snapshot
+// (state equal to the live one), and a marker's producer state expires
+// producer.id.expiration.ms after the marker like a batch's.
+func TestProducerStateAfterMarkers(t *testing.T) {
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 2, nil)
+		tp0 := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
+		tp1 := diskless.TopicPartition{TopicID: top.ID, Partition: 1}
+		take := func(what string, b diskless.CommitBatch) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+				t.Fatalf("%s: %v", what, r.Err)
+			}
+		}
+		refused := func(what string, b diskless.CommitBatch, want error) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != want {
+				t.Fatalf("%s: %v, want %v", what, r.Err, want)
+			}
+		}
+		markerAt := func(partition int32, pid int64, epoch int16, commit bool) diskless.CommitBatch {
+			b := marker(top, partition, pid, commit)
+			b.ProducerEpoch = epoch
+			return b
+		}
+		dataAt := func(pid int64, epoch int16, baseSeq, n int32) diskless.CommitBatch {
+			b := txnData(top, 0, pid, baseSeq, n)
+			b.ProducerEpoch = epoch
+			return b
+		}
+		want := func(what string, tp diskless.TopicPartition, lines ...string) {
+			t.Helper()
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s: producers %q, want %q", what, got, lines)
+			}
+			e.reopenSame()
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
+			}
+		}
+
+		t0 := e.clock.Ms()
+		take("producer 7's batch, epoch 2", dataAt(7, 2, 0, 2))
+		want("after the batch", tp0, fmt.Sprintf("7 epoch 2 seq 1 ts %d coordinator epoch -1 txn 0", t0))
+
+		// A marker of the same epoch: the sequences stay, its time counts.
+		e.clock.Advance(time.Second)
+		t1 := e.clock.Ms()
+		take("its COMMIT, epoch 2", markerAt(0, 7, 2, true))
+		want("after the same epoch's marker", tp0, fmt.Sprintf("7 epoch 2 seq 1 ts %d coordinator epoch 0 txn -1", t1))
+		take("the next batch continues the sequence", dataAt(7, 2, 2, 1))
+
+		// A producer with only a marker in the partition is listed.
+		e.clock.Advance(time.Second)
+		t2 := e.clock.Ms()
+		take("producer 9's ABORT in a partition it never wrote", markerAt(1, 9, 3, false))
+		want("after a marker alone", tp1, fmt.Sprintf("9 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t2))
+
+		// A marker of a newer epoch takes it and forgets the sequences.
+		e.clock.Advance(time.Second)
+		t3 := e.clock.Ms()
+		take("producer 7's ABORT, epoch 3", markerAt(0, 7, 3, false))
+		want("after the bumping marker", tp0, fmt.Sprintf("7 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t3))
+		refused("a batch of the epoch before", dataAt(7, 2, 3, 1), kerr.InvalidProducerEpoch)
+		refused("a batch of the new epoch not at 0", dataAt(7, 3, 3, 1), kerr.OutOfOrderSequenceNumber)
+
+		// A marker of an older epoch changes nothing.
+		e.clock.Advance(time.Second)
+		take("producer 7's ABORT, epoch 1", markerAt(0, 7, 1, false))
+		want("after an older epoch's marker", tp0, fmt.Sprintf("7 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t3))
+
+		t5 := e.clock.Ms()
+		take("a batch of the new epoch at 0", dataAt(7, 3, 0, 1))
+		want("after the new epoch's first batch", tp0, fmt.Sprintf("7 epoch 3 seq 0 ts %d coordinator epoch 0 txn 6", t5))
+
+		// Producer 9's state expires a day after its marker (the sweep
+		// runs at a commit).
+		e.clock.Set(time.UnixMilli(t2 + DefaultProducerIDExpirationMs))
+		take("a batch of another producer", idem(top, 1, 11, 0, 0, 1))
+		want("a day after the marker", tp1, fmt.Sprintf("11 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
+	})
+}
