@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/diskless-sidecar/sidecar/internal/batchtest"
 	"github.com/diskless-sidecar/sidecar/internal/kafkatest"
 )
 
@@ -25,7 +26,10 @@ import (
 // out of range, an unknown topic), the answers compared after producer ids
 // are named by their transactional ids and timestamps reduced to their
 // sign (SPEC §15); WriteTxnMarkers with a stale producer epoch and the
-// current one. Then kafka-transactions.sh list, describe,
+// current one, and the producer state markers leave (a producer with only
+// a marker in a partition, a marker of a newer epoch than the records',
+// the marker's time as LastTimestamp, the sequences after the epoch
+// bump). Then kafka-transactions.sh list, describe,
 // describe-producers and find-hanging against the sidecar; abort, on
 // both, then compared as above.
 func TestTransactionAdminMatchesKafka(t *testing.T) {
@@ -305,6 +309,10 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 	// (TRANSACTION_COORDINATOR_FENCED, nothing written), one of 0 ends it.
 	mustNoErr(t, "produce e again", e.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 2, Value: []byte("e")}).FirstErr())
 	for _, ce := range []int32{-1, 0} {
+		// Whether LastTimestamp is the marker's: the record's time and
+		// its append are before sent.
+		time.Sleep(5 * time.Millisecond)
+		sent := time.Now().UnixMilli()
 		req := kmsg.NewPtrWriteTxnMarkersRequest()
 		req.Version = 1
 		m := kmsg.NewWriteTxnMarkersRequestMarker()
@@ -320,13 +328,76 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 		mustNoErr(t, "DescribeProducers", err)
 		var ps []string
 		for _, ap := range presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers {
-			ps = append(ps, fmt.Sprintf("%s coordinator epoch %d txn %d", name(ap.ProducerID), ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
+			ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts of the marker %v coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch,
+				ap.LastSequence, ap.LastTimestamp >= sent, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
 		}
 		slices.Sort(ps)
 		out = append(out, fmt.Sprintf("WriteTxnMarkers ABORT %s coordinator epoch %d: error %d; t-2 high watermark %d, LSO %d; producers %v",
 			name(pe), ce, code, hwm, lso, ps))
 	}
-	return out
+	// Produce up to v11 names its topics (v13 by id).
+	return append(out, txnMarkersProducerState(t, ctx, admin, client(), meta.Brokers[0].NodeID, pe, ee, name)...)
+}
+
+// txnMarkersProducerState continues txnAdminScenario: how markers change
+// a partition's producer state (SPEC §15). t-1 lists e, which only had a
+// marker there (epoch ee−1, above). A marker of epoch ee+1 to t-2, where
+// e's records are of epoch ee, takes that epoch and the marker's time and
+// forgets e's sequences: a batch of e's at epoch ee+1 must then start at
+// sequence 0 (3 refused, 0 taken), one of epoch ee is refused.
+// Batches go through producer, a client whose Produce names topics.
+func txnMarkersProducerState(t *testing.T, ctx context.Context, admin, producer *kgo.Client, node int32, pe int64, ee int16, name func(int64) string) []string {
+	broker := admin.Broker(int(node))
+	describe := func(what string, p int32, sent int64) string {
+		dp := kmsg.NewPtrDescribeProducersRequest()
+		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{p}}}
+		presp, err := broker.Request(ctx, dp)
+		mustNoErr(t, "DescribeProducers", err)
+		pp := presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+		var ps []string
+		for _, ap := range pp.ActiveProducers {
+			ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts of the marker %v coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch,
+				ap.LastSequence, sent > 0 && ap.LastTimestamp >= sent, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
+		}
+		slices.Sort(ps)
+		return fmt.Sprintf("producers t-%d %s: error %d %v", p, what, pp.ErrorCode, ps)
+	}
+	out := []string{describe("after the markers", 1, 0)}
+
+	time.Sleep(5 * time.Millisecond)
+	sent := time.Now().UnixMilli()
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = pe, ee+1, true
+	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{2}}}
+	req.Markers = append(req.Markers, m)
+	r, err := broker.Request(ctx, req)
+	mustNoErr(t, "WriteTxnMarkers", err)
+	out = append(out, fmt.Sprintf("WriteTxnMarkers COMMIT %s epoch %d (records' %d): error %d", name(pe), ee+1, ee,
+		r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode))
+	out = append(out, describe("after a marker of a newer epoch", 2, sent))
+
+	for _, b := range []struct {
+		epoch int16
+		seq   int32
+	}{{ee + 1, 3}, {ee, 2}, {ee + 1, 0}} {
+		preq := kmsg.NewPtrProduceRequest()
+		preq.Version, preq.Acks, preq.TimeoutMillis = 9, -1, 30000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = 2
+		rp.Records = batchtest.Make(batchtest.Options{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pe, ProducerEpoch: b.epoch, BaseSequence: b.seq},
+			batchtest.Values("x", 1)...)
+		rt.Partitions = append(rt.Partitions, rp)
+		preq.Topics = append(preq.Topics, rt)
+		resp, err := producer.Broker(int(node)).Request(ctx, preq)
+		mustNoErr(t, "Produce", err)
+		out = append(out, fmt.Sprintf("produce %s epoch %d sequence %d to t-2: error %d", name(pe), b.epoch, b.seq,
+			resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode))
+	}
+	return append(out, describe("after the batches", 2, 0))
 }
 
 // TestTransactionMaxTimeoutKey: transaction.max.timeout.ms reaches the
