@@ -325,12 +325,25 @@ func (sc *sidecarCluster) waitBrokers(ids ...int32) {
 //     session expired); started then, it refuses produce to the topic
 //     (POLICY_VIOLATION, from its replica of the catalog) and serves the
 //     retained records.
+//   - SharedFileDeletion (issue 13's file lifecycle across sidecars; set
+//     up before the others, so that the orphan grace period, ≥ 10 min,
+//     mostly passes while they run): two WAL objects, each one produce
+//     request holding batches of two shards hosted by different sidecars;
+//     DeleteRecords releases every batch of the control object and the
+//     lower owner's batch of the other. Once the grace period has passed
+//     the control object is deleted, the other stays in the bucket and
+//     readable while the higher owner's batch lives (the lower owner, the
+//     deleter, asks it over DisklessDescribeFiles); DeleteRecords of that
+//     batch, and it is gone within seconds (diskless.file.deletion.delay.ms
+//     2 s), closed in both shards. Then only shard 0's host runs orphan
+//     scans (diskless_orphan_scans_total on every sidecar).
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	// A session timeout of 20 s: DisablementSidecarDown restarts a killed
 	// sidecar before the others' views drop it, however loaded the
 	// machine (the restart replaces it in the view at once).
-	cl := startSidecarCluster(t, 3, "diskless.cluster.session.timeout.ms=20000")
+	cl := startSidecarCluster(t, 3, append([]string{"diskless.cluster.session.timeout.ms=20000"}, clusterFileSets...)...)
+	shared := startSharedFiles(t, cl)
 	t.Run("ProduceAnySidecar", func(t *testing.T) { testProduceAnySidecar(t, cl) })
 	t.Run("Groups", func(t *testing.T) { testClusterGroups(t, cl) })
 	t.Run("GroupsOnTheWrongCoordinator", func(t *testing.T) { testClusterGroupNotCoordinator(t, cl) })
@@ -341,6 +354,7 @@ func TestCluster(t *testing.T) {
 	t.Run("DisablementEverySidecar", func(t *testing.T) { testClusterDisablement(t, cl) })
 	t.Run("DisablementSidecarDown", func(t *testing.T) { testClusterDisablementDown(t, cl, false) })
 	t.Run("DisablementSidecarDownPastSession", func(t *testing.T) { testClusterDisablementDown(t, cl, true) })
+	t.Run("SharedFileDeletion", func(t *testing.T) { testSharedFileDeletion(t, cl, shared) })
 	for id, s := range cl.scs {
 		t.Logf("sidecar %d hosted shards %v", id, cl.hosted(s))
 	}
