@@ -150,10 +150,21 @@ func TestCoordinatorRPCs(t *testing.T) {
 		t.Fatalf("DisklessFindBatches of another shard's partition: %+v", r)
 	}
 
-	// DisklessDisableTopic to the sidecar: confirmed (it drains its
-	// produce requests; the topic's state is the coordinator's business).
-	dt := call(&rpcmsg.DisableTopicRequest{TimeoutMs: 5000, TopicID: topicID, TopicName: "rpc", Epoch: 1}).(*rpcmsg.DisableTopicResponse)
-	if dt.ErrorCode != 0 {
-		t.Fatalf("DisklessDisableTopic: %d %v", dt.ErrorCode, dt.ErrorMessage)
+	// DisklessDisableTopic to the sidecar: not confirmed while its catalog
+	// does not hold the topic at the request's disablement epoch (SPEC §10;
+	// the driver sends again), confirmed once the topic is disabled (it
+	// then drains its produce requests).
+	disable := rpcmsg.DisableTopicRequest{TimeoutMs: 300, TopicID: topicID, TopicName: "rpc", Epoch: 1}
+	if dt := call(&disable).(*rpcmsg.DisableTopicResponse); dt.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("DisklessDisableTopic of a topic not disabled: %d %v, want REQUEST_TIMED_OUT (not confirmed)", dt.ErrorCode, dt.ErrorMessage)
+	}
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "diskless.enable", Value: kadm.StringPtr("false")}}, "rpc")
+	mustNoErr(t, "AlterTopicConfigs diskless.enable=false", err)
+	for _, r := range res {
+		mustNoErr(t, "AlterTopicConfigs diskless.enable=false of "+r.Name, r.Err)
+	}
+	disable.TimeoutMs = 5000
+	if dt := call(&disable).(*rpcmsg.DisableTopicResponse); dt.ErrorCode != 0 {
+		t.Fatalf("DisklessDisableTopic of a disabled topic: %d %v", dt.ErrorCode, dt.ErrorMessage)
 	}
 }
