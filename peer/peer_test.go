@@ -558,9 +558,9 @@ func TestRouterFollowsMovedShard(t *testing.T) {
 	}
 }
 
-// cutProxy forwards connections to target; after cut() it closes each
-// connection as soon as the client sends something, after forwarding it
-// (the answer is lost).
+// cutProxy forwards connections to target; while cutOn it forwards each
+// request and closes the connection when the answer comes (the answer is
+// lost, the request decided).
 type cutProxy struct {
 	ln     net.Listener
 	target string
@@ -599,12 +599,19 @@ func (p *cutProxy) serve(c net.Conn) {
 	defer u.Close()
 	done := make(chan struct{}, 2)
 	go func() {
-		// Answers are dropped once cut: the request arrives, its answer
-		// never does.
+		// Answers are dropped once cut or silent: the request arrives and
+		// is decided, its answer never comes back. Cut, the connection is
+		// closed at the answer — after the server decided, however long
+		// that took (a timer here raced a loaded server).
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := u.Read(buf)
-			if n > 0 && !p.cutOn.Load() && !p.silent.Load() {
+			if n > 0 && p.cutOn.Load() {
+				c.Close()
+				u.Close()
+				break
+			}
+			if n > 0 && !p.silent.Load() {
 				c.Write(buf[:n])
 			}
 			if err != nil {
@@ -619,12 +626,6 @@ func (p *cutProxy) serve(c net.Conn) {
 			n, err := c.Read(buf)
 			if n > 0 {
 				u.Write(buf[:n])
-				if p.cutOn.Load() {
-					time.Sleep(50 * time.Millisecond) // let it reach the server
-					c.Close()
-					u.Close()
-					break
-				}
 			}
 			if err != nil {
 				break
