@@ -80,6 +80,14 @@ func (s *state) commitFile(req *diskless.CommitFileRequest, now int64, known fun
 			results[i] = errorResult(kerr.InvalidTxnState)
 			continue
 		}
+		if s.markerEpochStale(p, b, t) {
+			// A marker of an older producer epoch than the producer's
+			// state here: Kafka's leader refuses it at its append
+			// (SPEC §15, WriteTxnMarkers' epochs), checked before the
+			// coordinator epoch as Kafka does.
+			results[i] = errorResult(kerr.InvalidProducerEpoch)
+			continue
+		}
 		if s.coordinatorFenced(p, b, t) {
 			// A marker of a deposed transaction coordinator: a later
 			// one's marker for the producer is here (DESIGN

@@ -699,8 +699,9 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 // them. Either way the marker's log-append time is the producer's last
 // write (DescribeProducers' LastTimestamp; expiration counts from it) and
 // its offset the producer's last. A marker of an older epoch than the
-// state's changes nothing (WriteTxnMarkers refuses one, SPEC §15; a log
-// written before markers kept producer state may hold one). ps is
+// state's changes nothing (the shard refuses one at its commit,
+// markerEpochStale, SPEC §15; a log written before that check may hold
+// one). ps is
 // p.producers[b.ProducerID] (nil when absent). It depends only on the
 // batch and the state, so replay rebuilds the same state.
 func (s *state) recordProducerMarker(p *partition, ps *producerState, b *records.CommittedBatch) {

@@ -70,6 +70,20 @@ func (s *state) coordinatorFenced(p *partition, b *diskless.CommitBatch, t int64
 	return ok && t-e.at < s.expirationMs && b.CoordinatorEpoch < e.coordEpoch
 }
 
+// markerEpochStale reports whether b, a marker to be decided at
+// log-append time t, is of an older producer epoch than its producer's
+// state in p, not expired at t: Kafka's partition leader refuses such a
+// marker when it appends it (INVALID_PRODUCER_EPOCH, SPEC §15), whatever
+// the check WriteTxnMarkers made before — a batch or marker of a newer
+// epoch may have been committed since.
+func (s *state) markerEpochStale(p *partition, b *diskless.CommitBatch, t int64) bool {
+	if b.Txn < diskless.TxnCommit {
+		return false
+	}
+	ps := p.producers[b.ProducerID]
+	return ps != nil && !s.expired(ps, t) && b.ProducerEpoch < ps.epoch
+}
+
 // coordinatorEpoch returns the coordinator epoch of producer pid's last
 // marker in p, −1 when none is kept (DescribeProducers' CoordinatorEpoch).
 func (p *partition) coordinatorEpoch(pid int64) int32 {

@@ -99,8 +99,9 @@ func TestTxnCoordinatorEpochFenced(t *testing.T) {
 }
 
 // epochMarkers is a marker writer committing each marker to e's
-// coordinator as the produce pipeline does, recording each call's
-// coordinator epoch.
+// coordinator as the produce pipeline does — the refused ones answered
+// per partition (diskless.MarkerErrors), the others written —, recording
+// each call's coordinator epoch.
 type epochMarkers struct {
 	e      *env
 	topic  diskless.Topic
@@ -112,6 +113,7 @@ func (m *epochMarkers) WriteMarkers(_ context.Context, pid int64, epoch int16, s
 	m.mu.Lock()
 	m.epochs = append(m.epochs, coordEpoch)
 	m.mu.Unlock()
+	refused := diskless.MarkerErrors{}
 	for _, tp := range parts {
 		b := withEpoch(withSeq(marker(m.topic, tp.Partition, pid, commit), seq), coordEpoch)
 		b.ProducerEpoch = epoch
@@ -120,8 +122,11 @@ func (m *epochMarkers) WriteMarkers(_ context.Context, pid int64, epoch int16, s
 			return err
 		}
 		if rs[0].Err != nil {
-			return rs[0].Err
+			refused[tp] = rs[0].Err
 		}
+	}
+	if len(refused) > 0 {
+		return refused
 	}
 	return nil
 }
@@ -270,5 +275,50 @@ func TestEndedTagRoundTrip(t *testing.T) {
 	var p partTxns
 	if err := readEndedTag(&kbin.Reader{Src: guard(0, 1, 0, 4, 0, 0, 0, 7)}, &p); err != nil || p.ended[1].coordEpoch != 7 {
 		t.Fatalf("a guard of epoch 7 and no token: %+v %v", p.ended, err)
+	}
+}
+
+// TestTxnCompletedPastANewerEpoch: a transaction over t-0 and t-1 whose
+// producer an operator's marker of a newer epoch moved on in t-1 (the
+// transaction aborted there, kafka-transactions.sh abort with a later
+// epoch): its COMMIT is written to t-0, refused in t-1
+// (INVALID_PRODUCER_EPOCH), and the transaction completes — as Kafka's
+// coordinator drops a marker its partition answers so — rather than
+// staying PrepareCommit, retried for ever (DESIGN §Transactions).
+func TestTxnCompletedPastANewerEpoch(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 2, func(c *Config) { c.TxnAbortCheckInterval = -1 })
+	top := e.createTopic("t", 2, nil)
+	m := &epochMarkers{e: e, topic: top}
+	e.c.SetMarkerWriter(m)
+	r := e.initTxn("tx", 60_000, -1, -1)
+	pid, ep := r.ProducerID, r.ProducerEpoch
+	tps := []diskless.TopicPartition{{TopicID: top.ID, Partition: 0}, {TopicID: top.ID, Partition: 1}}
+	want(t, "add partitions", e.addPartitions("tx", pid, ep, false, "t", 0, 1)[0], nil)
+	seq, errs := e.c.CheckTxnProduce(ctx, "tx", pid, ep, tps)
+	if errs != nil {
+		t.Fatalf("CheckTxnProduce: %v", errs)
+	}
+	for _, tp := range tps {
+		b := withSeq(txnData(top, tp.Partition, pid, 0, 1), seq)
+		b.ProducerEpoch = ep
+		if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+			t.Fatalf("transactional batch to %v: %v", tp, r.Err)
+		}
+	}
+	op := marker(top, 1, pid, false)
+	op.ProducerEpoch = ep + 1
+	if r := e.commit(nextKey(), op)[0]; r.Err != nil {
+		t.Fatalf("the operator's ABORT of epoch %d: %v", ep+1, r.Err)
+	}
+	want(t, "EndTxn", e.endTxn("tx", pid, ep, true), nil)
+	if st := e.txnState("tx"); st.State != txn.CompleteCommit {
+		t.Fatalf("state %v, want CompleteCommit", st.State)
+	}
+	if r := e.findCommitted(top, 0, 0); r.HighWatermark != 2 {
+		t.Fatalf("t-0's high watermark %d, want 2 (the batch, the COMMIT)", r.HighWatermark)
+	}
+	if r := e.findCommitted(top, 1, 0); r.HighWatermark != 2 {
+		t.Fatalf("t-1's high watermark %d, want 2 (the batch, the operator's ABORT)", r.HighWatermark)
 	}
 }

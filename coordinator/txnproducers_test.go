@@ -34,8 +34,8 @@ func describeProducers(t *testing.T, c *Coordinator, tp diskless.TopicPartition)
 // no sequence and the marker's time; a marker of the producer's epoch
 // keeps its sequences and takes its time; one of a newer epoch takes that
 // epoch and forgets the sequences, so the producer's next batch must start
-// at 0 (an older epoch's batch is refused); one of an older epoch changes
-// nothing. The same after replaying the log and after loading a snapshot
+// at 0 (an older epoch's batch is refused); one of an older epoch is
+// refused (INVALID_PRODUCER_EPOCH) and changes nothing. The same after replaying the log and after loading a snapshot
 // (state equal to the live one), and a marker's producer state expires
 // producer.id.expiration.ms after the marker like a batch's.
 func TestProducerStateAfterMarkers(t *testing.T) {
@@ -101,14 +101,15 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		refused("a batch of the epoch before", dataAt(7, 2, 3, 1), kerr.InvalidProducerEpoch)
 		refused("a batch of the new epoch not at 0", dataAt(7, 3, 3, 1), kerr.OutOfOrderSequenceNumber)
 
-		// A marker of an older epoch changes nothing.
+		// A marker of an older epoch is refused at its commit, as Kafka's
+		// leader refuses it at its append, and changes nothing.
 		e.clock.Advance(time.Second)
-		take("producer 7's ABORT, epoch 1", markerAt(0, 7, 1, false))
+		refused("producer 7's ABORT, epoch 1", markerAt(0, 7, 1, false), kerr.InvalidProducerEpoch)
 		want("after an older epoch's marker", tp0, fmt.Sprintf("7 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t3))
 
 		t5 := e.clock.Ms()
 		take("a batch of the new epoch at 0", dataAt(7, 3, 0, 1))
-		want("after the new epoch's first batch", tp0, fmt.Sprintf("7 epoch 3 seq 0 ts %d coordinator epoch 0 txn 6", t5))
+		want("after the new epoch's first batch", tp0, fmt.Sprintf("7 epoch 3 seq 0 ts %d coordinator epoch 0 txn 5", t5)) // the refused marker took no offset
 
 		// Producer 9's state expires a day after its marker (the sweep
 		// runs at a commit).

@@ -297,9 +297,12 @@ func txnOffsetsAbortable(resp *kmsg.TxnOffsetCommitResponse, version int16) *kms
 // of the transaction it ends (0: not known), and coordinator epoch
 // coordEpoch (its control record's; −1: none). It waits first for the
 // producer's transactional batches still in flight here. A marker written
-// twice changes nothing in the partition; one whose coordinator epoch is
-// below the producer's last marker's there is refused
-// (TRANSACTION_COORDINATOR_FENCED, returned as the error).
+// twice changes nothing in the partition; one whose producer epoch is
+// below the producer's there (INVALID_PRODUCER_EPOCH) or whose
+// coordinator epoch is below the producer's last marker's there
+// (TRANSACTION_COORDINATOR_FENCED) is refused, that partition alone:
+// the error is then a diskless.MarkerErrors naming each refused
+// partition, the others' markers written.
 type MarkerWriter interface {
 	WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error
 }
@@ -499,7 +502,19 @@ func (c *Coordinator) completeTxn(ctx context.Context, shard int32, prepared *tx
 				parts = append(parts, diskless.TopicPartition{TopicID: t.TopicID, Partition: p})
 			}
 		}
-		if err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, prepared.CoordinatorEpoch, commit, parts); err != nil {
+		err := box.w.WriteMarkers(ctx, prepared.ProducerID, prepared.ProducerEpoch, prepared.Seq, prepared.CoordinatorEpoch, commit, parts)
+		if refused := diskless.MarkerErrors(nil); errors.As(err, &refused) && refused.All(kerr.InvalidProducerEpoch) {
+			// The partitions that refused hold the producer at a newer
+			// epoch (an operator's WriteTxnMarkers of one): the
+			// transaction is over there, as Kafka's coordinator takes
+			// this answer ("this txn can now be ignored"); the others
+			// have their markers, so the completion goes on rather than
+			// the id staying Prepare* for ever.
+			c.logger.Warn("coordinator: partitions hold the producer at a newer epoch than its transaction's markers; completing it without them",
+				"shard", shard, "transactional_id", prepared.TransactionalID, "err", err)
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("markers: %w", err)
 		}
 	}

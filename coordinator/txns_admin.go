@@ -180,8 +180,10 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 // partitions' transaction guards are left as they are) and the request's
 // coordinator epoch coordEpoch, which a partition refuses when it is below
 // the producer's last marker's there (TRANSACTION_COORDINATOR_FENCED, as
-// Kafka). Errors: the writer's; COORDINATOR_NOT_AVAILABLE without a
-// writer.
+// Kafka), as it refuses a marker of an older producer epoch than the
+// producer's there (INVALID_PRODUCER_EPOCH). Errors: the writer's — a
+// diskless.MarkerErrors naming the partitions that refused theirs, the
+// others' written —; COORDINATOR_NOT_AVAILABLE without a writer.
 func (c *Coordinator) WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
 	box := c.markers.Load()
 	if box == nil {

@@ -1,5 +1,16 @@
 package diskless
 
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
 // TxnCheck asks the transaction coordinator of TransactionalID (the
 // sidecar hosting shard GroupShardFor(TransactionalID)) whether producer
 // (ProducerID, ProducerEpoch) may write a transactional batch to each of
@@ -32,4 +43,53 @@ type TxnCheckResult struct {
 	Code           int16
 	PartitionCodes []int16
 	Seq            int64
+}
+
+// MarkerErrors is the error of a marker write (SPEC §15) that some
+// partitions refused at their commit: each refused partition's Kafka
+// error, as its shard answered (INVALID_PRODUCER_EPOCH,
+// TRANSACTION_COORDINATOR_FENCED, ...). The markers of the partitions it
+// does not name were written, or skipped as their writer documents.
+// Kafka's leader answers WriteTxnMarkers per partition; so does the
+// sidecar with this.
+type MarkerErrors map[TopicPartition]*kerr.Error
+
+// Error lists the refused partitions and their errors, by topic id and
+// partition.
+func (e MarkerErrors) Error() string {
+	var sb strings.Builder
+	sb.WriteString("markers refused:")
+	for _, tp := range e.sorted() {
+		fmt.Fprintf(&sb, " %s/%d: %v;", tp.TopicID, tp.Partition, e[tp])
+	}
+	return strings.TrimSuffix(sb.String(), ";")
+}
+
+// Unwrap returns the partitions' errors in Error's order, so that
+// errors.Is finds any of them.
+func (e MarkerErrors) Unwrap() []error {
+	out := make([]error, 0, len(e))
+	for _, tp := range e.sorted() {
+		out = append(out, e[tp])
+	}
+	return out
+}
+
+// All reports whether every refused partition's error is err.
+func (e MarkerErrors) All(err *kerr.Error) bool {
+	for _, got := range e {
+		if got != err {
+			return false
+		}
+	}
+	return true
+}
+
+func (e MarkerErrors) sorted() []TopicPartition {
+	return slices.SortedFunc(maps.Keys(e), func(a, b TopicPartition) int {
+		if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
 }

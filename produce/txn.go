@@ -200,8 +200,11 @@ var skipMarker = []int16{kerr.UnknownTopicOrPartition.Code, diskless.ErrDisablin
 // such a partition would otherwise hold its transaction's completion, and
 // the transactional id, forever.
 // Errors: ctx's,
-// ErrClosed, the first other commit error (the caller retries the whole
-// transaction's markers: a marker written twice changes nothing).
+// ErrClosed, the pipeline's (no marker written), or
+// diskless.MarkerErrors naming each partition whose commit refused its
+// marker, the others' written (the caller retries the whole transaction's
+// markers: a marker written twice changes nothing; WriteTxnMarkers
+// answers each partition its own error).
 func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
 	if err := h.waitTxnProduces(ctx, producerID); err != nil {
 		return err
@@ -257,11 +260,18 @@ func (h *Handler) WriteMarkers(ctx context.Context, producerID int64, epoch int1
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	var refused diskless.MarkerErrors
 	for i := range entries {
 		res := &f.results[first+i]
 		if res.Err != nil && !slices.Contains(skipMarker, res.Err.Code) {
-			return fmt.Errorf("produce: marker for %s/%d: %w", entries[i].commit.TopicID, entries[i].commit.Partition, res.Err)
+			if refused == nil {
+				refused = make(diskless.MarkerErrors)
+			}
+			refused[diskless.TopicPartition{TopicID: entries[i].commit.TopicID, Partition: entries[i].commit.Partition}] = res.Err
 		}
+	}
+	if refused != nil {
+		return fmt.Errorf("produce: %w", refused)
 	}
 	return nil
 }

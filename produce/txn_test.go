@@ -311,3 +311,26 @@ func TestMarkersSkipPartitionsTakingNoProduce(t *testing.T) {
 		t.Fatalf("committed %v, want the markers of %v and %v", r.cm.got, parts[0], parts[1])
 	}
 }
+
+// TestMarkersRefusedPerPartition: a marker its partition's commit refuses
+// (INVALID_PRODUCER_EPOCH here, a newer epoch committed there since the
+// caller's check) is named with its error in the diskless.MarkerErrors
+// returned, alone; the other partitions' markers are committed — so
+// WriteTxnMarkers answers each partition its own error (SPEC §15).
+func TestMarkersRefusedPerPartition(t *testing.T) {
+	r := newRig(t, Config{CommitInterval: time.Millisecond, Transactions: &fakeTxns{}})
+	parts := []diskless.TopicPartition{{TopicID: diskless.TopicID{1}, Partition: 0}, {TopicID: diskless.TopicID{1}, Partition: 1}, {TopicID: diskless.TopicID{1}, Partition: 2}}
+	r.cm.refuse = map[diskless.TopicPartition]*kerr.Error{parts[1]: kerr.InvalidProducerEpoch}
+	err := r.h.WriteMarkers(context.Background(), 5, 0, 1, 0, false, parts)
+	var refused diskless.MarkerErrors
+	if !errors.As(err, &refused) || !reflect.DeepEqual(refused, diskless.MarkerErrors{parts[1]: kerr.InvalidProducerEpoch}) {
+		t.Fatalf("WriteMarkers: %v, want the marker of %v alone refused, INVALID_PRODUCER_EPOCH", err, parts[1])
+	}
+	r.cm.mu.Lock()
+	defer r.cm.mu.Unlock()
+	for _, tp := range []diskless.TopicPartition{parts[0], parts[2]} {
+		if r.cm.hwm[tp] != 1 {
+			t.Errorf("partition %v: end %d, want 1 (its marker committed)", tp, r.cm.hwm[tp])
+		}
+	}
+}

@@ -21,10 +21,12 @@ import (
 // the marker's gets INVALID_PRODUCER_EPOCH and no marker, one whose
 // producer's last marker carried a larger coordinator epoch than the
 // request's TRANSACTION_COORDINATOR_FENCED and no marker, as Kafka's
-// leader answers (staleMarker; the partition's shard refuses the latter
-// when it commits too); a marker that could not be written gets its
-// error's code on each of its other partitions (ctx's: REQUEST_TIMED_OUT;
-// another: KAFKA_STORAGE_ERROR).
+// leader answers (staleMarker; the partition's shard refuses both when it
+// commits too, should a batch or marker have come between: that
+// partition alone then gets its shard's error, the others' markers
+// written — diskless.MarkerErrors); markers that could not be written at
+// all get the error's code on each of their other partitions (ctx's:
+// REQUEST_TIMED_OUT; another: KAFKA_STORAGE_ERROR).
 func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	for _, m := range req.Markers {
@@ -32,8 +34,10 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 		out.ProducerID = m.ProducerID
 		var parts []diskless.TopicPartition
 		codes := make([][]int16, len(m.Topics))
+		ids := make([]diskless.TopicID, len(m.Topics))
 		for i, rt := range m.Topics {
 			t, ok := s.catalog.Topic(rt.Topic)
+			ids[i] = t.ID
 			codes[i] = make([]int16, len(rt.Partitions))
 			for j, p := range rt.Partitions {
 				if !ok || p < 0 || p >= t.Partitions {
@@ -48,12 +52,18 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 				parts = append(parts, tp)
 			}
 		}
-		var code int16
+		var (
+			code    int16
+			refused diskless.MarkerErrors
+		)
 		if len(parts) > 0 {
 			err := s.cfg.Transactions.WriteTxnMarkers(ctx, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, parts)
 			var kErr *kerr.Error
 			switch {
 			case err == nil:
+			case errors.As(err, &refused):
+				// Refused by some partitions' commits, the others'
+				// markers written: each its own answer.
 			case errors.As(err, &kErr):
 				code = kErr.Code
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -71,6 +81,9 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 				op.Partition, op.ErrorCode = p, codes[i][j]
 				if op.ErrorCode == 0 {
 					op.ErrorCode = code
+					if e := refused[diskless.TopicPartition{TopicID: ids[i], Partition: p}]; e != nil {
+						op.ErrorCode = e.Code
+					}
 				}
 				ot.Partitions = append(ot.Partitions, op)
 			}
@@ -86,9 +99,9 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMa
 // (SPEC §15), checked in its order, or 0: INVALID_PRODUCER_EPOCH when the
 // producer state holds the producer at a newer epoch,
 // TRANSACTION_COORDINATOR_FENCED when its last marker carried a larger
-// coordinator epoch. The state is the one DescribeProducers shows, the
-// producer epoch of the last data batch: a marker does not change it here
-// (SPEC §15 Decision).
+// coordinator epoch. The state is the one DescribeProducers shows, which
+// the producer's markers update too (SPEC §15 Decision); the partition's
+// shard checks both again when it commits the marker.
 func (s *Server) staleMarker(tp diskless.TopicPartition, pid int64, epoch int16, coordEpoch int32) int16 {
 	ps, err := s.cfg.Transactions.DescribeProducers(tp)
 	if err != nil {

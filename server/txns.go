@@ -36,7 +36,9 @@ type Transactions interface {
 	// (commit) or ABORT marker of coordinator epoch coordEpoch into
 	// parts, as a transaction's completion does, and returns once they
 	// are committed (WriteTxnMarkers, which kafka-transactions.sh abort
-	// sends); an error applies to every partition.
+	// sends); a diskless.MarkerErrors names the partitions that refused
+	// their markers (each answered its own error, the others written),
+	// another error applies to every partition.
 	WriteTxnMarkers(ctx context.Context, producerID int64, epoch int16, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error
 }
 

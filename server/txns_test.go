@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/coordinator"
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog/metalogtest"
 	"github.com/diskless-sidecar/sidecar/server"
 )
@@ -152,5 +155,125 @@ func TestTransactionsOverTheWire(t *testing.T) {
 	ao.ProducerEpoch = ep
 	if r, err := ao.RequestWith(ctx, cl); err != nil || r.ErrorCode != kerr.ProducerFenced.Code {
 		t.Fatalf("zombie AddOffsetsToTxn: %+v %v", r, err)
+	}
+}
+
+// commitOne commits batch b alone to c as a file of its own (key), as the
+// produce pipeline does, and returns its result.
+func commitOne(ctx context.Context, c *coordinator.Coordinator, key string, b diskless.CommitBatch) (diskless.CommitBatchResult, error) {
+	shard := c.ShardFor(b.TopicID, b.Partition)
+	b.Magic, b.ByteSize = 2, 100
+	rs, err := c.CommitFile(ctx, shard, &diskless.CommitFileRequest{
+		ObjectKey: key, ObjectFormat: diskless.ObjectFormatWriteAheadMultiSegment, FileSize: 100,
+		UploaderBrokerID: 1, OwnerIDs: []int32{shard}, Batches: []diskless.CommitBatch{b},
+	})
+	if err != nil {
+		return diskless.CommitBatchResult{}, err
+	}
+	return rs[0], nil
+}
+
+// racingMarkers is a marker writer that first runs race (what commits
+// between WriteTxnMarkers' check and its markers' commit), then commits
+// each marker to c on its own and answers the refused ones per partition
+// (diskless.MarkerErrors), as produce.Handler.WriteMarkers does
+// (produce.TestMarkersRefusedPerPartition).
+type racingMarkers struct {
+	c    *coordinator.Coordinator
+	race func()
+	n    int
+}
+
+func (m *racingMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, seq int64, coordEpoch int32, commit bool, parts []diskless.TopicPartition) error {
+	m.race()
+	kind := diskless.TxnAbort
+	if commit {
+		kind = diskless.TxnCommit
+	}
+	refused := diskless.MarkerErrors{}
+	for _, tp := range parts {
+		m.n++
+		r, err := commitOne(ctx, m.c, fmt.Sprintf("marker-%d", m.n), diskless.CommitBatch{TopicID: tp.TopicID, Partition: tp.Partition,
+			ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1, LastSequence: -1, Txn: kind, TxnSeq: seq, CoordinatorEpoch: coordEpoch,
+			BatchMaxTimestamp: time.Now().UnixMilli()})
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			refused[tp] = r.Err
+		}
+	}
+	if len(refused) > 0 {
+		return refused
+	}
+	return nil
+}
+
+// TestWriteTxnMarkersRefusedAtCommit: WriteTxnMarkers' check passes (the
+// producer at the marker's epoch in both partitions), then a batch of a
+// newer epoch of the producer is committed to t-1 before the markers are:
+// t-1's shard refuses its marker at the commit (INVALID_PRODUCER_EPOCH,
+// as Kafka's leader refuses it at its append) and answers t-1 alone so;
+// t-0's marker is written (NONE, DescribeProducers shows its coordinator
+// epoch), t-1's producer state is the newer batch's (SPEC §15).
+func TestWriteTxnMarkersRefusedAtCommit(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := &metalogtest.Memory{}
+	c, err := coordinator.Open(coordinator.Config{NumShards: 3, Logger: quiet, LifecycleInterval: -1, OpenLog: mem.Open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, c)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	top, err := c.CreateTopic(ctx, "t", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pid = 5
+	data := func(key string, p int32, epoch int16) {
+		t.Helper()
+		r, err := commitOne(ctx, c, key, diskless.CommitBatch{TopicID: top.ID, Partition: p, ProducerID: pid, ProducerEpoch: epoch,
+			BatchMaxTimestamp: time.Now().UnixMilli()})
+		if err != nil || r.Err != nil {
+			t.Fatalf("batch of epoch %d to t-%d: %v %v", epoch, p, err, r.Err)
+		}
+	}
+	data("d0", 0, 1)
+	data("d1", 1, 1)
+	c.SetMarkerWriter(&racingMarkers{c: c, race: func() { data("d2", 1, 2) }})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch = pid, 1, 4
+	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+	req.Markers = append(req.Markers, m)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range resp.Markers[0].Topics[0].Partitions {
+		got = append(got, fmt.Sprintf("t-%d %v", p.Partition, kerr.ErrorForCode(p.ErrorCode)))
+	}
+	if want := []string{"t-0 <nil>", fmt.Sprintf("t-1 %v", kerr.InvalidProducerEpoch)}; !slices.Equal(got, want) {
+		t.Fatalf("WriteTxnMarkers: %q, want %q", got, want)
+	}
+	for p, want := range map[int32]string{0: "epoch 1 coordinator epoch 4", 1: "epoch 2 coordinator epoch -1"} {
+		ps, kErr := c.DescribeProducers(diskless.TopicPartition{TopicID: top.ID, Partition: p})
+		if kErr != nil || len(ps) != 1 {
+			t.Fatalf("DescribeProducers t-%d: %v %v", p, ps, kErr)
+		}
+		if g := fmt.Sprintf("epoch %d coordinator epoch %d", ps[0].ProducerEpoch, ps[0].CoordinatorEpoch); g != want {
+			t.Errorf("t-%d: producer %d %s, want %s", p, pid, g, want)
+		}
 	}
 }
