@@ -131,7 +131,8 @@ func (p *partition) reached(pid, seq, t, expirationMs int64) bool {
 // may come after the producer's next transaction opened here and must not
 // end it (DESIGN §Transactions, the hazard). Every marker records its
 // coordinator epoch as the producer's (a marker of a lower one was
-// refused before it was committed: coordinatorFenced).
+// refused before it was committed: coordinatorFenced) and its log-append
+// time as the entry's, from which the entry expires.
 func (p *partition) trackTxn(b *records.CommittedBatch, expirationMs int64) {
 	switch b.Txn {
 	case diskless.TxnData:
@@ -161,9 +162,13 @@ func (p *partition) trackTxn(b *records.CommittedBatch, expirationMs int64) {
 				e = endedTxn{coordEpoch: -1}
 			}
 			if reached {
-				// The same transaction's marker again: only its epoch
-				// counts.
+				// The same transaction's marker again: its epoch counts,
+				// and its time, as Kafka's marker append refreshes its
+				// producer entry's (the producer state's lastWrite takes
+				// it too: recordProducerMarker), so the entry expires
+				// producer.id.expiration.ms after this marker.
 				e.coordEpoch = max(e.coordEpoch, b.CoordinatorEpoch)
+				e.at = b.LogAppendTimestamp
 				p.txns.ended[b.ProducerID] = e
 				return
 			}

@@ -118,3 +118,50 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		want("a day after the marker", tp1, fmt.Sprintf("11 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
 	})
 }
+
+// TestMarkerResentRefreshesEntry: the same transaction's marker again —
+// its token reached, from a new owner of the id's shard at coordinator
+// epoch 1 after the first's 0 — takes the epoch and refreshes the
+// producer's entry as Kafka's marker append refreshes its timestamp: a
+// day after the first marker (less than a day after the second) the
+// entry still shows coordinator epoch 1 and refuses a marker of epoch 0
+// (TRANSACTION_COORDINATOR_FENCED). Live, after replay and from a
+// snapshot alike (SPEC §15).
+func TestMarkerResentRefreshesEntry(t *testing.T) {
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 1, nil)
+		tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
+		take := func(what string, b diskless.CommitBatch) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+				t.Fatalf("%s: %v", what, r.Err)
+			}
+		}
+		want := func(what string, lines ...string) {
+			t.Helper()
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s: producers %q, want %q", what, got, lines)
+			}
+			e.reopenSame()
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
+			}
+		}
+		take("producer 7's batch of transaction 1", withSeq(txnData(top, 0, 7, 0, 1), 1))
+		t0 := e.clock.Ms()
+		take("its ABORT, coordinator epoch 0", withEpoch(withSeq(marker(top, 0, 7, false), 1), 0))
+		e.clock.Advance(time.Hour)
+		t1 := e.clock.Ms()
+		take("the same ABORT from the new owner, coordinator epoch 1", withEpoch(withSeq(marker(top, 0, 7, false), 1), 1))
+		want("after the marker again", fmt.Sprintf("7 epoch 0 seq 0 ts %d coordinator epoch 1 txn -1", t1))
+
+		// A day after the first marker: a commit sweeps the state.
+		e.clock.Set(time.UnixMilli(t0 + DefaultProducerIDExpirationMs))
+		take("a batch of another producer", idem(top, 0, 11, 0, 0, 1))
+		want("a day after the first marker", fmt.Sprintf("7 epoch 0 seq 0 ts %d coordinator epoch 1 txn -1", t1),
+			fmt.Sprintf("11 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
+		if r := e.commit(nextKey(), withEpoch(marker(top, 0, 7, false), 0))[0]; r.Err != kerr.TransactionCoordinatorFenced {
+			t.Fatalf("a marker of coordinator epoch 0: %v, want TRANSACTION_COORDINATOR_FENCED", r.Err)
+		}
+	})
+}
