@@ -552,6 +552,8 @@ func readProducers(r *kbin.Reader, p *partition) error {
 	for range n {
 		id := r.Int64()
 		ps := &producerState{epoch: r.Int16(), lastWrite: r.Int64(), lastOffset: r.Int64()}
+		// The tag snapshotTagProducerTimes sets the others'.
+		ps.lastTimestamp = ps.lastWrite
 		k, err := records.ReadArrayLen(r, 4+4+8+8)
 		if err != nil {
 			return err

@@ -48,6 +48,7 @@ const (
 	snapshotTagScramCredentials = 4
 	snapshotTagACLs             = 5
 	snapshotTagPartitionTxns    = 6
+	snapshotTagProducerTimes    = 7
 )
 
 // appendStateTags appends the payload's tagged-field section.
@@ -95,6 +96,9 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 	}
 	if fz.partTxns != nil {
 		tags = append(tags, tag{snapshotTagPartitionTxns, fz.partTxns})
+	}
+	if b := fz.appendProducerTimes(nil); b != nil {
+		tags = append(tags, tag{snapshotTagProducerTimes, b})
 	}
 	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
 	for _, t := range tags {
@@ -145,6 +149,8 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 			err = s.readACLSnapshot(br)
 		case snapshotTagPartitionTxns:
 			err = s.readPartTxnsSnapshot(br)
+		case snapshotTagProducerTimes:
+			err = s.readProducerTimes(br)
 		default:
 			continue
 		}
@@ -212,6 +218,84 @@ func (s *state) readDisablements(r *kbin.Reader) error {
 			return fmt.Errorf("topic %q: disablement state %d epoch %d policy %d", t.name, d.State, d.Epoch, d.Policy)
 		}
 		t.disable = d
+	}
+	return records.OKOrTruncated(r)
+}
+
+// appendProducerTimes encodes the producers' timestamps that differ from
+// their last log-append time (producerState.lastTimestamp: a CreateTime
+// batch's maxTimestamp; the tagged field snapshotTagProducerTimes), nil
+// when none does: a compact array of partitions (topic id, partition, a
+// compact array of (producer id int64, timestamp int64, tags) by producer
+// id ascending, tags) in the snapshot's partition order
+// (docs/format/metadata-records.md §Snapshots). fz's producers are sorted
+// by appendTo already.
+func (fz *frozenState) appendProducerTimes(dst []byte) []byte {
+	n := 0
+	var body []byte
+	for i := range fz.partitions {
+		p := &fz.partitions[i]
+		k := 0
+		for _, fp := range p.producers {
+			if fp.ps.lastTimestamp != fp.ps.lastWrite {
+				k++
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		n++
+		body = kbin.AppendUuid(body, p.tp.TopicID)
+		body = kbin.AppendInt32(body, p.tp.Partition)
+		body = kbin.AppendCompactArrayLen(body, k)
+		for _, fp := range p.producers {
+			if fp.ps.lastTimestamp != fp.ps.lastWrite {
+				body = kbin.AppendInt64(body, fp.id)
+				body = kbin.AppendInt64(body, fp.ps.lastTimestamp)
+				body = tagged.AppendNone(body)
+			}
+		}
+		body = tagged.AppendNone(body)
+	}
+	if n == 0 {
+		return nil
+	}
+	dst = kbin.AppendCompactArrayLen(dst, n)
+	return append(dst, body...)
+}
+
+// readProducerTimes loads what appendProducerTimes wrote into the
+// producer states, loaded already. It refuses an unknown partition or
+// producer, and a partition or producer repeated.
+func (s *state) readProducerTimes(r *kbin.Reader) error {
+	n, err := records.ReadArrayLen(r, 16+4+1+1)
+	if err != nil {
+		return err
+	}
+	seen := make(map[diskless.TopicPartition]bool, n)
+	for range n {
+		tp := diskless.TopicPartition{TopicID: r.Uuid(), Partition: r.Int32()}
+		p := s.partitions[tp]
+		if p == nil || seen[tp] {
+			return fmt.Errorf("producer timestamps of partition %s/%d unknown or repeated", tp.TopicID, tp.Partition)
+		}
+		seen[tp] = true
+		k, err := records.ReadArrayLen(r, 8+8+1)
+		if err != nil {
+			return err
+		}
+		last := int64(-1)
+		for range k {
+			id, ts := r.Int64(), r.Int64()
+			tagged.Skip(r)
+			ps := p.producers[id]
+			if ps == nil || id <= last {
+				return fmt.Errorf("timestamp of producer %d in %s/%d: unknown or out of order", id, tp.TopicID, tp.Partition)
+			}
+			last = id
+			ps.lastTimestamp = ts
+		}
+		tagged.Skip(r)
 	}
 	return records.OKOrTruncated(r)
 }

@@ -261,8 +261,14 @@ func (e *runEntry) lastOffset() int64 { return e.baseOffset + int64(e.lastOffset
 // producerState is what SPEC §3 keeps per (partition, producerId).
 type producerState struct {
 	epoch int16
-	// lastWrite is the log-append time of the producer's last batch, ms.
+	// lastWrite is the log-append time of the producer's last batch or
+	// marker, ms: expiration counts from it.
 	lastWrite int64
+	// lastTimestamp is the timestamp of the producer's last batch or
+	// marker as Kafka's producer entry keeps it, ms (DescribeProducers'
+	// LastTimestamp, SPEC §15): its maxTimestamp with CreateTime, its
+	// log-append time with LogAppendTime (effectiveMaxTs).
+	lastTimestamp int64
 	// lastOffset is the last offset of its last batch.
 	lastOffset int64
 	// seqs are the last producerWindow batches, oldest first.
@@ -680,6 +686,7 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 	}
 	ps.epoch = b.ProducerEpoch
 	ps.lastWrite = b.LogAppendTimestamp
+	ps.lastTimestamp = effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, b.LogAppendTimestamp)
 	ps.lastOffset = b.AssignedLastOffset
 	ps.push(seqEntry{
 		baseSeq:    b.BaseSequence,
@@ -697,7 +704,8 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 // takes it and forgets the batches, so the producer's next batch must
 // start at sequence 0 (SPEC §3's epoch bump); one of the same epoch keeps
 // them. Either way the marker's log-append time is the producer's last
-// write (DescribeProducers' LastTimestamp; expiration counts from it) and
+// write (expiration counts from it), its timestamp the producer's
+// lastTimestamp (DescribeProducers' LastTimestamp), and
 // its offset the producer's last. A marker of an older epoch than the
 // state's changes nothing (the shard refuses one at its commit,
 // markerEpochStale, SPEC §15; a log written before that check may hold
@@ -719,6 +727,7 @@ func (s *state) recordProducerMarker(p *partition, ps *producerState, b *records
 	}
 	ps.epoch = b.ProducerEpoch
 	ps.lastWrite = b.LogAppendTimestamp
+	ps.lastTimestamp = effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, b.LogAppendTimestamp)
 	ps.lastOffset = b.AssignedLastOffset
 }
 

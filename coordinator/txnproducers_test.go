@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/internal/batch"
+	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
 
 // describeProducers returns DescribeProducers' answer for tp, one line per
@@ -43,14 +46,18 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		top := e.createTopic("t", 2, nil)
 		tp0 := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 		tp1 := diskless.TopicPartition{TopicID: top.ID, Partition: 1}
+		// Each batch's and marker's timestamp is the clock's, as the
+		// writer of a marker stamps it.
 		take := func(what string, b diskless.CommitBatch) {
 			t.Helper()
+			b.BatchMaxTimestamp = e.clock.Ms()
 			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
 				t.Fatalf("%s: %v", what, r.Err)
 			}
 		}
 		refused := func(what string, b diskless.CommitBatch, want error) {
 			t.Helper()
+			b.BatchMaxTimestamp = e.clock.Ms()
 			if r := e.commit(nextKey(), b)[0]; r.Err != want {
 				t.Fatalf("%s: %v, want %v", what, r.Err, want)
 			}
@@ -133,6 +140,7 @@ func TestMarkerResentRefreshesEntry(t *testing.T) {
 		tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 		take := func(what string, b diskless.CommitBatch) {
 			t.Helper()
+			b.BatchMaxTimestamp = e.clock.Ms()
 			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
 				t.Fatalf("%s: %v", what, r.Err)
 			}
@@ -164,4 +172,110 @@ func TestMarkerResentRefreshesEntry(t *testing.T) {
 			t.Fatalf("a marker of coordinator epoch 0: %v, want TRANSACTION_COORDINATOR_FENCED", r.Err)
 		}
 	})
+}
+
+// TestProducerLastTimestamp: DescribeProducers' LastTimestamp is what
+// Kafka's producer entry keeps (SPEC §15) — a CreateTime batch's
+// maxTimestamp, not its log-append time; a LogAppendTime batch's
+// log-append time, not the producer's timestamp; a marker's likewise —,
+// and expiration still counts from the log-append time. Live, after
+// replay and from a snapshot alike.
+func TestProducerLastTimestamp(t *testing.T) {
+	replayAndSnapshot(t, func(t *testing.T, e *env) {
+		top := e.createTopic("t", 2, nil)
+		want := func(what string, p int32, lines ...string) {
+			t.Helper()
+			tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s: producers %q, want %q", what, got, lines)
+			}
+			e.reopenSame()
+			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
+			}
+		}
+		take := func(what string, b diskless.CommitBatch) {
+			t.Helper()
+			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+				t.Fatalf("%s: %v", what, r.Err)
+			}
+		}
+		old := e.clock.Ms() - time.Hour.Milliseconds()
+		ct := idem(top, 0, 7, 0, 0, 2)
+		ct.BatchMaxTimestamp = old
+		take("a CreateTime batch an hour old", ct)
+		want("after the CreateTime batch", 0, fmt.Sprintf("7 epoch 0 seq 1 ts %d coordinator epoch -1 txn -1", old))
+
+		lat := idem(top, 1, 8, 0, 0, 1)
+		lat.BatchMaxTimestamp, lat.TimestampType = old, batch.TimestampLogAppendTime
+		take("a LogAppendTime batch", lat)
+		want("after the LogAppendTime batch", 1, fmt.Sprintf("8 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
+
+		e.clock.Advance(time.Second)
+		m := marker(top, 0, 7, false)
+		m.BatchMaxTimestamp = e.clock.Ms() - 10
+		take("an ABORT stamped 10 ms before its commit", m)
+		want("after the marker", 0, fmt.Sprintf("7 epoch 0 seq 1 ts %d coordinator epoch 0 txn -1", e.clock.Ms()-10))
+
+		// Producer 7 expires a day after its marker's commit, not its
+		// timestamp: 5 ms before, a commit (which sweeps) keeps it.
+		e.clock.Set(time.UnixMilli(e.clock.Ms() - 5 + DefaultProducerIDExpirationMs))
+		take("a batch of another producer", idem(top, 0, 11, 0, 0, 1))
+		if got := describeProducers(t, e.c, diskless.TopicPartition{TopicID: top.ID, Partition: 0}); len(got) != 2 {
+			t.Fatalf("a day after the marker's timestamp, before its commit's: producers %q, want 7's and 11's", got)
+		}
+	})
+}
+
+// TestProducerTimesTag: the snapshot's tag 7 round-trips the producers'
+// timestamps that differ from their last write, omits the others (and
+// the whole tag when none differs), and its loader refuses an unknown
+// partition or producer, a repeated partition, producers out of order and
+// a truncated field (docs/format/metadata-records.md §Snapshots).
+func TestProducerTimesTag(t *testing.T) {
+	tp := diskless.TopicPartition{TopicID: diskless.TopicID{1}, Partition: 0}
+	fresh := func() *state {
+		s := newState(0, DefaultProducerIDExpirationMs, nil)
+		s.partitions[tp] = &partition{tp: tp, producers: map[int64]*producerState{
+			3: {lastWrite: 50, lastTimestamp: 50}, 7: {lastWrite: 50, lastTimestamp: 50}}}
+		return s
+	}
+	fz := &frozenState{partitions: []frozenPartition{{tp: tp, producers: []frozenProducer{
+		{id: 3, ps: producerState{lastWrite: 50, lastTimestamp: 50}},
+		{id: 7, ps: producerState{lastWrite: 50, lastTimestamp: 20}},
+	}}}}
+	b := fz.appendProducerTimes(nil)
+	s := fresh()
+	if err := s.readProducerTimes(&kbin.Reader{Src: b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := [2]int64{s.partitions[tp].producers[3].lastTimestamp, s.partitions[tp].producers[7].lastTimestamp}; got != [2]int64{50, 20} {
+		t.Fatalf("round trip: timestamps %v, want [50 20]", got)
+	}
+	fz.partitions[0].producers[1].ps.lastTimestamp = 50
+	if b := fz.appendProducerTimes(nil); b != nil {
+		t.Fatalf("no timestamp differs: tag of %d bytes written", len(b))
+	}
+	field := func(tp diskless.TopicPartition, ids ...int64) []byte {
+		f := kbin.AppendUuid(nil, tp.TopicID)
+		f = kbin.AppendInt32(f, tp.Partition)
+		f = kbin.AppendCompactArrayLen(f, len(ids))
+		for _, id := range ids {
+			f = kbin.AppendInt64(kbin.AppendInt64(f, id), 1)
+			f = tagged.AppendNone(f)
+		}
+		return tagged.AppendNone(f)
+	}
+	other := diskless.TopicPartition{TopicID: diskless.TopicID{2}, Partition: 0}
+	for name, b := range map[string][]byte{
+		"unknown partition":   append(kbin.AppendCompactArrayLen(nil, 1), field(other, 7)...),
+		"unknown producer":    append(kbin.AppendCompactArrayLen(nil, 1), field(tp, 9)...),
+		"repeated partition":  append(append(kbin.AppendCompactArrayLen(nil, 2), field(tp, 7)...), field(tp, 3)...),
+		"producers unordered": append(kbin.AppendCompactArrayLen(nil, 1), field(tp, 7, 3)...),
+		"truncated":           append(kbin.AppendCompactArrayLen(nil, 1), field(tp, 7)[:30]...),
+	} {
+		if err := fresh().readProducerTimes(&kbin.Reader{Src: b}); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
 }

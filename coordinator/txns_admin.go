@@ -140,8 +140,9 @@ func (c *Coordinator) ListTransactions(ctx context.Context, req *kmsg.ListTransa
 // DescribeProducers answers one partition of DescribeProducers (SPEC
 // §15): the producers whose state the partition keeps (SPEC §3; a
 // marker's producer too, recordProducerMarker), by producer id — epoch,
-// last sequence (−1: no batch in its epoch), the log-append time of its
-// last batch or marker, and the first offset of its open transaction in the partition
+// last sequence (−1: no batch in its epoch), the timestamp of its last
+// batch or marker (its maxTimestamp, the log-append time with
+// LogAppendTime: producerState.lastTimestamp), and the first offset of its open transaction in the partition
 // (−1: none), and the coordinator epoch of its last marker in the
 // partition (−1: none kept — no marker, or one of before the epoch was
 // recorded), as Kafka reports them. Errors as the partition's code:
@@ -155,7 +156,7 @@ func (c *Coordinator) DescribeProducers(tp diskless.TopicPartition) ([]kmsg.Desc
 	out := make([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, 0, len(p.producers))
 	for id, ps := range p.producers {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-		ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = id, int32(ps.epoch), ps.lastSeq(), ps.lastWrite
+		ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = id, int32(ps.epoch), ps.lastSeq(), ps.lastTimestamp
 		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = p.coordinatorEpoch(id), -1
 		if p.txns != nil {
 			if first, ok := p.txns.open[id]; ok {

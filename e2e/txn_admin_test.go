@@ -29,7 +29,8 @@ import (
 // current one, and the producer state markers leave (a producer with only
 // a marker in a partition, a marker of a newer epoch than the records',
 // the marker's time as LastTimestamp, the sequences after the epoch
-// bump). Then kafka-transactions.sh list, describe,
+// bump), and LastTimestamp after a record in a CreateTime and a
+// LogAppendTime topic. Then kafka-transactions.sh list, describe,
 // describe-producers and find-hanging against the sidecar; abort, on
 // both, then compared as above.
 func TestTransactionAdminMatchesKafka(t *testing.T) {
@@ -336,7 +337,42 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 			name(pe), ce, code, hwm, lso, ps))
 	}
 	// Produce up to v11 names its topics (v13 by id).
-	return append(out, txnMarkersProducerState(t, ctx, admin, client(), meta.Brokers[0].NodeID, pe, ee, name)...)
+	out = append(out, txnMarkersProducerState(t, ctx, admin, client(), meta.Brokers[0].NodeID, pe, ee, name)...)
+	return append(out, producerLastTimestamps(t, ctx, admin, client(), meta.Brokers[0].NodeID)...)
+}
+
+// producerLastTimestamps continues txnAdminScenario: DescribeProducers'
+// LastTimestamp after an idempotent record stamped an hour ago, in a
+// CreateTime topic and in a LogAppendTime one — the record's timestamp or
+// the append's (SPEC §15).
+func producerLastTimestamps(t *testing.T, ctx context.Context, admin, producer *kgo.Client, node int32) []string {
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, tc := range []struct{ name, tsType string }{{"ts-ct", "CreateTime"}, {"ts-lat", "LogAppendTime"}} {
+		tt := kmsg.NewCreateTopicsRequestTopic()
+		tt.Topic, tt.NumPartitions, tt.ReplicationFactor = tc.name, 1, 1
+		tt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "message.timestamp.type", Value: kmsg.StringPtr(tc.tsType)}}
+		ct.Topics = append(ct.Topics, tt)
+	}
+	if r, err := ct.RequestWith(ctx, admin); err != nil || r.Topics[0].ErrorCode != 0 || r.Topics[1].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v %+v", err, r)
+	}
+	var out []string
+	for _, topic := range []string{"ts-ct", "ts-lat"} {
+		stamp := time.Now().Add(-time.Hour).UnixMilli()
+		sent := time.Now().UnixMilli()
+		mustNoErr(t, "produce "+topic, producer.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("x"), Timestamp: time.UnixMilli(stamp)}).FirstErr())
+		dp := kmsg.NewPtrDescribeProducersRequest()
+		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+		presp, err := admin.Broker(int(node)).Request(ctx, dp)
+		mustNoErr(t, "DescribeProducers", err)
+		pp := presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+		var ps []string
+		for _, ap := range pp.ActiveProducers {
+			ps = append(ps, fmt.Sprintf("LastTimestamp the record's %v, at or after the send %v", ap.LastTimestamp == stamp, ap.LastTimestamp >= sent))
+		}
+		out = append(out, fmt.Sprintf("producers %s-0 after a record stamped an hour ago: error %d %v", topic, pp.ErrorCode, ps))
+	}
+	return out
 }
 
 // txnMarkersProducerState continues txnAdminScenario: how markers change
