@@ -279,3 +279,33 @@ func TestProducerTimesTag(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredProducerListedUntilSwept: a producer whose state expired is
+// listed by DescribeProducers until a sweep drops it — at the shard's
+// next commit —, as Kafka's leader lists it until its periodic check
+// (SPEC §15), while a batch of it is already taken at any sequence.
+func TestExpiredProducerListedUntilSwept(t *testing.T) {
+	e := newEnv(t, 1)
+	top := e.createTopic("t", 1, nil)
+	tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
+	if r := e.commit(nextKey(), idem(top, 0, 7, 0, 0, 1))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	e.clock.Advance(time.Duration(DefaultProducerIDExpirationMs) * time.Millisecond)
+	if got := describeProducers(t, e.c, tp); len(got) != 1 {
+		t.Fatalf("expired, no commit since: producers %q, want 7's", got)
+	}
+	if r := e.commit(nextKey(), idem(top, 0, 7, 0, 5, 1))[0]; r.Err != nil {
+		t.Fatalf("producer 7's batch at sequence 5 once expired: %v", r.Err)
+	}
+	if got := describeProducers(t, e.c, tp); len(got) != 1 || got[0] != "7 epoch 0 seq 5 ts 1000 coordinator epoch -1 txn -1" {
+		t.Fatalf("after the sweeping commit: producers %q, want 7's new state alone", got)
+	}
+	e.clock.Advance(time.Duration(DefaultProducerIDExpirationMs) * time.Millisecond)
+	if r := e.commit(nextKey(), idem(top, 0, 11, 0, 0, 1))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := describeProducers(t, e.c, tp); len(got) != 1 || got[0][:3] != "11 " {
+		t.Fatalf("after another producer's commit a day later: producers %q, want 11's alone", got)
+	}
+}
