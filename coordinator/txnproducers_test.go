@@ -31,6 +31,28 @@ func describeProducers(t *testing.T, c *Coordinator, tp diskless.TopicPartition)
 	return out
 }
 
+// wantProducers fails the test unless DescribeProducers answers lines for
+// tp (describeProducers' form), live and again once e reopened on its log
+// (replaying it, or from its snapshot).
+func wantProducers(t *testing.T, e *env, what string, tp diskless.TopicPartition, lines ...string) {
+	t.Helper()
+	if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+		t.Fatalf("%s: producers %q, want %q", what, got, lines)
+	}
+	e.reopenSame()
+	if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
+		t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
+	}
+}
+
+// commitOK commits b alone, failing the test if it is refused.
+func commitOK(t *testing.T, e *env, what string, b diskless.CommitBatch) {
+	t.Helper()
+	if r := e.commit(nextKey(), b)[0]; r.Err != nil {
+		t.Fatalf("%s: %v", what, r.Err)
+	}
+}
+
 // TestProducerStateAfterMarkers: a marker updates its producer's state in
 // the partition as Kafka's does (SPEC §15) — a producer that only had a
 // marker there is listed by DescribeProducers at the marker's epoch, with
@@ -51,9 +73,7 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		take := func(what string, b diskless.CommitBatch) {
 			t.Helper()
 			b.BatchMaxTimestamp = e.clock.Ms()
-			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
-				t.Fatalf("%s: %v", what, r.Err)
-			}
+			commitOK(t, e, what, b)
 		}
 		refused := func(what string, b diskless.CommitBatch, want error) {
 			t.Helper()
@@ -74,13 +94,7 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		}
 		want := func(what string, tp diskless.TopicPartition, lines ...string) {
 			t.Helper()
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s: producers %q, want %q", what, got, lines)
-			}
-			e.reopenSame()
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
-			}
+			wantProducers(t, e, what, tp, lines...)
 		}
 
 		t0 := e.clock.Ms()
@@ -141,19 +155,11 @@ func TestMarkerResentRefreshesEntry(t *testing.T) {
 		take := func(what string, b diskless.CommitBatch) {
 			t.Helper()
 			b.BatchMaxTimestamp = e.clock.Ms()
-			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
-				t.Fatalf("%s: %v", what, r.Err)
-			}
+			commitOK(t, e, what, b)
 		}
 		want := func(what string, lines ...string) {
 			t.Helper()
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s: producers %q, want %q", what, got, lines)
-			}
-			e.reopenSame()
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
-			}
+			wantProducers(t, e, what, tp, lines...)
 		}
 		take("producer 7's batch of transaction 1", withSeq(txnData(top, 0, 7, 0, 1), 1))
 		t0 := e.clock.Ms()
@@ -185,20 +191,11 @@ func TestProducerLastTimestamp(t *testing.T) {
 		top := e.createTopic("t", 2, nil)
 		want := func(what string, p int32, lines ...string) {
 			t.Helper()
-			tp := diskless.TopicPartition{TopicID: top.ID, Partition: p}
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s: producers %q, want %q", what, got, lines)
-			}
-			e.reopenSame()
-			if got := describeProducers(t, e.c, tp); !reflect.DeepEqual(got, lines) {
-				t.Fatalf("%s, reopened: producers %q, want %q", what, got, lines)
-			}
+			wantProducers(t, e, what, diskless.TopicPartition{TopicID: top.ID, Partition: p}, lines...)
 		}
 		take := func(what string, b diskless.CommitBatch) {
 			t.Helper()
-			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
-				t.Fatalf("%s: %v", what, r.Err)
-			}
+			commitOK(t, e, what, b)
 		}
 		old := e.clock.Ms() - time.Hour.Milliseconds()
 		ct := idem(top, 0, 7, 0, 0, 2)

@@ -19,6 +19,23 @@ import (
 	"github.com/diskless-sidecar/sidecar/server"
 )
 
+// serveTxnCoordinator serves a coordinator of three shards on an
+// in-memory log as the groups' and transactions' coordinator behind a
+// server on a free port, both stopped when the test ends.
+func serveTxnCoordinator(t *testing.T) (*coordinator.Coordinator, *server.Server) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := &metalogtest.Memory{}
+	c, err := coordinator.Open(coordinator.Config{NumShards: 3, Logger: quiet, LifecycleInterval: -1, OpenLog: mem.Open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, c)
+	t.Cleanup(stop)
+	return c, s
+}
+
 // TestTransactionsOverTheWire drives the real transaction coordinator
 // behind the real server with franz-go's client, which finds the
 // coordinators itself (FindCoordinator key types 1 and 0): InitProducerId
@@ -27,15 +44,7 @@ import (
 // visible only once EndTxn committed, and a second producer of the id
 // fences the first.
 func TestTransactionsOverTheWire(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mem := &metalogtest.Memory{}
-	c, err := coordinator.Open(coordinator.Config{NumShards: 3, Logger: quiet, LifecycleInterval: -1, OpenLog: mem.Open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, c)
-	defer stop()
+	c, s := serveTxnCoordinator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.CreateTopic(ctx, "t", 2, nil); err != nil {
@@ -217,15 +226,7 @@ func (m *racingMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16
 // t-0's marker is written (NONE, DescribeProducers shows its coordinator
 // epoch), t-1's producer state is the newer batch's (SPEC §15).
 func TestWriteTxnMarkersRefusedAtCommit(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mem := &metalogtest.Memory{}
-	c, err := coordinator.Open(coordinator.Config{NumShards: 3, Logger: quiet, LifecycleInterval: -1, OpenLog: mem.Open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, stop := serveCoordinator(t, server.Config{Addr: "127.0.0.1:0", NodeID: 1, ClusterID: "txn", Logger: quiet, Groups: c, Transactions: c}, c)
-	defer stop()
+	c, s := serveTxnCoordinator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	top, err := c.CreateTopic(ctx, "t", 2, nil)
