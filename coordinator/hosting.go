@@ -51,7 +51,11 @@ type replica struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	// next is the index after the last record applied; valid once done
-	// is closed.
+	// is closed. It is −1 while the state must be loaded whole (a load
+	// under way or failed: the loop's reload mode, after records failed
+	// to apply and left the state partly changed), so Host, taking the
+	// shard over then, loads it whole instead of catching up from an
+	// index the state no longer matches.
 	next int64
 	// snapAt is the index of the snapshot the state was loaded from.
 	snapAt int64
@@ -359,8 +363,9 @@ func (s *shard) follow(from int64, prev *replica, mustLoad bool) error {
 }
 
 // load replaces s's state with the follower's latest snapshot and every
-// record after it.
+// record after it. Until it succeeds r.next is −1 (see replica.next).
 func (r *replica) load(ctx context.Context, s *shard) error {
+	r.next = -1 // until the load succeeds
 	st := newState(s.id, s.c.cfg.ProducerIDExpirationMs, s.c.logger)
 	idx, data, err := r.f.ReadSnapshot(ctx)
 	if err != nil {

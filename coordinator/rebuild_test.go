@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
@@ -200,5 +202,114 @@ func TestReleasedShardFollowsAfterLogReturns(t *testing.T) {
 			t.Fatalf("A's replica of the moved shard: high watermark %d 30 s after its log answers again, want 2", hwm(a, topic, p1))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// poisonFollower hands, on the first Replay after armed is closed, two
+// records after the log's: a partition created (one the log never
+// holds) and the same partition created again, which the state refuses —
+// a replica's batch that failed to apply, its state partly changed. From
+// then on its reads fail as flakyFollower's with down set (it sets down),
+// so the replica's reload fails too. Closing armed ends a Wait.
+type poisonFollower struct {
+	flakyFollower
+	armed    chan struct{}
+	fired    *atomic.Bool
+	poisoned chan struct{}
+	// partly is the partition; set before armed is closed.
+	partly *records.PartitionCreated
+}
+
+func (f poisonFollower) Wait(ctx context.Context, next int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-f.armed:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := f.flakyFollower.Wait(wctx, next)
+	if ctx.Err() == nil && wctx.Err() != nil {
+		return nil // armed: replay now
+	}
+	return err
+}
+
+func (f poisonFollower) Replay(ctx context.Context, from int64, fn func(int64, []byte) error) (int64, error) {
+	next, err := f.flakyFollower.Replay(ctx, from, fn)
+	select {
+	case <-f.armed:
+	default:
+		return next, err
+	}
+	if err != nil || !f.fired.CompareAndSwap(false, true) {
+		return next, err
+	}
+	f.down.Store(true)
+	defer close(f.poisoned)
+	for _, body := range records.Encode([]records.Record{f.partly, f.partly}) {
+		if err := fn(next, body); err != nil {
+			return next, err
+		}
+	}
+	return next, nil
+}
+
+// TestHostAfterFailedReloadLoadsWhole: a replica whose records failed to
+// apply (its state partly changed) and whose reload then failed too (its
+// log unreachable for now) is taken over by Host: the hosted state is the
+// log's — a fresh full load's — not the partly changed one caught up from
+// the replica's stale index. Without replica.next set to −1 in reload
+// mode Host caught up from the index before the failed batch, and the
+// shard kept a partition the log never created.
+func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
+	ctx := context.Background()
+	var down, fired atomic.Bool
+	armed, poisoned := make(chan struct{}), make(chan struct{})
+	partly := &records.PartitionCreated{}
+	cl := newCluster(t, 2, func(c *Config) {
+		if c.NodeID != 2 {
+			return
+		}
+		follow := c.OpenFollower
+		c.OpenFollower = func(s int32) (metalog.Follower, error) {
+			f, err := follow(s)
+			if s != 1 {
+				return f, err
+			}
+			return poisonFollower{flakyFollower: flakyFollower{Follower: f, down: &down}, armed: armed, fired: &fired, poisoned: poisoned, partly: partly}, err
+		}
+	})
+	a, b := cl.nodes[0], cl.nodes[1]
+	topic := cl.split("t", 8)
+	var p1 int32 = -1
+	for p := range topic.Partitions {
+		if a.ShardFor(topic.ID, p) == 1 {
+			p1 = p
+			break
+		}
+	}
+	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
+		t.Fatalf("commit: %+v %v", rs, err)
+	}
+	waitFor(t, b, "the commit on B's replica", func() bool { return hwm(b, topic, p1) == 1 })
+	*partly = records.PartitionCreated{TopicID: topic.ID, TopicName: topic.Name, Partition: topic.Partitions}
+	close(armed)
+	select {
+	case <-poisoned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's replica of shard 1 has not replayed 10 s after the poison was armed")
+	}
+	// B's replica reloads and fails (down), retrying; B takes the shard
+	// over meanwhile (the writer's log reads fine).
+	cl.host(1, 1)
+	fresh := newClusterOn(t, cl, 3)
+	if got, want := stateBytes(b)[1], stateBytes(fresh)[1]; !bytes.Equal(got, want) {
+		t.Fatalf("shard 1 hosted on B after its replica's failed reload: state of %d bytes differs from a fresh load's %d", len(got), len(want))
+	}
+	if rs, err := b.CommitFile(ctx, 1, commitRequest(b, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 1 {
+		t.Fatalf("commit at the new owner: %+v %v", rs, err)
 	}
 }
