@@ -285,45 +285,64 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
-// Err reports the coordinator's health, for a health check (/healthz):
-// nil while every shard serves; ErrClosed once Close has begun; otherwise
-// an error wrapping ErrShardFailed and each failed shard's cause, naming
-// the shards ("coordinator: shard failed: shard 1: …; shard 3 fenced: …").
-// A
-// shard fails when it could not rebuild its state from its metadata log
-// after a failed write (see ErrShardFailed); it answers
-// KAFKA_STORAGE_ERROR — for good when the log is corrupt, until a rebuild
-// the driver retries succeeds when it could not be read — while the other shards
-// go on. Err takes each shard's read lock in turn, which no shard holds
-// across disk IO, so it is cheap and never waits for the disk; it is safe
-// for concurrent use.
+// Err reports the coordinator's liveness, for a health check (/healthz):
+// nil while no shard has failed for good (ShardFailed); ErrClosed once
+// Close has begun; otherwise an error wrapping ErrShardFailed and each
+// failed shard's cause, naming the shards ("coordinator: shard failed:
+// shard 1: …; shard 3 fenced: …"). A shard fails for good when it cannot
+// rebuild its state from its metadata log because the log is corrupt,
+// taken over (alone) or holds what the state refuses; it answers
+// KAFKA_STORAGE_ERROR until a restart while the other shards go on. A
+// shard whose rebuild cannot read its log for now (ShardRetrying) is not
+// reported: it retries until it serves again, and a restart would only
+// start the same wait over (Unserved reports it). Err takes each shard's
+// read locks in turn, which no shard holds across disk IO, so it is
+// cheap and never waits for the disk; it is safe for concurrent use.
 func (c *Coordinator) Err() error {
+	return c.shardsErr(diskless.ErrShardFailed, func(h ShardHealth) bool { return h.State == ShardFailed })
+}
+
+// Unserved reports the coordinator's readiness, for /readyz: nil while
+// every shard is serving or loading; ErrClosed once Close has begun;
+// otherwise an error wrapping ErrShardsUnserved naming each shard that
+// is retrying or failed, with its cause ("coordinator: shards not
+// served: shard 1 retrying: …; shard 2: …"). As cheap as Err.
+func (c *Coordinator) Unserved() error {
+	return c.shardsErr(ErrShardsUnserved, func(h ShardHealth) bool { return h.State == ShardRetrying || h.State == ShardFailed })
+}
+
+// ErrShardsUnserved is wrapped by Unserved's error.
+var ErrShardsUnserved = errors.New("coordinator: shards not served")
+
+// shardsErr returns an error wrapping sentinel and naming the shards
+// whose health matches, with their causes; nil when none does;
+// diskless.ErrClosed once Close has begun.
+func (c *Coordinator) shardsErr(sentinel error, match func(ShardHealth) bool) error {
 	c.closeMu.RLock()
 	closed := c.closed
 	c.closeMu.RUnlock()
 	if closed {
 		return diskless.ErrClosed
 	}
-	format, args := "%w", []any{diskless.ErrShardFailed}
+	format, args := "%w", []any{sentinel}
 	for _, s := range c.shards {
-		s.mu.RLock()
-		failed := s.mu.failed
-		s.mu.RUnlock()
-		if failed == nil || (c.clustered() && errors.Is(failed, metalog.ErrFenced)) {
-			// In a cluster a fenced shard moved to another sidecar: not a
-			// fault of this one.
+		h := s.health()
+		if !match(h) {
 			continue
 		}
 		sep := "; "
 		if len(args) == 1 {
 			sep = ": "
 		}
-		if errors.Is(failed, metalog.ErrFenced) {
+		switch {
+		case h.State == ShardRetrying:
+			format += sep + "shard %d retrying: %w"
+		case errors.Is(h.Err, metalog.ErrFenced):
 			format += sep + "shard %d fenced: %w"
-		} else {
+		default:
 			format += sep + "shard %d: %w"
 		}
-		args = append(args, s.id, failed)
+		args = append(args, s.id, h.Err)
 	}
 	if len(args) == 1 {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
@@ -59,6 +60,11 @@ type replica struct {
 	next int64
 	// snapAt is the index of the snapshot the state was loaded from.
 	snapAt int64
+	// reloading is set while the loop is in reload mode (the state must
+	// be loaded whole and the last attempt failed: ShardRetrying), and
+	// loadErr holds that attempt's error.
+	reloading atomic.Bool
+	loadErr   atomic.Pointer[error]
 	// syncs is what sync asks the loop for (guarded by its mutex).
 	syncs struct {
 		sync.Mutex
@@ -192,7 +198,7 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) (at int6
 		var st *state
 		if st, err = s.load(ctx); err == nil {
 			s.mu.Lock()
-			s.mu.st, s.mu.failed = st, nil
+			s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
 			s.mu.Unlock()
 			at = s.logNext
 		}
@@ -326,8 +332,13 @@ func (c *Coordinator) Release(shard int32) error {
 // failed) the replica's loop retries it after a backoff, so a log that
 // cannot be read for a while (a Kafka broker restarting) does not leave
 // the shard unfollowed.
-func (s *shard) follow(from int64, prev *replica, mustLoad bool) error {
+func (s *shard) follow(from int64, prev *replica, mustLoad bool) (err error) {
 	c := s.c
+	defer func() {
+		s.host.Lock()
+		s.host.followErr = err
+		s.host.Unlock()
+	}()
 	f, err := c.cfg.OpenFollower(s.id)
 	if err != nil {
 		return fmt.Errorf("coordinator: follow shard %d: %w", s.id, err)
@@ -349,6 +360,7 @@ func (s *shard) follow(from int64, prev *replica, mustLoad bool) error {
 			c.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprintf("shard-%d", s.id),
 				"coordinator: following a shard's log failed; retrying", slog.Any("err", err))
 			reload = true
+			rep.setReloading(err)
 		}
 	} else {
 		rep.next = from
@@ -391,7 +403,7 @@ func (r *replica) load(ctx context.Context, s *shard) error {
 	}
 	publishAll(st)
 	s.mu.Lock()
-	s.mu.st, s.mu.failed = st, nil
+	s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
 	s.mu.Unlock()
 	r.next, r.snapAt = next, idx
 	if s.id == 0 {
@@ -421,6 +433,7 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 		switch {
 		case err == nil:
 			attempt, reload = 0, false
+			r.setReloading(nil)
 			continue
 		case ctx.Err() != nil:
 			return
@@ -431,6 +444,9 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 				reload = true
 			}
 		}
+		if reload && err != nil {
+			r.setReloading(err)
+		}
 		if err != nil && ctx.Err() == nil {
 			attempt++
 			s.c.retryLog.Log(ctx, slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: following a shard's log failed; retrying",
@@ -440,6 +456,23 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 			}
 		}
 	}
+}
+
+// setReloading records the loop's mode for ShardHealth: reload mode
+// after err (a failed load), or not (err nil).
+func (r *replica) setReloading(err error) {
+	if err != nil {
+		r.loadErr.Store(&err)
+	}
+	r.reloading.Store(err != nil)
+}
+
+// lastLoadErr returns the error of the reload mode's last failed attempt.
+func (r *replica) lastLoadErr() error {
+	if p := r.loadErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // sync returns once the replica applied every record its log held when

@@ -707,7 +707,9 @@ func TestShardFailsWhenRebuildFails(t *testing.T) {
 	}
 	e.commit(nextKey(), plain(top, p1, 1))
 	logs[1].setFail(func([][]byte) (bool, error) { return false, errors.New("disk gone") })
-	logs[1].failReplay.Store(true)
+	logs[1].mu.Lock()
+	logs[1].replayErrs = []error{fmt.Errorf("%w: injected replay failure", metalog.ErrCorrupt)}
+	logs[1].mu.Unlock()
 	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); err == nil {
 		t.Fatal("commit succeeded")
 	}
@@ -735,8 +737,10 @@ func TestShardFailsWhenRebuildFails(t *testing.T) {
 
 // TestCoordinatorErr: Err is nil while every shard serves, names the
 // failed shard and its cause (wrapping ErrShardFailed) once a shard could
-// not rebuild its state, is safe to call while commits run, and is nil
-// again after a restart on a working disk; ErrClosed after Close.
+// not rebuild its state for good (its log corrupt: one that cannot be
+// read for now is retried, TestShardHealthRebuildRetrying), is safe to
+// call while commits run, and is nil again after a restart on a working
+// disk; ErrClosed after Close.
 func TestCoordinatorErr(t *testing.T) {
 	logs, mu := map[int32]*testLog{}, &sync.Mutex{}
 	e := newEnv(t, 3, withTestLogs(logs, mu))
@@ -773,7 +777,9 @@ func TestCoordinatorErr(t *testing.T) {
 	}
 	e.commit(nextKey(), plain(top, p2, 1))
 	logs[1].setFail(func([][]byte) (bool, error) { return false, errors.New("disk gone") })
-	logs[1].failReplay.Store(true)
+	logs[1].mu.Lock()
+	logs[1].replayErrs = []error{fmt.Errorf("%w: injected replay failure", metalog.ErrCorrupt)}
+	logs[1].mu.Unlock()
 	if _, err := e.tryCommit(nextKey(), plain(top, p1, 1)); err == nil {
 		t.Fatal("commit with failing log succeeded")
 	}
@@ -790,7 +796,6 @@ func TestCoordinatorErr(t *testing.T) {
 		t.Fatalf("Err = %q, want it to name shard 1 and its cause, and no other shard", msg)
 	}
 
-	logs[1].failReplay.Store(false)
 	logs[1].setFail(nil)
 	e.reopen()
 	if err := e.c.Err(); err != nil {

@@ -163,13 +163,7 @@ func TestReleasedShardFollowsAfterLogReturns(t *testing.T) {
 	})
 	a, b := cl.nodes[0], cl.nodes[1]
 	topic := cl.split("t", 8)
-	var p1 int32 = -1
-	for p := range topic.Partitions {
-		if a.ShardFor(topic.ID, p) == 1 {
-			p1 = p
-			break
-		}
-	}
+	p1 := firstPartitionOn(a, topic, 1)
 	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
 		t.Fatalf("first commit: %+v %v", rs, err)
 	}
@@ -257,19 +251,18 @@ func (f poisonFollower) Replay(ctx context.Context, from int64, fn func(int64, [
 	return next, nil
 }
 
-// TestHostAfterFailedReloadLoadsWhole: a replica whose records failed to
-// apply (its state partly changed) and whose reload then failed too (its
-// log unreachable for now) is taken over by Host: the hosted state is the
-// log's — a fresh full load's — not the partly changed one caught up from
-// the replica's stale index. Without replica.next set to −1 in reload
-// mode Host caught up from the index before the failed batch, and the
-// shard kept a partition the log never created.
-func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
+// poisonedReplica returns a cluster of two whose node 0 hosts shards 0–1
+// and node 1 shards 2–3, with topic top (8 partitions) and one record
+// committed in partition p1 of shard 1; node 1's replica of shard 1 has
+// then failed to apply a batch (a poisonFollower's) and is reloading,
+// each attempt failing while down is set.
+func poisonedReplica(t *testing.T) (cl *cluster, top diskless.Topic, p1 int32, down *atomic.Bool) {
 	ctx := context.Background()
-	var down, fired atomic.Bool
+	down = &atomic.Bool{}
+	var fired atomic.Bool
 	armed, poisoned := make(chan struct{}), make(chan struct{})
 	partly := &records.PartitionCreated{}
-	cl := newCluster(t, 2, func(c *Config) {
+	cl = newCluster(t, 2, func(c *Config) {
 		if c.NodeID != 2 {
 			return
 		}
@@ -279,29 +272,36 @@ func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
 			if s != 1 {
 				return f, err
 			}
-			return poisonFollower{flakyFollower: flakyFollower{Follower: f, down: &down}, armed: armed, fired: &fired, poisoned: poisoned, partly: partly}, err
+			return poisonFollower{flakyFollower: flakyFollower{Follower: f, down: down}, armed: armed, fired: &fired, poisoned: poisoned, partly: partly}, err
 		}
 	})
 	a, b := cl.nodes[0], cl.nodes[1]
-	topic := cl.split("t", 8)
-	var p1 int32 = -1
-	for p := range topic.Partitions {
-		if a.ShardFor(topic.ID, p) == 1 {
-			p1 = p
-			break
-		}
-	}
-	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
+	top = cl.split("t", 8)
+	p1 = firstPartitionOn(a, top, 1)
+	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(top, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
 		t.Fatalf("commit: %+v %v", rs, err)
 	}
-	waitFor(t, b, "the commit on B's replica", func() bool { return hwm(b, topic, p1) == 1 })
-	*partly = records.PartitionCreated{TopicID: topic.ID, TopicName: topic.Name, Partition: topic.Partitions}
+	waitFor(t, b, "the commit on B's replica", func() bool { return hwm(b, top, p1) == 1 })
+	*partly = records.PartitionCreated{TopicID: top.ID, TopicName: top.Name, Partition: top.Partitions}
 	close(armed)
 	select {
 	case <-poisoned:
 	case <-time.After(10 * time.Second):
 		t.Fatal("B's replica of shard 1 has not replayed 10 s after the poison was armed")
 	}
+	return cl, top, p1, down
+}
+
+// TestHostAfterFailedReloadLoadsWhole: a replica whose records failed to
+// apply (its state partly changed) and whose reload then failed too (its
+// log unreachable for now) is taken over by Host: the hosted state is the
+// log's — a fresh full load's — not the partly changed one caught up from
+// the replica's stale index. Without replica.next set to −1 in reload
+// mode Host caught up from the index before the failed batch, and the
+// shard kept a partition the log never created.
+func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
+	cl, top, p1, _ := poisonedReplica(t)
+	b := cl.nodes[1]
 	// B's replica reloads and fails (down), retrying; B takes the shard
 	// over meanwhile (the writer's log reads fine).
 	cl.host(1, 1)
@@ -309,7 +309,17 @@ func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
 	if got, want := stateBytes(b)[1], stateBytes(fresh)[1]; !bytes.Equal(got, want) {
 		t.Fatalf("shard 1 hosted on B after its replica's failed reload: state of %d bytes differs from a fresh load's %d", len(got), len(want))
 	}
-	if rs, err := b.CommitFile(ctx, 1, commitRequest(b, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 1 {
+	if rs, err := b.CommitFile(context.Background(), 1, commitRequest(b, nextKey(), plain(top, p1, 1))); err != nil || rs[0].BaseOffset != 1 {
 		t.Fatalf("commit at the new owner: %+v %v", rs, err)
 	}
+}
+
+// firstPartitionOn returns top's first partition on shard, −1 if none.
+func firstPartitionOn(c *Coordinator, top diskless.Topic, shard int32) int32 {
+	for p := range top.Partitions {
+		if c.ShardFor(top.ID, p) == shard {
+			return p
+		}
+	}
+	return -1
 }

@@ -52,6 +52,10 @@ type shard struct {
 		sync.RWMutex
 		role role
 		rep  *replica
+		// followErr is why a shard in roleReplica has no rep: follow
+		// failed for good (Release, a takeover that failed); nil
+		// otherwise.
+		followErr error
 	}
 
 	mu struct {
@@ -60,6 +64,9 @@ type shard struct {
 		st *state
 		// failed is set when st could not be rebuilt from the log.
 		failed error
+		// retrying is set with failed while the driver retries the
+		// rebuild (a reason that may pass: retryableLoad).
+		retrying bool
 	}
 
 	// rebuilding is set while the driver rebuilds the state from the log
@@ -721,18 +728,19 @@ func (s *shard) rebuild() {
 	s.waitSnapshot()
 	st, err := s.load(ctx)
 	if err != nil {
-		s.mu.Lock()
-		if !errors.Is(s.mu.failed, metalog.ErrFenced) {
-			s.mu.failed = err
-		}
-		s.mu.Unlock()
 		stopped := false
 		select {
 		case <-stop:
 			stopped = true
 		default:
 		}
-		if stopped || !retryableLoad(err) {
+		retry := !stopped && retryableLoad(err)
+		s.mu.Lock()
+		if !errors.Is(s.mu.failed, metalog.ErrFenced) {
+			s.mu.failed, s.mu.retrying = err, retry
+		}
+		s.mu.Unlock()
+		if !retry {
 			s.rebuilding.Store(false)
 			s.rebuildAttempts = 0
 			s.c.logger.Error("coordinator: shard failed: cannot rebuild state from the metadata log",
@@ -747,7 +755,7 @@ func (s *shard) rebuild() {
 		return
 	}
 	s.mu.Lock()
-	s.mu.st, s.mu.failed = st, nil
+	s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
 	s.mu.Unlock()
 	s.groups.ReplaceOffsets(st.groups)
 	s.txns.Replace(st.txns)

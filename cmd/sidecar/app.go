@@ -17,7 +17,6 @@ import (
 	"github.com/diskless-sidecar/sidecar/cache"
 	"github.com/diskless-sidecar/sidecar/commit"
 	"github.com/diskless-sidecar/sidecar/coordinator"
-	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/fetch"
 	"github.com/diskless-sidecar/sidecar/group"
 	"github.com/diskless-sidecar/sidecar/internal/acl"
@@ -245,12 +244,12 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 		return nil, err
 	}
 	if a.http != nil {
-		a.http.setHealth(coordinatorHealth(a.coord))
+		a.http.setHealth(a.coord)
 	}
 	if err := telemetry.ObserveCoordinator(metrics, a.coord.Stats()); err != nil {
 		return nil, err
 	}
-	if err := telemetry.ObserveHealth(metrics, coordinatorHealth(a.coord)); err != nil {
+	if err := telemetry.ObserveHealth(metrics, func() error { return live(a.coord) }, a.coord.ShardHealth); err != nil {
 		return nil, err
 	}
 	if err := telemetry.ObserveLimits(metrics, cfg.AppendMaxPendingBytes); err != nil {
@@ -741,18 +740,6 @@ func validateComponents(cfg Config) error {
 		}
 	}
 	return nil
-}
-
-// coordinatorHealth is /healthz's check: a failed coordinator shard makes
-// the process unhealthy. A coordinator closing in a graceful stop is not:
-// the process is finishing its files and will exit by itself.
-func coordinatorHealth(c interface{ Err() error }) func() error {
-	return func() error {
-		if err := c.Err(); err != nil && !errors.Is(err, diskless.ErrClosed) {
-			return err
-		}
-		return nil
-	}
 }
 
 // logDir is the log dir DescribeLogDirs reports: where the objects are.

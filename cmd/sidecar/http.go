@@ -20,15 +20,23 @@ import (
 // httpEndpoint serves the operator's HTTP endpoint (http.listener):
 //
 //	GET /metrics   the OpenTelemetry metrics in the Prometheus text format
-//	GET /healthz   200 while the process runs and every coordinator shard
-//	               serves; 503 naming the shards when one has failed (it
-//	               answers KAFKA_STORAGE_ERROR until a rebuild it
-//	               retries succeeds, or until a restart when its log is
-//	               corrupt: a liveness probe that restarts the process
-//	               is the cure)
-//	GET /readyz    200 while the Kafka listener serves, 503 before it does
-//	               and from the moment a shutdown starts (readiness: take
-//	               the sidecar out of a load balancer before it stops)
+//	GET /healthz   liveness, as JSON (healthJSON): 200 while the process
+//	               runs and no coordinator shard has failed for good —
+//	               a shard retrying its rebuild or reload because its log
+//	               cannot be read for now (a Kafka broker restarting) is
+//	               live: the retry heals it, a restart would only wait
+//	               again; 503 naming the shards once one has failed for
+//	               good (its log corrupt, or holding what it refuses: it
+//	               answers KAFKA_STORAGE_ERROR until a restart, which a
+//	               liveness probe does). Each shard's state (serving,
+//	               loading, retrying, failed), role and cause is listed.
+//	GET /readyz    readiness: 200 while the Kafka listener serves and every
+//	               coordinator shard serves or loads; 503 before the
+//	               listener serves, from the moment a shutdown starts
+//	               (take the sidecar out of a load balancer before it
+//	               stops), and while a shard is retrying or failed,
+//	               naming the shards (their partitions answer
+//	               KAFKA_STORAGE_ERROR or a replica's state stands still)
 //	GET /v1/topics the topics as JSON, each with its id, partitions,
 //	               configs set and diskless state and epoch (SPEC §10);
 //	               503 until the coordinator is open
@@ -40,8 +48,8 @@ type httpEndpoint struct {
 	srv   *http.Server
 	ln    net.Listener
 	ready atomic.Bool
-	// health, once set, reports what /healthz answers: nil is healthy.
-	health atomic.Pointer[func() error]
+	// health, once set, is what /healthz and /readyz ask.
+	health atomic.Pointer[healthSource]
 	// topics, once set, lists the topics for /v1/topics.
 	topics atomic.Pointer[func() []diskless.Topic]
 	// groups, once set, lists the groups for /v1/groups.
@@ -58,18 +66,29 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if check := e.health.Load(); check != nil {
-			if err := (*check)(); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
+		doc, code := healthJSON{Status: "ok"}, http.StatusOK
+		if src := e.health.Load(); src != nil {
+			if err := live(*src); err != nil {
+				doc.Status, doc.Error, code = "failed", err.Error(), http.StatusServiceUnavailable
 			}
+			doc.Shards = shardsJSON((*src).ShardHealth())
 		}
-		w.Write([]byte("ok\n"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.Encode(doc)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !e.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
+		}
+		if src := e.health.Load(); src != nil {
+			if err := (*src).Unserved(); err != nil && !errors.Is(err, diskless.ErrClosed) {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		w.Write([]byte("ready\n"))
 	})
@@ -178,9 +197,68 @@ func topicsJSON(ts []diskless.Topic) []topicJSON {
 	return out
 }
 
-// setHealth makes /healthz answer 503 with check's error whenever it
-// returns one. Until it is called (start-up), /healthz answers 200.
-func (e *httpEndpoint) setHealth(check func() error) { e.health.Store(&check) }
+// healthSource is what /healthz and /readyz ask: a
+// coordinator.Coordinator.
+type healthSource interface {
+	// Err is liveness: shards failed for good (diskless.ErrClosed while
+	// a graceful stop runs, which is live).
+	Err() error
+	// Unserved is readiness: shards retrying or failed.
+	Unserved() error
+	ShardHealth() []coordinator.ShardHealth
+}
+
+// setHealth makes /healthz and /readyz answer from src. Until it is
+// called (start-up), /healthz answers 200 and /readyz asks only the
+// listener.
+func (e *httpEndpoint) setHealth(src healthSource) { e.health.Store(&src) }
+
+// live is /healthz's check (and diskless.coordinator.failed's): a shard
+// failed for good makes the process unhealthy. A coordinator closing in
+// a graceful stop does not: the process is finishing its files and will
+// exit by itself.
+func live(src interface{ Err() error }) error {
+	if err := src.Err(); err != nil && !errors.Is(err, diskless.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// healthJSON is /healthz's answer.
+type healthJSON struct {
+	// Status is ok (200) or failed (503: Error names the shards failed
+	// for good).
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Shards lists every coordinator shard once the coordinator is open.
+	Shards []shardJSON `json:"shards,omitempty"`
+}
+
+// shardJSON is one coordinator shard on /healthz.
+type shardJSON struct {
+	Shard int32 `json:"shard"`
+	// Role is hosted (this sidecar owns the shard) or replica.
+	Role string `json:"role"`
+	// State is serving, loading, retrying or failed
+	// (coordinator.ShardState).
+	State string `json:"state"`
+	// Error is the cause of retrying (the last attempt's) or failed.
+	Error string `json:"error,omitempty"`
+}
+
+func shardsJSON(hs []coordinator.ShardHealth) []shardJSON {
+	out := make([]shardJSON, len(hs))
+	for i, h := range hs {
+		out[i] = shardJSON{Shard: h.Shard, Role: "replica", State: h.State.String()}
+		if h.Hosted {
+			out[i].Role = "hosted"
+		}
+		if h.Err != nil {
+			out[i].Error = h.Err.Error()
+		}
+	}
+	return out
+}
 
 func (e *httpEndpoint) close(ctx context.Context) {
 	e.ready.Store(false)

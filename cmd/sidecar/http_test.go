@@ -2,20 +2,51 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 )
 
-// coordErr is a coordinator whose Err is set by the test.
-type coordErr struct{ err error }
+// fakeHealth is a coordinator whose health is set by the test.
+type fakeHealth struct {
+	mu            sync.Mutex
+	err, unserved error
+	shards        []coordinator.ShardHealth
+}
 
-func (c *coordErr) Err() error { return c.err }
+func (c *fakeHealth) set(err, unserved error, shards ...coordinator.ShardHealth) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err, c.unserved, c.shards = err, unserved, shards
+}
+
+func (c *fakeHealth) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *fakeHealth) Unserved() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unserved
+}
+
+func (c *fakeHealth) ShardHealth() []coordinator.ShardHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shards
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -33,41 +64,80 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // TestHealthzReportsFailedShards: /healthz answers 200 before the
-// coordinator is wired and while it is healthy or closing (a graceful stop),
-// and 503 naming the shard once one has failed.
+// coordinator is wired and while it is healthy, has a shard retrying
+// (live: the retry heals it) or is closing (a graceful stop), and 503
+// naming the shard once one has failed for good; its JSON lists each
+// shard's role, state and cause. /readyz answers 503 while a shard is
+// retrying or failed, naming it, as before the listener serves.
 func TestHealthzReportsFailedShards(t *testing.T) {
 	e, err := startHTTP("127.0.0.1:0", http.NotFoundHandler(), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.close(context.Background())
-	url := "http://" + e.ln.Addr().String() + "/healthz"
-	if code, _ := get(t, url); code != 200 {
+	base := "http://" + e.ln.Addr().String()
+	if code, _ := get(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz before the coordinator opened: %d, want 200", code)
 	}
-	c := &coordErr{}
-	e.setHealth(coordinatorHealth(c))
+	if code, _ := get(t, base+"/readyz"); code != 503 {
+		t.Fatalf("/readyz before the listener serves: %d, want 503", code)
+	}
+	e.ready.Store(true)
+	c := &fakeHealth{}
+	e.setHealth(c)
+	serving := coordinator.ShardHealth{Shard: 0, Hosted: true, State: coordinator.ShardServing}
+	replica := coordinator.ShardHealth{Shard: 2, State: coordinator.ShardServing}
+	gone := errors.New("coordinator: shard 1: replay: broker closed the connection")
+	retrying := coordinator.ShardHealth{Shard: 1, Hosted: true, State: coordinator.ShardRetrying, Err: gone}
+	diskFull := fmt.Errorf("%w: shard 1: metadata log write: no space left on device", diskless.ErrShardFailed)
+	failed := coordinator.ShardHealth{Shard: 1, Hosted: true, State: coordinator.ShardFailed, Err: diskFull}
 	for _, tc := range []struct {
-		name string
-		err  error
-		code int
-		body string
+		name          string
+		err, unserved error
+		shards        []coordinator.ShardHealth
+		health        int
+		status        string
+		want          []shardJSON
+		ready         int
+		readyBody     string
 	}{
-		{"healthy", nil, 200, "ok"},
-		{"shard failed", fmt.Errorf("%w: shard 1: metadata log write: no space left on device", diskless.ErrShardFailed), 503, "shard 1: metadata log write: no space left on device"},
-		{"closing", diskless.ErrClosed, 200, "ok"},
+		{"healthy", nil, nil, []coordinator.ShardHealth{serving, replica}, 200, "ok",
+			[]shardJSON{{0, "hosted", "serving", ""}, {2, "replica", "serving", ""}}, 200, "ready"},
+		{"shard retrying", nil, fmt.Errorf("%w: shard 1 retrying: %w", coordinator.ErrShardsUnserved, gone),
+			[]coordinator.ShardHealth{serving, retrying, replica}, 200, "ok",
+			[]shardJSON{{0, "hosted", "serving", ""}, {1, "hosted", "retrying", gone.Error()}, {2, "replica", "serving", ""}},
+			503, "shard 1 retrying: coordinator: shard 1: replay: broker closed the connection"},
+		{"shard failed", diskFull, fmt.Errorf("%w: shard 1: %w", coordinator.ErrShardsUnserved, diskFull),
+			[]coordinator.ShardHealth{serving, failed}, 503, "failed",
+			[]shardJSON{{0, "hosted", "serving", ""}, {1, "hosted", "failed", diskFull.Error()}},
+			503, "shard 1: metadata log write: no space left on device"},
+		{"closing", diskless.ErrClosed, diskless.ErrClosed, []coordinator.ShardHealth{serving}, 200, "ok",
+			[]shardJSON{{0, "hosted", "serving", ""}}, 200, "ready"},
 	} {
-		c.err = tc.err
-		if code, body := get(t, url); code != tc.code || !strings.Contains(body, tc.body) {
-			t.Errorf("%s: /healthz %d %q, want %d with %q", tc.name, code, body, tc.code, tc.body)
+		c.set(tc.err, tc.unserved, tc.shards...)
+		code, body := get(t, base+"/healthz")
+		var doc healthJSON
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatalf("%s: /healthz %d %q: %v", tc.name, code, body, err)
+		}
+		if code != tc.health || doc.Status != tc.status || !reflect.DeepEqual(doc.Shards, tc.want) {
+			t.Errorf("%s: /healthz %d %q, want %d, status %s and shards %+v", tc.name, code, body, tc.health, tc.status, tc.want)
+		}
+		if tc.health == 503 && !strings.Contains(doc.Error, diskFull.Error()) {
+			t.Errorf("%s: /healthz error %q, want the shard named", tc.name, doc.Error)
+		}
+		if code, body := get(t, base+"/readyz"); code != tc.ready || !strings.Contains(body, tc.readyBody) {
+			t.Errorf("%s: /readyz %d %q, want %d with %q", tc.name, code, body, tc.ready, tc.readyBody)
 		}
 	}
 }
 
-// TestHealthzOnARealCoordinator: a started sidecar's /healthz asks its
-// coordinator, which is healthy.
+// TestHealthzOnARealCoordinator: a started sidecar's /healthz and /readyz
+// ask its coordinator, which is healthy: every shard listed, hosted and
+// serving.
 func TestHealthzOnARealCoordinator(t *testing.T) {
-	a, err := start(testConfig(t), quiet)
+	cfg := testConfig(t)
+	a, err := start(cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +145,18 @@ func TestHealthzOnARealCoordinator(t *testing.T) {
 	if a.http.health.Load() == nil {
 		t.Fatal("/healthz is not wired to the coordinator")
 	}
-	if code, body := get(t, "http://"+a.http.ln.Addr().String()+"/healthz"); code != 200 {
-		t.Fatalf("/healthz %d %q, want 200", code, body)
+	base := "http://" + a.http.ln.Addr().String()
+	code, body := get(t, base+"/healthz")
+	var doc healthJSON
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || code != 200 || doc.Status != "ok" || len(doc.Shards) != int(a.coord.NumShards()) {
+		t.Fatalf("/healthz %d %q (%v), want 200, ok and %d shards", code, body, err, a.coord.NumShards())
+	}
+	for _, sh := range doc.Shards {
+		if sh.Role != "hosted" || sh.State != "serving" {
+			t.Fatalf("/healthz shard %+v, want hosted and serving", sh)
+		}
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d %q, want 200", code, body)
 	}
 }

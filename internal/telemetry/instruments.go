@@ -328,17 +328,31 @@ func ObserveLimits(mp metric.MeterProvider, maxPendingBytes int64) error {
 }
 
 // ObserveHealth exports diskless.coordinator.failed, a gauge: 1 while
-// health reports an error (a coordinator shard has failed and answers
-// KAFKA_STORAGE_ERROR until a rebuild it retries succeeds or the process
-// restarts; /healthz names the
-// shard), else 0. health is called on every collection and must be cheap
-// (coordinator.Coordinator.Err is).
-func ObserveHealth(mp metric.MeterProvider, health func() error) error {
+// health reports an error (a coordinator shard has failed for good and
+// answers KAFKA_STORAGE_ERROR until the process restarts; /healthz names
+// it), else 0; and diskless.coordinator.shards, a gauge of the shards by
+// state (serving, loading, retrying, failed: coordinator.ShardState) and
+// role (hosted, replica), every pair observed (0 included) so a series
+// never vanishes — a shard retrying its rebuild or reload while its log
+// cannot be read is counted there, not in the first. health and shards
+// are called on every collection and must be cheap
+// (coordinator.Coordinator's Err and ShardHealth are).
+func ObserveHealth(mp metric.MeterProvider, health func() error, shards func() []coordinator.ShardHealth) error {
 	m := Meter(mp)
 	g, err := m.Int64ObservableGauge("diskless.coordinator.failed", metric.WithUnit("{shard}"),
-		metric.WithDescription("1 while a coordinator shard has failed (/healthz answers 503 naming it), else 0"))
+		metric.WithDescription("1 while a coordinator shard has failed for good (/healthz answers 503 naming it), else 0"))
 	if err != nil {
 		return err
+	}
+	byState, err := m.Int64ObservableGauge("diskless.coordinator.shards", metric.WithUnit("{shard}"),
+		metric.WithDescription("coordinator shards by state (serving, loading, retrying, failed) and role (hosted, replica)"))
+	if err != nil {
+		return err
+	}
+	states := []coordinator.ShardState{coordinator.ShardServing, coordinator.ShardLoading, coordinator.ShardRetrying, coordinator.ShardFailed}
+	type key struct {
+		hosted bool
+		state  coordinator.ShardState
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		var v int64
@@ -346,7 +360,21 @@ func ObserveHealth(mp metric.MeterProvider, health func() error) error {
 			v = 1
 		}
 		o.ObserveInt64(g, v)
+		n := map[key]int64{}
+		for _, h := range shards() {
+			n[key{h.Hosted, h.State}]++
+		}
+		for _, hosted := range []bool{true, false} {
+			role := "replica"
+			if hosted {
+				role = "hosted"
+			}
+			for _, st := range states {
+				o.ObserveInt64(byState, n[key{hosted, st}], metric.WithAttributes(
+					attribute.String("state", st.String()), attribute.String("role", role)))
+			}
+		}
 		return nil
-	}, g)
+	}, g, byState)
 	return err
 }

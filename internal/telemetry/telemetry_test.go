@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/cache"
+	"github.com/diskless-sidecar/sidecar/coordinator"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/upload"
 )
@@ -113,7 +115,9 @@ func TestExport(t *testing.T) {
 }
 
 // TestHealthAndLimits: diskless_coordinator_failed follows the health
-// check on every scrape; the pending limit is the configured value.
+// check and diskless_coordinator_shards the shards' states on every
+// scrape, every state and role present (0 included); the pending limit
+// is the configured value.
 func TestHealthAndLimits(t *testing.T) {
 	p, err := NewPrometheus()
 	if err != nil {
@@ -121,7 +125,8 @@ func TestHealthAndLimits(t *testing.T) {
 	}
 	defer p.Shutdown(context.Background())
 	var failed error
-	if err := ObserveHealth(p, func() error { return failed }); err != nil {
+	var shards []coordinator.ShardHealth
+	if err := ObserveHealth(p, func() error { return failed }, func() []coordinator.ShardHealth { return shards }); err != nil {
 		t.Fatal(err)
 	}
 	if err := ObserveLimits(p, 1234); err != nil {
@@ -132,18 +137,33 @@ func TestHealthAndLimits(t *testing.T) {
 		p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		return rec.Body.String()
 	}
+	serving := coordinator.ShardHealth{Shard: 0, Hosted: true, State: coordinator.ShardServing}
+	retrying := coordinator.ShardHealth{Shard: 1, Hosted: true, State: coordinator.ShardRetrying, Err: errors.New("broker gone")}
+	replica := coordinator.ShardHealth{Shard: 2, State: coordinator.ShardServing}
 	for _, tc := range []struct {
-		err  error
-		want string
+		err    error
+		shards []coordinator.ShardHealth
+		want   []string
 	}{
-		{nil, "diskless_coordinator_failed 0"},
-		{errors.New("coordinator: shard failed: shard 1: disk"), "diskless_coordinator_failed 1"},
-		{nil, "diskless_coordinator_failed 0"},
+		{nil, []coordinator.ShardHealth{serving, serving, replica}, []string{"diskless_coordinator_failed 0",
+			shardsLine("hosted", "serving", 2), shardsLine("hosted", "retrying", 0), shardsLine("replica", "serving", 1), shardsLine("replica", "failed", 0)}},
+		{nil, []coordinator.ShardHealth{serving, retrying, replica}, []string{"diskless_coordinator_failed 0",
+			shardsLine("hosted", "serving", 1), shardsLine("hosted", "retrying", 1), shardsLine("replica", "serving", 1)}},
+		{errors.New("coordinator: shard failed: shard 1: disk"), []coordinator.ShardHealth{serving, {Shard: 1, Hosted: true, State: coordinator.ShardFailed}},
+			[]string{"diskless_coordinator_failed 1", shardsLine("hosted", "failed", 1), shardsLine("hosted", "retrying", 0), shardsLine("replica", "serving", 0)}},
+		{nil, nil, []string{"diskless_coordinator_failed 0", shardsLine("hosted", "failed", 0)}},
 	} {
-		failed = tc.err
+		failed, shards = tc.err, tc.shards
 		body := scrape()
-		if !strings.Contains(body, tc.want+"\n") || !strings.Contains(body, "diskless_produce_pending_limit_bytes 1234\n") {
-			t.Fatalf("health %v: want %q and the pending limit in:\n%s", tc.err, tc.want, body)
+		for _, want := range append(tc.want, "diskless_produce_pending_limit_bytes 1234") {
+			if !strings.Contains(body, want+"\n") {
+				t.Fatalf("health %v, shards %v: want %q in:\n%s", tc.err, tc.shards, want, body)
+			}
 		}
 	}
+}
+
+// shardsLine is the diskless_coordinator_shards line of role and state.
+func shardsLine(role, state string, n int) string {
+	return fmt.Sprintf(`diskless_coordinator_shards{role=%q,state=%q} %d`, role, state, n)
 }

@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"errors"
+
+	"github.com/diskless-sidecar/sidecar/metalog"
+)
+
+// ShardState is a coordinator shard's health on this sidecar
+// (Coordinator.ShardHealth; DESIGN §Observability): what /healthz and
+// /readyz answer and the diskless.coordinator.shards gauge counts.
+type ShardState int8
+
+const (
+	// ShardServing: the shard's state is its log's — hosted, it answers
+	// its requests; a read replica, it follows the log. A shard fenced in
+	// a cluster (another sidecar took its log over) is serving: it is
+	// served there, and the placement releases it here.
+	ShardServing ShardState = iota
+	// ShardLoading: the shard's state is being loaded whole — Host taking
+	// the shard over, a replica starting to follow it, or a hosted
+	// shard's first rebuild after a failed append; its requests get
+	// ErrShardLoading (COORDINATOR_LOAD_IN_PROGRESS) or wait meanwhile.
+	ShardLoading
+	// ShardRetrying: loading the shard's state from its log failed for a
+	// reason that may pass (retryableLoad: a Kafka broker restarting, no
+	// leader) and is retried with backoff until it succeeds — the shard
+	// then serves again without a restart. Meanwhile a hosted shard
+	// answers KAFKA_STORAGE_ERROR (its groups COORDINATOR_LOAD_IN_PROGRESS)
+	// and a replica's state stays where it was.
+	ShardRetrying
+	// ShardFailed: the shard failed for good, until the process restarts:
+	// its log is corrupt, holds what the state refuses, was taken over
+	// (alone: another process took it), or could not be followed.
+	ShardFailed
+)
+
+// String returns serving, loading, retrying or failed.
+func (s ShardState) String() string {
+	switch s {
+	case ShardServing:
+		return "serving"
+	case ShardLoading:
+		return "loading"
+	case ShardRetrying:
+		return "retrying"
+	case ShardFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// ShardHealth is one shard's health on this sidecar.
+type ShardHealth struct {
+	Shard int32
+	// Hosted reports whether this sidecar owns the shard (alone: every
+	// shard); otherwise it keeps a read replica of it (or is taking it
+	// over: State ShardLoading).
+	Hosted bool
+	State  ShardState
+	// Err is the cause of ShardRetrying (the last attempt's error, when
+	// there is one) and ShardFailed; nil otherwise.
+	Err error
+}
+
+// ShardHealth reports every shard's health, in shard order. Like Err it
+// takes each shard's read locks in turn, never waits for IO and is safe
+// for concurrent use. After Close has begun the shards' states are those
+// they stopped in.
+func (c *Coordinator) ShardHealth() []ShardHealth {
+	out := make([]ShardHealth, len(c.shards))
+	for i, s := range c.shards {
+		out[i] = s.health()
+	}
+	return out
+}
+
+// health classifies s (ShardState's cases).
+func (s *shard) health() ShardHealth {
+	s.host.RLock()
+	r, rep, unfollowed := s.host.role, s.host.rep, s.host.followErr
+	s.host.RUnlock()
+	s.mu.RLock()
+	failed, retrying := s.mu.failed, s.mu.retrying
+	s.mu.RUnlock()
+	h := ShardHealth{Shard: s.id, Hosted: r == roleHosted}
+	reloading := rep != nil && rep.reloading.Load()
+	switch {
+	case r == roleLoading:
+		h.State = ShardLoading
+	case r == roleReplica && reloading:
+		h.State, h.Err = ShardRetrying, rep.lastLoadErr()
+		if h.Err == nil {
+			h.Err = failed
+		}
+	case r == roleReplica && rep == nil && unfollowed != nil:
+		h.State, h.Err = ShardFailed, unfollowed
+	case r == roleReplica && rep == nil:
+		// A Release's follow under way.
+		h.State = ShardLoading
+	case failed != nil && s.c.clustered() && errors.Is(failed, metalog.ErrFenced):
+		// Moved to another sidecar: not a fault of this one.
+	case failed != nil && r == roleHosted && retrying:
+		h.State, h.Err = ShardRetrying, failed
+	case failed != nil:
+		h.State, h.Err = ShardFailed, failed
+	case r == roleHosted && s.rebuilding.Load():
+		h.State = ShardLoading
+	}
+	return h
+}

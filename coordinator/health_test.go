@@ -1,0 +1,143 @@
+package coordinator
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/diskless-sidecar/sidecar/diskless"
+	"github.com/diskless-sidecar/sidecar/metalog"
+)
+
+// waitHealth waits until shard's health on c is want, and returns it.
+func waitHealth(t *testing.T, c *Coordinator, shard int32, want ShardState) ShardHealth {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h := c.ShardHealth()[shard]
+		if h.State == want {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shard %d: %v (%v), want %v within 30 s", shard, h.State, h.Err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShardHealthRebuildRetrying: a hosted shard whose rebuild cannot
+// read its log for now is ShardRetrying, naming the cause: Err (liveness,
+// /healthz) stays nil — the retry heals it, a restart would not — and
+// Unserved (readiness, /readyz) names it; once the log answers it is
+// serving and both are nil. Before the retrying state Err reported the
+// shard failed, and a liveness probe restarted the process.
+func TestShardHealthRebuildRetrying(t *testing.T) {
+	e, top, l := oneCommitOnTestLog(t)
+	if h := e.c.ShardHealth()[0]; h.State != ShardServing || !h.Hosted || h.Err != nil {
+		t.Fatalf("health of a shard serving: %+v", h)
+	}
+	l.setFail(func([][]byte) (bool, error) { return false, errBrokerGone })
+	l.failReplay.Store(true)
+	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); err == nil {
+		t.Fatal("commit whose append failed succeeded")
+	}
+	h := waitHealth(t, e.c, 0, ShardRetrying)
+	if !h.Hosted || h.Err == nil || !strings.Contains(h.Err.Error(), "injected replay failure") {
+		t.Fatalf("health of a shard retrying its rebuild: %+v, want hosted naming the replay's failure", h)
+	}
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err while the shard retries its rebuild: %v, want nil (live)", err)
+	}
+	if err := e.c.Unserved(); !errors.Is(err, ErrShardsUnserved) || !strings.Contains(err.Error(), "shard 0 retrying: ") {
+		t.Fatalf("Unserved while the shard retries its rebuild: %v, want it named", err)
+	}
+	l.setFail(nil)
+	l.failReplay.Store(false)
+	waitHealth(t, e.c, 0, ShardServing)
+	if err := e.c.Unserved(); err != nil {
+		t.Fatalf("Unserved after the rebuild: %v", err)
+	}
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err after the rebuild: %v", err)
+	}
+}
+
+// TestShardHealthCorruptFailed: a shard whose rebuild finds its log
+// corrupt is ShardFailed: Err and Unserved both name it.
+func TestShardHealthCorruptFailed(t *testing.T) {
+	e, top, l := oneCommitOnTestLog(t)
+	l.setFail(func([][]byte) (bool, error) { return false, errors.New("test: write failed") })
+	l.mu.Lock()
+	l.replayErrs = []error{errors.Join(metalog.ErrCorrupt, errors.New("test: bad frame"))}
+	l.mu.Unlock()
+	if _, err := e.tryCommit(nextKey(), plain(top, 0, 1)); err == nil {
+		t.Fatal("commit whose append failed succeeded")
+	}
+	h := waitHealth(t, e.c, 0, ShardFailed)
+	if !errors.Is(h.Err, metalog.ErrCorrupt) {
+		t.Fatalf("health of a shard whose log is corrupt: %+v", h)
+	}
+	if err := e.c.Err(); !errors.Is(err, diskless.ErrShardFailed) || !strings.Contains(err.Error(), "shard 0: ") {
+		t.Fatalf("Err: %v, want shard 0 failed", err)
+	}
+	if err := e.c.Unserved(); !errors.Is(err, ErrShardsUnserved) || !strings.Contains(err.Error(), "shard 0: ") {
+		t.Fatalf("Unserved: %v, want shard 0 named", err)
+	}
+}
+
+// TestShardHealthReplicaReloading: a read replica whose records failed
+// to apply and whose reload cannot read its log is ShardRetrying (not
+// hosted) on its sidecar — live, not served — and serving once its log
+// answers; the owner's health is untouched.
+func TestShardHealthReplicaReloading(t *testing.T) {
+	cl, _, _, down := poisonedReplica(t)
+	a, b := cl.nodes[0], cl.nodes[1]
+	h := waitHealth(t, b, 1, ShardRetrying)
+	if h.Hosted || !errors.Is(h.Err, errBrokerGone) {
+		t.Fatalf("B's replica reloading: %+v, want a replica naming the log's failure", h)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("B's Err while its replica retries: %v, want nil", err)
+	}
+	if err := b.Unserved(); err == nil || !strings.Contains(err.Error(), "shard 1 retrying: ") {
+		t.Fatalf("B's Unserved: %v", err)
+	}
+	if err := a.Unserved(); err != nil {
+		t.Fatalf("A's Unserved: %v", err)
+	}
+	down.Store(false)
+	waitHealth(t, b, 1, ShardServing)
+}
+
+// TestShardHealthUnfollowed: a shard released whose log can no longer be
+// followed at all (OpenFollower fails) is ShardFailed on that sidecar:
+// neither hosted nor followed, its replica frozen until a restart.
+func TestShardHealthUnfollowed(t *testing.T) {
+	var refuse atomic.Bool
+	cl := newCluster(t, 1, func(c *Config) {
+		follow := c.OpenFollower
+		c.OpenFollower = func(s int32) (metalog.Follower, error) {
+			if refuse.Load() {
+				return nil, errors.New("test: no follower")
+			}
+			return follow(s)
+		}
+	})
+	a := cl.nodes[0]
+	cl.host(0, 1)
+	if h := a.ShardHealth()[1]; h.State != ShardServing || !h.Hosted {
+		t.Fatalf("shard hosted: %+v", h)
+	}
+	refuse.Store(true)
+	if err := a.Release(1); err == nil {
+		t.Fatal("Release whose follower cannot open succeeded")
+	}
+	if h := a.ShardHealth()[1]; h.State != ShardFailed || h.Hosted || h.Err == nil {
+		t.Fatalf("shard released and not followed: %+v, want failed", h)
+	}
+	if err := a.Err(); err == nil || !strings.Contains(err.Error(), "shard 1: ") {
+		t.Fatalf("Err: %v, want shard 1 named", err)
+	}
+}
