@@ -83,7 +83,8 @@ func (t groupTopics) Version() uint64 { return t.c.catalog.Load().version }
 // openGroups creates the shard's group coordinator over the offsets table
 // just replayed, and its timer.
 func (s *shard) openGroups() error {
-	gc, err := group.New(s.c.cfg.Groups, group.Deps{Topics: groupTopics{s.c}}, s.mu.st.groups, s.c.cfg.Now())
+	gc, err := group.New(s.c.cfg.Groups, group.Deps{Topics: groupTopics{s.c}, Logger: s.c.logger.With("shard", s.id)},
+		s.mu.st.groups, s.c.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("coordinator: shard %d: %w", s.id, err)
 	}

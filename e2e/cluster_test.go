@@ -915,10 +915,19 @@ type hconsumer struct {
 	lastRead atomic.Int64
 }
 
+// startGroupConsumer starts a member of group reading topic through s,
+// each record it reads observed in h as name's. Its client's log of the
+// group (memberLog) is printed if t fails.
 func startGroupConsumer(ctx context.Context, t *testing.T, s *Sidecar, h *history.History, name, group, topic string, opts ...kgo.Opt) *hconsumer {
 	c := &hconsumer{done: make(chan struct{})}
+	ml := &memberLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the group's member %s (%s), its client's log of the group:\n%s", name, s.Addr, ml.buf.String())
+		}
+	})
 	c.cl = s.Client(append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500 * time.Millisecond),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithLogger(ml), kgo.WithHooks(ml)}, opts...)...)
 	go func() {
 		defer close(c.done)
 		for {
@@ -939,6 +948,53 @@ func startGroupConsumer(ctx context.Context, t *testing.T, s *Sidecar, h *histor
 		}
 	}()
 	return c
+}
+
+// memberLog is a group member's client log as far as the group goes, kept
+// for a failure (a stalled group cannot be explained without it): kgo's
+// info lines and above (joins, syncs, assignments, heartbeat errors),
+// its debug lines of coordinator lookups, retried requests and broken
+// connections, and every group request written and response read (broker,
+// API, error), each line stamped with the wall clock.
+type memberLog struct{ buf lockedBuffer }
+
+// memberLogDebug are the kgo debug lines memberLog keeps.
+var memberLogDebug = map[string]bool{
+	"prepared to issue find coordinator request":   true,
+	"retrying request":                             true,
+	"read from broker errored, killing connection": true,
+	"opening connection to broker":                 true,
+}
+
+// groupKeys are the APIs of the group's coordinator whose requests
+// memberLog records.
+var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true}
+
+func (l *memberLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l *memberLog) Log(level kgo.LogLevel, msg string, kvs ...any) {
+	if level == kgo.LogLevelDebug && !memberLogDebug[msg] {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", time.Now().UTC().Format("15:04:05.000"), level, msg)
+	for i := 0; i+1 < len(kvs); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", kvs[i], kvs[i+1])
+	}
+	b.WriteByte('\n')
+	l.buf.Write([]byte(b.String()))
+}
+
+func (l *memberLog) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if groupKeys[key] {
+		l.Log(kgo.LogLevelInfo, "wrote "+kmsg.NameForKey(key), "broker", meta.NodeID, "err", err)
+	}
+}
+
+func (l *memberLog) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, readWait, timeToRead time.Duration, err error) {
+	if groupKeys[key] {
+		l.Log(kgo.LogLevelInfo, "read "+kmsg.NameForKey(key), "broker", meta.NodeID, "after", (readWait + timeToRead).Round(time.Millisecond), "err", err)
+	}
 }
 
 // stopConsuming closes the member and returns when its fetches came.

@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"time"
 
@@ -374,6 +375,16 @@ func (g *classicGroup) initNextGeneration(now int64) {
 	clear(g.pendingSync)
 }
 
+// memberIDs returns the group's member ids in join order, at most 16
+// and then how many more (for a log line).
+func memberIDs(g *classicGroup) []string {
+	const most = 16
+	if len(g.order) <= most {
+		return slices.Clone(g.order)
+	}
+	return append(slices.Clone(g.order[:most]), fmt.Sprintf("(%d more)", len(g.order)-most))
+}
+
 // ---- JoinGroup ----
 
 // JoinGroup handles a JoinGroup request (v0–v9). respond is called with the
@@ -521,6 +532,7 @@ func (c *Coordinator) joinExistingMember(g *classicGroup, j joinArgs, now int64)
 	}
 	if c.adopts(g.id, g, now, memberID, req.InstanceID) {
 		// A member from before the shard's takeover (AdoptMembers).
+		c.log.Debug("group: a member from before the takeover joins as it is", "group", g.id, "member", memberID)
 		c.addMember(g, j, memberID, now)
 		return
 	}
@@ -532,7 +544,7 @@ func (c *Coordinator) joinExistingMember(g *classicGroup, j joinArgs, now int64)
 	switch g.state {
 	case statePreparingRebalance:
 		g.updateMember(m, req.Protocols, j.rebalance, req.SessionTimeoutMillis, req.Version, j.respond)
-		c.maybePrepareRebalanceOrCompleteJoin(g, now)
+		c.maybePrepareRebalanceOrCompleteJoin(g, now, "member "+memberID+" rejoined")
 	case stateCompletingRebalance:
 		if m.matches(req.Protocols) {
 			// The member lost the join answer: send it again.
@@ -546,13 +558,17 @@ func (c *Coordinator) joinExistingMember(g *classicGroup, j joinArgs, now int64)
 			return
 		}
 		g.updateMember(m, req.Protocols, j.rebalance, req.SessionTimeoutMillis, req.Version, j.respond)
-		c.maybePrepareRebalanceOrCompleteJoin(g, now)
+		c.maybePrepareRebalanceOrCompleteJoin(g, now, "member "+memberID+" rejoined with other protocols")
 	case stateStable:
 		if g.isLeader(memberID) || !m.matches(req.Protocols) {
 			// A leader's JoinGroup starts a rebalance (it may have seen
 			// topic metadata change); so does changed member metadata.
+			reason := "member " + memberID + " rejoined with other protocols"
+			if m.matches(req.Protocols) {
+				reason = "the leader " + memberID + " rejoined"
+			}
 			g.updateMember(m, req.Protocols, j.rebalance, req.SessionTimeoutMillis, req.Version, j.respond)
-			c.maybePrepareRebalanceOrCompleteJoin(g, now)
+			c.maybePrepareRebalanceOrCompleteJoin(g, now, reason)
 			return
 		}
 		resp := g.joinResponse(memberID, nil)
@@ -586,7 +602,7 @@ func (c *Coordinator) addMember(g *classicGroup, j joinArgs, memberID string, no
 	// A new member cannot heartbeat (it has no id yet) and a parked join
 	// hides a disconnect: time the join out so defunct members go.
 	c.scheduleClassicHeartbeat(g.id, memberID, now+c.cfg.NewMemberJoinTimeout.Milliseconds())
-	c.maybePrepareRebalanceOrCompleteJoin(g, now)
+	c.maybePrepareRebalanceOrCompleteJoin(g, now, "member "+memberID+" joined")
 }
 
 // updateStaticMember replaces a static member's old member id by a new one
@@ -643,18 +659,21 @@ func (c *Coordinator) updateStaticMember(g *classicGroup, j joinArgs, oldID, new
 			g.completeJoin(m, resp)
 			return
 		}
-		c.maybePrepareRebalanceOrCompleteJoin(g, now)
+		c.maybePrepareRebalanceOrCompleteJoin(g, now, "static member "+newID+" rejoined with other protocols")
 	case stateCompletingRebalance:
 		// The leader may already be assigning for the old member id.
-		c.prepareRebalance(g, now)
+		c.prepareRebalance(g, now, "static member "+newID+" replaced "+oldID+" while the leader assigns")
 	default:
 		c.maybeCompleteJoinPhase(g, now)
 	}
 }
 
-func (c *Coordinator) maybePrepareRebalanceOrCompleteJoin(g *classicGroup, now int64) {
+// maybePrepareRebalanceOrCompleteJoin begins a rebalance for reason
+// (logged) if the group's state allows one, else ends the join phase if
+// every member rejoined.
+func (c *Coordinator) maybePrepareRebalanceOrCompleteJoin(g *classicGroup, now int64, reason string) {
 	if g.canRebalance() {
-		c.prepareRebalance(g, now)
+		c.prepareRebalance(g, now, reason)
 		return
 	}
 	c.maybeCompleteJoinPhase(g, now)
@@ -667,7 +686,7 @@ func (c *Coordinator) maybeCompleteJoinPhase(g *classicGroup, now int64) {
 	c.completeJoin(g, now)
 }
 
-func (c *Coordinator) prepareRebalance(g *classicGroup, now int64) {
+func (c *Coordinator) prepareRebalance(g *classicGroup, now int64, reason string) {
 	if g.is(stateCompletingRebalance) {
 		// Members waiting in SyncGroup rejoin.
 		for _, id := range g.order {
@@ -680,6 +699,8 @@ func (c *Coordinator) prepareRebalance(g *classicGroup, now int64) {
 	c.timers.cancel(timerKey{timerClassicSync, g.id, ""})
 	initial := g.is(stateEmpty)
 	g.transition(statePreparingRebalance, now)
+	c.log.Debug("group: rebalance begun", "group", g.id, "from", g.prevState.String(), "generation", g.generation,
+		"members", memberIDs(g), "reason", reason, "rebalance_timeout_ms", g.rebalanceTimeoutMs())
 	if initial {
 		delay := c.cfg.InitialRebalanceDelay.Milliseconds()
 		remaining := max(int64(g.rebalanceTimeoutMs())-delay, 0)
@@ -722,11 +743,13 @@ func (c *Coordinator) scheduleJoinTimeout(group string, at int64) {
 // answer (the leader with the member list).
 func (c *Coordinator) completeJoin(g *classicGroup, now int64) {
 	c.timers.cancel(timerKey{timerClassicJoin, g.id, ""})
+	var removed []string
 	for _, id := range slices.Clone(g.order) {
 		m := g.members[id]
 		if m.awaitingJoin == nil && m.instanceID == nil {
 			g.remove(id)
 			c.timers.cancel(timerKey{timerClassicHeartbeat, g.id, id})
+			removed = append(removed, id)
 		}
 	}
 	if g.is(stateDead) {
@@ -735,10 +758,14 @@ func (c *Coordinator) completeJoin(g *classicGroup, now int64) {
 	if !g.maybeElectNewJoinedLeader() && len(g.members) > 0 {
 		// Only static members that did not rejoin are left: wait another
 		// rebalance timeout for them (their sessions expire meanwhile).
+		c.log.Debug("group: join phase extended: only static members that did not rejoin are left", "group", g.id,
+			"members", memberIDs(g), "removed", removed)
 		c.scheduleJoinTimeout(g.id, now+int64(g.rebalanceTimeoutMs()))
 		return
 	}
 	g.initNextGeneration(now)
+	c.log.Debug("group: join phase ended", "group", g.id, "generation", g.generation, "state", g.state.String(),
+		"members", memberIDs(g), "leader", g.leader, "protocol", g.protocol, "removed", removed)
 	if g.is(stateEmpty) {
 		c.markEmpty(g.id, now)
 		return
@@ -768,13 +795,15 @@ func (c *Coordinator) expirePendingSync(group string, generation int32, now int6
 	if !g.is(stateCompletingRebalance) && !g.is(stateStable) || len(g.pendingSync) == 0 {
 		return
 	}
+	var removed []string
 	for _, id := range slices.Clone(g.order) {
 		if _, ok := g.pendingSync[id]; ok {
 			g.remove(id)
 			c.timers.cancel(timerKey{timerClassicHeartbeat, g.id, id})
+			removed = append(removed, id)
 		}
 	}
-	c.prepareRebalance(g, now)
+	c.prepareRebalance(g, now, fmt.Sprintf("members %v did not sync within the rebalance timeout", removed))
 }
 
 func (c *Coordinator) scheduleClassicHeartbeat(group, member string, at int64) {
@@ -789,6 +818,7 @@ func (c *Coordinator) expireClassicHeartbeat(group, memberID string, now int64) 
 		return
 	}
 	if _, ok := g.pendingJoin[memberID]; ok {
+		c.log.Debug("group: a member given its id did not join within its session timeout", "group", g.id, "member", memberID)
 		g.remove(memberID)
 		if g.is(statePreparingRebalance) && g.hasAllMembersJoined() {
 			c.completeJoin(g, now)
@@ -804,18 +834,24 @@ func (c *Coordinator) expireClassicHeartbeat(group, memberID string, now int64) 
 	if !m.isNew && (m.awaitingJoin != nil || m.awaitingSync != nil) {
 		return
 	}
-	c.removeClassicMember(g, m, now)
+	reason := "member " + m.id + "'s session expired"
+	if m.isNew {
+		reason = "new member " + m.id + "'s join timed out"
+	}
+	c.log.Debug("group: member removed", "group", g.id, "member", m.id, "state", g.state.String(), "generation", g.generation,
+		"reason", reason)
+	c.removeClassicMember(g, m, now, reason)
 }
 
-// removeClassicMember drops a member (session expired or left) and moves
-// the group on.
-func (c *Coordinator) removeClassicMember(g *classicGroup, m *classicMember, now int64) {
+// removeClassicMember drops a member (session expired or left: reason,
+// logged) and moves the group on.
+func (c *Coordinator) removeClassicMember(g *classicGroup, m *classicMember, now int64, reason string) {
 	g.completeJoin(m, &kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code})
 	g.remove(m.id)
 	c.timers.cancel(timerKey{timerClassicHeartbeat, g.id, m.id})
 	switch g.state {
 	case stateStable, stateCompletingRebalance:
-		c.maybePrepareRebalanceOrCompleteJoin(g, now)
+		c.maybePrepareRebalanceOrCompleteJoin(g, now, reason)
 	case statePreparingRebalance:
 		if g.hasAllMembersJoined() {
 			c.completeJoin(g, now)
@@ -897,6 +933,7 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 			c.propagateSync(g, g.members[id], 0, ms)
 		}
 		g.transition(stateStable, ms)
+		c.log.Debug("group: stable", "group", g.id, "generation", g.generation, "members", memberIDs(g))
 	case stateStable:
 		c.removePendingSync(g, req.MemberID)
 		resp := kmsg.NewPtrSyncGroupResponse()
@@ -1045,7 +1082,7 @@ func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) *km
 	if left > 0 {
 		switch g.state {
 		case stateStable, stateCompletingRebalance:
-			c.maybePrepareRebalanceOrCompleteJoin(g, ms)
+			c.maybePrepareRebalanceOrCompleteJoin(g, ms, fmt.Sprintf("%d member(s) left", left))
 		case statePreparingRebalance:
 			c.maybeCompleteJoinPhase(g, ms)
 		}

@@ -1,6 +1,9 @@
 package group
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -502,4 +505,33 @@ func TestClassicAdoptMembersCommit(t *testing.T) {
 	wantCode(t, "a simple consumer's commit in the window", h.commit(8, "g", "", -1, 7), nil)
 	h.advance(DefaultMaxSessionTimeout)
 	wantCode(t, "an unknown member's commit after the window", h.commit(8, "g", "old-1", 4, 8), kerr.UnknownMemberID)
+}
+
+// TestClassicLogsStateChanges: a group's rebalances, with their reason,
+// generation and members, and a member's expiry are debug lines of the
+// Coordinator's logger (Deps.Logger), and the adoption window an info
+// line — what a stalled group is analysed from.
+func TestClassicLogsStateChanges(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHarness(t, Config{})
+	h.c.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.c.AdoptMembers(h.now)
+	ids, gen := stableGroup(t, h, 2)
+	for range 3 {
+		h.advance(3 * time.Second)
+		wantCode(t, "heartbeat", h.heartbeat("g", ids[0], gen), nil)
+	}
+	h.advance(3 * time.Second) // ids[1]'s 10 s session expires
+	for _, want := range []string{
+		`level=INFO msg="group: adopting the members`,
+		`msg="group: rebalance begun" group=g from=Empty generation=0 members=[` + ids[0] + `] reason="member ` + ids[0] + ` joined"`,
+		`msg="group: join phase ended" group=g generation=1 state=CompletingRebalance members="[` + ids[0] + ` ` + ids[1] + `]"`,
+		`msg="group: stable" group=g generation=1`,
+		`msg="group: member removed" group=g member=` + ids[1] + ` state=Stable generation=1 reason="member ` + ids[1] + `'s session expired"`,
+		`msg="group: rebalance begun" group=g from=Stable generation=1 members=[` + ids[0] + `] reason="member ` + ids[1] + `'s session expired"`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, buf.String())
+		}
+	}
 }

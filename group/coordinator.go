@@ -3,6 +3,7 @@ package group
 import (
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +43,7 @@ type Coordinator struct {
 	cfg      Config
 	topics   Topics
 	newID    func() string
+	log      *slog.Logger
 	offsets  *Offsets
 	timers   timers
 	classic  map[string]*classicGroup
@@ -70,6 +72,12 @@ type Deps struct {
 	// NewID returns a fresh unique member id suffix (a UUID in Kafka);
 	// nil uses 128 random bits in hex. Tests inject a counter.
 	NewID func() string
+	// Logger gets the classic groups' state changes at debug level
+	// (a rebalance begun and ended, with its generation and members; a
+	// member removed, and why) and the adoption window at info (DESIGN
+	// §Logging: a client can cause rebalances at will, so they are
+	// debug lines); nil logs nothing.
+	Logger *slog.Logger
 }
 
 // New returns a Coordinator over offsets (the shard's replayed table,
@@ -86,10 +94,15 @@ func New(cfg Config, deps Deps, offsets *Offsets, now time.Time) (*Coordinator, 
 	if newID == nil {
 		newID = randomID
 	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Coordinator{
 		cfg:        cfg.withDefaults(),
 		topics:     deps.Topics,
 		newID:      newID,
+		log:        log,
 		offsets:    offsets,
 		timers:     newTimers(),
 		classic:    make(map[string]*classicGroup),
@@ -121,6 +134,8 @@ func randomID() string {
 // with its offsets.
 func (c *Coordinator) AdoptMembers(now time.Time) {
 	c.adoptUntil = now.UnixMilli() + c.cfg.MaxSessionTimeout.Milliseconds()
+	c.log.Info("group: adopting the members of the groups from before the takeover as they come",
+		"until", time.UnixMilli(c.adoptUntil).UTC())
 }
 
 // adopts reports whether a member of group g (nil: not known here) that
