@@ -293,6 +293,8 @@ func (c *Coordinator) Close() error {
 // rebuild its state from its metadata log because the log is corrupt,
 // taken over (alone) or holds what the state refuses; it answers
 // KAFKA_STORAGE_ERROR until a restart while the other shards go on. A
+// read replica that can no longer be followed is failed too
+// (ShardHealth, TestShardHealthUnfollowed). A
 // shard whose rebuild cannot read its log for now (ShardRetrying) is not
 // reported: it retries until it serves again, and a restart would only
 // start the same wait over (Unserved reports it). Err takes each shard's
