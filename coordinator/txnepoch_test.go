@@ -48,12 +48,6 @@ func TestTxnCoordinatorEpochFenced(t *testing.T) {
 	replayAndSnapshot(t, func(t *testing.T, e *env) {
 		top := e.createTopic("t", 1, nil)
 		tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
-		take := func(what string, b diskless.CommitBatch) {
-			t.Helper()
-			if r := e.commit(nextKey(), b)[0]; r.Err != nil {
-				t.Fatalf("%s: %v", what, r.Err)
-			}
-		}
 		ends := func(what string, hwm, lso int64, epoch int32) {
 			t.Helper()
 			r := e.findCommitted(top, 0, 0)
@@ -64,11 +58,11 @@ func TestTxnCoordinatorEpochFenced(t *testing.T) {
 				t.Fatalf("%s: coordinator epoch %d, want %d", what, got, epoch)
 			}
 		}
-		take("0: transaction 1's batch", withSeq(txnData(top, 0, 7, 0, 1), 1))
+		commitOK(t, e, "0: transaction 1's batch", withSeq(txnData(top, 0, 7, 0, 1), 1))
 		ends("no marker yet", 1, 0, -1)
-		take("1: transaction 1's COMMIT, epoch 3", withEpoch(withSeq(marker(top, 0, 7, true), 1), 3))
+		commitOK(t, e, "1: transaction 1's COMMIT, epoch 3", withEpoch(withSeq(marker(top, 0, 7, true), 1), 3))
 		ends("after epoch 3's marker", 2, 2, 3)
-		take("2: transaction 2's batch", withSeq(txnData(top, 0, 7, 1, 1), 2))
+		commitOK(t, e, "2: transaction 2's batch", withSeq(txnData(top, 0, 7, 1, 1), 2))
 		stale := withEpoch(withSeq(marker(top, 0, 7, false), 2), 2)
 		if r := e.commit(nextKey(), stale)[0]; r.Err != kerr.TransactionCoordinatorFenced {
 			t.Fatalf("a marker of epoch 2 after one of 3: %v, want TRANSACTION_COORDINATOR_FENCED", r.Err)
@@ -79,19 +73,19 @@ func TestTxnCoordinatorEpochFenced(t *testing.T) {
 		if r := e.commit(nextKey(), stale)[0]; r.Err != kerr.TransactionCoordinatorFenced {
 			t.Fatalf("reopened, a marker of epoch 2: %v, want TRANSACTION_COORDINATOR_FENCED", r.Err)
 		}
-		take("3: transaction 2's COMMIT, epoch 3 again", withEpoch(withSeq(marker(top, 0, 7, true), 2), 3))
+		commitOK(t, e, "3: transaction 2's COMMIT, epoch 3 again", withEpoch(withSeq(marker(top, 0, 7, true), 2), 3))
 		ends("after the same epoch's marker", 4, 4, 3)
-		take("4: transaction 3's batch", withSeq(txnData(top, 0, 7, 2, 1), 3))
-		take("5: transaction 3's ABORT, epoch 4", withEpoch(withSeq(marker(top, 0, 7, false), 3), 4))
+		commitOK(t, e, "4: transaction 3's batch", withSeq(txnData(top, 0, 7, 2, 1), 3))
+		commitOK(t, e, "5: transaction 3's ABORT, epoch 4", withEpoch(withSeq(marker(top, 0, 7, false), 3), 4))
 		ends("after epoch 4's marker", 6, 6, 4)
 		e.reopenSame()
 		ends("reopened again", 6, 6, 4)
 		// Another producer has its own epoch: none yet.
-		take("6: producer 8's batch", withSeq(txnData(top, 0, 8, 0, 1), 1))
+		commitOK(t, e, "6: producer 8's batch", withSeq(txnData(top, 0, 8, 0, 1), 1))
 		if got := producerCoordEpoch(t, e.c, tp, 8); got != -1 {
 			t.Fatalf("producer 8's coordinator epoch %d, want -1", got)
 		}
-		take("7: producer 8's COMMIT, epoch 0", withEpoch(withSeq(marker(top, 0, 8, true), 1), 0))
+		commitOK(t, e, "7: producer 8's COMMIT, epoch 0", withEpoch(withSeq(marker(top, 0, 8, true), 1), 0))
 		if got := producerCoordEpoch(t, e.c, tp, 8); got != 0 {
 			t.Fatalf("producer 8's coordinator epoch %d, want 0", got)
 		}

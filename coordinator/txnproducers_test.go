@@ -53,6 +53,14 @@ func commitOK(t *testing.T, e *env, what string, b diskless.CommitBatch) {
 	}
 }
 
+// commitNow is commitOK of b stamped with the test clock's time (its
+// BatchMaxTimestamp), as the writer of a marker stamps it.
+func commitNow(t *testing.T, e *env, what string, b diskless.CommitBatch) {
+	t.Helper()
+	b.BatchMaxTimestamp = e.clock.Ms()
+	commitOK(t, e, what, b)
+}
+
 // TestProducerStateAfterMarkers: a marker updates its producer's state in
 // the partition as Kafka's does (SPEC §15) — a producer that only had a
 // marker there is listed by DescribeProducers at the marker's epoch, with
@@ -68,13 +76,7 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		top := e.createTopic("t", 2, nil)
 		tp0 := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
 		tp1 := diskless.TopicPartition{TopicID: top.ID, Partition: 1}
-		// Each batch's and marker's timestamp is the clock's, as the
-		// writer of a marker stamps it.
-		take := func(what string, b diskless.CommitBatch) {
-			t.Helper()
-			b.BatchMaxTimestamp = e.clock.Ms()
-			commitOK(t, e, what, b)
-		}
+		// Each batch's and marker's timestamp is the clock's (commitNow).
 		refused := func(what string, b diskless.CommitBatch, want error) {
 			t.Helper()
 			b.BatchMaxTimestamp = e.clock.Ms()
@@ -98,26 +100,26 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		}
 
 		t0 := e.clock.Ms()
-		take("producer 7's batch, epoch 2", dataAt(7, 2, 0, 2))
+		commitNow(t, e, "producer 7's batch, epoch 2", dataAt(7, 2, 0, 2))
 		want("after the batch", tp0, fmt.Sprintf("7 epoch 2 seq 1 ts %d coordinator epoch -1 txn 0", t0))
 
 		// A marker of the same epoch: the sequences stay, its time counts.
 		e.clock.Advance(time.Second)
 		t1 := e.clock.Ms()
-		take("its COMMIT, epoch 2", markerAt(0, 7, 2, true))
+		commitNow(t, e, "its COMMIT, epoch 2", markerAt(0, 7, 2, true))
 		want("after the same epoch's marker", tp0, fmt.Sprintf("7 epoch 2 seq 1 ts %d coordinator epoch 0 txn -1", t1))
-		take("the next batch continues the sequence", dataAt(7, 2, 2, 1))
+		commitNow(t, e, "the next batch continues the sequence", dataAt(7, 2, 2, 1))
 
 		// A producer with only a marker in the partition is listed.
 		e.clock.Advance(time.Second)
 		t2 := e.clock.Ms()
-		take("producer 9's ABORT in a partition it never wrote", markerAt(1, 9, 3, false))
+		commitNow(t, e, "producer 9's ABORT in a partition it never wrote", markerAt(1, 9, 3, false))
 		want("after a marker alone", tp1, fmt.Sprintf("9 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t2))
 
 		// A marker of a newer epoch takes it and forgets the sequences.
 		e.clock.Advance(time.Second)
 		t3 := e.clock.Ms()
-		take("producer 7's ABORT, epoch 3", markerAt(0, 7, 3, false))
+		commitNow(t, e, "producer 7's ABORT, epoch 3", markerAt(0, 7, 3, false))
 		want("after the bumping marker", tp0, fmt.Sprintf("7 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t3))
 		refused("a batch of the epoch before", dataAt(7, 2, 3, 1), kerr.InvalidProducerEpoch)
 		refused("a batch of the new epoch not at 0", dataAt(7, 3, 3, 1), kerr.OutOfOrderSequenceNumber)
@@ -129,13 +131,13 @@ func TestProducerStateAfterMarkers(t *testing.T) {
 		want("after an older epoch's marker", tp0, fmt.Sprintf("7 epoch 3 seq -1 ts %d coordinator epoch 0 txn -1", t3))
 
 		t5 := e.clock.Ms()
-		take("a batch of the new epoch at 0", dataAt(7, 3, 0, 1))
+		commitNow(t, e, "a batch of the new epoch at 0", dataAt(7, 3, 0, 1))
 		want("after the new epoch's first batch", tp0, fmt.Sprintf("7 epoch 3 seq 0 ts %d coordinator epoch 0 txn 5", t5)) // the refused marker took no offset
 
 		// Producer 9's state expires a day after its marker (the sweep
 		// runs at a commit).
 		e.clock.Set(time.UnixMilli(t2 + DefaultProducerIDExpirationMs))
-		take("a batch of another producer", idem(top, 1, 11, 0, 0, 1))
+		commitNow(t, e, "a batch of another producer", idem(top, 1, 11, 0, 0, 1))
 		want("a day after the marker", tp1, fmt.Sprintf("11 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
 	})
 }
@@ -152,26 +154,21 @@ func TestMarkerResentRefreshesEntry(t *testing.T) {
 	replayAndSnapshot(t, func(t *testing.T, e *env) {
 		top := e.createTopic("t", 1, nil)
 		tp := diskless.TopicPartition{TopicID: top.ID, Partition: 0}
-		take := func(what string, b diskless.CommitBatch) {
-			t.Helper()
-			b.BatchMaxTimestamp = e.clock.Ms()
-			commitOK(t, e, what, b)
-		}
 		want := func(what string, lines ...string) {
 			t.Helper()
 			wantProducers(t, e, what, tp, lines...)
 		}
-		take("producer 7's batch of transaction 1", withSeq(txnData(top, 0, 7, 0, 1), 1))
+		commitNow(t, e, "producer 7's batch of transaction 1", withSeq(txnData(top, 0, 7, 0, 1), 1))
 		t0 := e.clock.Ms()
-		take("its ABORT, coordinator epoch 0", withEpoch(withSeq(marker(top, 0, 7, false), 1), 0))
+		commitNow(t, e, "its ABORT, coordinator epoch 0", withEpoch(withSeq(marker(top, 0, 7, false), 1), 0))
 		e.clock.Advance(time.Hour)
 		t1 := e.clock.Ms()
-		take("the same ABORT from the new owner, coordinator epoch 1", withEpoch(withSeq(marker(top, 0, 7, false), 1), 1))
+		commitNow(t, e, "the same ABORT from the new owner, coordinator epoch 1", withEpoch(withSeq(marker(top, 0, 7, false), 1), 1))
 		want("after the marker again", fmt.Sprintf("7 epoch 0 seq 0 ts %d coordinator epoch 1 txn -1", t1))
 
 		// A day after the first marker: a commit sweeps the state.
 		e.clock.Set(time.UnixMilli(t0 + DefaultProducerIDExpirationMs))
-		take("a batch of another producer", idem(top, 0, 11, 0, 0, 1))
+		commitNow(t, e, "a batch of another producer", idem(top, 0, 11, 0, 0, 1))
 		want("a day after the first marker", fmt.Sprintf("7 epoch 0 seq 0 ts %d coordinator epoch 1 txn -1", t1),
 			fmt.Sprintf("11 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
 		if r := e.commit(nextKey(), withEpoch(marker(top, 0, 7, false), 0))[0]; r.Err != kerr.TransactionCoordinatorFenced {
@@ -193,31 +190,27 @@ func TestProducerLastTimestamp(t *testing.T) {
 			t.Helper()
 			wantProducers(t, e, what, diskless.TopicPartition{TopicID: top.ID, Partition: p}, lines...)
 		}
-		take := func(what string, b diskless.CommitBatch) {
-			t.Helper()
-			commitOK(t, e, what, b)
-		}
 		old := e.clock.Ms() - time.Hour.Milliseconds()
 		ct := idem(top, 0, 7, 0, 0, 2)
 		ct.BatchMaxTimestamp = old
-		take("a CreateTime batch an hour old", ct)
+		commitOK(t, e, "a CreateTime batch an hour old", ct)
 		want("after the CreateTime batch", 0, fmt.Sprintf("7 epoch 0 seq 1 ts %d coordinator epoch -1 txn -1", old))
 
 		lat := idem(top, 1, 8, 0, 0, 1)
 		lat.BatchMaxTimestamp, lat.TimestampType = old, batch.TimestampLogAppendTime
-		take("a LogAppendTime batch", lat)
+		commitOK(t, e, "a LogAppendTime batch", lat)
 		want("after the LogAppendTime batch", 1, fmt.Sprintf("8 epoch 0 seq 0 ts %d coordinator epoch -1 txn -1", e.clock.Ms()))
 
 		e.clock.Advance(time.Second)
 		m := marker(top, 0, 7, false)
 		m.BatchMaxTimestamp = e.clock.Ms() - 10
-		take("an ABORT stamped 10 ms before its commit", m)
+		commitOK(t, e, "an ABORT stamped 10 ms before its commit", m)
 		want("after the marker", 0, fmt.Sprintf("7 epoch 0 seq 1 ts %d coordinator epoch 0 txn -1", e.clock.Ms()-10))
 
 		// Producer 7 expires a day after its marker's commit, not its
 		// timestamp: 5 ms before, a commit (which sweeps) keeps it.
 		e.clock.Set(time.UnixMilli(e.clock.Ms() - 5 + DefaultProducerIDExpirationMs))
-		take("a batch of another producer", idem(top, 0, 11, 0, 0, 1))
+		commitOK(t, e, "a batch of another producer", idem(top, 0, 11, 0, 0, 1))
 		if got := describeProducers(t, e.c, diskless.TopicPartition{TopicID: top.ID, Partition: 0}); len(got) != 2 {
 			t.Fatalf("a day after the marker's timestamp, before its commit's: producers %q, want 7's and 11's", got)
 		}
