@@ -81,18 +81,20 @@ func (s *shard) health() ShardHealth {
 	r, rep, unfollowed := s.host.role, s.host.rep, s.host.followErr
 	s.host.RUnlock()
 	s.mu.RLock()
-	failed, retrying := s.mu.failed, s.mu.retrying
+	failed := s.mu.failed
 	s.mu.RUnlock()
+	// A failed rebuild the driver retries leaves rebuilding set (rebuild).
+	retrying := failed != nil && s.rebuilding.Load()
 	h := ShardHealth{Shard: s.id, Hosted: r == roleHosted}
-	reloading := rep != nil && rep.reloading.Load()
+	var reloading error
+	if rep != nil {
+		reloading = rep.reloading()
+	}
 	switch {
 	case r == roleLoading:
 		h.State = ShardLoading
-	case r == roleReplica && reloading:
-		h.State, h.Err = ShardRetrying, rep.lastLoadErr()
-		if h.Err == nil {
-			h.Err = failed
-		}
+	case r == roleReplica && reloading != nil:
+		h.State, h.Err = ShardRetrying, reloading
 	case r == roleReplica && rep == nil && unfollowed != nil:
 		h.State, h.Err = ShardFailed, unfollowed
 	case r == roleReplica && rep == nil:

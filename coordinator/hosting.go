@@ -60,11 +60,10 @@ type replica struct {
 	next int64
 	// snapAt is the index of the snapshot the state was loaded from.
 	snapAt int64
-	// reloading is set while the loop is in reload mode (the state must
-	// be loaded whole and the last attempt failed: ShardRetrying), and
-	// loadErr holds that attempt's error.
-	reloading atomic.Bool
-	loadErr   atomic.Pointer[error]
+	// reloadErr is set while the loop is in reload mode (the state must
+	// be loaded whole and the last attempt failed: ShardRetrying) to
+	// that attempt's error; nil otherwise.
+	reloadErr atomic.Pointer[error]
 	// syncs is what sync asks the loop for (guarded by its mutex).
 	syncs struct {
 		sync.Mutex
@@ -198,7 +197,7 @@ func (s *shard) takeOver(ctx context.Context, from int64, rep *replica) (at int6
 		var st *state
 		if st, err = s.load(ctx); err == nil {
 			s.mu.Lock()
-			s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
+			s.mu.st, s.mu.failed = st, nil
 			s.mu.Unlock()
 			at = s.logNext
 		}
@@ -403,7 +402,7 @@ func (r *replica) load(ctx context.Context, s *shard) error {
 	}
 	publishAll(st)
 	s.mu.Lock()
-	s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
+	s.mu.st, s.mu.failed = st, nil
 	s.mu.Unlock()
 	r.next, r.snapAt = next, idx
 	if s.id == 0 {
@@ -461,15 +460,17 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 // setReloading records the loop's mode for ShardHealth: reload mode
 // after err (a failed load), or not (err nil).
 func (r *replica) setReloading(err error) {
-	if err != nil {
-		r.loadErr.Store(&err)
+	if err == nil {
+		r.reloadErr.Store(nil)
+		return
 	}
-	r.reloading.Store(err != nil)
+	r.reloadErr.Store(&err)
 }
 
-// lastLoadErr returns the error of the reload mode's last failed attempt.
-func (r *replica) lastLoadErr() error {
-	if p := r.loadErr.Load(); p != nil {
+// reloading returns the error of the reload mode's last failed attempt,
+// nil when the loop is not in reload mode.
+func (r *replica) reloading() error {
+	if p := r.reloadErr.Load(); p != nil {
 		return *p
 	}
 	return nil

@@ -62,11 +62,10 @@ type shard struct {
 		sync.RWMutex
 		// st is the state; nil only before the first replay.
 		st *state
-		// failed is set when st could not be rebuilt from the log.
+		// failed is set when st could not be rebuilt from the log; the
+		// driver retries the rebuild while rebuilding stays set (a
+		// reason that may pass: retryableLoad).
 		failed error
-		// retrying is set with failed while the driver retries the
-		// rebuild (a reason that may pass: retryableLoad).
-		retrying bool
 	}
 
 	// rebuilding is set while the driver rebuilds the state from the log
@@ -737,7 +736,7 @@ func (s *shard) rebuild() {
 		retry := !stopped && retryableLoad(err)
 		s.mu.Lock()
 		if !errors.Is(s.mu.failed, metalog.ErrFenced) {
-			s.mu.failed, s.mu.retrying = err, retry
+			s.mu.failed = err
 		}
 		s.mu.Unlock()
 		if !retry {
@@ -755,7 +754,7 @@ func (s *shard) rebuild() {
 		return
 	}
 	s.mu.Lock()
-	s.mu.st, s.mu.failed, s.mu.retrying = st, nil, false
+	s.mu.st, s.mu.failed = st, nil
 	s.mu.Unlock()
 	s.groups.ReplaceOffsets(st.groups)
 	s.txns.Replace(st.txns)
