@@ -163,7 +163,7 @@ func TestReleasedShardFollowsAfterLogReturns(t *testing.T) {
 	})
 	a, b := cl.nodes[0], cl.nodes[1]
 	topic := cl.split("t", 8)
-	p1 := firstPartitionOn(a, topic, 1)
+	p1 := partitionOn(t, a, topic, 1, 2)
 	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(topic, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
 		t.Fatalf("first commit: %+v %v", rs, err)
 	}
@@ -277,7 +277,7 @@ func poisonedReplica(t *testing.T) (cl *cluster, top diskless.Topic, p1 int32, d
 	})
 	a, b := cl.nodes[0], cl.nodes[1]
 	top = cl.split("t", 8)
-	p1 = firstPartitionOn(a, top, 1)
+	p1 = partitionOn(t, a, top, 1, 2)
 	if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(top, p1, 1))); err != nil || rs[0].BaseOffset != 0 {
 		t.Fatalf("commit: %+v %v", rs, err)
 	}
@@ -312,14 +312,4 @@ func TestHostAfterFailedReloadLoadsWhole(t *testing.T) {
 	if rs, err := b.CommitFile(context.Background(), 1, commitRequest(b, nextKey(), plain(top, p1, 1))); err != nil || rs[0].BaseOffset != 1 {
 		t.Fatalf("commit at the new owner: %+v %v", rs, err)
 	}
-}
-
-// firstPartitionOn returns top's first partition on shard, −1 if none.
-func firstPartitionOn(c *Coordinator, top diskless.Topic, shard int32) int32 {
-	for p := range top.Partitions {
-		if c.ShardFor(top.ID, p) == shard {
-			return p
-		}
-	}
-	return -1
 }
