@@ -63,6 +63,17 @@ func TestGroupRequestsWhileLoading(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// Loading, the shard is live and ready (/healthz, /readyz): its
+	// requests wait or are refused retriably meanwhile.
+	if h := e.c.ShardHealth()[0]; h.State != ShardLoading || h.Err != nil {
+		t.Fatalf("shard 0 rebuilding: %+v, want loading", h)
+	}
+	if err := e.c.Err(); err != nil {
+		t.Fatalf("Err while shard 0 loads: %v, want nil", err)
+	}
+	if err := e.c.Unserved(); err != nil {
+		t.Fatalf("Unserved while shard 0 loads: %v, want nil", err)
+	}
 
 	ctx := context.Background()
 	loadingErr := func(what string, err error) {
