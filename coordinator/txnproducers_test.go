@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/batch"
 	"github.com/diskless-sidecar/sidecar/internal/tagged"
@@ -297,5 +298,28 @@ func TestExpiredProducerListedUntilSwept(t *testing.T) {
 	}
 	if got := describeProducers(t, e.c, tp); len(got) != 1 || got[0][:3] != "11 " {
 		t.Fatalf("after another producer's commit a day later: producers %q, want 11's alone", got)
+	}
+}
+
+// TestOlderEpochMarkerChangesNothing: a marker of an older producer epoch
+// than the partition's producer state — refused at its commit since
+// markerEpochStale, but possible in a log written before that check —
+// changes nothing of the state when applied (replayed): not the epoch,
+// the sequences, the last write, LastTimestamp nor the last offset
+// (SPEC §15, docs/format/metadata-records.md record 102).
+func TestOlderEpochMarkerChangesNothing(t *testing.T) {
+	st := newState(0, time.Hour.Milliseconds(), discardLogger())
+	p := &partition{}
+	st.recordProducerBatch(p, nil, &records.CommittedBatch{
+		ProducerID: 7, ProducerEpoch: 3, BaseSequence: 0, LastSequence: 1,
+		AssignedBaseOffset: 0, AssignedLastOffset: 1, LogAppendTimestamp: 1_000, BatchMaxTimestamp: 900,
+	})
+	before := *p.producers[7]
+	st.recordProducerMarker(p, p.producers[7], &records.CommittedBatch{
+		ProducerID: 7, ProducerEpoch: 1, AssignedBaseOffset: 2, AssignedLastOffset: 2,
+		LogAppendTimestamp: 2_000, BatchMaxTimestamp: 2_000,
+	})
+	if got := *p.producers[7]; got != before {
+		t.Fatalf("producer 7 after a marker of epoch 1 on its epoch 3: %+v, want unchanged %+v", got, before)
 	}
 }
