@@ -513,8 +513,7 @@ func TestClassicAdoptMembersCommit(t *testing.T) {
 // line — what a stalled group is analysed from.
 func TestClassicLogsStateChanges(t *testing.T) {
 	var buf bytes.Buffer
-	h := newHarness(t, Config{})
-	h.c.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := newHarnessLogged(t, Config{}, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	h.c.AdoptMembers(h.now)
 	ids, gen := stableGroup(t, h, 2)
 	for range 3 {
@@ -525,7 +524,7 @@ func TestClassicLogsStateChanges(t *testing.T) {
 	for _, want := range []string{
 		`level=INFO msg="group: adopting the members`,
 		`msg="group: rebalance begun" group=g from=Empty generation=0 members=[` + ids[0] + `] reason="member ` + ids[0] + ` joined"`,
-		`msg="group: join phase ended" group=g generation=1 state=CompletingRebalance members="[` + ids[0] + ` ` + ids[1] + `]"`,
+		`msg="group: join phase ended" group=g generation=1 state=CompletingRebalance members="[` + ids[0] + ` ` + ids[1] + `]" leader=` + ids[0] + ` protocol=range removed=[]`,
 		`msg="group: stable" group=g generation=1`,
 		`msg="group: member removed" group=g member=` + ids[1] + ` state=Stable generation=1 reason="member ` + ids[1] + `'s session expired"`,
 		`msg="group: rebalance begun" group=g from=Stable generation=1 members=[` + ids[0] + `] reason="member ` + ids[1] + `'s session expired"`,

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -64,10 +65,13 @@ type harness struct {
 
 var epoch0 = time.UnixMilli(1_700_000_000_000)
 
-func newHarness(t testing.TB, cfg Config) *harness {
+func newHarness(t testing.TB, cfg Config) *harness { return newHarnessLogged(t, cfg, nil) }
+
+// newHarnessLogged is newHarness with log as Deps.Logger (nil: none).
+func newHarnessLogged(t testing.TB, cfg Config, log *slog.Logger) *harness {
 	h := &harness{t: t, now: epoch0, topics: newFakeTopics(map[string]int32{"t": 8, "u": 4})}
 	var err error
-	h.c, err = New(cfg, Deps{Topics: h.topics, NewID: func() string { h.ids++; return fmt.Sprintf("id%d", h.ids) }}, nil, h.now)
+	h.c, err = New(cfg, Deps{Topics: h.topics, NewID: func() string { h.ids++; return fmt.Sprintf("id%d", h.ids) }, Logger: log}, nil, h.now)
 	if err != nil {
 		t.Fatal(err)
 	}
