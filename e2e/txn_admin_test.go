@@ -324,21 +324,38 @@ func txnAdminScenario(t *testing.T, ctx context.Context, addr string) []string {
 		mustNoErr(t, "WriteTxnMarkers", err)
 		code := r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
 		hwm, lso := txnEnds(t, ctx, admin, "t", 2)
-		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{2}}}
-		presp, err = admin.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, dp)
-		mustNoErr(t, "DescribeProducers", err)
-		var ps []string
-		for _, ap := range presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers {
-			ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts of the marker %v coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch,
-				ap.LastSequence, ap.LastTimestamp >= sent, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
-		}
-		slices.Sort(ps)
+		ps := producerLines(describeProducers(t, ctx, admin.Broker(int(meta.Brokers[0].NodeID)), "t", 2), name, sent)
 		out = append(out, fmt.Sprintf("WriteTxnMarkers ABORT %s coordinator epoch %d: error %d; t-2 high watermark %d, LSO %d; producers %v",
 			name(pe), ce, code, hwm, lso, ps))
 	}
 	// Produce up to v11 names its topics (v13 by id).
 	out = append(out, txnMarkersProducerState(t, ctx, admin, client(), meta.Brokers[0].NodeID, pe, ee, name)...)
 	return append(out, producerLastTimestamps(t, ctx, admin, client(), meta.Brokers[0].NodeID)...)
+}
+
+// describeProducers asks broker DescribeProducers of topic's partition p
+// and returns that partition's answer.
+func describeProducers(t *testing.T, ctx context.Context, broker *kgo.Broker, topic string, p int32) kmsg.DescribeProducersResponseTopicPartition {
+	t.Helper()
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{p}}}
+	r, err := broker.Request(ctx, dp)
+	mustNoErr(t, "DescribeProducers", err)
+	return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+}
+
+// producerLines lists pp's producers, sorted, as txnAdminScenario compares
+// them with Kafka's: each named by name, with its epoch, last sequence,
+// whether its LastTimestamp is the marker's (at or after sent; never when
+// sent is 0), its coordinator epoch and open transaction's first offset.
+func producerLines(pp kmsg.DescribeProducersResponseTopicPartition, name func(int64) string, sent int64) []string {
+	var ps []string
+	for _, ap := range pp.ActiveProducers {
+		ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts of the marker %v coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch,
+			ap.LastSequence, sent > 0 && ap.LastTimestamp >= sent, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
+	}
+	slices.Sort(ps)
+	return ps
 }
 
 // producerLastTimestamps continues txnAdminScenario: DescribeProducers'
@@ -361,11 +378,7 @@ func producerLastTimestamps(t *testing.T, ctx context.Context, admin, producer *
 		stamp := time.Now().Add(-time.Hour).UnixMilli()
 		sent := time.Now().UnixMilli()
 		mustNoErr(t, "produce "+topic, producer.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("x"), Timestamp: time.UnixMilli(stamp)}).FirstErr())
-		dp := kmsg.NewPtrDescribeProducersRequest()
-		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
-		presp, err := admin.Broker(int(node)).Request(ctx, dp)
-		mustNoErr(t, "DescribeProducers", err)
-		pp := presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+		pp := describeProducers(t, ctx, admin.Broker(int(node)), topic, 0)
 		var ps []string
 		for _, ap := range pp.ActiveProducers {
 			ps = append(ps, fmt.Sprintf("LastTimestamp the record's %v, at or after the send %v", ap.LastTimestamp == stamp, ap.LastTimestamp >= sent))
@@ -385,18 +398,8 @@ func producerLastTimestamps(t *testing.T, ctx context.Context, admin, producer *
 func txnMarkersProducerState(t *testing.T, ctx context.Context, admin, producer *kgo.Client, node int32, pe int64, ee int16, name func(int64) string) []string {
 	broker := admin.Broker(int(node))
 	describe := func(what string, p int32, sent int64) string {
-		dp := kmsg.NewPtrDescribeProducersRequest()
-		dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{p}}}
-		presp, err := broker.Request(ctx, dp)
-		mustNoErr(t, "DescribeProducers", err)
-		pp := presp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
-		var ps []string
-		for _, ap := range pp.ActiveProducers {
-			ps = append(ps, fmt.Sprintf("%s epoch %d seq %d ts of the marker %v coordinator epoch %d txn %d", name(ap.ProducerID), ap.ProducerEpoch,
-				ap.LastSequence, sent > 0 && ap.LastTimestamp >= sent, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset))
-		}
-		slices.Sort(ps)
-		return fmt.Sprintf("producers t-%d %s: error %d %v", p, what, pp.ErrorCode, ps)
+		pp := describeProducers(t, ctx, broker, "t", p)
+		return fmt.Sprintf("producers t-%d %s: error %d %v", p, what, pp.ErrorCode, producerLines(pp, name, sent))
 	}
 	out := []string{describe("after the markers", 1, 0)}
 
