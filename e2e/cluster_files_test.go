@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -101,12 +100,7 @@ func startSharedFiles(t *testing.T, cl *sidecarCluster) *sharedFiles {
 
 	// One produce request each, through the third sidecar when there is
 	// one: one WAL object each, committed to both owners over the RPCs.
-	via := cl.scs[1]
-	for _, s := range cl.scs {
-		if s != cl.hostOf(int(f.lower)) && s != cl.hostOf(int(f.higher)) {
-			via = s
-		}
-	}
+	via := cl.hostingNeither(f.lower, f.higher)
 	rc := via.DialRaw()
 	f.value = []byte("kept-high-0")
 	f.committed = time.Now()
@@ -137,21 +131,23 @@ func startSharedFiles(t *testing.T, cl *sidecarCluster) *sharedFiles {
 	return f
 }
 
+// hostingNeither returns a sidecar hosting neither shard a nor b when
+// there is one, else sidecar 1.
+func (sc *sidecarCluster) hostingNeither(a, b int32) *Sidecar {
+	via := sc.scs[1]
+	for _, s := range sc.scs {
+		if s != sc.hostOf(int(a)) && s != sc.hostOf(int(b)) {
+			via = s
+		}
+	}
+	return via
+}
+
 // produceShared sends one Produce request with a batch per partition and
 // checks each is stored at its base offset.
 func produceShared(t *testing.T, rc *RawConn, topic string, batches map[int32][]byte, bases map[int32]int64) {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	for _, p := range slices.Sorted(maps.Keys(batches)) {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batches[p]
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp := rc.Request(req).(*kmsg.ProduceResponse)
+	resp := rc.Request(produceRequestTo(topic, batches)).(*kmsg.ProduceResponse)
 	for _, tr := range resp.Topics {
 		for _, p := range tr.Partitions {
 			if p.ErrorCode != 0 || p.BaseOffset != bases[p.Partition] {
@@ -288,12 +284,7 @@ func testSharedFileDeletion(t *testing.T, cl *sidecarCluster, f *sharedFiles) {
 		t.Fatalf("shard %d: kept %v, control %v; want live, closed", f.higher, st[0], st[1])
 	}
 	// Readable, through a sidecar hosting neither shard when there is one.
-	via := cl.scs[1]
-	for _, s := range cl.scs {
-		if s != cl.hostOf(int(f.lower)) && s != cl.hostOf(int(f.higher)) {
-			via = s
-		}
-	}
+	via := cl.hostingNeither(f.lower, f.higher)
 	r := fetchRaw(t, via.DialRaw(), f.topic, f.pHigh, 0, 1<<20, 0)
 	if bases, _ := batchesIn(t, r.RecordBatches); r.ErrorCode != 0 || !slices.Equal(bases, []int64{0}) || !bytes.Contains(r.RecordBatches, f.value) {
 		t.Fatalf("fetch of partition %d at 0: error %d, batches %v; want its record %q", f.pHigh, r.ErrorCode, bases, f.value)

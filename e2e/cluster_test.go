@@ -732,17 +732,24 @@ func (sc *sidecarCluster) hosted(s *Sidecar) []int {
 	return out
 }
 
-// produceRequest is produceRaw's request: one batch to partition 0.
+// produceRequest is a Produce request (v9, acks all, 30 s) of batch to
+// topic's partition 0.
 func produceRequest(topic string, batch []byte) *kmsg.ProduceRequest {
+	return produceRequestTo(topic, map[int32][]byte{0: batch})
+}
+
+// produceRequestTo is a Produce request (v9, acks all, 30 s) of a batch
+// per partition of topic, the partitions in ascending order.
+func produceRequestTo(topic string, batches map[int32][]byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
-	req.Version = 9
-	req.Acks = -1
-	req.TimeoutMillis = 30000
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
+	for _, p := range slices.Sorted(maps.Keys(batches)) {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batches[p]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
 	req.Topics = append(req.Topics, rt)
 	return req
 }

@@ -27,20 +27,11 @@ func createTopic(t *testing.T, ctx context.Context, sc *Sidecar, topic string, p
 // partition (index = partition), and returns the per-partition answers.
 func produceRaw(t *testing.T, rc *RawConn, topic string, batches ...[]byte) []kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 9
-	req.Acks = -1
-	req.TimeoutMillis = 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	byPartition := make(map[int32][]byte, len(batches))
 	for p, b := range batches {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = int32(p)
-		rp.Records = b
-		rt.Partitions = append(rt.Partitions, rp)
+		byPartition[int32(p)] = b
 	}
-	req.Topics = append(req.Topics, rt)
-	resp := rc.Request(req).(*kmsg.ProduceResponse)
+	resp := rc.Request(produceRequestTo(topic, byPartition)).(*kmsg.ProduceResponse)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(batches) {
 		t.Fatalf("produce response shape: %+v", resp)
 	}

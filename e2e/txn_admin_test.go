@@ -421,16 +421,9 @@ func txnMarkersProducerState(t *testing.T, ctx context.Context, admin, producer 
 		epoch int16
 		seq   int32
 	}{{ee + 1, 3}, {ee, 2}, {ee + 1, 0}} {
-		preq := kmsg.NewPtrProduceRequest()
-		preq.Version, preq.Acks, preq.TimeoutMillis = 9, -1, 30000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = 2
-		rp.Records = batchtest.Make(batchtest.Options{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pe, ProducerEpoch: b.epoch, BaseSequence: b.seq},
-			batchtest.Values("x", 1)...)
-		rt.Partitions = append(rt.Partitions, rp)
-		preq.Topics = append(preq.Topics, rt)
+		preq := produceRequestTo("t", map[int32][]byte{2: batchtest.Make(
+			batchtest.Options{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pe, ProducerEpoch: b.epoch, BaseSequence: b.seq},
+			batchtest.Values("x", 1)...)})
 		resp, err := producer.Broker(int(node)).Request(ctx, preq)
 		mustNoErr(t, "Produce", err)
 		out = append(out, fmt.Sprintf("produce %s epoch %d sequence %d to t-2: error %d", name(pe), b.epoch, b.seq,
