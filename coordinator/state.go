@@ -675,19 +675,11 @@ func (s *state) indexBatch(p *partition, fi int32, b *records.CommittedBatch) {
 // continue the stored sequence in the stored epoch starts the state
 // afresh (new, expired or fenced producer).
 func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.CommittedBatch) {
-	if ps == nil {
-		if p.producers == nil {
-			p.producers = make(map[int64]*producerState)
-		}
-		ps = new(producerState)
-		p.producers[b.ProducerID] = ps
-	} else if ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.lastSeq(), 1) {
+	if ps != nil && (ps.epoch != b.ProducerEpoch || b.BaseSequence != batch.AddSequence(ps.lastSeq(), 1)) {
 		*ps = producerState{}
 	}
-	ps.epoch = b.ProducerEpoch
-	ps.lastWrite = b.LogAppendTimestamp
-	ps.lastTimestamp = effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, b.LogAppendTimestamp)
-	ps.lastOffset = b.AssignedLastOffset
+	ps = p.producerEntry(ps, b.ProducerID)
+	ps.touch(b)
 	ps.push(seqEntry{
 		baseSeq:    b.BaseSequence,
 		lastSeq:    b.LastSequence,
@@ -715,16 +707,33 @@ func (s *state) recordProducerBatch(p *partition, ps *producerState, b *records.
 func (s *state) recordProducerMarker(p *partition, ps *producerState, b *records.CommittedBatch) {
 	switch {
 	case ps == nil:
-		if p.producers == nil {
-			p.producers = make(map[int64]*producerState)
-		}
-		ps = new(producerState)
-		p.producers[b.ProducerID] = ps
 	case s.expired(ps, b.LogAppendTimestamp), b.ProducerEpoch > ps.epoch:
 		*ps = producerState{}
 	case b.ProducerEpoch < ps.epoch:
 		return
 	}
+	p.producerEntry(ps, b.ProducerID).touch(b)
+}
+
+// producerEntry returns ps, or when ps is nil (p holds no state for
+// producer id) a new empty entry for id in p.producers.
+func (p *partition) producerEntry(ps *producerState, id int64) *producerState {
+	if ps != nil {
+		return ps
+	}
+	if p.producers == nil {
+		p.producers = make(map[int64]*producerState)
+	}
+	ps = new(producerState)
+	p.producers[id] = ps
+	return ps
+}
+
+// touch makes the accepted batch or marker b the producer's last write:
+// its epoch, log-append time (expiration counts from it), timestamp
+// (effectiveMaxTs; DescribeProducers' LastTimestamp) and last offset.
+// The sequence window is the caller's (recordProducerBatch pushes b).
+func (ps *producerState) touch(b *records.CommittedBatch) {
 	ps.epoch = b.ProducerEpoch
 	ps.lastWrite = b.LogAppendTimestamp
 	ps.lastTimestamp = effectiveMaxTs(b.TimestampType, b.BatchMaxTimestamp, b.LogAppendTimestamp)
