@@ -519,7 +519,7 @@ func TestCommitRecordLayout(t *testing.T) {
 			// Grouped by topic and partition, as a WAL object is: the
 			// accepted batches are then already in the record's order.
 			slices.SortStableFunc(req.Batches, func(x, y diskless.CommitBatch) int {
-				return compareTP(diskless.TopicPartition{TopicID: x.TopicID, Partition: x.Partition}, diskless.TopicPartition{TopicID: y.TopicID, Partition: y.Partition})
+				return diskless.ComparePartitions(diskless.TopicPartition{TopicID: x.TopicID, Partition: x.Partition}, diskless.TopicPartition{TopicID: y.TopicID, Partition: y.Partition})
 			})
 		}
 		results, rec, parts := st.commitFile(req, int64(1000+file), known)

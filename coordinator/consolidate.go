@@ -236,7 +236,7 @@ func sortedBuilders(bs map[diskless.TopicPartition]*segmentBuilder) []diskless.T
 	for tp := range bs {
 		tps = append(tps, tp)
 	}
-	slices.SortFunc(tps, compareTP)
+	slices.SortFunc(tps, diskless.ComparePartitions)
 	return tps
 }
 

@@ -220,7 +220,7 @@ func (s *shard) purge(ctx context.Context) error {
 func (st *state) nextPurge(max int) (*records.RecordsDeleted, int) {
 	for _, id := range sortedIDs(st.deletedTopics) {
 		parts := st.topicPartitions(id)
-		slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
+		slices.SortFunc(parts, func(a, b *partition) int { return diskless.ComparePartitions(a.tp, b.tp) })
 		for _, p := range parts {
 			n := len(p.segs) + p.runs.len()
 			if n == 0 && p.logStart == p.hwm {
@@ -239,7 +239,7 @@ func (st *state) nextPurge(max int) (*records.RecordsDeleted, int) {
 func sortedIDs(set map[diskless.TopicID]struct{}) []diskless.TopicID {
 	ids := slices.Collect(maps.Keys(set))
 	slices.SortFunc(ids, func(a, b diskless.TopicID) int {
-		return compareTP(diskless.TopicPartition{TopicID: a}, diskless.TopicPartition{TopicID: b})
+		return diskless.ComparePartitions(diskless.TopicPartition{TopicID: a}, diskless.TopicPartition{TopicID: b})
 	})
 	return ids
 }

@@ -94,7 +94,7 @@ func (s *shard) retentionMoves(cat *catalog, nowMs int64) []logStartMove {
 			out = append(out, logStartMove{tp, start})
 		}
 	}
-	slices.SortFunc(out, func(a, b logStartMove) int { return compareTP(a.tp, b.tp) })
+	slices.SortFunc(out, func(a, b logStartMove) int { return diskless.ComparePartitions(a.tp, b.tp) })
 	return out
 }
 

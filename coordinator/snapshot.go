@@ -193,7 +193,7 @@ func (fz *frozenState) appendTo(dst []byte) []byte {
 		dst = rec.AppendTo(dst)
 	}
 
-	slices.SortFunc(fz.partitions, func(a, b frozenPartition) int { return compareTP(a.tp, b.tp) })
+	slices.SortFunc(fz.partitions, func(a, b frozenPartition) int { return diskless.ComparePartitions(a.tp, b.tp) })
 	dst = kbin.AppendCompactArrayLen(dst, len(fz.partitions))
 	for i := range fz.partitions {
 		p := &fz.partitions[i]
@@ -255,13 +255,6 @@ func appendSlots(dst []byte, slots []int32) []byte {
 	return dst
 }
 
-func compareTP(a, b diskless.TopicPartition) int {
-	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
-}
-
 // decodeSnapshot loads b into s, which must be empty. It checks the
 // invariants apply maintains; errors wrap errBadSnapshot.
 func (s *state) decodeSnapshot(b []byte) error {
@@ -315,7 +308,7 @@ func (s *state) readSnapshot(r *kbin.Reader) error {
 	var prev *diskless.TopicPartition
 	for range n {
 		tp := diskless.TopicPartition{TopicID: r.Uuid(), Partition: r.Int32()}
-		if prev != nil && compareTP(*prev, tp) >= 0 {
+		if prev != nil && diskless.ComparePartitions(*prev, tp) >= 0 {
 			return errors.New("partitions out of order")
 		}
 		prev = &tp

@@ -272,7 +272,7 @@ func (s *state) appendPartTxnsSnapshot(dst []byte) []byte {
 	if len(parts) == 0 {
 		return nil
 	}
-	slices.SortFunc(parts, func(a, b *partition) int { return compareTP(a.tp, b.tp) })
+	slices.SortFunc(parts, func(a, b *partition) int { return diskless.ComparePartitions(a.tp, b.tp) })
 	dst = kbin.AppendUvarint(dst, 1) // section version
 	dst = kbin.AppendCompactArrayLen(dst, len(parts))
 	for _, p := range parts {
@@ -319,7 +319,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		if p == nil {
 			return fmt.Errorf("transactions of unknown partition %s/%d", tp.TopicID, tp.Partition)
 		}
-		if prev != nil && compareTP(prev.tp, tp) >= 0 {
+		if prev != nil && diskless.ComparePartitions(prev.tp, tp) >= 0 {
 			return errors.New("partition transactions out of order")
 		}
 		prev = p

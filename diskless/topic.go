@@ -1,6 +1,8 @@
 package diskless
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/hex"
 	"net"
 	"strconv"
@@ -31,6 +33,16 @@ func (id TopicID) String() string {
 type TopicPartition struct {
 	TopicID   TopicID
 	Partition int32
+}
+
+// ComparePartitions orders partitions by topic id bytes, then by
+// partition: −1, 0 or +1 as a sorts before, with or after b (a
+// comparator for slices.SortFunc).
+func ComparePartitions(a, b TopicPartition) int {
+	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }
 
 // Topic is a diskless topic as the coordinators know it.

@@ -1,8 +1,6 @@
 package diskless
 
 import (
-	"bytes"
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -86,10 +84,5 @@ func (e MarkerErrors) All(err *kerr.Error) bool {
 }
 
 func (e MarkerErrors) sorted() []TopicPartition {
-	return slices.SortedFunc(maps.Keys(e), func(a, b TopicPartition) int {
-		if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Partition, b.Partition)
-	})
+	return slices.SortedFunc(maps.Keys(e), ComparePartitions)
 }
