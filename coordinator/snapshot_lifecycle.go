@@ -53,18 +53,14 @@ const (
 
 // appendStateTags appends the payload's tagged-field section.
 func (fz *frozenState) appendStateTags(dst []byte) []byte {
-	type tag struct {
-		n    uint32
-		body []byte
-	}
-	var tags []tag
+	var tags []tagged.Field
 	if len(fz.deleted) > 0 {
 		slices.SortFunc(fz.deleted, func(a, b diskless.TopicID) int { return bytes.Compare(a[:], b[:]) })
 		b := kbin.AppendCompactArrayLen(nil, len(fz.deleted))
 		for _, id := range fz.deleted {
 			b = kbin.AppendUuid(b, id)
 		}
-		tags = append(tags, tag{snapshotTagDeletedTopics, b})
+		tags = append(tags, tagged.Field{Tag: snapshotTagDeletedTopics, Value: b})
 	}
 	var dis []byte
 	n := 0
@@ -80,47 +76,34 @@ func (fz *frozenState) appendStateTags(dst []byte) []byte {
 		dis = tagged.AppendNone(dis)
 	}
 	if n > 0 {
-		tags = append(tags, tag{snapshotTagDisablements, append(kbin.AppendCompactArrayLen(nil, n), dis...)})
+		tags = append(tags, tagged.Field{Tag: snapshotTagDisablements, Value: append(kbin.AppendCompactArrayLen(nil, n), dis...)})
 	}
 	if fz.groups != nil {
-		tags = append(tags, tag{snapshotTagGroupOffsets, fz.groups})
+		tags = append(tags, tagged.Field{Tag: snapshotTagGroupOffsets, Value: fz.groups})
 	}
 	if fz.txns != nil {
-		tags = append(tags, tag{snapshotTagTransactions, fz.txns})
+		tags = append(tags, tagged.Field{Tag: snapshotTagTransactions, Value: fz.txns})
 	}
 	if fz.scram != nil {
-		tags = append(tags, tag{snapshotTagScramCredentials, fz.scram})
+		tags = append(tags, tagged.Field{Tag: snapshotTagScramCredentials, Value: fz.scram})
 	}
 	if fz.acls != nil {
-		tags = append(tags, tag{snapshotTagACLs, fz.acls})
+		tags = append(tags, tagged.Field{Tag: snapshotTagACLs, Value: fz.acls})
 	}
 	if fz.partTxns != nil {
-		tags = append(tags, tag{snapshotTagPartitionTxns, fz.partTxns})
+		tags = append(tags, tagged.Field{Tag: snapshotTagPartitionTxns, Value: fz.partTxns})
 	}
 	if b := fz.appendProducerTimes(nil); b != nil {
-		tags = append(tags, tag{snapshotTagProducerTimes, b})
+		tags = append(tags, tagged.Field{Tag: snapshotTagProducerTimes, Value: b})
 	}
-	dst = kbin.AppendUvarint(dst, uint32(len(tags)))
-	for _, t := range tags {
-		dst = kbin.AppendUvarint(dst, t.n)
-		dst = kbin.AppendUvarint(dst, uint32(len(t.body)))
-		dst = append(dst, t.body...)
-	}
-	return dst
+	return tagged.Append(dst, tags...)
 }
 
 // readStateTags reads the payload's tagged-field section: the tags above,
 // each at most once, in ascending order; unknown tags are skipped.
 func (s *state) readStateTags(r *kbin.Reader) error {
-	n := r.Uvarint()
 	last := int64(-1)
-	for ; n > 0 && r.Ok(); n-- {
-		tag := r.Uvarint()
-		size := r.Uvarint()
-		body := r.Span(int(size))
-		if !r.Ok() {
-			return records.ErrTruncated
-		}
+	err := tagged.Each(r, func(tag uint32, body []byte) error {
 		if int64(tag) <= last {
 			return fmt.Errorf("snapshot tag %d out of order", tag)
 		}
@@ -152,7 +135,7 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 		case snapshotTagProducerTimes:
 			err = s.readProducerTimes(br)
 		default:
-			continue
+			return nil
 		}
 		if err == nil && len(br.Src) != 0 {
 			err = fmt.Errorf("%d trailing bytes", len(br.Src))
@@ -160,6 +143,10 @@ func (s *state) readStateTags(r *kbin.Reader) error {
 		if err != nil {
 			return fmt.Errorf("snapshot tag %d: %w", tag, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return records.OKOrTruncated(r)
 }

@@ -217,20 +217,16 @@ func appendSeqTag(dst []byte, seq int64) []byte { return appendInt64Tags(dst, se
 // appendInt64Tags appends a tagged-field section holding vals[i] under
 // tag i (size 8, big-endian) for each vals[i] that is not 0.
 func appendInt64Tags(dst []byte, vals ...int64) []byte {
-	n := 0
-	for _, v := range vals {
-		if v != 0 {
-			n++
-		}
-	}
-	dst = kbin.AppendUvarint(dst, uint32(n))
+	var buf [2 * 8]byte // the values of the records' two tags at most
+	var fs [2]tagged.Field
+	b, fields := buf[:0], fs[:0]
 	for i, v := range vals {
 		if v != 0 {
-			dst = append(dst, byte(i), 8)
-			dst = kbin.AppendInt64(dst, v)
+			b = kbin.AppendInt64(b, v)
+			fields = append(fields, tagged.Field{Tag: uint32(i), Value: b[len(b)-8:]})
 		}
 	}
-	return dst
+	return tagged.Append(dst, fields...)
 }
 
 // readSeqTag reads a tagged-field section appendSeqTag wrote and returns

@@ -279,21 +279,21 @@ func (r *reader) int32s(field string) []int32 {
 // the field (a tag it declares), which must then consume them all.
 // Unknown tags are skipped.
 func (r *reader) tags(known func(tag uint32, f *reader) bool) {
-	n := r.Uvarint()
-	for ; n > 0 && r.ok(); n-- {
-		tag := r.Uvarint()
-		size := r.Uvarint()
-		b := r.Span(int(size))
-		if !r.ok() || known == nil {
-			continue
+	err := tagged.Each(&r.Reader, func(tag uint32, b []byte) error {
+		if known == nil {
+			return nil
 		}
 		f := newReader(b)
 		if !known(tag, f) {
-			continue
+			return nil
 		}
 		if err := f.done(); err != nil {
-			r.fail("tagged field %d: %v", tag, errors.Unwrap(err))
+			return fmt.Errorf("tagged field %d: %v", tag, errors.Unwrap(err))
 		}
+		return nil
+	})
+	if err != nil {
+		r.fail("%v", err)
 	}
 }
 

@@ -163,27 +163,18 @@ func (r *StateRecord) appendFields(dst []byte) []byte {
 	for _, g := range r.Groups {
 		dst = kbin.AppendCompactString(dst, g)
 	}
-	n := 0
+	var buf [8 + 4]byte
+	var fs [2]tagged.Field
+	fields := fs[:0]
 	if r.Seq != 0 {
-		n++
+		// Tag 0: Seq as an int64.
+		fields = append(fields, tagged.Field{Tag: 0, Value: kbin.AppendInt64(buf[:0], r.Seq)})
 	}
 	if r.CoordinatorEpoch != -1 {
-		n++
+		// Tag 1: CoordinatorEpoch as an int32.
+		fields = append(fields, tagged.Field{Tag: 1, Value: kbin.AppendInt32(buf[8:8], r.CoordinatorEpoch)})
 	}
-	dst = kbin.AppendUvarint(dst, uint32(n))
-	if r.Seq != 0 {
-		// Tag 0, its size, Seq as an int64.
-		dst = kbin.AppendUvarint(dst, 0)
-		dst = kbin.AppendUvarint(dst, 8)
-		dst = kbin.AppendInt64(dst, r.Seq)
-	}
-	if r.CoordinatorEpoch != -1 {
-		// Tag 1, its size, CoordinatorEpoch as an int32.
-		dst = kbin.AppendUvarint(dst, 1)
-		dst = kbin.AppendUvarint(dst, 4)
-		dst = kbin.AppendInt32(dst, r.CoordinatorEpoch)
-	}
-	return dst
+	return tagged.Append(dst, fields...)
 }
 
 // DecodeRecord decodes one record body written by AppendRecord. The result

@@ -34,6 +34,24 @@ func Skip(r *kbin.Reader) { _ = Each(r, nil) }
 // AppendNone appends an empty section (a uvarint 0) to dst.
 func AppendNone(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
 
+// Field is one field of a section: its tag and its bytes.
+type Field struct {
+	Tag   uint32
+	Value []byte
+}
+
+// Append appends a section holding fields, in the order given (tags
+// ascending: the caller's order), to dst; no fields is an empty section.
+func Append(dst []byte, fields ...Field) []byte {
+	dst = kbin.AppendUvarint(dst, uint32(len(fields)))
+	for _, f := range fields {
+		dst = kbin.AppendUvarint(dst, f.Tag)
+		dst = kbin.AppendUvarint(dst, uint32(len(f.Value)))
+		dst = append(dst, f.Value...)
+	}
+	return dst
+}
+
 // AppendOne appends the head of a section holding one field to dst: the
 // count 1, tag and the field's size in bytes. The caller appends the
 // field's size bytes next.

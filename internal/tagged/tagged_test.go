@@ -68,3 +68,22 @@ func TestAppendOne(t *testing.T) {
 		t.Fatalf("AppendNone: %x", got)
 	}
 }
+
+// TestAppend: a section of several fields in the order given, which Each
+// reads back; no fields is AppendNone's empty section.
+func TestAppend(t *testing.T) {
+	dst := Append([]byte{0x7f}, Field{0, []byte{0xaa}}, Field{200, []byte{1, 2}})
+	// 0x7f kept; count 2; tag 0, size 1, aa; tag 200 (c8 01), size 2, 01 02.
+	if want := []byte{0x7f, 2, 0, 1, 0xaa, 0xc8, 1, 2, 1, 2}; !bytes.Equal(dst, want) {
+		t.Fatalf("Append: %x, want %x", dst, want)
+	}
+	r := &kbin.Reader{Src: dst[1:]}
+	var got []Field
+	_ = Each(r, func(tag uint32, v []byte) error { got = append(got, Field{tag, v}); return nil })
+	if !r.Ok() || len(got) != 2 || got[1].Tag != 200 || !bytes.Equal(got[1].Value, []byte{1, 2}) || len(r.Src) != 0 {
+		t.Fatalf("read back: %v, ok %v, left %x", got, r.Ok(), r.Src)
+	}
+	if got := Append(nil); !bytes.Equal(got, AppendNone(nil)) {
+		t.Fatalf("Append of no fields: %x", got)
+	}
+}
