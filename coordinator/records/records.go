@@ -585,9 +585,9 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	return OKOrTruncated(r)
 }
 
-// ReadFrom reads a batch AppendTo wrote. Tags 0 and 1 of another size
-// are skipped; a tag 2 not of 4 bytes is an error, and it is read for a
-// marker only (other batches: 0). Any int32 is a coordinator epoch: a
+// ReadFrom reads a batch AppendTo wrote. A tag 0, 1 or 2 of another size
+// than 1, 8 or 4 bytes is an error; tag 2 is read for a marker only
+// (other batches: 0). Any int32 is a coordinator epoch: a
 // WriteTxnMarkers request's is written as it came.
 func (b *CommittedBatch) ReadFrom(r *kbin.Reader) error {
 	b.Magic = r.Int8()
@@ -606,9 +606,13 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) error {
 	epoch := int32(-1)
 	err := tagged.Each(r, func(tag uint32, v []byte) error {
 		switch {
-		case tag == 0 && len(v) == 1:
+		case tag == 0 && len(v) != 1:
+			return fmt.Errorf("tagged field 0 (Txn) of %d bytes, want 1", len(v))
+		case tag == 0:
 			b.Txn = int8(v[0])
-		case tag == 1 && len(v) == 8:
+		case tag == 1 && len(v) != 8:
+			return fmt.Errorf("tagged field 1 (TxnSeq) of %d bytes, want 8", len(v))
+		case tag == 1:
 			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
 		case tag == 2 && len(v) != 4:
 			return fmt.Errorf("tagged field 2 (CoordinatorEpoch) of %d bytes, want 4", len(v))

@@ -118,7 +118,8 @@ func TestMarkerCoordinatorEpoch(t *testing.T) {
 // coordinator epoch only — a data batch carrying one reads it as 0, as the
 // format says (else the record re-encodes to a different one: tag 2 is
 // written for markers only) — and the decoder refuses a tag 2 not of 4
-// bytes (docs/format/metadata-records.md §102).
+// bytes, a tag 0 not of 1, a tag 1 not of 8 (docs/format/metadata-records.md
+// §102).
 func TestMarkerCoordinatorEpochStrict(t *testing.T) {
 	base := CommittedBatch{Magic: 2, ByteSize: 61, ProducerID: 7, BaseSequence: -1, LastSequence: -1}
 	// body is record 102 of one batch b whose tagged fields are tags.
@@ -156,6 +157,11 @@ func TestMarkerCoordinatorEpochStrict(t *testing.T) {
 	for name, tags := range map[string][]byte{
 		"of 8 bytes": {2, 0, 1, 2, 2, 8, 0, 0, 0, 0, 0, 0, 0, 5},
 		"of 2 bytes": {2, 0, 1, 2, 2, 2, 0, 5},
+		// Txn of 2 bytes, TxnSeq of 4: refused as the RPC refuses them
+		// (docs/format/coordinator-rpcs.md §101), not read as a data
+		// batch without a token.
+		"with a Txn of 2 bytes":    {2, 0, 2, 0, 2, 2, 4, 0, 0, 0, 5},
+		"with a TxnSeq of 4 bytes": {3, 0, 1, 2, 1, 4, 0, 0, 0, 1, 2, 4, 0, 0, 0, 5},
 	} {
 		if rec, err := Decode(body(marker, tags...)); !errors.Is(err, ErrBadRecord) {
 			t.Fatalf("a marker's coordinator epoch %s: decoded %+v, %v; want ErrBadRecord", name, rec, err)
