@@ -44,8 +44,11 @@ type CommitFileBatch struct {
 	Txn    int8
 	TxnSeq int64
 	// CoordinatorEpoch (tagged field 2, an int32 sent for a marker —
-	// Txn 2 or 3 — only; a marker without it reads as −1) is the
-	// marker's coordinator epoch (diskless.CommitBatch.CoordinatorEpoch).
+	// Txn 2 or 3 — only; a marker without it reads as −1, another batch
+	// as 0 whatever it holds) is the marker's coordinator epoch
+	// (diskless.CommitBatch.CoordinatorEpoch). The three are record 102's
+	// tags, written and read by tagged.AppendTxn and ReadTxn: a tag 0, 1
+	// or 2 of another size than 1, 8 or 4 bytes is malformed.
 	CoordinatorEpoch int32
 }
 
@@ -84,44 +87,10 @@ func (v *CommitFileRequest) AppendTo(dst []byte) []byte {
 		dst = kbin.AppendInt16(dst, b.ProducerEpoch)
 		dst = kbin.AppendInt32(dst, b.BaseSequence)
 		dst = kbin.AppendInt32(dst, b.LastSequence)
-		dst = appendTxnTags(dst, b.Txn, b.TxnSeq, b.CoordinatorEpoch)
+		dst = tagged.AppendTxn(dst, b.Txn, b.TxnSeq, b.CoordinatorEpoch)
 	}
 	return tagged.AppendNone(dst)
 }
-
-// appendTxnTags appends a batch's tagged fields: Txn under tag 0 and
-// TxnSeq under tag 1, each only when not 0, and a marker's coordinator
-// epoch under tag 2.
-func appendTxnTags(dst []byte, txn int8, seq int64, coordEpoch int32) []byte {
-	n := 0
-	if txn != 0 {
-		n++
-	}
-	if seq != 0 {
-		n++
-	}
-	marker := isMarker(txn)
-	if marker {
-		n++
-	}
-	dst = kbin.AppendUvarint(dst, uint32(n))
-	if txn != 0 {
-		dst = append(dst, 0, 1, byte(txn))
-	}
-	if seq != 0 {
-		dst = append(dst, 1, 8)
-		dst = kbin.AppendInt64(dst, seq)
-	}
-	if marker {
-		dst = append(dst, 2, 4)
-		dst = kbin.AppendInt32(dst, coordEpoch)
-	}
-	return dst
-}
-
-// isMarker reports whether a batch's Txn is a marker's: 2 COMMIT, 3
-// ABORT (diskless.TxnCommit, TxnAbort).
-func isMarker(txn int8) bool { return txn == 2 || txn == 3 }
 
 func (v *CommitFileRequest) ReadFrom(b []byte) error {
 	if err := checkVersion(v.Key(), v.Version); err != nil {
@@ -154,22 +123,9 @@ func (v *CommitFileRequest) ReadFrom(b []byte) error {
 		b.ProducerEpoch = r.Int16()
 		b.BaseSequence = r.Int32()
 		b.LastSequence = r.Int32()
-		epoch := false
-		r.tags(func(tag uint32, f *reader) bool {
-			switch tag {
-			case 0:
-				b.Txn = f.Int8()
-			case 1:
-				b.TxnSeq = f.Int64()
-			case 2:
-				b.CoordinatorEpoch, epoch = f.Int32(), true
-			default:
-				return false
-			}
-			return true
-		})
-		if !epoch && isMarker(b.Txn) {
-			b.CoordinatorEpoch = -1
+		var err error
+		if b.Txn, b.TxnSeq, b.CoordinatorEpoch, err = tagged.ReadTxn(&r.Reader); err != nil {
+			r.fail("%v", err)
 		}
 	}
 	r.noTags()

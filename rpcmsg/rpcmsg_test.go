@@ -489,6 +489,36 @@ func FuzzEndTxnOffsets(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, KeyEndTxnOffsets, b) })
 }
 
+// TestMarkerCoordinatorEpochStrict is records.TestMarkerCoordinatorEpochStrict
+// for DisklessCommitFile, whose batches carry record 102's tags: tag 2 is a
+// marker's coordinator epoch only — a data batch carrying one reads it as
+// 0 (tag 2 is written for markers only, so the request re-encodes without
+// it) — and a tag 2 not of 4 bytes is refused
+// (docs/format/coordinator-rpcs.md §101).
+func TestMarkerCoordinatorEpochStrict(t *testing.T) {
+	// Txn 1, then tag 2 CoordinatorEpoch 9.
+	var req CommitFileRequest
+	if err := req.ReadFrom(commitFileWithTags(2, 0, 1, 1, 2, 4, 0, 0, 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if got := req.Batches[0]; got.Txn != 1 || got.CoordinatorEpoch != 0 {
+		t.Fatalf("a data batch with a tag 2: Txn %d, coordinator epoch %d; want 1, 0", got.Txn, got.CoordinatorEpoch)
+	}
+	var again CommitFileRequest
+	if err := again.ReadFrom(req.AppendTo(nil)); err != nil || !reflect.DeepEqual(again, req) {
+		t.Fatalf("re-decoded %+v (%v), want %+v", again, err, req)
+	}
+	for name, tags := range map[string][]byte{
+		"of 8 bytes": {2, 0, 1, 2, 2, 8, 0, 0, 0, 0, 0, 0, 0, 5},
+		"of 2 bytes": {2, 0, 1, 2, 2, 2, 0, 5},
+	} {
+		var m CommitFileRequest
+		if err := m.ReadFrom(commitFileWithTags(tags...)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a marker's coordinator epoch %s: decoded %+v, %v; want ErrMalformed", name, m.Batches, err)
+		}
+	}
+}
+
 // commitFileWithTags is a CommitFile request of one batch whose tagged
 // fields are tags (count, then fields as the wire has them), then the
 // request's empty tags.

@@ -13,7 +13,6 @@
 package records
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -504,33 +503,7 @@ func (b *CommittedBatch) AppendTo(dst []byte) []byte {
 	dst = kbin.AppendInt16(dst, b.ProducerEpoch)
 	dst = kbin.AppendInt32(dst, b.BaseSequence)
 	dst = kbin.AppendInt32(dst, b.LastSequence)
-	n := 0
-	if b.Txn != 0 {
-		n++
-	}
-	if b.TxnSeq != 0 {
-		n++
-	}
-	marker := b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort
-	if marker {
-		n++
-	}
-	dst = kbin.AppendUvarint(dst, uint32(n))
-	if b.Txn != 0 {
-		// Tag 0, size 1, the kind.
-		dst = append(dst, 0, 1, byte(b.Txn))
-	}
-	if b.TxnSeq != 0 {
-		// Tag 1, size 8, the token.
-		dst = append(dst, 1, 8)
-		dst = kbin.AppendInt64(dst, b.TxnSeq)
-	}
-	if marker {
-		// Tag 2, size 4, the coordinator epoch.
-		dst = append(dst, 2, 4)
-		dst = kbin.AppendInt32(dst, b.CoordinatorEpoch)
-	}
-	return dst
+	return tagged.AppendTxn(dst, b.Txn, b.TxnSeq, b.CoordinatorEpoch)
 }
 
 func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
@@ -585,10 +558,11 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	return OKOrTruncated(r)
 }
 
-// ReadFrom reads a batch AppendTo wrote. A tag 0, 1 or 2 of another size
-// than 1, 8 or 4 bytes is an error; tag 2 is read for a marker only
-// (other batches: 0). Any int32 is a coordinator epoch: a
-// WriteTxnMarkers request's is written as it came.
+// ReadFrom reads a batch AppendTo wrote, its tagged fields with
+// tagged.ReadTxn: a tag 0, 1 or 2 of another size than 1, 8 or 4 bytes is
+// an error; tag 2 is read for a marker only (other batches: 0). Any int32
+// is a coordinator epoch: a WriteTxnMarkers request's is written as it
+// came.
 func (b *CommittedBatch) ReadFrom(r *kbin.Reader) error {
 	b.Magic = r.Int8()
 	b.ByteOffset = r.Int32()
@@ -602,28 +576,8 @@ func (b *CommittedBatch) ReadFrom(r *kbin.Reader) error {
 	b.ProducerEpoch = r.Int16()
 	b.BaseSequence = r.Int32()
 	b.LastSequence = r.Int32()
-	b.Txn, b.TxnSeq, b.CoordinatorEpoch = 0, 0, 0
-	epoch := int32(-1)
-	err := tagged.Each(r, func(tag uint32, v []byte) error {
-		switch {
-		case tag == 0 && len(v) != 1:
-			return fmt.Errorf("tagged field 0 (Txn) of %d bytes, want 1", len(v))
-		case tag == 0:
-			b.Txn = int8(v[0])
-		case tag == 1 && len(v) != 8:
-			return fmt.Errorf("tagged field 1 (TxnSeq) of %d bytes, want 8", len(v))
-		case tag == 1:
-			b.TxnSeq = int64(binary.BigEndian.Uint64(v))
-		case tag == 2 && len(v) != 4:
-			return fmt.Errorf("tagged field 2 (CoordinatorEpoch) of %d bytes, want 4", len(v))
-		case tag == 2:
-			epoch = int32(binary.BigEndian.Uint32(v))
-		}
-		return nil
-	})
-	if b.Txn == diskless.TxnCommit || b.Txn == diskless.TxnAbort {
-		b.CoordinatorEpoch = epoch
-	}
+	var err error
+	b.Txn, b.TxnSeq, b.CoordinatorEpoch, err = tagged.ReadTxn(r)
 	return err
 }
 

@@ -5,7 +5,10 @@
 // for each field a uvarint tag, a uvarint size and that many bytes, tags
 // ascending. It is the one implementation the packages of those formats
 // (coordinator/records, coordinator, group, txn, rpcmsg) share; the
-// fields' meanings stay with them.
+// fields' meanings stay with them, but for a committed batch's transaction
+// fields (AppendTxn, ReadTxn), which record 102 and DisklessCommitFile
+// both carry and which the import rules (DESIGN §The pieces) let neither
+// package take from the other.
 package tagged
 
 import "github.com/twmb/franz-go/pkg/kbin"
