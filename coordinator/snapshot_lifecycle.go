@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -187,7 +188,7 @@ func (s *state) readDisablements(r *kbin.Reader) error {
 	for range n {
 		id := diskless.TopicID(r.Uuid())
 		d := diskless.Disablement{State: diskless.TopicState(r.Int8()), Epoch: r.Int32(), Policy: diskless.DisablePolicy(r.Int8())}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 		if !r.Ok() {
 			return records.ErrTruncated
 		}
@@ -274,7 +275,7 @@ func (s *state) readProducerTimes(r *kbin.Reader) error {
 		last := int64(-1)
 		for range k {
 			id, ts := r.Int64(), r.Int64()
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 			ps := p.producers[id]
 			if ps == nil || id <= last {
 				return fmt.Errorf("timestamp of producer %d in %s/%d: unknown or out of order", id, tp.TopicID, tp.Partition)
@@ -282,7 +283,7 @@ func (s *state) readProducerTimes(r *kbin.Reader) error {
 			last = id
 			ps.lastTimestamp = ts
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 	}
 	return records.OKOrTruncated(r)
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/coordinator/records"
 	"github.com/diskless-sidecar/sidecar/diskless"
@@ -331,7 +332,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		last := int64(-1)
 		for range no {
 			id, first := r.Int64(), r.Int64()
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 			// An open transaction's first offset may be below the log
 			// start: DeleteRecords and retention may pass it, as in
 			// Kafka (the LSO is then the log start offset).
@@ -350,7 +351,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		}
 		for range na {
 			a := diskless.AbortedTxn{ProducerID: r.Int64(), FirstOffset: r.Int64(), LastOffset: r.Int64()}
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 			if a.FirstOffset > a.LastOffset || a.LastOffset < p.logStart || a.LastOffset >= p.hwm ||
 				len(t.aborted) > 0 && cmp.Compare(t.aborted[len(t.aborted)-1].LastOffset, a.LastOffset) >= 0 {
 				return fmt.Errorf("aborted transaction %+v out of order or range", a)
@@ -368,7 +369,7 @@ func (s *state) readPartTxnsSnapshot(r *kbin.Reader) error {
 		}
 		p.txns = t
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return records.OKOrTruncated(r)
 }
 

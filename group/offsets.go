@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
@@ -570,7 +571,7 @@ func (o *Offsets) readGuard(r *kbin.Reader) error {
 	prev := int64(-1)
 	for range n {
 		pid, seq, at := r.Int64(), r.Int64(), r.Int64()
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 		if err := okOrTruncated(r); err != nil {
 			return err
 		}
@@ -616,7 +617,7 @@ func readOffset(r *kbin.Reader) (int32, OffsetAndMetadata, error) {
 	v.CommitTimestamp = r.Int64()
 	v.ExpireTimestamp = r.Int64()
 	v.TopicID = r.Uuid()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	if err := okOrTruncated(r); err != nil {
 		return 0, v, err
 	}
@@ -697,9 +698,9 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 				prevPart = p
 				o.put(g, t, p, v)
 			}
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 	}
 	npid, err := readArrayLen(r, 8+2+1+1)
 	if err != nil {
@@ -762,7 +763,7 @@ func (o *Offsets) readSnapshot(r *kbin.Reader) error {
 				byTP[tp] = v
 				o.addOpen(g, tp, 1)
 			}
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 		}
 		if txn.seq, err = readSeqTag(r); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/internal/tagged"
 )
@@ -361,9 +362,9 @@ func (v *OffsetCommitRecord) readFields(r *kbin.Reader) (err error) {
 				return err
 			}
 			p.ExpireTimestamp = r.Int64()
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 	}
 	if v.TxnSeq, err = readSeqTag(r); err != nil {
 		return err
@@ -441,9 +442,9 @@ func (v *OffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
 		for j := range t.Partitions {
 			t.Partitions[j] = r.Int32()
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return okOrTruncated(r)
 }
 
@@ -461,7 +462,7 @@ func (v *GroupDeletedRecord) readFields(r *kbin.Reader) (err error) {
 	if v.Group == "" {
 		return errors.New("empty group id")
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return okOrTruncated(r)
 }
 
@@ -513,6 +514,6 @@ func (v *TopicOffsetsDeletedRecord) readFields(r *kbin.Reader) (err error) {
 		return errors.New("empty topic name")
 	}
 	v.TopicID = r.Uuid()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return okOrTruncated(r)
 }

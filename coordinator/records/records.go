@@ -17,6 +17,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/internal/tagged"
@@ -439,7 +440,7 @@ func (v *PartitionCreated) ReadFrom(r *kbin.Reader) (err error) {
 		return err
 	}
 	v.Partition = r.Int32()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -452,7 +453,7 @@ func (v *TopicDeleted) AppendTo(dst []byte) []byte {
 
 func (v *TopicDeleted) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -544,17 +545,17 @@ func (v *FileCommitted) ReadFrom(r *kbin.Reader) (err error) {
 					return err
 				}
 			}
-			tagged.Skip(r)
+			kmsg.SkipTags(r)
 			if !r.Ok() {
 				return ErrTruncated
 			}
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 		if !r.Ok() {
 			return ErrTruncated
 		}
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -594,7 +595,7 @@ func (v *RecordsDeleted) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
 	v.Partition = r.Int32()
 	v.NewLogStartOffset = r.Int64()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -632,9 +633,9 @@ func (v *TopicConfig) ReadFrom(r *kbin.Reader) (err error) {
 		if c.Value, err = ReadString(r); err != nil {
 			return err
 		}
-		tagged.Skip(r)
+		kmsg.SkipTags(r)
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -651,7 +652,7 @@ func (v *ProducerIDBlock) ReadFrom(r *kbin.Reader) error {
 	v.NodeID = r.Int32()
 	v.FirstProducerID = r.Int64()
 	v.BlockSize = r.Int32()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -668,7 +669,7 @@ func (v *FileDeleted) ReadFrom(r *kbin.Reader) (err error) {
 		return err
 	}
 	v.DeleterShard = r.Int32()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -687,7 +688,7 @@ func (v *TopicDisablement) ReadFrom(r *kbin.Reader) error {
 	v.State = r.Int8()
 	v.Epoch = r.Int32()
 	v.Policy = r.Int8()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -700,7 +701,7 @@ func (v *TopicPurged) AppendTo(dst []byte) []byte {
 
 func (v *TopicPurged) ReadFrom(r *kbin.Reader) error {
 	v.TopicID = r.Uuid()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -741,7 +742,7 @@ func (v *SegmentCommitted) ReadFrom(r *kbin.Reader) (err error) {
 	v.TimestampType = r.Int8()
 	v.ReplacedRuns = r.Int32()
 	v.CommitTimestamp = r.Int64()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -768,7 +769,7 @@ func (v *ScramCredential) ReadFrom(r *kbin.Reader) (err error) {
 			return err
 		}
 	}
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }
 
@@ -800,6 +801,6 @@ func (v *ACL) ReadFrom(r *kbin.Reader) (err error) {
 	v.Operation = r.Int8()
 	v.PermissionType = r.Int8()
 	v.Removed = r.Bool()
-	tagged.Skip(r)
+	kmsg.SkipTags(r)
 	return OKOrTruncated(r)
 }

@@ -31,9 +31,6 @@ func Each(r *kbin.Reader, field func(tag uint32, v []byte) error) error {
 	return nil
 }
 
-// Skip skips a section. Truncation shows in r.Ok.
-func Skip(r *kbin.Reader) { _ = Each(r, nil) }
-
 // AppendNone appends an empty section (a uvarint 0) to dst.
 func AppendNone(dst []byte) []byte { return kbin.AppendUvarint(dst, 0) }
 
