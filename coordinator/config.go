@@ -129,7 +129,8 @@ type Config struct {
 	// (batches), not records. 0 selects DefaultSnapshotIntervalBytes; −1
 	// counts records only. Ignored when SnapshotIntervalRecords is −1.
 	SnapshotIntervalBytes int64
-	// Now is the clock log-append times are taken from. nil selects
+	// Now is the clock log-append times are taken from, and how long a
+	// read replica's reads have failed (ShardHealth). nil selects
 	// time.Now.
 	Now func() time.Time
 	// Logger receives warnings (torn log tails) and errors (failed log

@@ -25,9 +25,12 @@ const (
 	// ShardRetrying: loading the shard's state from its log failed for a
 	// reason that may pass (retryableLoad: a Kafka broker restarting, no
 	// leader) and is retried with backoff until it succeeds — the shard
-	// then serves again without a restart. Meanwhile a hosted shard
-	// answers KAFKA_STORAGE_ERROR (its groups COORDINATOR_LOAD_IN_PROGRESS)
-	// and a replica's state stays where it was.
+	// then serves again without a restart — or a read replica's catch-up
+	// reads have failed for replicaRetryingAfter (15 s) without a
+	// success, and it serves again on its first successful read.
+	// Meanwhile a hosted shard answers KAFKA_STORAGE_ERROR (its groups
+	// COORDINATOR_LOAD_IN_PROGRESS) and a replica's state stays where it
+	// was.
 	ShardRetrying
 	// ShardFailed: the shard failed for good, until the process restarts:
 	// its log is corrupt, holds what the state refuses, was taken over
@@ -86,15 +89,18 @@ func (s *shard) health() ShardHealth {
 	// A failed rebuild the driver retries leaves rebuilding set (rebuild).
 	retrying := failed != nil && s.rebuilding.Load()
 	h := ShardHealth{Shard: s.id, Hosted: r == roleHosted}
-	var reloading error
+	var reloading, stuck error
 	if rep != nil {
 		reloading = rep.reloading()
+		stuck = rep.failingFor(s.c.cfg.Now())
 	}
 	switch {
 	case r == roleLoading:
 		h.State = ShardLoading
 	case r == roleReplica && reloading != nil:
 		h.State, h.Err = ShardRetrying, reloading
+	case r == roleReplica && stuck != nil:
+		h.State, h.Err = ShardRetrying, stuck
 	case r == roleReplica && rep == nil && unfollowed != nil:
 		h.State, h.Err = ShardFailed, unfollowed
 	case r == roleReplica && rep == nil:

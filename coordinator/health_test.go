@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -139,5 +140,91 @@ func TestShardHealthUnfollowed(t *testing.T) {
 	}
 	if err := a.Err(); err == nil || !strings.Contains(err.Error(), "shard 1: ") {
 		t.Fatalf("Err: %v, want shard 1 named", err)
+	}
+}
+
+// countedFollower is a flakyFollower counting the Replays it failed.
+type countedFollower struct {
+	flakyFollower
+	failed *atomic.Int32
+}
+
+func (f countedFollower) Replay(ctx context.Context, from int64, fn func(int64, []byte) error) (int64, error) {
+	next, err := f.flakyFollower.Replay(ctx, from, fn)
+	if err != nil {
+		f.failed.Add(1)
+	}
+	return next, err
+}
+
+// TestShardHealthReplicaCatchUpFailing: a read replica whose ordinary
+// catch-up reads fail (its log unreadable from this sidecar, not a whole
+// reload) stays serving on its first failures — one Kafka blip must not
+// flip every sidecar's readiness — and is retrying, naming the cause,
+// once its reads have failed for replicaRetryingAfter without a success:
+// live (Err nil), not served (Unserved names it). Its first successful
+// read makes it serving again. Before, such a replica showed serving
+// however long its reads failed, its FindBatches and long-polls standing
+// still.
+func TestShardHealthReplicaCatchUpFailing(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	var failed atomic.Int32
+	clock := newFakeClock()
+	cl := newCluster(t, 2, func(c *Config) {
+		if c.NodeID != 2 {
+			return
+		}
+		c.Now = clock.Now
+		follow := c.OpenFollower
+		c.OpenFollower = func(s int32) (metalog.Follower, error) {
+			f, err := follow(s)
+			if s != 1 {
+				return f, err
+			}
+			return countedFollower{flakyFollower{Follower: f, down: &down}, &failed}, err
+		}
+	})
+	a, b := cl.nodes[0], cl.nodes[1]
+	top := cl.split("t", 8)
+	p1 := partitionOn(t, a, top, 1, 2)
+	commit := func(want int64) {
+		t.Helper()
+		if rs, err := a.CommitFile(ctx, 1, commitRequest(a, nextKey(), plain(top, p1, 1))); err != nil || rs[0].BaseOffset != want {
+			t.Fatalf("commit: %+v %v, want base offset %d", rs, err, want)
+		}
+	}
+	commit(0)
+	waitFor(t, b, "the first commit on B's replica", func() bool { return hwm(b, top, p1) == 1 })
+
+	down.Store(true)
+	commit(1)
+	for deadline := time.Now().Add(10 * time.Second); failed.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("B's replica failed %d times in 10 s, want 2 in a row", failed.Load())
+		}
+	}
+	if h := b.ShardHealth()[1]; h.State != ShardServing {
+		t.Fatalf("B's replica after its first failed reads: %+v, want serving (not yet %v failing)", h, replicaRetryingAfter)
+	}
+	clock.Advance(replicaRetryingAfter)
+	h := waitHealth(t, b, 1, ShardRetrying)
+	if h.Hosted || !errors.Is(h.Err, errBrokerGone) {
+		t.Fatalf("B's replica failing for %v: %+v, want a replica naming the log's failure", replicaRetryingAfter, h)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("B's Err while its replica's reads fail: %v, want nil (live)", err)
+	}
+	if err := b.Unserved(); !errors.Is(err, ErrShardsUnserved) || !strings.Contains(err.Error(), "shard 1 retrying: ") {
+		t.Fatalf("B's Unserved while its replica's reads fail: %v, want shard 1 named", err)
+	}
+	if err := a.Unserved(); err != nil {
+		t.Fatalf("A's Unserved: %v", err)
+	}
+
+	down.Store(false)
+	waitHealth(t, b, 1, ShardServing)
+	if got := hwm(b, top, p1); got != 2 {
+		t.Fatalf("B's replica serving again at high watermark %d, want 2", got)
 	}
 }

@@ -64,6 +64,11 @@ type replica struct {
 	// be loaded whole and the last attempt failed: ShardRetrying) to
 	// that attempt's error; nil otherwise.
 	reloadErr atomic.Pointer[error]
+	// failing is set from the loop's first failed attempt (a catch-up
+	// read, Wait or reload) to its next success: since when the loop has
+	// failed without a success in between, and the last attempt's error
+	// (failingFor).
+	failing atomic.Pointer[replicaFailure]
 	// syncs is what sync asks the loop for (guarded by its mutex).
 	syncs struct {
 		sync.Mutex
@@ -74,6 +79,25 @@ type replica struct {
 		wake context.CancelFunc
 	}
 }
+
+// replicaFailure is a replica loop's run of failed attempts.
+type replicaFailure struct {
+	since time.Time // the first failed attempt's end (Config.Now)
+	err   error     // the last failed attempt's error
+}
+
+// replicaRetryingAfter is how long a read replica's reads must have
+// failed without a success in between before ShardHealth reports it
+// ShardRetrying (and /readyz answers 503): not on the first failure,
+// since every sidecar keeps a replica of every shard and one Kafka blip
+// would otherwise flip every pod's readiness at once. 15 s outlasts a
+// Kafka leader change after a broker dies (the controller moves its
+// leaderships once broker.session.timeout.ms, 9 s by default, passed),
+// which the replicas only wait out; a replica stuck longer serves
+// FindBatches and long-polls that stand still (SPEC §9 allows them
+// slightly stale only). A whole reload that fails is reported at once:
+// the state is then not the log's (replica.next).
+const replicaRetryingAfter = 15 * time.Second
 
 // clustered reports whether shards are placed (Config.OpenFollower).
 func (c *Coordinator) clustered() bool { return c.cfg.OpenFollower != nil }
@@ -431,9 +455,6 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 		}
 		switch {
 		case err == nil:
-			attempt, reload = 0, false
-			r.setReloading(nil)
-			continue
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errReload):
@@ -443,10 +464,17 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 				reload = true
 			}
 		}
-		if reload && err != nil {
+		if err == nil {
+			attempt, reload = 0, false
+			r.setReloading(nil)
+			r.failing.Store(nil)
+			continue
+		}
+		if reload {
 			r.setReloading(err)
 		}
-		if err != nil && ctx.Err() == nil {
+		r.failed(s.c.cfg.Now(), err)
+		if ctx.Err() == nil {
 			attempt++
 			s.c.retryLog.Log(ctx, slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: following a shard's log failed; retrying",
 				slog.Any("err", err))
@@ -455,6 +483,26 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 			}
 		}
 	}
+}
+
+// failed records an attempt of the loop that failed at now with err:
+// the run of failures goes on since its first.
+func (r *replica) failed(now time.Time, err error) {
+	f := &replicaFailure{since: now, err: err}
+	if prev := r.failing.Load(); prev != nil {
+		f.since = prev.since
+	}
+	r.failing.Store(f)
+}
+
+// failingFor returns the last failed attempt's error when the loop has
+// failed without a success for replicaRetryingAfter or longer at now,
+// nil otherwise.
+func (r *replica) failingFor(now time.Time) error {
+	if f := r.failing.Load(); f != nil && now.Sub(f.since) >= replicaRetryingAfter {
+		return f.err
+	}
+	return nil
 }
 
 // setReloading records the loop's mode for ShardHealth: reload mode
