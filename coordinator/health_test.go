@@ -228,3 +228,64 @@ func TestShardHealthReplicaCatchUpFailing(t *testing.T) {
 		t.Fatalf("B's replica serving again at high watermark %d, want 2", got)
 	}
 }
+
+// TestShardHealthFollowErrCleared: a shard that once could not be
+// followed (ShardFailed) and is then hosted here is no longer failed —
+// not while Host takes it over, not while a later Release starts to
+// follow it again. Before, followErr outlived the Host that made it
+// untrue, and the Release's follow showed the shard failed (/healthz
+// 503, a liveness restart) until it opened its follower.
+func TestShardHealthFollowErrCleared(t *testing.T) {
+	var refuse atomic.Bool
+	opening := make(chan chan struct{}, 1)
+	cl := newCluster(t, 1, func(c *Config) {
+		follow := c.OpenFollower
+		c.OpenFollower = func(s int32) (metalog.Follower, error) {
+			if refuse.Load() {
+				return nil, errors.New("test: no follower")
+			}
+			if s == 1 {
+				select {
+				case ch := <-opening:
+					<-ch // the test looks at the shard meanwhile
+				default:
+				}
+			}
+			return follow(s)
+		}
+	})
+	a := cl.nodes[0]
+	cl.host(0, 1)
+	refuse.Store(true)
+	if err := a.Release(1); err == nil {
+		t.Fatal("Release whose follower cannot open succeeded")
+	}
+	if h := a.ShardHealth()[1]; h.State != ShardFailed {
+		t.Fatalf("shard released and not followed: %+v, want failed", h)
+	}
+	refuse.Store(false)
+	cl.host(0, 1)
+	if h := a.ShardHealth()[1]; h.State != ShardServing || !h.Hosted {
+		t.Fatalf("shard hosted again: %+v, want hosted and serving", h)
+	}
+	// Release again, its follower's opening held while the shard is looked at.
+	held := make(chan struct{})
+	opening <- held
+	released := make(chan error, 1)
+	go func() { released <- a.Release(1) }()
+	for deadline := time.Now().Add(10 * time.Second); len(opening) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Release has not opened its follower within 10 s")
+		}
+	}
+	h := a.ShardHealth()[1]
+	liveErr := a.Err()
+	close(held)
+	if err := <-released; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if h.State != ShardLoading || h.Err != nil || liveErr != nil {
+		t.Fatalf("shard being released, its follower opening: %+v, Err %v; want loading and live", h, liveErr)
+	}
+	waitHealth(t, a, 1, ShardServing)
+}

@@ -161,6 +161,10 @@ func (c *Coordinator) Host(ctx context.Context, shard int32) error {
 	s.host.role = roleLoading
 	rep := s.host.rep
 	s.host.rep = nil
+	// Taken over from here: a follow that failed before no longer says
+	// why the shard has no replica (a later Release, or this Host
+	// failing, follows it again and sets its own).
+	s.host.followErr = nil
 	s.host.Unlock()
 
 	from := int64(-1)

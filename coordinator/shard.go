@@ -54,7 +54,8 @@ type shard struct {
 		rep  *replica
 		// followErr is why a shard in roleReplica has no rep: follow
 		// failed for good (Release, a takeover that failed); nil
-		// otherwise.
+		// otherwise — Host clears it as it takes the shard over, and
+		// follow sets it again.
 		followErr error
 	}
 
