@@ -286,71 +286,15 @@ func (c *Coordinator) Close() error {
 }
 
 // Err reports the coordinator's liveness, for a health check (/healthz):
-// nil while no shard has failed for good (ShardFailed); ErrClosed once
-// Close has begun; otherwise an error wrapping ErrShardFailed and each
-// failed shard's cause, naming the shards ("coordinator: shard failed:
-// shard 1: …; shard 3 fenced: …"). A shard fails for good when it cannot
-// rebuild its state from its metadata log because the log is corrupt,
-// taken over (alone) or holds what the state refuses; it answers
-// KAFKA_STORAGE_ERROR until a restart while the other shards go on. A
-// read replica that can no longer be followed is failed too
-// (ShardHealth, TestShardHealthUnfollowed). A
-// shard whose rebuild cannot read its log for now (ShardRetrying) is not
-// reported: it retries until it serves again, and a restart would only
-// start the same wait over (Unserved reports it). Err takes each shard's
-// read locks in turn, which no shard holds across disk IO, so it is
-// cheap and never waits for the disk; it is safe for concurrent use.
-func (c *Coordinator) Err() error {
-	return c.shardsErr(diskless.ErrShardFailed, func(h ShardHealth) bool { return h.State == ShardFailed })
-}
+// Health().Err() — see Health.Err. It is safe for concurrent use.
+func (c *Coordinator) Err() error { return c.Health().Err() }
 
-// Unserved reports the coordinator's readiness, for /readyz: nil while
-// every shard is serving or loading; ErrClosed once Close has begun;
-// otherwise an error wrapping ErrShardsUnserved naming each shard that
-// is retrying or failed, with its cause ("coordinator: shards not
-// served: shard 1 retrying: …; shard 2: …"). As cheap as Err.
-func (c *Coordinator) Unserved() error {
-	return c.shardsErr(ErrShardsUnserved, func(h ShardHealth) bool { return h.State == ShardRetrying || h.State == ShardFailed })
-}
+// Unserved reports the coordinator's readiness, for /readyz:
+// Health().Unserved() — see Health.Unserved.
+func (c *Coordinator) Unserved() error { return c.Health().Unserved() }
 
 // ErrShardsUnserved is wrapped by Unserved's error.
 var ErrShardsUnserved = errors.New("coordinator: shards not served")
-
-// shardsErr returns an error wrapping sentinel and naming the shards
-// whose health matches, with their causes; nil when none does;
-// diskless.ErrClosed once Close has begun.
-func (c *Coordinator) shardsErr(sentinel error, match func(ShardHealth) bool) error {
-	c.closeMu.RLock()
-	closed := c.closed
-	c.closeMu.RUnlock()
-	if closed {
-		return diskless.ErrClosed
-	}
-	format, args := "%w", []any{sentinel}
-	for _, s := range c.shards {
-		h := s.health()
-		if !match(h) {
-			continue
-		}
-		sep := "; "
-		if len(args) == 1 {
-			sep = ": "
-		}
-		switch {
-		case h.State == ShardRetrying:
-			format += sep + "shard %d retrying: %w"
-		case errors.Is(h.Err, metalog.ErrFenced):
-			format += sep + "shard %d fenced: %w"
-		default:
-			format += sep + "shard %d: %w"
-		}
-		args = append(args, s.id, h.Err)
-	}
-	if len(args) == 1 {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
-}
 
 // NodeID returns this sidecar's node.id.
 func (c *Coordinator) NodeID() int32 { return c.cfg.NodeID }

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/diskless-sidecar/sidecar/diskless"
 	"github.com/diskless-sidecar/sidecar/metalog"
 )
 
@@ -66,16 +68,92 @@ type ShardHealth struct {
 	Err error
 }
 
-// ShardHealth reports every shard's health, in shard order. Like Err it
-// takes each shard's read locks in turn, never waits for IO and is safe
-// for concurrent use. After Close has begun the shards' states are those
-// they stopped in.
-func (c *Coordinator) ShardHealth() []ShardHealth {
-	out := make([]ShardHealth, len(c.shards))
+// ShardHealth reports every shard's health, in shard order:
+// Health().Shards.
+func (c *Coordinator) ShardHealth() []ShardHealth { return c.Health().Shards }
+
+// Health is one reading of the coordinator's health (Coordinator.Health):
+// liveness (Err), readiness (Unserved) and the shards' list all come
+// from it, so one answer of /healthz or /readyz never disagrees with
+// itself.
+type Health struct {
+	// Closed reports that Close had begun; the shards' states are then
+	// those they stopped in.
+	Closed bool
+	// Shards is every shard's health, in shard order.
+	Shards []ShardHealth
+}
+
+// Health reads the coordinator's health once: whether Close has begun
+// and every shard's health, under the close lock, so a Close cannot
+// begin in between. It takes each shard's read locks in turn, which no
+// shard holds across IO, so it is cheap and never waits for the disk or
+// Kafka; it is safe for concurrent use.
+func (c *Coordinator) Health() Health {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	h := Health{Closed: c.closed, Shards: make([]ShardHealth, len(c.shards))}
 	for i, s := range c.shards {
-		out[i] = s.health()
+		h.Shards[i] = s.health()
 	}
-	return out
+	return h
+}
+
+// Err is liveness, for a health check (/healthz): nil while no shard has
+// failed for good (ShardFailed); diskless.ErrClosed once Close had
+// begun; otherwise an error wrapping diskless.ErrShardFailed and each
+// failed shard's cause, naming the shards ("coordinator: shard failed:
+// shard 1: …; shard 3 fenced: …"). A shard fails for good when it cannot
+// rebuild its state from its metadata log because the log is corrupt,
+// taken over (alone) or holds what the state refuses; it answers
+// KAFKA_STORAGE_ERROR until a restart while the other shards go on. A
+// read replica that can no longer be followed is failed too
+// (TestShardHealthUnfollowed). A shard whose log cannot be read for now
+// (ShardRetrying) is not reported: it retries until it serves again, and
+// a restart would only start the same wait over (Unserved reports it).
+func (h Health) Err() error {
+	return h.shardsErr(diskless.ErrShardFailed, func(s ShardHealth) bool { return s.State == ShardFailed })
+}
+
+// Unserved is readiness, for /readyz: nil while every shard is serving
+// or loading; diskless.ErrClosed once Close had begun; otherwise an
+// error wrapping ErrShardsUnserved naming each shard that is retrying or
+// failed, with its cause ("coordinator: shards not served: shard 1
+// retrying: …; shard 2: …").
+func (h Health) Unserved() error {
+	return h.shardsErr(ErrShardsUnserved, func(s ShardHealth) bool { return s.State == ShardRetrying || s.State == ShardFailed })
+}
+
+// shardsErr returns an error wrapping sentinel and naming the shards
+// whose health matches, with their causes; nil when none does;
+// diskless.ErrClosed when h.Closed.
+func (h Health) shardsErr(sentinel error, match func(ShardHealth) bool) error {
+	if h.Closed {
+		return diskless.ErrClosed
+	}
+	format, args := "%w", []any{sentinel}
+	for _, s := range h.Shards {
+		if !match(s) {
+			continue
+		}
+		sep := "; "
+		if len(args) == 1 {
+			sep = ": "
+		}
+		switch {
+		case s.State == ShardRetrying:
+			format += sep + "shard %d retrying: %w"
+		case errors.Is(s.Err, metalog.ErrFenced):
+			format += sep + "shard %d fenced: %w"
+		default:
+			format += sep + "shard %d: %w"
+		}
+		args = append(args, s.Shard, s.Err)
+	}
+	if len(args) == 1 {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
 }
 
 // health classifies s (ShardState's cases).

@@ -68,10 +68,11 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		doc, code := healthJSON{Status: "ok"}, http.StatusOK
 		if src := e.health.Load(); src != nil {
-			if err := live(*src); err != nil {
+			h := (*src).Health()
+			if err := live(h); err != nil {
 				doc.Status, doc.Error, code = "failed", err.Error(), http.StatusServiceUnavailable
 			}
-			doc.Shards = shardsJSON((*src).ShardHealth())
+			doc.Shards = shardsJSON(h.Shards)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
@@ -85,7 +86,7 @@ func startHTTP(addr string, metrics http.Handler, log *slog.Logger) (*httpEndpoi
 			return
 		}
 		if src := e.health.Load(); src != nil {
-			if err := (*src).Unserved(); err != nil && !errors.Is(err, diskless.ErrClosed) {
+			if err := (*src).Health().Unserved(); err != nil && !errors.Is(err, diskless.ErrClosed) {
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 				return
 			}
@@ -198,14 +199,10 @@ func topicsJSON(ts []diskless.Topic) []topicJSON {
 }
 
 // healthSource is what /healthz and /readyz ask: a
-// coordinator.Coordinator.
+// coordinator.Coordinator. Each answer is built from one Health reading
+// (liveness, readiness and the shards' list agree).
 type healthSource interface {
-	// Err is liveness: shards failed for good (diskless.ErrClosed while
-	// a graceful stop runs, which is live).
-	Err() error
-	// Unserved is readiness: shards retrying or failed.
-	Unserved() error
-	ShardHealth() []coordinator.ShardHealth
+	Health() coordinator.Health
 }
 
 // setHealth makes /healthz and /readyz answer from src. Until it is

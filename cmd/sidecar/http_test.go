@@ -19,33 +19,20 @@ import (
 
 // fakeHealth is a coordinator whose health is set by the test.
 type fakeHealth struct {
-	mu            sync.Mutex
-	err, unserved error
-	shards        []coordinator.ShardHealth
+	mu sync.Mutex
+	h  coordinator.Health
 }
 
-func (c *fakeHealth) set(err, unserved error, shards ...coordinator.ShardHealth) {
+func (c *fakeHealth) set(closed bool, shards ...coordinator.ShardHealth) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.err, c.unserved, c.shards = err, unserved, shards
+	c.h = coordinator.Health{Closed: closed, Shards: shards}
 }
 
-func (c *fakeHealth) Err() error {
+func (c *fakeHealth) Health() coordinator.Health {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.err
-}
-
-func (c *fakeHealth) Unserved() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.unserved
-}
-
-func (c *fakeHealth) ShardHealth() []coordinator.ShardHealth {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.shards
+	return c.h
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -92,29 +79,27 @@ func TestHealthzReportsFailedShards(t *testing.T) {
 	diskFull := fmt.Errorf("%w: shard 1: metadata log write: no space left on device", diskless.ErrShardFailed)
 	failed := coordinator.ShardHealth{Shard: 1, Hosted: true, State: coordinator.ShardFailed, Err: diskFull}
 	for _, tc := range []struct {
-		name          string
-		err, unserved error
-		shards        []coordinator.ShardHealth
-		health        int
-		status        string
-		want          []shardJSON
-		ready         int
-		readyBody     string
+		name      string
+		closed    bool
+		shards    []coordinator.ShardHealth
+		health    int
+		status    string
+		want      []shardJSON
+		ready     int
+		readyBody string
 	}{
-		{"healthy", nil, nil, []coordinator.ShardHealth{serving, replica}, 200, "ok",
+		{"healthy", false, []coordinator.ShardHealth{serving, replica}, 200, "ok",
 			[]shardJSON{{0, "hosted", "serving", ""}, {2, "replica", "serving", ""}}, 200, "ready"},
-		{"shard retrying", nil, fmt.Errorf("%w: shard 1 retrying: %w", coordinator.ErrShardsUnserved, gone),
-			[]coordinator.ShardHealth{serving, retrying, replica}, 200, "ok",
+		{"shard retrying", false, []coordinator.ShardHealth{serving, retrying, replica}, 200, "ok",
 			[]shardJSON{{0, "hosted", "serving", ""}, {1, "hosted", "retrying", gone.Error()}, {2, "replica", "serving", ""}},
 			503, "shard 1 retrying: coordinator: shard 1: replay: broker closed the connection"},
-		{"shard failed", diskFull, fmt.Errorf("%w: shard 1: %w", coordinator.ErrShardsUnserved, diskFull),
-			[]coordinator.ShardHealth{serving, failed}, 503, "failed",
+		{"shard failed", false, []coordinator.ShardHealth{serving, failed}, 503, "failed",
 			[]shardJSON{{0, "hosted", "serving", ""}, {1, "hosted", "failed", diskFull.Error()}},
 			503, "shard 1: metadata log write: no space left on device"},
-		{"closing", diskless.ErrClosed, diskless.ErrClosed, []coordinator.ShardHealth{serving}, 200, "ok",
+		{"closing", true, []coordinator.ShardHealth{serving}, 200, "ok",
 			[]shardJSON{{0, "hosted", "serving", ""}}, 200, "ready"},
 	} {
-		c.set(tc.err, tc.unserved, tc.shards...)
+		c.set(tc.closed, tc.shards...)
 		code, body := get(t, base+"/healthz")
 		var doc healthJSON
 		if err := json.Unmarshal([]byte(body), &doc); err != nil {
@@ -158,5 +143,50 @@ func TestHealthzOnARealCoordinator(t *testing.T) {
 	}
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz %d %q, want 200", code, body)
+	}
+}
+
+// flipHealth is a coordinator whose health flips between a shard failed
+// and every shard serving at each reading.
+type flipHealth struct {
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *flipHealth) Health() coordinator.Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	state := coordinator.ShardServing
+	var err error
+	if c.reads%2 == 1 {
+		state, err = coordinator.ShardFailed, fmt.Errorf("%w: shard 0: metadata log corrupt", diskless.ErrShardFailed)
+	}
+	return coordinator.Health{Shards: []coordinator.ShardHealth{{Shard: 0, Hosted: true, State: state, Err: err}}}
+}
+
+// TestHealthzOneReading: /healthz answers from one reading of the
+// coordinator's health, so its status and code agree with the shards it
+// lists even while the health changes between readings. Before, it read
+// liveness and the shards' list in two passes, and an answer could say
+// failed (503) listing every shard serving, or ok listing one failed.
+func TestHealthzOneReading(t *testing.T) {
+	e, err := startHTTP("127.0.0.1:0", http.NotFoundHandler(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close(context.Background())
+	base := "http://" + e.ln.Addr().String()
+	e.setHealth(&flipHealth{})
+	for range 4 {
+		code, body := get(t, base+"/healthz")
+		var doc healthJSON
+		if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Shards) != 1 {
+			t.Fatalf("/healthz %d %q (%v), want one shard", code, body, err)
+		}
+		failed := doc.Shards[0].State == "failed"
+		if (code == 503) != failed || (doc.Status == "failed") != failed {
+			t.Fatalf("/healthz %d, status %s, listing shard 0 %s: the answer disagrees with itself", code, doc.Status, doc.Shards[0].State)
+		}
 	}
 }
