@@ -26,7 +26,10 @@ type Follower interface {
 	// errors.
 	Replay(ctx context.Context, from int64, fn func(index int64, body []byte) error) (next int64, err error)
 	// Wait returns nil once a record with index ≥ next is durable (a
-	// Replay from next then returns it), or ctx's error. It may return
+	// Replay from next then returns it), or ctx's error, or — a backend
+	// read over a network — the error of reads that kept failing (the
+	// Kafka backend's after 5 s: waitFailAfter), which the caller
+	// reports and retries. It may return
 	// early, when the log grew by something that is no new record (a
 	// Kafka backend's claim or snapshot pointer, a group not whole yet):
 	// the caller replays and waits again. It must not poll the writer: a

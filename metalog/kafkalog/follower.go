@@ -43,9 +43,14 @@ type Follower struct {
 	anchored bool
 	// end is the offset after the last record read (the high watermark
 	// of the last scan): where Wait waits.
-	end    int64
-	closed chan struct{}
-	once   sync.Once
+	end int64
+	// waitFailed is set when Wait returned a failure (waitFailAfter):
+	// the next Wait returns at its first fetch that succeeds, so that
+	// the caller learns the partition is readable again. Wait's alone
+	// (one goroutine's).
+	waitFailed bool
+	closed     chan struct{}
+	once       sync.Once
 }
 
 var _ metalog.Follower = (*Follower)(nil)
@@ -53,6 +58,15 @@ var _ metalog.Follower = (*Follower)(nil)
 // followWaitMs bounds one Wait fetch at the broker; Wait asks again until
 // its ctx ends.
 const followWaitMs = 5000
+
+// waitFailAfter is how long Wait retries a leader lookup or fetch that
+// fails (every 100 ms, the leader looked up again) before it returns the
+// last failure: as long as one long-poll lasts. A leader change shorter
+// than that stays inside Wait; a partition unreachable for longer (its
+// leader gone, this sidecar cut off from Kafka) is reported to the
+// caller — the coordinator's replica counts it towards ShardRetrying
+// (DESIGN §Read replicas) and calls Wait again.
+const waitFailAfter = followWaitMs * time.Millisecond
 
 // Follow returns a follower of shard's partition. Its signature fits
 // coordinator.Config.OpenFollower.
@@ -222,7 +236,10 @@ func (f *Follower) replay(ctx context.Context, from int64, fn func(index int64, 
 // record there — which may be no new metadata record (a claim, a
 // pointer, a part of a group), so the caller replays and may wait again —
 // or ctx ends. A deleted offset returns at once (Replay then reports the
-// truncation).
+// truncation). A leader lookup or fetch that keeps failing for
+// waitFailAfter returns its error; the Wait after that returns nil at
+// its first fetch that succeeds (the caller replays, and learns the
+// partition answers again).
 func (f *Follower) Wait(ctx context.Context, next int64) error {
 	f.mu.Lock()
 	at, known := f.end, f.anchored && next < f.st.next
@@ -240,7 +257,8 @@ func (f *Follower) Wait(ctx context.Context, next int64) error {
 		case <-ctx.Done():
 		}
 	}()
-	refresh := false
+	refresh := f.waitFailed
+	var failingSince time.Time
 	for {
 		if f.isClosed() {
 			return metalog.ErrClosed
@@ -254,16 +272,27 @@ func (f *Follower) Wait(ctx context.Context, next int64) error {
 			var hwm int64
 			hwm, err = l.t.fetchHighWatermark(ctx, f.wcl, leader, l.shard, at, followWaitMs)
 			switch {
-			case err == nil && hwm > at:
+			case err == nil && (hwm > at || f.waitFailed):
+				f.waitFailed = false
 				return nil
 			case err == nil:
+				failingSince = time.Time{}
 				continue // the long-poll expired with nothing new
 			case errors.Is(err, errOutOfRange):
+				f.waitFailed = false
 				return nil
 			}
 		}
 		if f.isClosed() {
 			return metalog.ErrClosed
+		}
+		if ctx.Err() == nil {
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			} else if time.Since(failingSince) >= waitFailAfter {
+				f.waitFailed = true
+				return fmt.Errorf("kafkalog: follower of shard %d: waiting for records: %w", l.shard, err)
+			}
 		}
 		refresh = true
 		// The follower's client learns the brokers from a Metadata

@@ -148,6 +148,7 @@ func TestKafkaLog(t *testing.T) {
 		})
 	})
 	t.Run("FollowerSkipsFencedWriter", func(t *testing.T) { testFollowerSkipsFencedWriter(t, e) })
+	t.Run("FollowerWaitFails", func(t *testing.T) { testFollowerWaitFails(t, e) })
 	t.Run("FencedTruncate", func(t *testing.T) { testFencedTruncate(t, e) })
 	t.Run("LateClaims", func(t *testing.T) { testLateClaims(t, e) })
 	t.Run("TruncatedUnderStart", func(t *testing.T) { testTruncatedUnderStart(t, e) })
@@ -420,6 +421,69 @@ func testFencedWriterInterleaved(t *testing.T, e *env) {
 	want := strs(g1, g2, group("g3", 1))
 	if got, _ := replayAll(t, later, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("a later owner replays %v, want %v", got, want)
+	}
+}
+
+// testFollowerWaitFails: a follower whose Wait cannot reach the
+// partition (every connection refused) returns the failure once it has
+// lasted waitFailAfter, not only when its ctx ends; once the partition
+// answers again the next Wait returns at once, though no record came,
+// and the follower goes on. Before, Wait retried for ever and reported
+// nothing: a sidecar cut off from Kafka showed its replicas serving.
+func testFollowerWaitFails(t *testing.T, e *env) {
+	var refuse atomic.Bool
+	tp, _ := e.topic(t, 1, func(c *Config) {
+		c.ClientOpts = []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if refuse.Load() {
+				return nil, errors.New("test: connection refused")
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, host)
+		}), kgo.RetryTimeout(2 * time.Second)}
+	})
+	ctx := context.Background()
+	w := openShard(t, tp)
+	replayAll(t, w, 0)
+	mustAppend(t, w, group("g1", 2))
+	fl, err := tp.Follow(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	next, err := fl.Replay(ctx, 0, func(int64, []byte) error { return nil })
+	if err != nil || next != 2 {
+		t.Fatalf("follower Replay: next %d, %v", next, err)
+	}
+	// The follower's own client has not connected yet (Wait's first
+	// fetch dials): refused from here.
+	refuse.Store(true)
+	wctx, cancel := context.WithTimeout(ctx, 4*waitFailAfter)
+	err = fl.Wait(wctx, next)
+	expired := wctx.Err()
+	cancel()
+	if err == nil || expired != nil {
+		t.Fatalf("Wait with every connection refused: %v, want the failure before its ctx ended (%v)", err, 4*waitFailAfter)
+	}
+	refuse.Store(false)
+	wctx, cancel = context.WithTimeout(ctx, 4*waitFailAfter)
+	err = fl.Wait(wctx, next)
+	cancel()
+	if err != nil {
+		t.Fatalf("Wait after the failure, the partition readable again: %v, want nil (at once, nothing new)", err)
+	}
+	mustAppend(t, w, group("g2", 1))
+	wctx, cancel = context.WithTimeout(ctx, 4*waitFailAfter)
+	defer cancel()
+	var got int
+	for got == 0 {
+		if err := fl.Wait(wctx, next); err != nil {
+			t.Fatalf("Wait for g2: %v", err)
+		}
+		if next, err = fl.Replay(ctx, next, func(int64, []byte) error { got++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != 1 || next != 3 {
+		t.Fatalf("follower read %d records after the failure (next %d), want g2's 1", got, next)
 	}
 }
 
