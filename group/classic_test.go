@@ -426,6 +426,49 @@ func TestClassicLeaveGroup(t *testing.T) {
 	}
 }
 
+// TestClassicReplacedCallsAnswered: a member's JoinGroup parked in a
+// rebalance that a later JoinGroup of the same member replaces (a late
+// copy through a half-open connection, or the client's retry on a new
+// one) gets the same answer as the later one at the join's end, and a
+// SyncGroup replaced so gets the leader's assignment — Kafka leaves the
+// replaced call unanswered, and a client waiting on it waits for its
+// request timeout (SPEC §6, a member's parked call replaced).
+func TestClassicReplacedCallsAnswered(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 2)
+	leader, follower := ids[0], ids[1]
+	first := h.join(joinReq(9, "g", leader, nil)) // the leader's rejoin begins a rebalance
+	late := joinReq(9, "g", leader, nil)
+	late.Version = 7
+	second := h.join(late)
+	fj := h.join(joinReq(9, "g", follower, nil))
+	for name, j := range map[string]*joinResult{"the replaced join": first, "the later join": second} {
+		if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != gen+1 || j.resp.MemberID != leader || len(j.resp.Members) != 2 {
+			t.Fatalf("%s: %+v; want generation %d with both members", name, j.resp, gen+1)
+		}
+	}
+	if first.resp.Version != 9 || second.resp.Version != 7 {
+		t.Fatalf("answer versions %d and %d, want each its request's (9, 7)", first.resp.Version, second.resp.Version)
+	}
+	if !fj.done() || fj.resp.ErrorCode != 0 {
+		t.Fatalf("the follower's join: %+v", fj.resp)
+	}
+	s1 := h.sync("g", follower, gen+1, nil)
+	s2 := h.sync("g", follower, gen+1, nil)
+	if s1.resp != nil || s2.resp != nil {
+		t.Fatalf("a follower's sync answered before the leader's: %+v, %+v", s1.resp, s2.resp)
+	}
+	ls := h.sync("g", leader, gen+1, map[string]string{leader: "x", follower: "y"})
+	for name, s := range map[string]*syncResult{"the replaced sync": s1, "the later sync": s2, "the leader's sync": ls} {
+		if s.resp == nil || s.resp.ErrorCode != 0 {
+			t.Fatalf("%s: %+v", name, s.resp)
+		}
+	}
+	if string(s1.resp.MemberAssignment) != "y" || string(s2.resp.MemberAssignment) != "y" {
+		t.Fatalf("the follower's syncs got %q and %q, want %q", s1.resp.MemberAssignment, s2.resp.MemberAssignment, "y")
+	}
+}
+
 func TestClassicPendingMemberExpires(t *testing.T) {
 	h := newHarness(t, Config{})
 	first := h.join(joinReq(9, "g", "", nil))
