@@ -530,6 +530,93 @@ func TestClassicAdoptMembers(t *testing.T) {
 	wantCode(t, "another group after the window", h.heartbeat("g2", "old-9", 2), kerr.UnknownMemberID)
 }
 
+// TestClassicAdoptedGhostBounded: a JoinGroup under a member id the
+// client has dropped (a late copy through a half-open connection after a
+// partition healed) is taken for a member from before the takeover
+// (AdoptMembers) — a ghost: it never syncs nor heartbeats. Leader or
+// not, it holds the group for no longer than Kafka's own bounds for a
+// member that stops: its session timeout (leader: the followers wait in
+// SyncGroup until then, and are then told to rejoin), or the sync
+// deadline, the rebalance timeout, when that comes first (follower whose
+// session is longer); the group then completes a generation without it.
+func TestClassicAdoptedGhostBounded(t *testing.T) {
+	const session, rebalance = 10 * time.Second, 30 * time.Second
+	for _, tc := range []struct {
+		name         string
+		ghostLeads   bool
+		ghostSession time.Duration
+		bound        time.Duration // from the join's end
+	}{
+		{"leader, session first", true, session, session},
+		{"follower, sync deadline first", false, 45 * time.Second, rebalance},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			h.c.AdoptMembers(h.now)
+			join := func(id string, sess time.Duration) *joinResult {
+				req := joinReq(9, "g", id, nil)
+				req.SessionTimeoutMillis = int32(sess.Milliseconds())
+				return h.join(req)
+			}
+			var ghost, j1, j2 *joinResult
+			if tc.ghostLeads {
+				ghost, j1, j2 = join("ghost", tc.ghostSession), join("old-1", session), join("old-2", session)
+			} else {
+				j1, ghost, j2 = join("old-1", session), join("ghost", tc.ghostSession), join("old-2", session)
+			}
+			for !j1.done() {
+				h.advance(100 * time.Millisecond)
+			}
+			for _, j := range []*joinResult{ghost, j1, j2} {
+				if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != 1 {
+					t.Fatalf("join: %+v", j.resp)
+				}
+			}
+			if lead := j1.resp.LeaderID == "ghost"; lead != tc.ghostLeads {
+				t.Fatalf("leader %s", j1.resp.LeaderID)
+			}
+			// The live members sync (the ghost's answer went nowhere).
+			s1 := h.sync("g", "old-1", 1, map[string]string{"old-1": "a", "old-2": "b", "ghost": "c"})
+			s2 := h.sync("g", "old-2", 1, nil)
+			if !tc.ghostLeads && (s1.resp == nil || s2.resp == nil || s1.resp.ErrorCode != 0 || s2.resp.ErrorCode != 0) {
+				t.Fatalf("syncs with a live leader: %+v, %+v", s1.resp, s2.resp)
+			}
+			// Live members heartbeat every second; nothing moves before
+			// the bound.
+			for elapsed := time.Duration(0); elapsed < tc.bound-time.Second; elapsed += time.Second {
+				h.advance(time.Second)
+				if !tc.ghostLeads {
+					for _, id := range []string{"old-1", "old-2"} {
+						wantCode(t, "a live member's heartbeat before the bound", h.heartbeat("g", id, 1), nil)
+					}
+				}
+			}
+			if tc.ghostLeads && (s1.resp != nil || s2.resp != nil) {
+				t.Fatalf("syncs answered before the ghost leader's session expired: %+v, %+v", s1.resp, s2.resp)
+			}
+			h.advance(time.Second)
+			if g := h.c.classic["g"]; g.members["ghost"] != nil || !g.is(statePreparingRebalance) {
+				t.Fatalf("at the bound: state %v, ghost still a member: %v", g.state, g.members["ghost"] != nil)
+			}
+			if tc.ghostLeads {
+				wantCode(t, "the parked sync at the ghost leader's expiry", s1.resp.ErrorCode, kerr.RebalanceInProgress)
+				wantCode(t, "the parked sync at the ghost leader's expiry", s2.resp.ErrorCode, kerr.RebalanceInProgress)
+			} else {
+				wantCode(t, "a live member's heartbeat after the ghost's removal", h.heartbeat("g", "old-1", 1), kerr.RebalanceInProgress)
+			}
+			r1, r2 := h.join(joinReq(9, "g", "old-1", nil)), h.join(joinReq(9, "g", "old-2", nil))
+			for _, j := range []*joinResult{r1, r2} {
+				if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != 2 {
+					t.Fatalf("rejoin: %+v", j.resp)
+				}
+			}
+			if lead := r1.resp.LeaderID; lead != "old-1" || len(r1.resp.Members) != 2 {
+				t.Fatalf("generation 2: leader %s, members %v; want old-1 leading old-1 and old-2", lead, r1.resp.Members)
+			}
+		})
+	}
+}
+
 // TestClassicAdoptMembersCommit: in AdoptMembers' window a member from
 // before the takeover that commits offsets before it rejoined is answered
 // REBALANCE_IN_PROGRESS, as its Heartbeat is (a client keeps its
