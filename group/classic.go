@@ -739,8 +739,10 @@ func (c *Coordinator) prepareRebalance(g *classicGroup, now int64, reason string
 	c.timers.cancel(timerKey{timerClassicSync, g.id, ""})
 	initial := g.is(stateEmpty)
 	g.transition(statePreparingRebalance, now)
-	c.log.Debug("group: rebalance begun", "group", g.id, "from", g.prevState.String(), "generation", g.generation,
-		"members", memberIDs(g), "reason", reason, "rebalance_timeout_ms", g.rebalanceTimeoutMs())
+	if c.debug() {
+		c.log.Debug("group: rebalance begun", "group", g.id, "from", g.prevState.String(), "generation", g.generation,
+			"members", memberIDs(g), "reason", reason, "rebalance_timeout_ms", g.rebalanceTimeoutMs())
+	}
 	if initial {
 		delay := c.cfg.InitialRebalanceDelay.Milliseconds()
 		remaining := max(int64(g.rebalanceTimeoutMs())-delay, 0)
@@ -798,14 +800,18 @@ func (c *Coordinator) completeJoin(g *classicGroup, now int64) {
 	if !g.maybeElectNewJoinedLeader() && len(g.members) > 0 {
 		// Only static members that did not rejoin are left: wait another
 		// rebalance timeout for them (their sessions expire meanwhile).
-		c.log.Debug("group: join phase extended: only static members that did not rejoin are left", "group", g.id,
-			"members", memberIDs(g), "removed", removed)
+		if c.debug() {
+			c.log.Debug("group: join phase extended: only static members that did not rejoin are left", "group", g.id,
+				"members", memberIDs(g), "removed", removed)
+		}
 		c.scheduleJoinTimeout(g.id, now+int64(g.rebalanceTimeoutMs()))
 		return
 	}
 	g.initNextGeneration(now)
-	c.log.Debug("group: join phase ended", "group", g.id, "generation", g.generation, "state", g.state.String(),
-		"members", memberIDs(g), "leader", g.leader, "protocol", g.protocol, "removed", removed)
+	if c.debug() {
+		c.log.Debug("group: join phase ended", "group", g.id, "generation", g.generation, "state", g.state.String(),
+			"members", memberIDs(g), "leader", g.leader, "protocol", g.protocol, "removed", removed)
+	}
 	if g.is(stateEmpty) {
 		c.markEmpty(g.id, now)
 		return
@@ -973,7 +979,9 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 			c.propagateSync(g, g.members[id], 0, ms)
 		}
 		g.transition(stateStable, ms)
-		c.log.Debug("group: stable", "group", g.id, "generation", g.generation, "members", memberIDs(g))
+		if c.debug() {
+			c.log.Debug("group: stable", "group", g.id, "generation", g.generation, "members", memberIDs(g))
+		}
 	case stateStable:
 		c.removePendingSync(g, req.MemberID)
 		resp := kmsg.NewPtrSyncGroupResponse()

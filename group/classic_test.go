@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -662,5 +663,27 @@ func TestClassicLogsStateChanges(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("the log lacks %s:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestClassicDebugLinesOffCostNothing: with the Coordinator's logger not
+// taking debug lines, beginning a rebalance of a 20-member group
+// allocates only its join deadline — the debug line listing its members
+// is not built.
+func TestClassicDebugLinesOffCostNothing(t *testing.T) {
+	h := newHarnessLogged(t, Config{}, slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	stableGroup(t, h, 20)
+	g := h.c.classic["g"]
+	at := h.now.Add(time.Minute).UnixMilli()
+	deadline := testing.AllocsPerRun(100, func() { h.c.scheduleJoinTimeout("g", at) })
+	rebalance := testing.AllocsPerRun(100, func() {
+		g.transition(stateStable, h.now.UnixMilli())
+		h.c.prepareRebalance(g, h.now.UnixMilli(), "a test's rebalance")
+	})
+	if !g.is(statePreparingRebalance) {
+		t.Fatalf("state %v after prepareRebalance", g.state)
+	}
+	if rebalance != deadline {
+		t.Fatalf("beginning a rebalance allocates %v times, its join deadline alone %v", rebalance, deadline)
 	}
 }
