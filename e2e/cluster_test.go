@@ -805,7 +805,7 @@ func loadOnAllGroup(ctx context.Context, t *testing.T, cl *sidecarCluster, h *hi
 			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("producer-%d,diskless_az=zone-%d", id, id)), kgo.RecordDeliveryTimeout(2 * time.Minute)},
 				opts...)...)
 		l.cs[id] = startGroupConsumer(ctx, t, s, h, fmt.Sprintf("c%d", id), group, topic,
-			kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id)))
+			append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("consumer-%d,diskless_az=zone-%d", id, id))}, failoverMemberOpts...)...)
 	}
 	return l
 }
@@ -855,6 +855,18 @@ func (l *load) waitReading(t *testing.T, ctx context.Context, n int64) {
 // still reaches the cut sidecar is told of the others by its Metadata
 // once its membership lapsed (checkCutSidecar).
 var cutProducerOpts = []kgo.Opt{kgo.RequestTimeoutOverhead(5 * time.Second)}
+
+// failoverMemberOpts are the group members' settings in the failover
+// tests: a 10 s session timeout and a 20 s rebalance timeout instead of
+// kgo's 45 s and 60 s. Under Kafka's own rules a member that stops
+// answering — a pending member (KIP-394) whose JoinGroup came late
+// through a half-open connection, or a member its client dropped, taken
+// in over a shard move — holds the group's rebalance until its session
+// expires, or its sync until the rebalance timeout, and two such holds
+// can follow each other; with kgo's defaults one alone is past the
+// issue's 30 s, with these two are 20 s plus kgo's 3 s heartbeat
+// interval (DESIGN §Consumer groups, a member that stops answering).
+var failoverMemberOpts = []kgo.Opt{kgo.SessionTimeout(10 * time.Second), kgo.RebalanceTimeout(20 * time.Second)}
 
 // checkResumed stops the load and checks that each producer and the group
 // as a whole resumed within 30 s of since (the longest time without an

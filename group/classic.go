@@ -55,6 +55,21 @@ type classicMember struct {
 	awaitingJoin func(*kmsg.JoinGroupResponse)
 	syncVersion  int16
 	awaitingSync func(*kmsg.SyncGroupResponse)
+	// replacedJoins and replacedSyncs are the member's earlier parked
+	// JoinGroup and SyncGroup calls that a later one of the same member
+	// replaced (a client's retry on a new connection, or a late copy from
+	// a half-open one): each gets the answer the parked call gets, where
+	// Kafka leaves it unanswered (SPEC §6, a member's parked call
+	// replaced).
+	replacedJoins []parked[kmsg.JoinGroupResponse]
+	replacedSyncs []parked[kmsg.SyncGroupResponse]
+}
+
+// parked is a JoinGroup or SyncGroup call waiting for its answer: the
+// request's version and where the answer goes.
+type parked[R any] struct {
+	version int16
+	respond func(*R)
 }
 
 func (m *classicMember) metadata(protocol string) []byte {
@@ -277,16 +292,40 @@ func (g *classicGroup) updateMember(m *classicMember, protocols []kmsg.JoinGroup
 	} else if respond == nil && m.awaitingJoin != nil {
 		g.awaitingJoins--
 	}
+	if respond != nil && m.awaitingJoin != nil {
+		m.replacedJoins = append(m.replacedJoins, parked[kmsg.JoinGroupResponse]{m.joinVersion, m.awaitingJoin})
+	}
 	m.awaitingJoin, m.joinVersion = respond, version
+}
+
+// parkSync parks the member's SyncGroup call (v version) until the
+// leader's assignment arrives; a call already parked is answered with it
+// too.
+func (m *classicMember) parkSync(version int16, respond func(*kmsg.SyncGroupResponse)) {
+	if m.awaitingSync != nil {
+		m.replacedSyncs = append(m.replacedSyncs, parked[kmsg.SyncGroupResponse]{m.syncVersion, m.awaitingSync})
+	}
+	m.awaitingSync, m.syncVersion = respond, version
+}
+
+// answerReplaced gives each of calls a copy of resp at its own version
+// (version sets it on a copy).
+func answerReplaced[R any](calls []parked[R], resp *R, version func(*R, int16)) {
+	for _, p := range calls {
+		r := *resp
+		version(&r, p.version)
+		p.respond(&r)
+	}
 }
 
 func (g *classicGroup) completeJoin(m *classicMember, resp *kmsg.JoinGroupResponse) bool {
 	if m.awaitingJoin == nil {
 		return false
 	}
-	respond := m.awaitingJoin
-	m.awaitingJoin = nil
+	respond, replaced := m.awaitingJoin, m.replacedJoins
+	m.awaitingJoin, m.replacedJoins = nil, nil
 	g.awaitingJoins--
+	answerReplaced(replaced, resp, func(r *kmsg.JoinGroupResponse, v int16) { r.Version = v })
 	resp.Version = m.joinVersion
 	respond(resp)
 	return true
@@ -296,8 +335,9 @@ func (g *classicGroup) completeSync(m *classicMember, resp *kmsg.SyncGroupRespon
 	if m.awaitingSync == nil {
 		return false
 	}
-	respond := m.awaitingSync
-	m.awaitingSync = nil
+	respond, replaced := m.awaitingSync, m.replacedSyncs
+	m.awaitingSync, m.replacedSyncs = nil, nil
+	answerReplaced(replaced, resp, func(r *kmsg.SyncGroupResponse, v int16) { r.Version = v })
 	resp.Version = m.syncVersion
 	respond(resp)
 	return true
@@ -699,8 +739,10 @@ func (c *Coordinator) prepareRebalance(g *classicGroup, now int64, reason string
 	c.timers.cancel(timerKey{timerClassicSync, g.id, ""})
 	initial := g.is(stateEmpty)
 	g.transition(statePreparingRebalance, now)
-	c.log.Debug("group: rebalance begun", "group", g.id, "from", g.prevState.String(), "generation", g.generation,
-		"members", memberIDs(g), "reason", reason, "rebalance_timeout_ms", g.rebalanceTimeoutMs())
+	if c.debug() {
+		c.log.Debug("group: rebalance begun", "group", g.id, "from", g.prevState.String(), "generation", g.generation,
+			"members", memberIDs(g), "reason", reason, "rebalance_timeout_ms", g.rebalanceTimeoutMs())
+	}
 	if initial {
 		delay := c.cfg.InitialRebalanceDelay.Milliseconds()
 		remaining := max(int64(g.rebalanceTimeoutMs())-delay, 0)
@@ -758,14 +800,18 @@ func (c *Coordinator) completeJoin(g *classicGroup, now int64) {
 	if !g.maybeElectNewJoinedLeader() && len(g.members) > 0 {
 		// Only static members that did not rejoin are left: wait another
 		// rebalance timeout for them (their sessions expire meanwhile).
-		c.log.Debug("group: join phase extended: only static members that did not rejoin are left", "group", g.id,
-			"members", memberIDs(g), "removed", removed)
+		if c.debug() {
+			c.log.Debug("group: join phase extended: only static members that did not rejoin are left", "group", g.id,
+				"members", memberIDs(g), "removed", removed)
+		}
 		c.scheduleJoinTimeout(g.id, now+int64(g.rebalanceTimeoutMs()))
 		return
 	}
 	g.initNextGeneration(now)
-	c.log.Debug("group: join phase ended", "group", g.id, "generation", g.generation, "state", g.state.String(),
-		"members", memberIDs(g), "leader", g.leader, "protocol", g.protocol, "removed", removed)
+	if c.debug() {
+		c.log.Debug("group: join phase ended", "group", g.id, "generation", g.generation, "state", g.state.String(),
+			"members", memberIDs(g), "leader", g.leader, "protocol", g.protocol, "removed", removed)
+	}
 	if g.is(stateEmpty) {
 		c.markEmpty(g.id, now)
 		return
@@ -915,7 +961,7 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 	case statePreparingRebalance:
 		fail(kerr.RebalanceInProgress.Code)
 	case stateCompletingRebalance:
-		m.awaitingSync, m.syncVersion = respond, req.Version
+		m.parkSync(req.Version, respond)
 		c.removePendingSync(g, req.MemberID)
 		if !g.isLeader(req.MemberID) {
 			return
@@ -933,7 +979,9 @@ func (c *Coordinator) SyncGroup(now time.Time, req *kmsg.SyncGroupRequest, respo
 			c.propagateSync(g, g.members[id], 0, ms)
 		}
 		g.transition(stateStable, ms)
-		c.log.Debug("group: stable", "group", g.id, "generation", g.generation, "members", memberIDs(g))
+		if c.debug() {
+			c.log.Debug("group: stable", "group", g.id, "generation", g.generation, "members", memberIDs(g))
+		}
 	case stateStable:
 		c.removePendingSync(g, req.MemberID)
 		resp := kmsg.NewPtrSyncGroupResponse()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -426,6 +427,49 @@ func TestClassicLeaveGroup(t *testing.T) {
 	}
 }
 
+// TestClassicReplacedCallsAnswered: a member's JoinGroup parked in a
+// rebalance that a later JoinGroup of the same member replaces (a late
+// copy through a half-open connection, or the client's retry on a new
+// one) gets the same answer as the later one at the join's end, and a
+// SyncGroup replaced so gets the leader's assignment — Kafka leaves the
+// replaced call unanswered, and a client waiting on it waits for its
+// request timeout (SPEC §6, a member's parked call replaced).
+func TestClassicReplacedCallsAnswered(t *testing.T) {
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 2)
+	leader, follower := ids[0], ids[1]
+	first := h.join(joinReq(9, "g", leader, nil)) // the leader's rejoin begins a rebalance
+	late := joinReq(9, "g", leader, nil)
+	late.Version = 7
+	second := h.join(late)
+	fj := h.join(joinReq(9, "g", follower, nil))
+	for name, j := range map[string]*joinResult{"the replaced join": first, "the later join": second} {
+		if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != gen+1 || j.resp.MemberID != leader || len(j.resp.Members) != 2 {
+			t.Fatalf("%s: %+v; want generation %d with both members", name, j.resp, gen+1)
+		}
+	}
+	if first.resp.Version != 9 || second.resp.Version != 7 {
+		t.Fatalf("answer versions %d and %d, want each its request's (9, 7)", first.resp.Version, second.resp.Version)
+	}
+	if !fj.done() || fj.resp.ErrorCode != 0 {
+		t.Fatalf("the follower's join: %+v", fj.resp)
+	}
+	s1 := h.sync("g", follower, gen+1, nil)
+	s2 := h.sync("g", follower, gen+1, nil)
+	if s1.resp != nil || s2.resp != nil {
+		t.Fatalf("a follower's sync answered before the leader's: %+v, %+v", s1.resp, s2.resp)
+	}
+	ls := h.sync("g", leader, gen+1, map[string]string{leader: "x", follower: "y"})
+	for name, s := range map[string]*syncResult{"the replaced sync": s1, "the later sync": s2, "the leader's sync": ls} {
+		if s.resp == nil || s.resp.ErrorCode != 0 {
+			t.Fatalf("%s: %+v", name, s.resp)
+		}
+	}
+	if string(s1.resp.MemberAssignment) != "y" || string(s2.resp.MemberAssignment) != "y" {
+		t.Fatalf("the follower's syncs got %q and %q, want %q", s1.resp.MemberAssignment, s2.resp.MemberAssignment, "y")
+	}
+}
+
 func TestClassicPendingMemberExpires(t *testing.T) {
 	h := newHarness(t, Config{})
 	first := h.join(joinReq(9, "g", "", nil))
@@ -487,6 +531,93 @@ func TestClassicAdoptMembers(t *testing.T) {
 	wantCode(t, "another group after the window", h.heartbeat("g2", "old-9", 2), kerr.UnknownMemberID)
 }
 
+// TestClassicAdoptedGhostBounded: a JoinGroup under a member id the
+// client has dropped (a late copy through a half-open connection after a
+// partition healed) is taken for a member from before the takeover
+// (AdoptMembers) — a ghost: it never syncs nor heartbeats. Leader or
+// not, it holds the group for no longer than Kafka's own bounds for a
+// member that stops: its session timeout (leader: the followers wait in
+// SyncGroup until then, and are then told to rejoin), or the sync
+// deadline, the rebalance timeout, when that comes first (follower whose
+// session is longer); the group then completes a generation without it.
+func TestClassicAdoptedGhostBounded(t *testing.T) {
+	const session, rebalance = 10 * time.Second, 30 * time.Second
+	for _, tc := range []struct {
+		name         string
+		ghostLeads   bool
+		ghostSession time.Duration
+		bound        time.Duration // from the join's end
+	}{
+		{"leader, session first", true, session, session},
+		{"follower, sync deadline first", false, 45 * time.Second, rebalance},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			h.c.AdoptMembers(h.now)
+			join := func(id string, sess time.Duration) *joinResult {
+				req := joinReq(9, "g", id, nil)
+				req.SessionTimeoutMillis = int32(sess.Milliseconds())
+				return h.join(req)
+			}
+			var ghost, j1, j2 *joinResult
+			if tc.ghostLeads {
+				ghost, j1, j2 = join("ghost", tc.ghostSession), join("old-1", session), join("old-2", session)
+			} else {
+				j1, ghost, j2 = join("old-1", session), join("ghost", tc.ghostSession), join("old-2", session)
+			}
+			for !j1.done() {
+				h.advance(100 * time.Millisecond)
+			}
+			for _, j := range []*joinResult{ghost, j1, j2} {
+				if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != 1 {
+					t.Fatalf("join: %+v", j.resp)
+				}
+			}
+			if lead := j1.resp.LeaderID == "ghost"; lead != tc.ghostLeads {
+				t.Fatalf("leader %s", j1.resp.LeaderID)
+			}
+			// The live members sync (the ghost's answer went nowhere).
+			s1 := h.sync("g", "old-1", 1, map[string]string{"old-1": "a", "old-2": "b", "ghost": "c"})
+			s2 := h.sync("g", "old-2", 1, nil)
+			if !tc.ghostLeads && (s1.resp == nil || s2.resp == nil || s1.resp.ErrorCode != 0 || s2.resp.ErrorCode != 0) {
+				t.Fatalf("syncs with a live leader: %+v, %+v", s1.resp, s2.resp)
+			}
+			// Live members heartbeat every second; nothing moves before
+			// the bound.
+			for elapsed := time.Duration(0); elapsed < tc.bound-time.Second; elapsed += time.Second {
+				h.advance(time.Second)
+				if !tc.ghostLeads {
+					for _, id := range []string{"old-1", "old-2"} {
+						wantCode(t, "a live member's heartbeat before the bound", h.heartbeat("g", id, 1), nil)
+					}
+				}
+			}
+			if tc.ghostLeads && (s1.resp != nil || s2.resp != nil) {
+				t.Fatalf("syncs answered before the ghost leader's session expired: %+v, %+v", s1.resp, s2.resp)
+			}
+			h.advance(time.Second)
+			if g := h.c.classic["g"]; g.members["ghost"] != nil || !g.is(statePreparingRebalance) {
+				t.Fatalf("at the bound: state %v, ghost still a member: %v", g.state, g.members["ghost"] != nil)
+			}
+			if tc.ghostLeads {
+				wantCode(t, "the parked sync at the ghost leader's expiry", s1.resp.ErrorCode, kerr.RebalanceInProgress)
+				wantCode(t, "the parked sync at the ghost leader's expiry", s2.resp.ErrorCode, kerr.RebalanceInProgress)
+			} else {
+				wantCode(t, "a live member's heartbeat after the ghost's removal", h.heartbeat("g", "old-1", 1), kerr.RebalanceInProgress)
+			}
+			r1, r2 := h.join(joinReq(9, "g", "old-1", nil)), h.join(joinReq(9, "g", "old-2", nil))
+			for _, j := range []*joinResult{r1, r2} {
+				if !j.done() || j.resp.ErrorCode != 0 || j.resp.Generation != 2 {
+					t.Fatalf("rejoin: %+v", j.resp)
+				}
+			}
+			if lead := r1.resp.LeaderID; lead != "old-1" || len(r1.resp.Members) != 2 {
+				t.Fatalf("generation 2: leader %s, members %v; want old-1 leading old-1 and old-2", lead, r1.resp.Members)
+			}
+		})
+	}
+}
+
 // TestClassicAdoptMembersCommit: in AdoptMembers' window a member from
 // before the takeover that commits offsets before it rejoined is answered
 // REBALANCE_IN_PROGRESS, as its Heartbeat is (a client keeps its
@@ -532,5 +663,27 @@ func TestClassicLogsStateChanges(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("the log lacks %s:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestClassicDebugLinesOffCostNothing: with the Coordinator's logger not
+// taking debug lines, beginning a rebalance of a 20-member group
+// allocates only its join deadline — the debug line listing its members
+// is not built.
+func TestClassicDebugLinesOffCostNothing(t *testing.T) {
+	h := newHarnessLogged(t, Config{}, slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	stableGroup(t, h, 20)
+	g := h.c.classic["g"]
+	at := h.now.Add(time.Minute).UnixMilli()
+	deadline := testing.AllocsPerRun(100, func() { h.c.scheduleJoinTimeout("g", at) })
+	rebalance := testing.AllocsPerRun(100, func() {
+		g.transition(stateStable, h.now.UnixMilli())
+		h.c.prepareRebalance(g, h.now.UnixMilli(), "a test's rebalance")
+	})
+	if !g.is(statePreparingRebalance) {
+		t.Fatalf("state %v after prepareRebalance", g.state)
+	}
+	if rebalance != deadline {
+		t.Fatalf("beginning a rebalance allocates %v times, its join deadline alone %v", rebalance, deadline)
 	}
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"log/slog"
@@ -137,6 +138,12 @@ func (c *Coordinator) AdoptMembers(now time.Time) {
 	c.log.Info("group: adopting the members of the groups from before the takeover as they come",
 		"until", time.UnixMilli(c.adoptUntil).UTC())
 }
+
+// debug reports whether the Coordinator's logger takes debug lines: the
+// lines that list a group's members are built only then (a rebalance of
+// a large group is O(members) already; its log line need not add to it
+// when nobody reads it).
+func (c *Coordinator) debug() bool { return c.log.Enabled(context.Background(), slog.LevelDebug) }
 
 // adopts reports whether a member of group g (nil: not known here) that
 // this Coordinator does not know is taken as one from before the
