@@ -58,9 +58,9 @@ type classicMember struct {
 	// replacedJoins and replacedSyncs are the member's earlier parked
 	// JoinGroup and SyncGroup calls that a later one of the same member
 	// replaced (a client's retry on a new connection, or a late copy from
-	// a half-open one): each gets the answer the parked call gets, where
-	// Kafka leaves it unanswered (SPEC §6, a member's parked call
-	// replaced).
+	// a half-open one), oldest first, at most maxReplacedCalls each: each
+	// gets the answer the parked call gets, where Kafka leaves it
+	// unanswered (SPEC §6, a member's parked call replaced).
 	replacedJoins []parked[kmsg.JoinGroupResponse]
 	replacedSyncs []parked[kmsg.SyncGroupResponse]
 }
@@ -70,6 +70,24 @@ type classicMember struct {
 type parked[R any] struct {
 	version int16
 	respond func(*R)
+}
+
+// maxReplacedCalls bounds a member's replaced JoinGroup calls, and its
+// replaced SyncGroup calls, kept to be answered: a client has one call of
+// a kind in flight, and a partition's heal delivers a late copy per
+// connection it gave up — a few. Past the bound the oldest is dropped,
+// unanswered as Kafka leaves every replaced call, so that a client
+// sending the same member's calls over and over through one rebalance
+// (each connection closed after its request) holds no more than this.
+const maxReplacedCalls = 4
+
+// replace appends p to calls, dropping the oldest past maxReplacedCalls.
+func replace[R any](calls []parked[R], p parked[R]) []parked[R] {
+	if len(calls) == maxReplacedCalls {
+		copy(calls, calls[1:])
+		calls = calls[:len(calls)-1]
+	}
+	return append(calls, p)
 }
 
 func (m *classicMember) metadata(protocol string) []byte {
@@ -293,7 +311,7 @@ func (g *classicGroup) updateMember(m *classicMember, protocols []kmsg.JoinGroup
 		g.awaitingJoins--
 	}
 	if respond != nil && m.awaitingJoin != nil {
-		m.replacedJoins = append(m.replacedJoins, parked[kmsg.JoinGroupResponse]{m.joinVersion, m.awaitingJoin})
+		m.replacedJoins = replace(m.replacedJoins, parked[kmsg.JoinGroupResponse]{m.joinVersion, m.awaitingJoin})
 	}
 	m.awaitingJoin, m.joinVersion = respond, version
 }
@@ -303,7 +321,7 @@ func (g *classicGroup) updateMember(m *classicMember, protocols []kmsg.JoinGroup
 // too.
 func (m *classicMember) parkSync(version int16, respond func(*kmsg.SyncGroupResponse)) {
 	if m.awaitingSync != nil {
-		m.replacedSyncs = append(m.replacedSyncs, parked[kmsg.SyncGroupResponse]{m.syncVersion, m.awaitingSync})
+		m.replacedSyncs = replace(m.replacedSyncs, parked[kmsg.SyncGroupResponse]{m.syncVersion, m.awaitingSync})
 	}
 	m.awaitingSync, m.syncVersion = respond, version
 }

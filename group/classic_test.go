@@ -470,6 +470,48 @@ func TestClassicReplacedCallsAnswered(t *testing.T) {
 	}
 }
 
+// TestClassicReplacedCallsBounded: a client sending one member's
+// JoinGroup, then its SyncGroup, over and over in one rebalance (each
+// connection given up after its request) makes the member keep no more
+// than maxReplacedCalls replaced calls of each kind: the latest are
+// answered with the parked call, the older dropped unanswered, as Kafka
+// leaves every replaced call. Before, every call was kept until the
+// rebalance moved on, without bound.
+func TestClassicReplacedCallsBounded(t *testing.T) {
+	const calls = 50
+	h := newHarness(t, Config{})
+	ids, gen := stableGroup(t, h, 2)
+	leader, follower := ids[0], ids[1]
+	var joins []*joinResult
+	for range calls {
+		joins = append(joins, h.join(joinReq(9, "g", leader, nil))) // the follower has not rejoined: the join phase goes on
+	}
+	if n := len(h.c.classic["g"].members[leader].replacedJoins); n != maxReplacedCalls {
+		t.Fatalf("the leader keeps %d replaced JoinGroups after %d, want %d", n, calls, maxReplacedCalls)
+	}
+	if fj := h.join(joinReq(9, "g", follower, nil)); !fj.done() || fj.resp.ErrorCode != 0 {
+		t.Fatalf("the follower's join: %+v", fj.resp)
+	}
+	for i, j := range joins {
+		if answered := j.done(); answered != (i >= calls-1-maxReplacedCalls) {
+			t.Fatalf("JoinGroup %d of %d answered: %v; want only the last and the %d it replaced last", i, calls, answered, maxReplacedCalls)
+		}
+	}
+	var syncs []*syncResult
+	for range calls {
+		syncs = append(syncs, h.sync("g", follower, gen+1, nil)) // parked until the leader's assignment
+	}
+	if n := len(h.c.classic["g"].members[follower].replacedSyncs); n != maxReplacedCalls {
+		t.Fatalf("the follower keeps %d replaced SyncGroups after %d, want %d", n, calls, maxReplacedCalls)
+	}
+	h.sync("g", leader, gen+1, map[string]string{leader: "x", follower: "y"})
+	for i, s := range syncs {
+		if answered := s.resp != nil; answered != (i >= calls-1-maxReplacedCalls) {
+			t.Fatalf("SyncGroup %d of %d answered: %v; want only the last and the %d it replaced last", i, calls, answered, maxReplacedCalls)
+		}
+	}
+}
+
 func TestClassicPendingMemberExpires(t *testing.T) {
 	h := newHarness(t, Config{})
 	first := h.join(joinReq(9, "g", "", nil))
