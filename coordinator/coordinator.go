@@ -36,9 +36,10 @@ var ErrShardCountChanged = errors.New("coordinator: diskless.metadata.topic.num.
 // file deletion and the orphan scan (each job serialised with itself, so
 // a direct call and its loop never overlap); and, inside a pass, up to
 // deleteConcurrency object deletes joined before the pass returns.
-// Locks: closeMu (held for reading while queueing a request) is never
-// held while taking a shard's mu; the catalog is an immutable snapshot
-// swapped atomically; pid.mu and createMu serialise their callers and are
+// Locks: closeMu (held for reading while queueing a request, and by
+// Health across its reading of every shard) is taken before a shard's
+// host and mu, never while holding one (hosting.go's lock order); the
+// catalog is an immutable snapshot swapped atomically; pid.mu and createMu serialise their callers and are
 // taken before (never inside) a shard request; background jobs take one
 // shard's read lock at a time and never hold it across a shard request or
 // an object-store call.
