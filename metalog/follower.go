@@ -29,10 +29,12 @@ type Follower interface {
 	// Replay from next then returns it), or ctx's error, or — a backend
 	// read over a network — the error of reads that kept failing (the
 	// Kafka backend's after 5 s: waitFailAfter), which the caller
-	// reports and retries. It may return
-	// early, when the log grew by something that is no new record (a
-	// Kafka backend's claim or snapshot pointer, a group not whole yet):
-	// the caller replays and waits again. It must not poll the writer: a
+	// reports and retries. It may return nil early: when the log grew by
+	// something that is no new record (a Kafka backend's claim or
+	// snapshot pointer, a group not whole yet), and, after a Wait that
+	// returned a failure, at its first read that succeeds (the caller
+	// learns the log is readable again); the caller replays and waits
+	// again. It must not poll the writer: a
 	// backend wakes it from what it reads (a Kafka long-poll fetch, the
 	// in-memory log's own appends).
 	Wait(ctx context.Context, next int64) error
