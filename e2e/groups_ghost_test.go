@@ -21,8 +21,11 @@ import (
 // JoinGroup until the pending member's session has expired (KIP-394: a
 // pending member counts as one not yet joined) and then complete the
 // rebalance without it — generation 2, the leader alone — well before the
-// leader's rebalance timeout (25 s). The bound is a lower bound (the
-// answer comes no earlier than the pending member's session), not a speed.
+// leader's rebalance timeout (25 s). The bounds tell the two apart, not
+// a speed: no earlier than the pending member's session (6 s), and well
+// before the rebalance timeout (under 20 s) — a coordinator that held the
+// JoinGroup for the leader's rebalance timeout instead fails the second.
+// Both coordinators answered at 6.0 s.
 func TestGroupPendingMemberHoldsJoinMatchesKafka(t *testing.T) {
 	t.Parallel()
 	kc := sharedKafka(t)
@@ -38,6 +41,9 @@ func TestGroupPendingMemberHoldsJoinMatchesKafka(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			leader, ghost := tg.dial(t), tg.dial(t)
 			const ghostSession = 6_000
+			// ghostHeldAtMost lies between the pending member's session
+			// (6 s) and the leader's rebalance timeout (25 s).
+			const ghostHeldAtMost = 20 * time.Second
 			jr := leader.Request(joinReq(group, "", nil, 25_000)).(*kmsg.JoinGroupResponse)
 			wantCode(t, "JoinGroup without a member id", jr.ErrorCode, kerr.MemberIDRequired)
 			id := jr.MemberID
@@ -66,6 +72,9 @@ func TestGroupPendingMemberHoldsJoinMatchesKafka(t *testing.T) {
 			}
 			if answered < ghostSession*time.Millisecond {
 				t.Fatalf("the leader's rejoin answered %v after the pending member's JoinGroup was sent: before its %d ms session expired", answered, ghostSession)
+			}
+			if answered >= ghostHeldAtMost {
+				t.Fatalf("the leader's rejoin answered %v after the pending member's JoinGroup was sent: held toward the leader's 25 s rebalance timeout, not until the pending member's %d ms session", answered, ghostSession)
 			}
 			t.Logf("the leader's rejoin answered %v after the pending member's JoinGroup", answered)
 		})
