@@ -75,7 +75,7 @@ type replica struct {
 		// waiters are the sync calls waiting for a Replay that starts
 		// after they asked; each is closed once one applied.
 		waiters []chan struct{}
-		// wake ends the loop's Wait in progress (nil when none).
+		// wake ends the loop's Wait or pause in progress (nil when none).
 		wake context.CancelFunc
 	}
 }
@@ -479,14 +479,40 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 		}
 		r.failed(s.c.cfg.Now(), err)
 		if ctx.Err() == nil {
-			attempt++
+			if errors.Is(err, errWaitFailed) {
+				// The Wait retried its reads for a while before it failed
+				// (Follower.Wait): a backoff growing on top of it would,
+				// after a long outage, keep the replica asleep for up to
+				// the cap once the log is back.
+				attempt = 1
+			} else {
+				attempt++
+			}
 			s.c.retryLog.Log(ctx, slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: following a shard's log failed; retrying",
 				slog.Any("err", err))
-			if backoff.Sleep(ctx, backoff.Wait(50*time.Millisecond, 5*time.Second, attempt)) != nil {
+			if r.pause(ctx, backoff.Wait(50*time.Millisecond, 5*time.Second, attempt)) != nil {
 				return
 			}
 		}
 	}
+}
+
+// pause sleeps d between the loop's attempts; a sync called during it
+// ends it (the sync waits for a Replay, and a takeover syncing the
+// catalog's replica holds the placement lock). A sync still waiting from
+// before, its attempt failed, does not, or a failing loop would retry
+// without pausing. Errors: ctx's.
+func (r *replica) pause(ctx context.Context, d time.Duration) error {
+	r.syncs.Lock()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.syncs.wake = cancel
+	r.syncs.Unlock()
+	backoff.Sleep(pctx, d)
+	r.syncs.Lock()
+	r.syncs.wake = nil
+	r.syncs.Unlock()
+	return ctx.Err()
 }
 
 // failed records an attempt of the loop that failed at now with err:
@@ -531,8 +557,9 @@ func (r *replica) reloading() error {
 // sync returns once the replica applied every record its log held when
 // sync was called (a Replay that started after the call, applied): a
 // replica is a moment behind its log by design (SPEC §9), and sync is
-// for the reader that must not be. It ends the loop's Wait in progress.
-// Errors: ctx's; errReplicaStopped once the loop ended.
+// for the reader that must not be. It ends the loop's Wait, or its pause
+// between failed attempts, in progress. Errors: ctx's; errReplicaStopped
+// once the loop ended.
 func (r *replica) sync(ctx context.Context) error {
 	ch := make(chan struct{})
 	r.syncs.Lock()
@@ -584,10 +611,15 @@ func (r *replica) wait(ctx context.Context) ([]chan struct{}, error) {
 	r.syncs.wake = nil
 	r.syncs.Unlock()
 	if err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errWaitFailed, err)
 	}
 	return r.takeSyncs(), nil
 }
+
+// errWaitFailed marks (wrapped) the loop's Wait that returned a failure:
+// the follower's reads kept failing for a while (Follower.Wait), so the
+// failure paced itself and the loop's backoff does not grow on it.
+var errWaitFailed = errors.New("coordinator: waiting for the shard's log failed")
 
 // step waits for the log to grow past r.next (or a sync) and applies what
 // is there.
