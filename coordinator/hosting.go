@@ -477,7 +477,8 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 		if reload {
 			r.setReloading(err)
 		}
-		r.failed(s.c.cfg.Now(), err)
+		now := s.c.cfg.Now()
+		r.failed(now, err)
 		if ctx.Err() == nil {
 			if errors.Is(err, errWaitFailed) {
 				// The Wait retried its reads for a while before it failed
@@ -488,13 +489,29 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 			} else {
 				attempt++
 			}
-			s.c.retryLog.Log(ctx, slog.LevelWarn, fmt.Sprintf("shard-%d", s.id), "coordinator: following a shard's log failed; retrying",
-				slog.Any("err", err))
+			r.logFailure(ctx, s, now, reload, err)
 			if r.pause(ctx, backoff.Wait(50*time.Millisecond, 5*time.Second, attempt)) != nil {
 				return
 			}
 		}
 	}
+}
+
+// logFailure logs the loop's attempt that failed at now with err. A
+// catch-up read that failed is logged at Info while the loop has failed
+// for less than replicaRetryingAfter — the Kafka leader change after a
+// broker dies, which every sidecar's replicas of every shard wait out —
+// and at Warn from then on, when ShardHealth reports the shard retrying;
+// a reload that failed (the state not the log's) at Warn at once. The two
+// messages differ, so the first Warn is not counted as a repeat of the
+// Info lines (ratelog keys on the message).
+func (r *replica) logFailure(ctx context.Context, s *shard, now time.Time, reload bool, err error) {
+	subject := fmt.Sprintf("shard-%d", s.id)
+	if reload || r.failingFor(now) != nil {
+		s.c.retryLog.Log(ctx, slog.LevelWarn, subject, "coordinator: following a shard's log failed; retrying", slog.Any("err", err))
+		return
+	}
+	s.c.retryLog.Log(ctx, slog.LevelInfo, subject, "coordinator: reading a shard's log failed; retrying", slog.Any("err", err))
 }
 
 // pause sleeps d between the loop's attempts; a sync called during it

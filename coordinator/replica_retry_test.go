@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -74,13 +75,39 @@ func (f *outageFollower) waits() [][2]time.Time {
 	return append([][2]time.Time(nil), f.mu.failedWaits...)
 }
 
+// recordLog is a slog.Handler that keeps every record.
+type recordLog struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *recordLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *recordLog) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+func (l *recordLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *recordLog) WithGroup(string) slog.Handler      { return l }
+
+func (l *recordLog) records() []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]slog.Record(nil), l.recs...)
+}
+
 // newOutageReplica opens a one-node cluster whose replica of shard 1
 // reads through an outageFollower, down as given from the start, and
-// returns them.
-func newOutageReplica(t *testing.T, waitDown bool) (*replica, *outageFollower) {
+// returns them and the node's log.
+func newOutageReplica(t *testing.T, waitDown bool) (*replica, *outageFollower, *recordLog) {
 	t.Helper()
+	logs := &recordLog{}
 	var f *outageFollower
 	cl := newCluster(t, 1, func(c *Config) {
+		c.Logger = slog.New(logs)
 		follow := c.OpenFollower
 		c.OpenFollower = func(s int32) (metalog.Follower, error) {
 			inner, err := follow(s)
@@ -96,7 +123,7 @@ func newOutageReplica(t *testing.T, waitDown bool) (*replica, *outageFollower) {
 	s.host.RLock()
 	rep := s.host.rep
 	s.host.RUnlock()
-	return rep, f
+	return rep, f, logs
 }
 
 // TestReplicaWaitFailuresKeepBackoffShort: a replica whose Waits fail
@@ -105,10 +132,13 @@ func newOutageReplica(t *testing.T, waitDown bool) (*replica, *outageFollower) {
 // step (50 ms) after each, however many failed before: the Wait paced
 // itself. Before, each failed Wait also grew the loop's backoff to its
 // 5 s cap, and a replica alternated 5 s Waits with up to 5 s sleeps,
-// lagging up to 5 s behind its log once Kafka was back.
+// lagging up to 5 s behind its log once Kafka was back. Its failures are
+// logged at Info while they are younger than replicaRetryingAfter — the
+// leader change every sidecar's replicas wait out — and at Warn from
+// then on; before, the first was a Warn on every sidecar.
 func TestReplicaWaitFailuresKeepBackoffShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, f := newOutageReplica(t, true)
+		_, f, logs := newOutageReplica(t, true)
 		time.Sleep(60 * time.Second)
 		f.set(false, false)
 		synctest.Wait()
@@ -122,6 +152,21 @@ func TestReplicaWaitFailuresKeepBackoffShort(t *testing.T) {
 			}
 		}
 
+		firstFailed := waits[0][1]
+		var infos, warns int
+		for _, r := range logs.records() {
+			switch {
+			case r.Level >= slog.LevelWarn && r.Time.Sub(firstFailed) < replicaRetryingAfter:
+				t.Fatalf("%v after the first failed Wait, before replicaRetryingAfter (%v): %s %q", r.Time.Sub(firstFailed), replicaRetryingAfter, r.Level, r.Message)
+			case r.Level >= slog.LevelWarn:
+				warns++
+			case r.Level == slog.LevelInfo && r.Message == "coordinator: reading a shard's log failed; retrying":
+				infos++
+			}
+		}
+		if infos == 0 || warns == 0 {
+			t.Fatalf("a 60 s outage logged %d Info and %d Warn lines, want the first failure at Info and a Warn once it lasted %v", infos, warns, replicaRetryingAfter)
+		}
 	})
 }
 
@@ -134,7 +179,7 @@ func TestReplicaWaitFailuresKeepBackoffShort(t *testing.T) {
 func TestReplicaSyncEndsPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		rep, f := newOutageReplica(t, false)
+		rep, f, _ := newOutageReplica(t, false)
 		f.set(false, true)
 		first := make(chan error, 1)
 		go func() { first <- rep.sync(ctx) }() // wakes the Wait; its Replays fail
