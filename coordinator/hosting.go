@@ -88,15 +88,11 @@ type replicaFailure struct {
 
 // replicaRetryingAfter is how long a read replica's reads must have
 // failed without a success in between before ShardHealth reports it
-// ShardRetrying (and /readyz answers 503): not on the first failure,
-// since every sidecar keeps a replica of every shard and one Kafka blip
-// would otherwise flip every pod's readiness at once. 15 s outlasts a
-// Kafka leader change after a broker dies (the controller moves its
-// leaderships once broker.session.timeout.ms, 9 s by default, passed),
-// which the replicas only wait out; a replica stuck longer serves
-// FindBatches and long-polls that stand still (SPEC §9 allows them
-// slightly stale only). A whole reload that fails is reported at once:
-// the state is then not the log's (replica.next).
+// ShardRetrying (and /readyz answers 503): long enough to outlast the
+// Kafka leader change after a broker died, which fails every sidecar's
+// replicas at once and which they only wait out (DESIGN §Read replicas
+// gives the argument and the timings). A whole reload that fails is
+// reported at once: the state is then not the log's (replica.next).
 const replicaRetryingAfter = 15 * time.Second
 
 // clustered reports whether shards are placed (Config.OpenFollower).
