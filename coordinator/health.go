@@ -167,16 +167,13 @@ func (s *shard) health() ShardHealth {
 	// A failed rebuild the driver retries leaves rebuilding set (rebuild).
 	retrying := failed != nil && s.rebuilding.Load()
 	h := ShardHealth{Shard: s.id, Hosted: r == roleHosted}
-	var reloading, stuck error
+	var stuck error
 	if rep != nil {
-		reloading = rep.reloading()
-		stuck = rep.failingFor(s.c.cfg.Now())
+		stuck = rep.retrying(s.c.cfg.Now())
 	}
 	switch {
 	case r == roleLoading:
 		h.State = ShardLoading
-	case r == roleReplica && reloading != nil:
-		h.State, h.Err = ShardRetrying, reloading
 	case r == roleReplica && stuck != nil:
 		h.State, h.Err = ShardRetrying, stuck
 	case r == roleReplica && rep == nil && unfollowed != nil:

@@ -60,14 +60,10 @@ type replica struct {
 	next int64
 	// snapAt is the index of the snapshot the state was loaded from.
 	snapAt int64
-	// reloadErr is set while the loop is in reload mode (the state must
-	// be loaded whole and the last attempt failed: ShardRetrying) to
-	// that attempt's error; nil otherwise.
-	reloadErr atomic.Pointer[error]
 	// failing is set from the loop's first failed attempt (a catch-up
 	// read, Wait or reload) to its next success: since when the loop has
-	// failed without a success in between, and the last attempt's error
-	// (failingFor).
+	// failed without a success in between, the last attempt's error, and
+	// whether the loop is in reload mode (retrying).
 	failing atomic.Pointer[replicaFailure]
 	// syncs is what sync asks the loop for (guarded by its mutex).
 	syncs struct {
@@ -84,6 +80,9 @@ type replica struct {
 type replicaFailure struct {
 	since time.Time // the first failed attempt's end (Config.Now)
 	err   error     // the last failed attempt's error
+	// reload: the last attempt was a whole load (the state must be
+	// loaded whole: replica.next is −1), reported at once.
+	reload bool
 }
 
 // replicaRetryingAfter is how long a read replica's reads must have
@@ -383,7 +382,7 @@ func (s *shard) follow(from int64, prev *replica, mustLoad bool) (err error) {
 			c.retryLog.Log(context.Background(), slog.LevelWarn, fmt.Sprintf("shard-%d", s.id),
 				"coordinator: following a shard's log failed; retrying", slog.Any("err", err))
 			reload = true
-			rep.setReloading(err)
+			rep.failed(c.cfg.Now(), err, true)
 		}
 	} else {
 		rep.next = from
@@ -466,15 +465,11 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 		}
 		if err == nil {
 			attempt, reload = 0, false
-			r.setReloading(nil)
 			r.failing.Store(nil)
 			continue
 		}
-		if reload {
-			r.setReloading(err)
-		}
 		now := s.c.cfg.Now()
-		r.failed(now, err)
+		r.failed(now, err, reload)
 		if ctx.Err() == nil {
 			if errors.Is(err, errWaitFailed) {
 				// The Wait retried its reads for a while before it failed
@@ -485,7 +480,7 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 			} else {
 				attempt++
 			}
-			r.logFailure(ctx, s, now, reload, err)
+			r.logFailure(ctx, s, now, err)
 			if r.pause(ctx, backoff.Wait(50*time.Millisecond, 5*time.Second, attempt)) != nil {
 				return
 			}
@@ -501,9 +496,9 @@ func (r *replica) run(ctx context.Context, s *shard, reload bool) {
 // a reload that failed (the state not the log's) at Warn at once. The two
 // messages differ, so the first Warn is not counted as a repeat of the
 // Info lines (ratelog keys on the message).
-func (r *replica) logFailure(ctx context.Context, s *shard, now time.Time, reload bool, err error) {
+func (r *replica) logFailure(ctx context.Context, s *shard, now time.Time, err error) {
 	subject := fmt.Sprintf("shard-%d", s.id)
-	if reload || r.failingFor(now) != nil {
+	if r.retrying(now) != nil {
 		s.c.retryLog.Log(ctx, slog.LevelWarn, subject, "coordinator: following a shard's log failed; retrying", slog.Any("err", err))
 		return
 	}
@@ -528,41 +523,23 @@ func (r *replica) pause(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
-// failed records an attempt of the loop that failed at now with err:
-// the run of failures goes on since its first.
-func (r *replica) failed(now time.Time, err error) {
-	f := &replicaFailure{since: now, err: err}
+// failed records an attempt of the loop that failed at now with err (a
+// whole load when reload): the run of failures goes on since its first.
+func (r *replica) failed(now time.Time, err error, reload bool) {
+	f := &replicaFailure{since: now, err: err, reload: reload}
 	if prev := r.failing.Load(); prev != nil {
 		f.since = prev.since
 	}
 	r.failing.Store(f)
 }
 
-// failingFor returns the last failed attempt's error when the loop has
-// failed without a success for replicaRetryingAfter or longer at now,
-// nil otherwise.
-func (r *replica) failingFor(now time.Time) error {
-	if f := r.failing.Load(); f != nil && now.Sub(f.since) >= replicaRetryingAfter {
+// retrying returns the last failed attempt's error while ShardHealth
+// reports the replica ShardRetrying at now: at once when that attempt
+// was a whole load (the state is not the log's), else once the loop has
+// failed without a success for replicaRetryingAfter; nil otherwise.
+func (r *replica) retrying(now time.Time) error {
+	if f := r.failing.Load(); f != nil && (f.reload || now.Sub(f.since) >= replicaRetryingAfter) {
 		return f.err
-	}
-	return nil
-}
-
-// setReloading records the loop's mode for ShardHealth: reload mode
-// after err (a failed load), or not (err nil).
-func (r *replica) setReloading(err error) {
-	if err == nil {
-		r.reloadErr.Store(nil)
-		return
-	}
-	r.reloadErr.Store(&err)
-}
-
-// reloading returns the error of the reload mode's last failed attempt,
-// nil when the loop is not in reload mode.
-func (r *replica) reloading() error {
-	if p := r.reloadErr.Load(); p != nil {
-		return *p
 	}
 	return nil
 }
