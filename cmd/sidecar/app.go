@@ -249,7 +249,10 @@ func startTraced(cfg Config, log *slog.Logger, tp trace.TracerProvider) (_ *app,
 	if err := telemetry.ObserveCoordinator(metrics, a.coord.Stats()); err != nil {
 		return nil, err
 	}
-	if err := telemetry.ObserveHealth(metrics, func() error { return live(a.coord) }, a.coord.ShardHealth); err != nil {
+	if err := telemetry.ObserveHealth(metrics, func() ([]coordinator.ShardHealth, error) {
+		h := a.coord.Health()
+		return h.Shards, live(h)
+	}); err != nil {
 		return nil, err
 	}
 	if err := telemetry.ObserveLimits(metrics, cfg.AppendMaxPendingBytes); err != nil {

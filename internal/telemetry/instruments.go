@@ -328,16 +328,17 @@ func ObserveLimits(mp metric.MeterProvider, maxPendingBytes int64) error {
 }
 
 // ObserveHealth exports diskless.coordinator.failed, a gauge: 1 while
-// health reports an error (a coordinator shard has failed for good and
+// health's reading reports failed (a coordinator shard has failed for good and
 // answers KAFKA_STORAGE_ERROR until the process restarts; /healthz names
 // it), else 0; and diskless.coordinator.shards, a gauge of the shards by
 // state (serving, loading, retrying, failed: coordinator.ShardState) and
 // role (hosted, replica), every pair observed (0 included) so a series
 // never vanishes — a shard retrying its rebuild or reload while its log
-// cannot be read is counted there, not in the first. health and shards
-// are called on every collection and must be cheap
-// (coordinator.Coordinator's Err and ShardHealth are).
-func ObserveHealth(mp metric.MeterProvider, health func() error, shards func() []coordinator.ShardHealth) error {
+// cannot be read is counted there, not in the first. health is called
+// once per collection, so both gauges come from one reading (as /healthz
+// does: coordinator.Health), and must be cheap (coordinator.Coordinator's
+// Health is).
+func ObserveHealth(mp metric.MeterProvider, health func() (shards []coordinator.ShardHealth, failed error)) error {
 	m := Meter(mp)
 	g, err := m.Int64ObservableGauge("diskless.coordinator.failed", metric.WithUnit("{shard}"),
 		metric.WithDescription("1 while a coordinator shard has failed for good (/healthz answers 503 naming it), else 0"))
@@ -355,13 +356,14 @@ func ObserveHealth(mp metric.MeterProvider, health func() error, shards func() [
 		state  coordinator.ShardState
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		shards, failed := health()
 		var v int64
-		if health() != nil {
+		if failed != nil {
 			v = 1
 		}
 		o.ObserveInt64(g, v)
 		n := map[key]int64{}
-		for _, h := range shards() {
+		for _, h := range shards {
 			n[key{h.Hosted, h.State}]++
 		}
 		for _, hosted := range []bool{true, false} {

@@ -126,7 +126,7 @@ func TestHealthAndLimits(t *testing.T) {
 	defer p.Shutdown(context.Background())
 	var failed error
 	var shards []coordinator.ShardHealth
-	if err := ObserveHealth(p, func() error { return failed }, func() []coordinator.ShardHealth { return shards }); err != nil {
+	if err := ObserveHealth(p, func() ([]coordinator.ShardHealth, error) { return shards, failed }); err != nil {
 		t.Fatal(err)
 	}
 	if err := ObserveLimits(p, 1234); err != nil {
